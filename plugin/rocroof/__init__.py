@@ -1,0 +1,10 @@
+"""rocroof: per-ggml-op DRAM roofline profiling for llama.cpp, into a queryable database.
+
+The library never prints or exits. Entry points:
+
+* :func:`rocroof.readers.read_capture` - a profiler output path to a :class:`~rocroof.records.Capture`;
+* :func:`rocroof.pipeline.build_run` - a capture to the rows of one run;
+* :class:`rocroof.store.Store` - the results database (SQLite file or any SQLAlchemy URL).
+"""
+
+__version__ = "0.1.0"

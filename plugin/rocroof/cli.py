@@ -1,0 +1,422 @@
+"""The ``rocroof`` command line: a thin click layer over the library.
+
+Every :class:`~rocroof.errors.RocroofError` becomes a one-line ``Error: ...`` message and exit
+status 1; anything else is a bug and keeps its traceback. ``--traceback`` shows tracebacks for
+user errors too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from . import __version__
+from .errors import InputError, RocroofError
+
+DEFAULT_DB = "rocroof.db"
+DB_HELP = (
+    "Results database: a SQLite file or an SQLAlchemy URL (postgresql://...). [env ROCROOF_DB; default rocroof.db]"
+)
+FORMATS = ("table", "csv", "json", "markdown")
+
+
+class RocroofGroup(click.Group):
+    """A click group that turns :class:`RocroofError` into one-line messages."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; user errors become ``Error: <message>`` and exit status 1."""
+        try:
+            return super().invoke(ctx)
+        except RocroofError as exc:
+            if ctx.params.get("traceback") or os.environ.get("ROCROOF_TRACEBACK"):
+                raise
+            raise click.ClickException(str(exc)) from None
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _db_option(fn: Any) -> Any:
+    return click.option("--db", "db", envvar="ROCROOF_DB", default=DEFAULT_DB, show_default=False, help=DB_HELP)(fn)
+
+
+def _format_option(fn: Any) -> Any:
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="table",
+        show_default=True,
+        help="table for terminals, markdown for PR reviews, csv/json for scripts (raw values, units in names).",
+    )(fn)
+
+
+@click.group(cls=RocroofGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="rocroof")
+@click.option("--traceback", is_flag=True, help="Show Python tracebacks for errors (for bug reports).")
+def cli(traceback: bool) -> None:
+    """rocroof: per-ggml-op DRAM roofline profiles of llama.cpp, in a database you can query.
+
+    \b
+    Typical session:
+      rocroof collect --out cap1 -- llama-bench -m model.gguf -p 512 -n 0 -r 1
+      rocroof report --by op
+      rocroof report --by dispatch --top 20 --format markdown
+      rocroof query "SELECT op, SUM(duration_ns) FROM dispatch_dram GROUP BY op"
+
+    \b
+    Already have profiler output? Ingest it:
+      rocroof ingest path/to/rocprofv3-output/ --label model=qwen3-30b
+    """
+
+
+def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--label {item!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _progress() -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=_stderr(),
+        transient=True,
+    )
+
+
+def _ingest_one(
+    path: Path,
+    db: str,
+    labels: dict[str, str],
+    attach: list[Path],
+    arch: str | None,
+    replace: bool,
+    keep_instances: bool,
+    keep_warmup: bool,
+) -> str:
+    from .pipeline import build_run
+    from .readers import read_capture
+    from .store import Store
+
+    store = Store(db)
+    try:
+        with _progress() as progress:
+            task = progress.add_task(f"reading {path}", total=None, detail="")
+            capture = read_capture(path, attachments=attach, keep_instances=keep_instances)
+            progress.update(
+                task, description=f"attributing {sum(len(p.dispatches) for p in capture.passes):,} dispatches"
+            )
+            frames = build_run(capture, arch_override=arch, source_path=str(path), keep_warmup=keep_warmup)
+
+            def cb(stage: str, done: int, total: int) -> None:
+                progress.update(
+                    task, description=f"writing {stage}", completed=done, total=total, detail=f"{done:,}/{total:,} rows"
+                )
+
+            run_id = store.write_run(frames, labels=labels, replace=replace, progress=cb)
+    finally:
+        store.close()
+    return _summary(run_id, path, capture, frames)
+
+
+def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
+    run = frames.run
+    disp = frames.tables["dispatch"]
+    timing = disp[disp["timing_dispatch_index"] == disp["dispatch_index"]] if len(disp) else disp
+    dram = frames.tables["dram_traffic"]
+    n = len(timing)
+    attributed = int(timing["op_index"].notna().sum()) if n else 0
+    known_r = int(dram["dram_read_bytes"].notna().sum()) if len(dram) else 0
+    known_w = int(dram["dram_write_bytes"].notna().sum()) if len(dram) else 0
+    bounded = int((dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum()) if len(dram) else 0
+    gpu = " ".join(x for x in (run.get("gpu_name"), f"({run['gpu_arch']})" if run.get("gpu_arch") else None) if x)
+    timing_text = {
+        "trace": "from the trace pass",
+        "counter_pass": "from a counter pass (serialised kernels)",
+        "merged_counters": "from merged counter passes (serialised kernels)",
+        "profiler": "as reported by the profiler",
+        "none": "not available",
+    }.get(run["timing_source"], run["timing_source"])
+    parts = [
+        f"Stored run {run_id} from {path} ({capture.source_format}, {gpu or 'unknown GPU'}): "
+        f"{len(capture.passes)} pass(es), {n:,} dispatch(es) in the timing pass, "
+        f"{len(frames.tables['op_invocation']):,} ggml op invocation(s), {attributed:,} dispatch(es) attributed "
+        f"({run['attribution_method']}).",
+        f"DRAM bytes known for {known_r:,}/{n:,} reads ({bounded:,} bounded only) and {known_w:,}/{n:,} writes; "
+        f"durations {timing_text}.",
+    ]
+    if run.get("dram_peak_gbps"):
+        parts.append(f"Ceiling {run['dram_peak_gbps']:,.1f} GB/s ({run['dram_peak_source']}).")
+    warnings = [note for note in frames.notes if note.severity != "info"]
+    if warnings:
+        parts.append(f"{len(warnings)} warning(s):")
+    text = " ".join(parts)
+    for note in warnings:
+        text += f"\n  - {note.message}"
+    text += f"\nNext: rocroof report --run {run_id} --by op   (or --by kernel, --by dispatch)"
+    return text
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@_db_option
+@click.option(
+    "--label", "labels", multiple=True, metavar="KEY=VALUE", help="Label the run (repeatable), e.g. --label model=q4_k."
+)
+@click.option(
+    "--attach",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Extra file of this run: ggml op metadata JSON, or a log with ggml-fused: lines.",
+)
+@click.option("--arch", metavar="GFX", help="GPU architecture when the capture does not record it (e.g. gfx942).")
+@click.option("--replace", is_flag=True, help="Replace a stored run with the same content instead of refusing.")
+@click.option(
+    "--instances/--no-instances",
+    default=True,
+    show_default=True,
+    help="Keep per-instance counter values (e.g. one per TCC channel) where the source has them.",
+)
+@click.option("--keep-warmup", is_flag=True, help="Keep dispatches before the last 'ggml reset' mark.")
+def ingest(
+    paths: tuple[Path, ...],
+    db: str,
+    labels: tuple[str, ...],
+    attach: tuple[Path, ...],
+    arch: str | None,
+    replace: bool,
+    instances: bool,
+    keep_warmup: bool,
+) -> None:
+    """Store recorded profiler output: one run per PATH.
+
+    PATH is a capture directory or file. The format is detected: rocprofv3 CSV (also
+    'rocpd convert' CSV and multi-pass pmc_N/ or pass_N/ directories), rocprofv3 rocpd
+    databases (*_results.db), rocprofiler-compute workloads, and ggml op metadata JSON
+    (AMD's GGML_ROOFLINE_OUT). Files may be gzip-compressed. Each run is written in one
+    transaction: a failed ingest stores nothing.
+
+    \b
+    Examples:
+      rocroof ingest out/ --label model=llama-3b --label ubatch=512
+      rocroof ingest workloads/vcopy/MI300X_A1 --db team.db
+      rocroof ingest kernel_trace_dir/ --attach roofline.json --arch gfx1151
+    """
+    label_map = _parse_labels(labels)
+    if attach and len(paths) > 1:
+        raise InputError("--attach belongs to one run; ingest one PATH at a time with it")
+    for path in paths:
+        click.echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
+
+
+@cli.command()
+@click.argument("app", nargs=-1, required=True)
+@click.option(
+    "--counters",
+    default="dram",
+    show_default=True,
+    help="Counter preset (dram, roofline) or names: TCC_EA0_RDREQ_sum,TCC_BUBBLE_sum,...",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Directory for the raw profiler output (default: rocroof-out/<timestamp>).",
+)
+@_db_option
+@click.option("--arch", metavar="GFX", help="Skip GPU detection and plan for this architecture (e.g. gfx942).")
+@click.option(
+    "--output-format",
+    type=click.Choice(["rocpd", "csv"]),
+    default=None,
+    help="rocprofv3 output format (default: rocpd on ROCm >= 7.0, else csv).",
+)
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Label the run (repeatable).")
+@click.option("--no-sidecar", is_flag=True, help="Do not ask the llama.cpp hook for the op-metadata JSON.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and the commands; run nothing.")
+def collect(
+    app: tuple[str, ...],
+    counters: str,
+    out: Path | None,
+    db: str,
+    arch: str | None,
+    output_format: str | None,
+    labels: tuple[str, ...],
+    no_sidecar: bool,
+    dry_run: bool,
+) -> None:
+    """Profile APP with rocprofv3 and store the result.
+
+    Runs APP once for timings (kernel, marker and HIP API traces) and once per group of
+    counters that fits the GPU in one pass, keeps the raw output under --out, joins the
+    passes per ggml op invocation, and ingests. APP should be built with rocroof's llama.cpp
+    marker hook (tools/llama.cpp); collect sets GGML_CUDA_MARKERS=1 for it.
+
+    \b
+    Examples:
+      rocroof collect -- llama-bench -m qwen3-30b-a3b-q4_k.gguf -p 512 -n 0 -r 1
+      rocroof collect --counters roofline --out cap/ -- llama-completion -m m.gguf -p hi -n 8
+      rocroof collect --arch gfx942 --dry-run -- ./app
+    """
+    import datetime as dt
+
+    from .collect import execute, make_plan
+
+    out_dir = out or Path("rocroof-out") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    plan = make_plan(
+        list(app), out_dir, counters=counters, arch=arch, output_format=output_format, sidecar=not no_sidecar
+    )
+    lines = [
+        f"GPU {plan.device.arch}: {len(plan.runs)} application run(s), output format {plan.output_format}, "
+        f"raw output in {out_dir}"
+    ]
+    for run in plan.runs:
+        what = "timings" if run.kind == "trace" else f"counters {' '.join(run.counters)}"
+        env = " ".join(f"{k}={v}" for k, v in run.env.items())
+        lines.append(f"  {run.label}: {what}\n    {env + ' ' if env else ''}{' '.join(run.argv)}")
+    if dry_run:
+        click.echo("\n".join(lines))
+        return
+    _stderr().print("\n".join(lines))
+
+    def on_run(i: int, total: int, run: Any) -> None:
+        _stderr().print(f"[{i + 1}/{total}] {run.label}: running the application under rocprofv3 ...")
+
+    capture_dir = execute(plan, list(app), on_run=on_run)
+    click.echo(_ingest_one(capture_dir, db, _parse_labels(labels), [], arch, False, True, False))
+
+
+@cli.command()
+@_db_option
+@_format_option
+@click.option("--notes", "notes_for", type=int, default=None, metavar="RUN", help="Show all notes of one run instead.")
+def runs(db: str, fmt: str, notes_for: int | None) -> None:
+    """List stored runs (or one run's notes with --notes RUN)."""
+    import sqlalchemy as sa
+
+    from .report import render_frame, runs_frame
+    from .store import Store, schema
+
+    store = Store(db, read_only=True)
+    store.check()
+    if notes_for is not None:
+        rid = store.resolve_run(notes_for)
+        df = store.frame(
+            sa.select(schema.run_note.c.severity, schema.run_note.c.code, schema.run_note.c.message)
+            .where(schema.run_note.c.run_id == rid)
+            .order_by(schema.run_note.c.note_index)
+        )
+    else:
+        df = runs_frame(store)
+    click.echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
+
+
+@cli.command()
+@_db_option
+@click.option("--run", "run_spec", default="latest", show_default=True, help="Run id or 'latest'.")
+@click.option(
+    "--by",
+    type=click.Choice(["op", "kernel", "dispatch", "invocation"]),
+    default="op",
+    show_default=True,
+    help="One row per ggml op, kernel name, timing-pass dispatch, or op invocation.",
+)
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows (longest first).")
+@_format_option
+def report(db: str, run_spec: str, by: str, top: int | None, fmt: str) -> None:
+    """Per-op / per-kernel / per-dispatch time, DRAM bytes and bandwidth of a run.
+
+    Achieved bandwidth is (read + write DRAM bytes) / GPU time; the ceiling is the run's
+    measured or datasheet DRAM bandwidth (named in the header). Unknown values print as '?',
+    with the bounds the counters allow.
+
+    \b
+    Examples:
+      rocroof report                          # latest run, per ggml op
+      rocroof report --run 3 --by dispatch --format json > run3.json
+      rocroof report --by kernel --top 10 --format markdown
+    """
+    from .report import build_report, render
+    from .store import Store
+
+    store = Store(db, read_only=True)
+    rid = store.resolve_run(run_spec)
+    rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
+    click.echo(render(rep, fmt), nl=False)  # type: ignore[arg-type]
+
+
+@cli.command()
+@click.argument("sql")
+@_db_option
+@_format_option
+def query(sql: str, db: str, fmt: str) -> None:
+    """Run one read-only SQL query on the database.
+
+    Views: dispatch_dram, op_invocation_summary, op_summary, kernel_summary; tables: run,
+    pass, dispatch, counter_value, counter_instance, marker_range, op_invocation, op_operand,
+    dram_traffic, run_note... (docs/schema.md). Statements that write are refused.
+
+    \b
+    Examples:
+      rocroof query "SELECT op, SUM(duration_ns)/1e3 AS us FROM dispatch_dram WHERE run_id=1 GROUP BY op"
+      rocroof query "SELECT * FROM run_note WHERE severity='warning'" --format markdown
+    """
+    from .report import render_frame
+    from .store import Store
+
+    store = Store(db, read_only=True)
+    store.check()
+    click.echo(render_frame(store.query(sql), fmt), nl=False)  # type: ignore[arg-type]
+
+
+@cli.group()
+def db() -> None:
+    """Database schema: status and upgrades."""
+
+
+@db.command("status")
+@_db_option
+def db_status(db: str) -> None:
+    """Show the schema migrations and whether they are applied."""
+    from .store import Store
+    from .store.migrations import SCHEMA_VERSION
+
+    store = Store(db, read_only=True)
+    for name, applied in store.status():
+        click.echo(f"{name}: {'applied ' + applied if applied else 'pending'}")
+    click.echo(f"rocroof {__version__} knows schema version {SCHEMA_VERSION}")
+
+
+@db.command("upgrade")
+@_db_option
+def db_upgrade(db: str) -> None:
+    """Create the schema or apply pending migrations."""
+    from .store import Store
+
+    ran = Store(db).upgrade()
+    click.echo(f"applied {', '.join(ran)}" if ran else "schema is up to date")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="rocroof")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,322 @@
+"""Reading profiler text files: gzip, strict UTF-8, CSV with case-insensitive headers.
+
+Every failure becomes a :class:`~rocroof.errors.ParseError` naming the file and the row
+(1-based, the header being row 1), so that a user sees one line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import pandas as pd
+
+from .errors import ParseError
+
+_INT_RE = r"[+-]?\d+"
+_INT64_MAX = 2**63 - 1
+#: Files larger than this are read in chunks of CHUNK_ROWS rows.
+CHUNK_ROWS = 200_000
+
+
+def is_gzip(path: Path) -> bool:
+    """True when ``path`` starts with the gzip magic bytes (whatever its suffix)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def logical_name(path: Path) -> str:
+    """The file name without a trailing ``.gz`` (``x_kernel_trace.csv.gz`` -> ``x_kernel_trace.csv``)."""
+    name = path.name
+    return name[:-3] if name.endswith(".gz") else name
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """Open ``path`` for binary reading, transparently decompressing gzip.
+
+    Raises:
+        ParseError: the file cannot be opened.
+    """
+    try:
+        if is_gzip(path):
+            return gzip.open(path, "rb")  # type: ignore[return-value]
+        return open(path, "rb")
+    except OSError as exc:
+        raise ParseError(path, f"cannot open file: {exc.strerror or exc}") from exc
+
+
+def read_text(path: Path, limit_bytes: int | None = None) -> str:
+    """Read a whole (small) text file as strict UTF-8.
+
+    Args:
+        path: the file; gzip-compressed files are accepted.
+        limit_bytes: refuse files whose (decompressed) size exceeds this many bytes.
+
+    Raises:
+        ParseError: unreadable, truncated gzip, too large, or not UTF-8 (with the line number).
+    """
+    with open_binary(path) as fh:
+        try:
+            data = fh.read() if limit_bytes is None else fh.read(limit_bytes + 1)
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
+    if limit_bytes is not None and len(data) > limit_bytes:
+        raise ParseError(path, f"file is larger than {limit_bytes} bytes; refusing to load it into memory")
+    return decode_utf8(path, data)
+
+
+def decode_utf8(path: Path, data: bytes, first_line: int = 1) -> str:
+    """Decode ``data`` as UTF-8 (a BOM is dropped), naming the line of the first bad byte."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + data.count(b"\n", 0, exc.start)
+        raise ParseError(
+            path, f"byte 0x{data[exc.start]:02x} is not valid UTF-8 (expected a UTF-8 text file)", line
+        ) from exc
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` decoding strictly, for error localisation."""
+    with open_binary(path) as fh:
+        for number, raw in enumerate(fh, start=1):
+            yield number, decode_utf8(path, raw, number)
+
+
+def read_csv_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[pd.DataFrame, int]]:
+    """Read a CSV file as all-string columns, in chunks.
+
+    Column names keep their spelling; use :func:`column_map` for case-insensitive access.
+    Empty cells are empty strings; cells missing at the end of a short (truncated) row are
+    ``NaN``.
+
+    Args:
+        path: the CSV file (gzip accepted).
+        chunk_rows: rows per chunk.
+
+    Yields:
+        ``(chunk, first_row)`` where ``first_row`` is the file row number of the chunk's first
+        data row (the header is row 1, so the first chunk starts at row 2).
+
+    Raises:
+        ParseError: empty file, bad UTF-8, damaged gzip, or a row with too many fields.
+    """
+    fh = open_binary(path)
+    try:
+        reader = pd.read_csv(
+            fh,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            chunksize=chunk_rows,
+            encoding="utf-8",
+            encoding_errors="strict",
+            skipinitialspace=False,
+        )
+        first = 2
+        for chunk in reader:
+            yield chunk, first
+            first += len(chunk)
+    except pd.errors.EmptyDataError as exc:
+        raise ParseError(path, "file is empty (expected a CSV header row)") from exc
+    except UnicodeDecodeError as exc:
+        for _ in _iter_lines(path):  # raises ParseError at the bad line
+            pass
+        raise ParseError(path, f"not valid UTF-8 ({exc.reason})") from exc
+    except pd.errors.ParserError as exc:
+        match = re.search(r"line (\d+)", str(exc))
+        row = int(match.group(1)) if match else None
+        raise ParseError(path, f"malformed CSV row ({str(exc).strip().splitlines()[-1]})", row) from exc
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
+    except OSError as exc:
+        raise ParseError(path, f"cannot read file: {exc}") from exc
+    finally:
+        fh.close()
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    """Read a whole CSV file as strings (see :func:`read_csv_chunks`); for small files."""
+    chunks = [c for c, _ in read_csv_chunks(path, chunk_rows=1_000_000)]
+    if not chunks:
+        header = read_header(path)
+        return pd.DataFrame({name: pd.Series(dtype=object) for name in header})
+    return chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+
+
+def read_header(path: Path) -> list[str]:
+    """The header row of a CSV file.
+
+    Raises:
+        ParseError: the file is empty or not UTF-8.
+    """
+    with open_binary(path) as fh:
+        try:
+            raw = fh.readline()
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
+    line = decode_utf8(path, raw)
+    if not line.strip():
+        raise ParseError(path, "file is empty (expected a CSV header row)", 1)
+    return next(csv.reader(io.StringIO(line)))
+
+
+def column_map(columns: Iterable[str]) -> dict[str, str]:
+    """Map lower-cased column names to their spelling in the file."""
+    return {str(c).strip().lower(): str(c) for c in columns}
+
+
+def pick(cols: dict[str, str], *aliases: str) -> str | None:
+    """The file's spelling of the first alias present (case-insensitive), else None."""
+    for alias in aliases:
+        hit = cols.get(alias.lower())
+        if hit is not None:
+            return hit
+    return None
+
+
+def require(path: Path, cols: dict[str, str], what: str, *aliases: str) -> str:
+    """Like :func:`pick`, but raise when none of the aliases is present.
+
+    Raises:
+        ParseError: naming the file, row 1 (the header) and the expected column.
+    """
+    hit = pick(cols, *aliases)
+    if hit is None:
+        raise ParseError(path, f"missing column {aliases[0]!r} ({what}); the header is row 1", 1)
+    return hit
+
+
+def _bad_row(path: Path, series: pd.Series, bad: pd.Series, first_row: int, column: str, expected: str) -> None:
+    """Raise a ParseError for the first True entry of ``bad``."""
+    if bool(bad.any()):
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        value = series.iloc[pos]
+        shown = (
+            "an empty cell"
+            if value is None or (isinstance(value, float) and np.isnan(value)) or (value == "")
+            else repr(str(value)[:40])
+        )
+        raise ParseError(path, f"column {column!r} has {shown}; expected {expected}", first_row + pos)
+
+
+def parse_int(
+    path: Path,
+    series: pd.Series,
+    first_row: int,
+    column: str,
+    *,
+    required: bool = False,
+    allow_float_text: bool = True,
+) -> tuple[pd.Series, pd.Series]:
+    """Parse a string column into exact nullable 64-bit integers.
+
+    Plain integer text is parsed exactly (no float round trip, so 17-digit timestamps keep
+    every digit). Float text (``16384.000000``, ``8.1097E+14``) is accepted when
+    ``allow_float_text``; a value is *exact* only if its text carries every integer digit.
+
+    Args:
+        path: the file, for error messages.
+        series: string cells (``""`` or NaN means missing).
+        first_row: file row number of ``series.iloc[0]``.
+        column: the column name, for error messages.
+        required: raise on a missing cell instead of returning ``<NA>``.
+        allow_float_text: accept float text.
+
+    Returns:
+        ``(values, exact)``: an ``Int64`` series and a bool series, False where the text was
+        rounded (e.g. ``8.1097E+14`` stands for any value in a 1e10-wide interval).
+
+    Raises:
+        ParseError: a cell that is not a number, a missing required cell, or a value outside
+            the signed 64-bit range.
+    """
+    s = series.reset_index(drop=True)
+    text = s.astype(object).where(s.notna(), "").astype(str).str.strip()
+    # "16384.000000" is an integer spelled as a float: keep every digit of the whole part
+    text = text.str.replace(r"^([+-]?\d+)\.0*$", r"\1", regex=True)
+    empty = text == ""
+    if required:
+        _bad_row(path, s, empty, first_row, column, "an integer")
+    is_int = text.str.fullmatch(_INT_RE)
+    out = pd.Series(pd.array([pd.NA] * len(text), dtype="Int64"))
+    exact = pd.Series(np.ones(len(text), dtype=bool))
+    if bool(is_int.any()):
+        ints = text[is_int]
+        try:
+            as_py = [int(v) for v in ints]
+        except ValueError:  # pragma: no cover - regex guarantees digits
+            as_py = []
+        too_big = pd.Series([abs(v) > _INT64_MAX for v in as_py], index=ints.index, dtype=bool)
+        if bool(too_big.any()):
+            full = pd.Series(False, index=text.index)
+            full[too_big[too_big].index] = True
+            _bad_row(path, s, full, first_row, column, "an integer that fits in 64 bits")
+        out[is_int] = pd.array(as_py, dtype="Int64")
+    rest = ~is_int & ~empty
+    if bool(rest.any()):
+        floats = pd.to_numeric(text[rest], errors="coerce")
+        bad = pd.Series(False, index=text.index)
+        bad[rest] = floats.isna() | ~np.isfinite(floats.fillna(0.0))
+        if not allow_float_text:
+            bad = rest
+        _bad_row(path, s, bad, first_row, column, "an integer")
+        big = floats.abs() >= 2**63
+        if bool(big.any()):
+            full = pd.Series(False, index=text.index)
+            full[big[big].index] = True
+            _bad_row(path, s, full, first_row, column, "an integer that fits in 64 bits")
+        out[rest] = pd.array(np.round(floats.to_numpy()).astype(np.int64), dtype="Int64")
+        exact[rest] = [_float_text_exact(t) for t in text[rest]]
+    return out, exact
+
+
+def _float_text_exact(text: str) -> bool:
+    """True when float text such as ``16384.000000`` spells out every integer digit."""
+    t = text.lower().lstrip("+-")
+    if "e" in t:
+        mantissa, _, exp_text = t.partition("e")
+        try:
+            exponent = int(exp_text)
+        except ValueError:
+            return False
+        _, _, frac = mantissa.partition(".")
+        # the text spells digits down to 10**(exponent - len(frac)); exact if that is <= 1
+        return len(frac) >= exponent
+    whole, _, frac = t.partition(".")
+    return int(whole or "0") < 2**53 and frac.strip("0") == ""
+
+
+def parse_float(path: Path, series: pd.Series, first_row: int, column: str, *, required: bool = False) -> pd.Series:
+    """Parse a string column into float64 (NaN for missing cells).
+
+    Raises:
+        ParseError: a cell that is not a finite number, or a missing required cell.
+    """
+    s = series.reset_index(drop=True)
+    text = s.astype(object).where(s.notna(), "").astype(str).str.strip()
+    empty = text == ""
+    if required:
+        _bad_row(path, s, empty, first_row, column, "a number")
+    values = pd.to_numeric(text.where(~empty, None), errors="coerce").astype("float64")
+    bad = values.isna() & ~empty
+    bad |= ~np.isfinite(values.fillna(0.0))
+    _bad_row(path, s, bad, first_row, column, "a finite number")
+    return values
+
+
+def parse_str(series: pd.Series) -> pd.Series:
+    """String cells with missing/empty cells as None (object dtype)."""
+    s = series.reset_index(drop=True).astype(object)
+    return s.where(s.notna() & (s != ""), None)

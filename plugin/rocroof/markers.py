@@ -1,0 +1,128 @@
+"""The ggml marker grammar that the llama.cpp hook emits (roctx on HIP, NVTX on CUDA).
+
+Grammar (defined by rocroof's llama.cpp patch, ``tools/llama.cpp/``):
+
+* range ``ggml:<OP>:<node name>:<invocation>`` around each launched node or fused node
+  group. ``<OP>`` is ``ggml_op_desc`` (no colons), ``<invocation>`` is a decimal process-wide
+  counter and the last field, the node name is everything in between (it may contain colons
+  or spaces).
+* mark ``ggml-fused:<invocation>:<op1>+<op2>+...:<name1>|<name2>|...`` naming the nodes of a
+  fused group (the range only carries the first node). The same line may be printed on
+  stderr, because Nsight Compute ignores marks.
+* mark ``ggml reset``: everything before the last reset is warm-up.
+
+Other roctx/NVTX messages are kept as plain markers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .fileio import open_binary
+
+RANGE_PREFIX = "ggml:"
+FUSED_PREFIX = "ggml-fused:"
+RESET_MESSAGES = frozenset({"ggml reset", "ggml:reset"})
+
+_OP_RE = re.compile(r"[A-Za-z0-9_]+")
+_INV_RE = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class GgmlRange:
+    """A parsed ``ggml:<OP>:<node name>:<invocation>`` range message."""
+
+    op: str
+    node_name: str
+    invocation: int
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """A parsed ``ggml-fused:`` message: the ops and node names of one fused invocation."""
+
+    invocation: int
+    ops: tuple[str, ...]
+    node_names: tuple[str, ...]
+
+    @property
+    def op_list(self) -> str:
+        """The ops joined with ``+``, e.g. ``RMS_NORM+MUL``."""
+        return "+".join(self.ops)
+
+
+def parse_range(message: str | None) -> GgmlRange | None:
+    """Parse a ggml range message; None when ``message`` is not one.
+
+    >>> parse_range("ggml:MUL_MAT:Qcur-0:17")
+    GgmlRange(op='MUL_MAT', node_name='Qcur-0', invocation=17)
+    >>> parse_range("ggml:CPY:a:b c (view):3").node_name
+    'a:b c (view)'
+    """
+    if not message or not message.startswith(RANGE_PREFIX):
+        return None
+    op, sep, tail = message[len(RANGE_PREFIX) :].partition(":")
+    if not sep or not _OP_RE.fullmatch(op):
+        return None
+    name, sep, inv = tail.rpartition(":")
+    if not sep or not _INV_RE.fullmatch(inv):
+        return None
+    return GgmlRange(op=op, node_name=name, invocation=int(inv))
+
+
+def parse_fused(message: str | None) -> FusedGroup | None:
+    """Parse a ``ggml-fused:`` message; None when ``message`` is not one.
+
+    >>> parse_fused("ggml-fused:0:RMS_NORM+MUL:norm-0|attn_norm-0").op_list
+    'RMS_NORM+MUL'
+    """
+    if not message:
+        return None
+    start = message.find(FUSED_PREFIX)
+    if start < 0:
+        return None
+    body = message[start + len(FUSED_PREFIX) :].rstrip("\r\n")
+    parts = body.split(":", 2)
+    if len(parts) != 3 or not _INV_RE.fullmatch(parts[0]):
+        return None
+    ops = tuple(parts[1].split("+"))
+    if not all(_OP_RE.fullmatch(op) for op in ops):
+        return None
+    return FusedGroup(invocation=int(parts[0]), ops=ops, node_names=tuple(parts[2].split("|")))
+
+
+def is_reset(message: str | None) -> bool:
+    """True for the ``ggml reset`` mark (end of warm-up)."""
+    return message is not None and message.strip() in RESET_MESSAGES
+
+
+def file_has_fused_lines(path: Path, probe_bytes: int = 4 << 20) -> bool:
+    """True when the first ``probe_bytes`` of a text log contain a ``ggml-fused:`` line."""
+    try:
+        with open_binary(path) as fh:
+            head = fh.read(probe_bytes)
+    except Exception:  # unreadable logs are simply not fused logs
+        return False
+    return FUSED_PREFIX.encode() in head
+
+
+def read_fused_log(path: Path) -> dict[int, FusedGroup]:
+    """Collect the ``ggml-fused:`` lines of a text log (e.g. stderr with ``GGML_CUDA_MARKERS=2``).
+
+    Lines may carry any prefix (log timestamps, profiler output glued to the line); bytes
+    that are not UTF-8 are replaced, since logs mix in program output.
+
+    Returns:
+        ``{invocation: FusedGroup}``; a later line for the same invocation wins.
+    """
+    groups: dict[int, FusedGroup] = {}
+    with open_binary(path) as fh:
+        for raw in fh:
+            if FUSED_PREFIX.encode() not in raw:
+                continue
+            group = parse_fused(raw.decode("utf-8", errors="replace"))
+            if group is not None:
+                groups[group.invocation] = group
+    return groups

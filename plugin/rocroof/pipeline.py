@@ -1,0 +1,603 @@
+"""From a :class:`~rocroof.records.Capture` to the rows of one run (pure; no database).
+
+Steps: map agents, attribute each pass's dispatches to ggml op invocations, drop warm-up
+before the last ``ggml reset``, pick the timing pass (a trace pass if there is one, else the
+first counter pass: serialised timings), join every other pass to it, merge the ggml op
+metadata and fused groups, compute DRAM bytes from the joined counters, and collect notes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from .attribution import PassAttribution, attribute_pass, join_pass, reset_cutoff
+from .dram import dram_bytes
+from .markers import parse_range
+from .peaks import find_peak
+from .records import AGENT_COLUMNS, Capture, Note, PassData, conform
+
+_LAYER_RE = re.compile(r"-(\d+)$")
+
+
+@dataclass
+class RunFrames:
+    """All rows of one run, by table name (see :mod:`rocroof.store.schema`), without ``run_id``."""
+
+    run: dict[str, Any]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)
+
+
+def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
+    """Map trace agent labels to rows of ``agents`` (adding unknown labels as new agents).
+
+    rocprofv3 7.0 writes ``Agent N`` (logical node id), 6.x a bare node id, ``-A type-relative``
+    ``GPU k``; rocpd and rocprof-compute labels are the agent table's own keys.
+    """
+    agents = agents.reset_index(drop=True).copy()
+    lookup: dict[str, int] = {}
+    for i, row in agents.iterrows():
+        lookup[str(row["agent_label"])] = int(i)
+    gpus = agents[agents["agent_type"] == "GPU"].sort_values("node_id")
+    cpus = agents[agents["agent_type"] == "CPU"].sort_values("node_id")
+    result: list[int | None] = []
+    for label in labels.astype(object):
+        if label is None or (isinstance(label, float) and np.isnan(label)):
+            result.append(None)
+            continue
+        text = str(label).strip()
+        if text in lookup:
+            result.append(lookup[text])
+            continue
+        m = re.fullmatch(r"(?i)(agent|gpu|cpu)\s+(\d+)", text)
+        hit: int | None = None
+        if m:
+            kind, num = m.group(1).upper(), int(m.group(2))
+            if kind == "AGENT":
+                sel = agents.index[agents["logical_node_id"] == num]
+                if not len(sel):
+                    sel = agents.index[agents["node_id"] == num]
+                hit = int(sel[0]) if len(sel) else None
+            else:
+                pool = gpus if kind == "GPU" else cpus
+                hit = int(pool.index[num]) if num < len(pool) else None
+        elif text.isdigit():
+            sel = agents.index[agents["node_id"] == int(text)]
+            hit = int(sel[0]) if len(sel) else None
+        if hit is None:
+            agents = pd.concat(
+                [agents, conform(pd.DataFrame([{"agent_label": text, "agent_type": "GPU"}]), AGENT_COLUMNS)],
+                ignore_index=True,
+            )
+            hit = len(agents) - 1
+        lookup[text] = hit
+        result.append(hit)
+    return pd.Series(pd.array(result, dtype="Int64")), agents
+
+
+def _durations(p: PassData) -> pd.Series:
+    d = p.dispatches
+    dur = d["duration_ns"].astype("Int64")
+    derived = (d["end_ns"] - d["start_ns"]).astype("Int64")
+    dur = dur.where(dur.notna(), derived)
+    if not p.timestamps_exact:
+        dur = dur.where(d["duration_ns"].notna(), pd.NA)
+    return dur.where(~(dur < 0).fillna(False), pd.NA).reset_index(drop=True)
+
+
+def build_run(
+    capture: Capture,
+    *,
+    arch_override: str | None = None,
+    source_path: str | None = None,
+    keep_warmup: bool = False,
+) -> RunFrames:
+    """Turn a capture into the rows of one run.
+
+    Args:
+        capture: what a reader returned.
+        arch_override: GPU architecture to assume for every GPU agent (``--arch``), for
+            captures that do not record it.
+        source_path: the path the user gave, recorded in the run.
+        keep_warmup: keep dispatches before the last ``ggml reset`` mark.
+
+    Returns:
+        The :class:`RunFrames` for :meth:`rocroof.store.Store.write_run`.
+    """
+    notes = list(capture.notes)
+    agent_idx_per_pass = []
+    agents = conform(capture.agents, AGENT_COLUMNS)
+    for p in capture.passes:
+        idx, agents = _agent_index(p.dispatches["agent_label"], agents)
+        agent_idx_per_pass.append(idx)
+    if arch_override:
+        gpu = (agents["agent_type"] == "GPU") | agents["agent_type"].isna()
+        agents.loc[gpu, "gfx_arch"] = arch_override
+    agents = agents.reset_index(drop=True)
+    agents["agent_index"] = np.arange(len(agents))
+
+    # attribution per pass, then warm-up removal
+    attrs: list[PassAttribution] = []
+    passes: list[PassData] = []
+    for p, aidx in zip(capture.passes, agent_idx_per_pass, strict=True):
+        attr = attribute_pass(p)
+        cut = None if keep_warmup else reset_cutoff(p, attr)
+        if cut is not None and cut.any():
+            keep = ~cut
+            notes.append(
+                Note(
+                    "info",
+                    "warmup-dropped",
+                    f"{p.label}: dropped {int(cut.sum())} warm-up dispatches before the last 'ggml reset' mark",
+                )
+            )
+            p = _subset(p, keep)
+            aidx = aidx[keep].reset_index(drop=True)
+            attr = attribute_pass(p)
+        attrs.append(attr)
+        passes.append(p)
+        agent_idx_per_pass[len(passes) - 1] = aidx
+
+    # timing pass
+    timing = next((i for i, p in enumerate(passes) if p.kind == "trace"), 0 if passes else None)
+    timing_source = "none"
+    serialised = False
+    if timing is not None:
+        tp = passes[timing]
+        if capture.profiler in ("ggml-roofline",) or tp.label == "ggml-roofline":
+            timing_source = "profiler"
+        elif tp.kind == "trace":
+            timing_source = "trace"
+        else:
+            timing_source = "merged_counters" if tp.kind == "merged" else "counter_pass"
+            serialised = True
+            notes.append(
+                Note(
+                    "info",
+                    "serialised-timings",
+                    f"no trace pass: durations come from {tp.label}, where the profiler serialised kernels to read "
+                    "counters; expect them to differ from an unprofiled run",
+                )
+            )
+        if not tp.timestamps_exact:
+            notes.append(Note("warning", "timestamps-rounded", tp.timestamps_note or f"{tp.label}: timestamps rounded"))
+
+    # dispatch rows
+    disp_frames = []
+    offset = 0
+    offsets = []
+    timing_rows: pd.Series | None = None
+    matched_counts: list[int | None] = []
+    for i, (p, attr, aidx) in enumerate(zip(passes, attrs, agent_idx_per_pass, strict=True)):
+        offsets.append(offset)
+        d = p.dispatches.reset_index(drop=True)
+        a = attr.dispatch
+        frame = pd.DataFrame(
+            {
+                "dispatch_index": np.arange(offset, offset + len(d), dtype=np.int64),
+                "pass_index": i,
+                "ordinal": np.arange(len(d), dtype=np.int64),
+                "dispatch_id": d["dispatch_id"],
+                "kernel_name": d["kernel_name"],
+                "kernel_id": d["kernel_id"],
+                "agent_index": aidx,
+                "queue_id": d["queue_id"],
+                "stream_id": d["stream_id"],
+                "process_id": d["process_id"],
+                "thread_id": d["thread_id"],
+                "correlation_id": d["correlation_id"],
+                "start_ns": d["start_ns"],
+                "end_ns": d["end_ns"],
+                "duration_ns": _durations(p),
+                "grid_size": d["grid_size"],
+                "workgroup_size": d["workgroup_size"],
+                **{c: d[c] for c in ("grid_x", "grid_y", "grid_z", "workgroup_x", "workgroup_y", "workgroup_z")},
+                "lds_bytes": d["lds_bytes"],
+                "scratch_bytes": d["scratch_bytes"],
+                "vgpr_count": d["vgpr_count"],
+                "accum_vgpr_count": d["accum_vgpr_count"],
+                "sgpr_count": d["sgpr_count"],
+                "launch_ns": a["launch_ns"],
+                "_range_row": a["range_row"],
+                "_invocation": a["invocation"],
+                "kernel_ordinal": a["kernel_ordinal"],
+                "attribution_method": a["method"],
+            }
+        )
+        if i == timing:
+            frame["timing_dispatch_index"] = frame["dispatch_index"]
+            matched_counts.append(len(frame))
+        elif timing is not None:
+            match, note = join_pass(passes[timing], attrs[timing], p, attr)
+            frame["timing_dispatch_index"] = (match + offsets[timing]).astype("Int64") if timing < i else match
+            matched_counts.append(int(match.notna().sum()))
+            if note:
+                notes.append(note)
+        else:
+            frame["timing_dispatch_index"] = pd.NA
+            matched_counts.append(None)
+        disp_frames.append(frame)
+        offset += len(d)
+    # passes before the timing pass were matched with unshifted rows: shift them now
+    if timing is not None:
+        for i in range(timing):
+            disp_frames[i]["timing_dispatch_index"] = (
+                disp_frames[i]["timing_dispatch_index"].astype("Int64") + offsets[timing]
+            )
+        timing_rows = disp_frames[timing]["dispatch_index"]
+    dispatches = pd.concat(disp_frames, ignore_index=True) if disp_frames else pd.DataFrame()
+
+    # marker ranges
+    range_frames = []
+    r_offset = 0
+    range_offsets = []
+    for i, (p, attr) in enumerate(zip(passes, attrs, strict=True)):
+        range_offsets.append(r_offset)
+        m = p.markers.reset_index(drop=True)
+        inv = [
+            g.invocation if (g := parse_range(msg)) and k == "range" else None
+            for msg, k in zip(m["message"], m["kind"], strict=True)
+        ]
+        range_frames.append(
+            pd.DataFrame(
+                {
+                    "range_index": np.arange(r_offset, r_offset + len(m), dtype=np.int64),
+                    "pass_index": i,
+                    "kind": m["kind"],
+                    "process_id": m["process_id"],
+                    "thread_id": m["thread_id"],
+                    "start_ns": m["start_ns"],
+                    "end_ns": m["end_ns"],
+                    "message": m["message"],
+                    "depth": attr.marker_depth.to_numpy(dtype=np.int64) if len(m) else np.zeros(0, dtype=np.int64),
+                    "correlation_id": m["correlation_id"],
+                    "invocation": pd.array(inv, dtype="Int64"),
+                }
+            )
+        )
+        r_offset += len(m)
+    if len(dispatches):
+        shift = np.repeat(np.asarray(range_offsets, dtype=np.int64), [len(p.dispatches) for p in passes])
+        dispatches["range_index"] = (dispatches["_range_row"].astype("Int64") + shift).astype("Int64")
+    ranges = pd.concat(range_frames, ignore_index=True) if range_frames else pd.DataFrame()
+
+    # op invocations
+    fused: dict[int, tuple[str, list[str]]] = dict(capture.fused_groups)
+    for attr in attrs:
+        fused.update(attr.fused)
+    ops, nodes, operands = _op_tables(passes, attrs, timing, capture, fused, notes)
+    inv_to_op = (
+        pd.Series(ops["op_index"].to_numpy(), index=ops["invocation"].to_numpy())
+        if len(ops)
+        else pd.Series(dtype="int64")
+    )
+    if len(dispatches):
+        dispatches["op_index"] = pd.array(
+            [inv_to_op.get(int(v)) if pd.notna(v) else None for v in dispatches["_invocation"]], dtype="Int64"
+        )
+        dispatches = dispatches.drop(columns=["_range_row", "_invocation"])
+
+    # counters
+    cv_frames, ci_frames = [], []
+    for i, p in enumerate(passes):
+        if len(p.counters):
+            c = p.counters[["row", "counter_name", "value"]].copy()
+            c["dispatch_index"] = c["row"].to_numpy() + offsets[i]
+            cv_frames.append(c.drop(columns="row"))
+        if len(p.instances):
+            inst = p.instances[["row", "counter_name", "instance", "value"]].copy()
+            inst["dispatch_index"] = inst["row"].to_numpy() + offsets[i]
+            ci_frames.append(inst.drop(columns="row"))
+    counter_values = (
+        pd.concat(cv_frames, ignore_index=True)
+        if cv_frames
+        else pd.DataFrame(columns=["counter_name", "value", "dispatch_index"])
+    )
+    counter_instances = (
+        pd.concat(ci_frames, ignore_index=True)
+        if ci_frames
+        else pd.DataFrame(columns=["counter_name", "instance", "value", "dispatch_index"])
+    )
+
+    # DRAM bytes per timing dispatch
+    dram = pd.DataFrame()
+    if timing_rows is not None and len(timing_rows):
+        dram = _dram(dispatches, counter_values, agents, timing, notes)
+
+    # run row
+    tdisp = dispatches[dispatches["pass_index"] == timing] if timing is not None and len(dispatches) else dispatches
+    arch, name = _run_gpu(tdisp, agents)
+    peak_gbps, peak_source = capture.dram_peak_gbps, capture.dram_peak_source
+    if peak_gbps is None:
+        peak = find_peak("dram_gbps", name, arch)
+        if peak is not None:
+            peak_gbps, peak_source = peak.value, peak.describe()
+        else:
+            notes.append(
+                Note(
+                    "info",
+                    "no-ceiling",
+                    f"no DRAM bandwidth ceiling known for {name or arch or 'this GPU'}; add it to configs/peaks.yaml "
+                    "(or point ROCROOF_PEAKS at your own table)",
+                )
+            )
+    methods = Counter(tdisp["attribution_method"]) if len(tdisp) else Counter()
+    attributed = {k: v for k, v in methods.items() if k != "none"}
+    method = max(attributed, key=lambda k: attributed[k]) if attributed else "none"
+    if attributed and methods.get("none"):
+        notes.append(Note("info", "unattributed", f"{methods['none']} dispatch(es) launched outside any ggml range"))
+    if method == "enqueue_order":
+        notes.append(
+            Note(
+                "info",
+                "attribution-enqueue-order",
+                "no HIP API trace: dispatches were attributed to the latest range pushed on their thread before "
+                "launch (correlation-id order); record with --hip-runtime-trace for launch-time attribution",
+            )
+        )
+    pass_rows = pd.DataFrame(
+        {
+            "pass_index": np.arange(len(passes)),
+            "kind": [p.kind for p in passes],
+            "label": [p.label for p in passes],
+            "source": [p.source for p in passes],
+            "is_timing_pass": [i == timing for i in range(len(passes))],
+            "dispatch_count": [len(p.dispatches) for p in passes],
+            "matched_count": matched_counts,
+            "requested_counters": [" ".join(p.requested_counters) if p.requested_counters else None for p in passes],
+            "timestamps_exact": [p.timestamps_exact for p in passes],
+        }
+    )
+    run = {
+        "source_format": capture.source_format,
+        "source_path": source_path or (capture.source_paths[0] if capture.source_paths else None),
+        "content_sha256": capture.content_sha256 or None,
+        "profiler": capture.profiler,
+        "profiler_version": capture.profiler_version,
+        "command": capture.command,
+        "host": capture.host,
+        "gpu_arch": arch,
+        "gpu_name": name,
+        "timing_source": timing_source,
+        "serialised_timings": serialised,
+        "attribution_method": method,
+        "dram_peak_gbps": peak_gbps,
+        "dram_peak_source": peak_source,
+        "cache_control": capture.sysinfo.get("cache_control"),
+        "rocroof_version": __version__,
+    }
+    tables = {
+        "agent": agents,
+        "pass": pass_rows,
+        "dispatch": dispatches,
+        "counter_value": counter_values,
+        "counter_instance": counter_instances,
+        "marker_range": ranges,
+        "op_invocation": ops,
+        "op_node": nodes,
+        "op_operand": operands,
+        "dram_traffic": dram,
+    }
+    return RunFrames(run=run, tables=tables, notes=_dedupe(notes), settings=dict(capture.sysinfo))
+
+
+def _dedupe(notes: list[Note]) -> list[Note]:
+    return list(dict.fromkeys(notes))
+
+
+def _subset(p: PassData, keep: np.ndarray) -> PassData:
+    rows = np.flatnonzero(keep)
+    remap = pd.Series(np.arange(len(rows)), index=rows)
+    counters = p.counters[p.counters["row"].isin(rows)].copy()
+    counters["row"] = remap.reindex(counters["row"]).to_numpy()
+    inst = p.instances[p.instances["row"].isin(rows)].copy()
+    inst["row"] = remap.reindex(inst["row"]).to_numpy()
+    return PassData(
+        kind=p.kind,
+        label=p.label,
+        source=p.source,
+        dispatches=p.dispatches.iloc[rows].reset_index(drop=True),
+        counters=counters.reset_index(drop=True),
+        instances=inst.reset_index(drop=True),
+        markers=p.markers,
+        launches=p.launches,
+        requested_counters=p.requested_counters,
+        timestamps_exact=p.timestamps_exact,
+        timestamps_note=p.timestamps_note,
+    )
+
+
+def _run_gpu(tdisp: pd.DataFrame, agents: pd.DataFrame) -> tuple[str | None, str | None]:
+    if len(tdisp) and tdisp["agent_index"].notna().any():
+        top = int(tdisp["agent_index"].dropna().astype(int).mode().iloc[0])
+        row = agents.iloc[top]
+    else:
+        gpus = agents[agents["agent_type"] == "GPU"]
+        if not len(gpus):
+            return None, None
+        row = gpus.iloc[0]
+    arch = row["gfx_arch"] if isinstance(row["gfx_arch"], str) else None
+    name = row["product_name"] if isinstance(row["product_name"], str) else None
+    return arch, name
+
+
+def _dram(
+    dispatches: pd.DataFrame,
+    counter_values: pd.DataFrame,
+    agents: pd.DataFrame,
+    timing: int | None,
+    notes: list[Note],
+) -> pd.DataFrame:
+    tdisp = dispatches[dispatches["pass_index"] == timing]
+    if not len(counter_values):
+        return pd.DataFrame()
+    cv = counter_values.merge(
+        dispatches[["dispatch_index", "pass_index", "timing_dispatch_index"]], on="dispatch_index", how="left"
+    )
+    cv = cv[cv["timing_dispatch_index"].notna()]
+    cv["is_timing"] = cv["pass_index"] == timing
+    # a counter measured in several passes: the timing pass wins, then the earliest pass
+    cv = cv.sort_values(["is_timing", "pass_index"], ascending=[False, True]).drop_duplicates(
+        ["timing_dispatch_index", "counter_name"]
+    )
+    wide = cv.pivot(index="timing_dispatch_index", columns="counter_name", values="value")
+    wide.index = wide.index.astype(np.int64)
+    wide = wide.reindex(tdisp["dispatch_index"].to_numpy())
+    arch_of_agent = agents.set_index("agent_index")["gfx_arch"]
+    arch = tdisp.set_index("dispatch_index")["agent_index"].map(
+        lambda a: arch_of_agent.get(int(a)) if pd.notna(a) else None
+    )
+    out = dram_bytes(wide, arch.astype(object).where(arch.notna(), ""))
+    out.index.name = "dispatch_index"
+    out = out.reset_index()
+    for text, count in out["dram_bytes_note"].dropna().value_counts().items():
+        unknown = "unknown" in str(text) or "undetermined" in str(text) or "no DRAM byte formula" in str(text)
+        notes.append(
+            Note(
+                "warning",
+                "dram-bytes-unknown" if unknown else "dram-bytes-approximate",
+                f"{count} dispatch(es): {text}",
+            )
+        )
+    return out
+
+
+def _op_tables(
+    passes: list[PassData],
+    attrs: list[PassAttribution],
+    timing: int | None,
+    capture: Capture,
+    fused: dict[int, tuple[str, list[str]]],
+    notes: list[Note],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    records: dict[int, dict[str, Any]] = {}
+    order = ([timing] if timing is not None else []) + [i for i in range(len(passes)) if i != timing]
+    for i in order:
+        m = passes[i].markers
+        for msg, kind in zip(m["message"], m["kind"], strict=True):
+            if kind != "range":
+                continue
+            g = parse_range(msg)
+            if g is None or g.invocation in records:
+                continue
+            records[g.invocation] = {
+                "invocation": g.invocation,
+                "op": g.op,
+                "op_list": g.op,
+                "node_name": g.node_name,
+                "from_marker": True,
+                "from_metadata": False,
+            }
+        for inv, op, name in zip(
+            attrs[i].dispatch["invocation"], attrs[i].dispatch["op"], attrs[i].dispatch["node_name"], strict=True
+        ):
+            if pd.notna(inv) and int(inv) not in records and op is not None:
+                records[int(inv)] = {
+                    "invocation": int(inv),
+                    "op": op,
+                    "op_list": op,
+                    "node_name": name,
+                    "from_marker": True,
+                    "from_metadata": False,
+                }
+    meta = capture.op_metadata
+    nodes = pd.DataFrame()
+    operands = pd.DataFrame()
+    if meta is not None and len(meta.ops):
+        marker_invs = set(records)
+        meta_cols = [
+            "dtype",
+            "quant",
+            "ne",
+            "src_ne",
+            "src_types",
+            "op_params",
+            "metadata_bytes",
+            "dst_bytes",
+            "dst_storage_id",
+            "out_storage_id",
+            "m",
+            "n",
+            "k",
+            "n_experts",
+            "top_k",
+            "experts_used",
+            "tokens_per_expert",
+        ]
+        disagree = 0
+        for row in meta.ops.to_dict("records"):
+            inv = int(row["invocation"])
+            rec = records.get(inv)
+            if rec is None:
+                rec = {
+                    "invocation": inv,
+                    "op": row["op"],
+                    "op_list": row["op_list"],
+                    "node_name": row["node_name"],
+                    "from_marker": False,
+                    "from_metadata": True,
+                }
+                records[inv] = rec
+            else:
+                rec["from_metadata"] = True
+                if rec["op"] != row["op"]:
+                    disagree += 1
+                if row.get("is_fused"):
+                    rec["op_list"] = row["op_list"]
+                rec["node_name"] = rec.get("node_name") or row["node_name"]
+            for col in meta_cols:
+                rec[col] = row.get(col)
+            rec["metadata_gpu_time_ns"] = row.get("gpu_time_ns")
+        if marker_invs and disagree:
+            notes.append(
+                Note(
+                    "warning",
+                    "metadata-mismatch",
+                    f"{disagree} op invocation(s) name a different op in the metadata JSON than in the markers",
+                )
+            )
+        if marker_invs:
+            only_meta = len(set(meta.ops["invocation"].astype(int)) - marker_invs)
+            if only_meta:
+                notes.append(
+                    Note(
+                        "info",
+                        "metadata-only",
+                        f"{only_meta} invocation(s) of the metadata JSON have no profiler marker "
+                        "(e.g. warm-up dropped)",
+                    )
+                )
+        nodes = meta.nodes.copy()
+        operands = meta.operands.copy()
+    for inv, (op_list, names) in fused.items():
+        rec = records.get(inv)
+        if rec is None:
+            continue
+        rec["op_list"] = op_list
+        rec["node_names"] = "|".join(names)
+    ops = pd.DataFrame(sorted(records.values(), key=lambda r: r["invocation"]))
+    if not len(ops):
+        return pd.DataFrame(), pd.DataFrame(), pd.DataFrame()
+    ops["op_index"] = np.arange(len(ops))
+    ops["is_fused"] = ops["op_list"].str.contains(r"\+", regex=True)
+    ops["layer"] = pd.array(
+        [int(mm.group(1)) if isinstance(n, str) and (mm := _LAYER_RE.search(n)) else None for n in ops["node_name"]],
+        dtype="Int64",
+    )
+    inv_to_op = dict(zip(ops["invocation"].astype(int), ops["op_index"], strict=True))
+    for frame in (nodes, operands):
+        if len(frame):
+            frame["op_index"] = frame["invocation"].map(inv_to_op)
+    if len(nodes):
+        nodes = nodes[nodes["op_index"].notna()].drop(columns="invocation")
+    if len(operands):
+        operands = operands[operands["op_index"].notna()].drop(columns="invocation")
+    return ops, nodes, operands

@@ -1,0 +1,1 @@
+"""Profiler backends behind one interface (see :mod:`rocroof.profilers.base`)."""

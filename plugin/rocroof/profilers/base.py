@@ -1,0 +1,96 @@
+"""The one small interface every profiler backend implements.
+
+A backend plans the passes of a capture, builds each command, and runs them; the output
+directory is then read by :func:`rocroof.readers.read_capture` like any recorded capture.
+Nothing outside ``rocroof.profilers`` knows which profiler ran.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..errors import ProfilerFailed
+
+#: run(argv, env, log_path) -> exit status. Injected so tests run without a GPU.
+Runner = Callable[[Sequence[str], dict[str, str], Path], int]
+
+
+@dataclass(frozen=True)
+class Device:
+    """What a backend learned about the GPU.
+
+    Attributes:
+        arch: ``gfx942``, ``sm_90``...
+        name: product name, when known.
+        counters: counter names the profiler lists as available (empty = unknown).
+    """
+
+    arch: str
+    name: str | None = None
+    counters: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One application run of a capture.
+
+    Attributes:
+        label: its sub-directory under the output directory (``trace``, ``pass_1``...).
+        kind: ``trace`` or ``counter``.
+        counters: counters collected (empty for the trace pass).
+        argv: the full command line.
+        env: environment variables set on top of the caller's.
+    """
+
+    label: str
+    kind: str
+    counters: tuple[str, ...]
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Profiler(Protocol):
+    """A profiler backend (rocprofv3; Nsight Compute + Nsight Systems)."""
+
+    name: str
+
+    def locate(self) -> str:
+        """The executable path; raises :class:`~rocroof.errors.ProfilerNotFound`."""
+        ...
+
+    def version(self) -> str | None:
+        """The profiler's version string, when it tells."""
+        ...
+
+    def detect(self) -> Device:
+        """Ask the profiler which GPU and counters are present."""
+        ...
+
+    def plan(
+        self, app: Sequence[str], out_dir: Path, device: Device, counters: Sequence[str], env: dict[str, str]
+    ) -> list[PlannedRun]:
+        """The runs that make up one capture (trace pass first)."""
+        ...
+
+
+def subprocess_runner(argv: Sequence[str], env: dict[str, str], log: Path) -> int:
+    """Run a command with ``env`` added, teeing nothing: stdout+stderr go to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as fh:
+        proc = subprocess.run(list(argv), env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT, check=False)
+    return proc.returncode
+
+
+def run_checked(run: PlannedRun, runner: Runner, log: Path) -> None:
+    """Run one planned run; raise :class:`ProfilerFailed` with the log's tail on failure."""
+    status = runner(run.argv, run.env, log)
+    if status != 0:
+        tail = ""
+        if log.is_file():
+            tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-20:])
+        raise ProfilerFailed(list(run.argv), status, tail or f"see {log}")

@@ -1,0 +1,385 @@
+"""Capture detection and reading: a path in, a :class:`~rocroof.records.Capture` out.
+
+A *capture* is what one profiled execution of one command left on disk: a directory (or a
+single file) holding one or more passes plus attachments. Detection looks at the files present:
+
+* rocprofv3 CSV (``[<pid>_|out_]kernel_trace.csv``, ``counter_collection.csv``,
+  ``marker_api_trace.csv``, ``hip_api_trace.csv``, ``agent_info.csv``); each directory holding
+  them is one pass (``pmc_N/``, ``pass_N/`` sub-directories for multi-pass runs);
+* rocprofv3 rocpd databases (``*_results.db``; one per process, grouped by directory);
+* a rocprofiler-compute workload (``sysinfo.csv`` + ``pmc_perf*.csv``);
+* ggml op metadata JSON (``GGML_ROOFLINE_OUT`` schema or rocroof's sidecar);
+* ``*.log`` files with ``ggml-fused:`` lines;
+* ``rocroof-collect.json``, the manifest ``rocroof collect`` writes.
+
+Any file may be gzip-compressed (``.gz``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InputError, ParseError
+from ..fileio import logical_name, read_text
+from ..markers import file_has_fused_lines, read_fused_log
+from ..records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame
+from . import ggml_meta, rocpd, rocprof_compute, rocprofv3_csv
+
+MANIFEST = "rocroof-collect.json"
+
+
+def _natural(path: Path) -> list[object]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
+
+
+def _files_below(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    return sorted((p for p in root.rglob("*") if p.is_file()), key=_natural)
+
+
+def _hash_files(paths: list[Path], root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths, key=lambda p: str(p)):
+        try:
+            rel = path.relative_to(root) if root.is_dir() else Path(path.name)
+        except ValueError:
+            rel = Path(path.name)
+        digest.update(str(rel).encode() + b"\0")
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _read_manifest(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(read_text(path, limit_bytes=16 << 20))
+    except json.JSONDecodeError as exc:
+        raise ParseError(path, f"invalid JSON: {exc.msg}", exc.lineno) from exc
+    if not isinstance(data, dict):
+        raise ParseError(path, "expected a JSON object (the rocroof collect manifest)")
+    return data
+
+
+def detect(path: Path) -> str:
+    """Name the capture format found at ``path``.
+
+    Returns:
+        One of ``rocprof-compute``, ``rocpd``, ``rocprofv3-csv``, ``ggml-roofline-json``.
+
+    Raises:
+        InputError: the path does not exist, is empty, or holds nothing rocroof can read.
+    """
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if path.is_dir():
+        files = _files_below(path)
+        if not files:
+            raise InputError(f"{path}: directory is empty (expected rocprofv3, rocpd or rocprofiler-compute output)")
+        if rocprof_compute.is_workload(path):
+            return "rocprof-compute"
+        if any(rocpd.is_rocpd(f) for f in files if logical_name(f).endswith(".db")):
+            return "rocpd"
+        if any(rocprofv3_csv.classify(f) for f in files):
+            return "rocprofv3-csv"
+        if any(logical_name(f).endswith(".json") and ggml_meta.looks_like_metadata(f) for f in files):
+            return "ggml-roofline-json"
+        shown = ", ".join(sorted({logical_name(f) for f in files})[:5])
+        raise InputError(
+            f"{path}: no profiler output found (saw {shown}{'...' if len(files) > 5 else ''}); expected rocprofv3 "
+            "CSV (*_kernel_trace.csv, *_counter_collection.csv), a rocpd *_results.db, a rocprofiler-compute "
+            "workload (sysinfo.csv + pmc_perf.csv) or ggml op metadata JSON"
+        )
+    name = logical_name(path)
+    if name.endswith(".db") and rocpd.is_rocpd(path):
+        return "rocpd"
+    if rocprofv3_csv.classify(path):
+        return "rocprofv3-csv"
+    if name in ("pmc_perf.csv", "sysinfo.csv") and rocprof_compute.is_workload(path.parent):
+        return "rocprof-compute"
+    if name.endswith(".json") and ggml_meta.looks_like_metadata(path):
+        return "ggml-roofline-json"
+    if name.endswith(".log") and file_has_fused_lines(path):
+        raise InputError(
+            f"{path}: a log of ggml-fused lines names fused groups but holds no profile; put it in the capture "
+            "directory or pass it with --attach"
+        )
+    raise InputError(
+        f"{path}: unknown file format (expected a rocprofv3 CSV or rocpd .db, a rocprofiler-compute pmc_perf.csv, "
+        "or ggml op metadata JSON)"
+    )
+
+
+def read_capture(
+    path: Path,
+    *,
+    attachments: list[Path] | None = None,
+    keep_instances: bool = True,
+) -> Capture:
+    """Detect and read one capture.
+
+    Args:
+        path: a capture directory or a single profiler file.
+        attachments: extra files that belong to this run (op metadata JSON, fused-group logs).
+        keep_instances: keep per-instance counter values where the source has them.
+
+    Returns:
+        The :class:`~rocroof.records.Capture`; passes are in run order (the trace pass first).
+
+    Raises:
+        InputError: unknown or empty input.
+        ParseError: malformed input (file and row named).
+    """
+    fmt = detect(path)
+    root = path if path.is_dir() else path.parent
+    files = _files_below(path) if path.is_dir() else [path]
+    used: list[Path] = []
+    notes: list[Note] = []
+    manifest: dict[str, object] = {}
+    manifest_path = root / MANIFEST
+    if path.is_dir() and manifest_path.is_file():
+        manifest = _read_manifest(manifest_path)
+        used.append(manifest_path)
+
+    capture: Capture
+    if fmt == "rocprof-compute":
+        workload = path if path.is_dir() else path.parent
+        passes, sysinfo, agents, wnotes, roof_bw = rocprof_compute.read_workload(workload)
+        notes += wnotes
+        used += [p for p in _files_below(workload) if p.suffix in (".csv", ".txt", ".gz", ".yaml")]
+        capture = Capture(
+            source_format=fmt,
+            source_paths=[str(workload)],
+            profiler="rocprof-compute",
+            profiler_version=sysinfo.get("version"),
+            command=sysinfo.get("command"),
+            host=sysinfo.get("hostname"),
+            passes=passes,
+            agents=agents,
+            sysinfo=sysinfo,
+        )
+        if roof_bw:
+            capture.dram_peak_gbps, capture.dram_peak_source = (
+                roof_bw,
+                "roofline.csv HBMBw (measured by rocprofiler-compute)",
+            )
+        elif sysinfo.get("hbm_bw"):
+            try:
+                capture.dram_peak_gbps = float(sysinfo["hbm_bw"])
+                capture.dram_peak_source = "sysinfo.csv hbm_bw (rocprofiler-compute)"
+            except ValueError:
+                notes.append(
+                    Note("warning", "bad-sysinfo", f"sysinfo.csv hbm_bw is not a number: {sysinfo['hbm_bw']!r}")
+                )
+    elif fmt == "rocpd":
+        dbs = [f for f in files if logical_name(f).endswith(".db") and rocpd.is_rocpd(f)]
+        by_dir: dict[Path, list[Path]] = {}
+        for db in dbs:
+            by_dir.setdefault(db.parent, []).append(db)
+        passes = []
+        agent_frames = []
+        meta: dict[str, str] = {}
+        for i, (directory, group) in enumerate(sorted(by_dir.items(), key=lambda kv: _natural(kv[0]))):
+            label = _pass_label(root, directory, i)
+            parts = [rocpd.read_pass(db, label, keep_instances) for db in group]
+            passes.append(_merge_processes(parts, label, str(directory)))
+            for db in group:
+                agent_frames.append(rocpd.read_agents(db))
+                meta = {**rocpd.read_metadata(db), **meta}
+        used += dbs
+        if any(rocprofv3_csv.classify(f) for f in files):
+            notes.append(
+                Note(
+                    "info",
+                    "csv-ignored",
+                    "rocprofv3 CSV files next to the rocpd databases were not read (rocpd preferred)",
+                )
+            )
+        agents = (
+            pd.concat(agent_frames, ignore_index=True).drop_duplicates("agent_label")
+            if agent_frames
+            else empty_frame(AGENT_COLUMNS)
+        )
+        capture = Capture(
+            source_format=fmt,
+            source_paths=[str(path)],
+            profiler="rocprofv3",
+            command=meta.get("command"),
+            host=meta.get("host"),
+            passes=passes,
+            agents=conform(agents, AGENT_COLUMNS),
+            sysinfo={k: v for k, v in meta.items() if k.startswith("rocpd_")},
+        )
+    elif fmt == "rocprofv3-csv":
+        if path.is_file():
+            prefix = rocprofv3_csv.classify(path)
+            assert prefix is not None
+            files = [
+                f
+                for f in _files_below(path.parent)
+                if f.parent == path.parent and (rocprofv3_csv.classify(f) or ("", None))[1] == prefix[1]
+            ]
+        grouped = rocprofv3_csv.group_pass_files(files)
+        passes = []
+        agent_paths: list[Path] = []
+        for i, (directory, pfiles) in enumerate(sorted(grouped.items(), key=lambda kv: _natural(kv[0]))):
+            if not (pfiles.files.get("kernel_trace") or pfiles.files.get("counter_collection")):
+                agent_paths += [p for _, p in pfiles.files.get("agent_info", [])]
+                used += pfiles.all_paths()
+                continue
+            passes.append(rocprofv3_csv.read_pass(pfiles, _pass_label(root, directory, i)))
+            agent_paths += [p for _, p in pfiles.files.get("agent_info", [])]
+            used += pfiles.all_paths()
+        if not passes:
+            raise InputError(
+                f"{path}: rocprofv3 output without kernel_trace.csv or counter_collection.csv; nothing to ingest"
+            )
+        capture = Capture(
+            source_format=fmt,
+            source_paths=[str(path)],
+            profiler="rocprofv3",
+            passes=passes,
+            agents=rocprofv3_csv.read_agents(agent_paths),
+        )
+    else:
+        capture = Capture(source_format=fmt, source_paths=[str(path)], profiler="ggml-roofline", passes=[])
+
+    # attachments: op metadata JSON and ggml-fused logs (inside the capture dir or given explicitly)
+    meta_files = [
+        f
+        for f in files
+        if logical_name(f).endswith(".json") and f.name != MANIFEST and ggml_meta.looks_like_metadata(f)
+    ]
+    log_files = [f for f in files if logical_name(f).endswith(".log") and file_has_fused_lines(f)]
+    for extra in attachments or []:
+        if not extra.is_file():
+            raise InputError(f"{extra}: attachment not found")
+        if logical_name(extra).endswith(".json"):
+            meta_files.append(extra)
+        else:
+            log_files.append(extra)
+    if len(meta_files) > 1:
+        shown = ", ".join(str(m) for m in meta_files)
+        raise InputError(f"{path}: more than one ggml op metadata JSON ({shown}); keep one per capture")
+    if meta_files:
+        meta_obj, mnotes = ggml_meta.read_metadata(meta_files[0])
+        capture.op_metadata = meta_obj
+        notes += mnotes
+        used.append(meta_files[0])
+        if fmt == "ggml-roofline-json":
+            capture.profiler = meta_obj.source
+            capture.passes = [_pass_from_metadata_kernels(meta_obj, str(meta_files[0]))]
+            if meta_obj.device:
+                capture.agents = conform(
+                    pd.DataFrame([{"agent_label": "0", "agent_type": "GPU", "gfx_arch": meta_obj.device}]),
+                    AGENT_COLUMNS,
+                )
+    for log in log_files:
+        capture.fused_groups.update({k: (g.op_list, list(g.node_names)) for k, g in read_fused_log(log).items()})
+        used.append(log)
+
+    if manifest:
+        _apply_manifest(capture, manifest, root)
+    capture.notes = notes + capture.notes
+    capture.content_sha256 = _hash_files(list(dict.fromkeys(used)), root)
+    return capture
+
+
+def _pass_label(root: Path, directory: Path, index: int) -> str:
+    try:
+        rel = directory.relative_to(root)
+    except ValueError:
+        rel = Path(directory.name)
+    text = str(rel)
+    return f"pass {index + 1}" if text in ("", ".") else text
+
+
+def _merge_processes(parts: list[PassData], label: str, source: str) -> PassData:
+    if len(parts) == 1:
+        return parts[0]
+    offset = 0
+    dispatches, counters, instances, markers, launches = [], [], [], [], []
+    for part in parts:
+        dispatches.append(part.dispatches)
+        c = part.counters.copy()
+        c["row"] += offset
+        counters.append(c)
+        inst = part.instances.copy()
+        inst["row"] += offset
+        instances.append(inst)
+        markers.append(part.markers)
+        launches.append(part.launches)
+        offset += len(part.dispatches)
+    return PassData(
+        kind="counter" if any(p.kind == "counter" for p in parts) else "trace",
+        label=label,
+        source=source,
+        dispatches=pd.concat(dispatches, ignore_index=True),
+        counters=pd.concat(counters, ignore_index=True),
+        instances=pd.concat(instances, ignore_index=True),
+        markers=pd.concat(markers, ignore_index=True),
+        launches=pd.concat(launches, ignore_index=True),
+    )
+
+
+def _pass_from_metadata_kernels(meta: object, source: str) -> PassData:
+    from ..records import OpMetadata
+
+    assert isinstance(meta, OpMetadata)
+    k = meta.kernels
+    if len(k) == 0:
+        return PassData(kind="trace", label="ggml-roofline", source=source, dispatches=empty_frame(DISPATCH_COLUMNS))
+    k = k.sort_values(["invocation", "kernel_index"], kind="stable").reset_index(drop=True)
+    disp = pd.DataFrame(
+        {
+            "kernel_name": k["kernel_name"],
+            "invocation": k["invocation"].astype("Int64"),
+            "duration_ns": k["gpu_time_ns"].round().astype("Int64"),
+            "agent_label": "0",
+        }
+    )
+    return PassData(kind="trace", label="ggml-roofline", source=source, dispatches=conform(disp, DISPATCH_COLUMNS))
+
+
+def _apply_manifest(capture: Capture, manifest: dict[str, object], root: Path) -> None:
+    command = manifest.get("command")
+    if isinstance(command, list):
+        capture.command = " ".join(str(c) for c in command)
+    elif isinstance(command, str):
+        capture.command = command
+    for key in ("profiler", "profiler_version", "host"):
+        value = manifest.get(key)
+        if isinstance(value, str):
+            setattr(capture, key, value)
+    passes = manifest.get("passes")
+    if isinstance(passes, list):
+        by_label = {p.label: p for p in capture.passes}
+        for entry in passes:
+            if not isinstance(entry, dict):
+                continue
+            p = by_label.get(str(entry.get("dir", "")))
+            if p is None:
+                continue
+            counters = entry.get("counters")
+            if isinstance(counters, list):
+                p.requested_counters = tuple(str(c) for c in counters)
+                have = set(p.counters["counter_name"])
+                missing = [c for c in p.requested_counters if c not in have]
+                if missing and len(p.dispatches):
+                    capture.notes.append(
+                        Note(
+                            "warning",
+                            "missing-counter",
+                            f"{p.label}: requested counter(s) absent from the output: {', '.join(missing)}",
+                        )
+                    )
+    extra = manifest.get("settings")
+    if isinstance(extra, dict):
+        capture.sysinfo.update({str(k): str(v) for k, v in extra.items()})

@@ -1,0 +1,327 @@
+"""Reader for ggml op metadata JSON: AMD's fork ``GGML_ROOFLINE_OUT`` and rocroof's sidecar.
+
+Schema: AMD-Ecosystem/llama.cpp ``ggml/src/ggml-cuda/ggml-cuda-roofline.cpp`` (PRs #33, #48,
+#50, #53, #66; summarised in ``shared/reference/llamacpp-roofline.md`` §1.6-1.8). The top level
+is ``{"device": "gfx1151", "total_gpu_time_us": ..., "rows": [...]}``; rocroof's llama.cpp hook
+writes the same row keys, adds ``"source"`` and omits ``kernels``. Rows come in arbitrary order
+(the fork iterates an ``unordered_map``) and are sorted by ``invocation`` here. The older key
+names ``dst_sid``, ``src_ids``, ``src_sids`` (fork commit ``302448a``) are accepted.
+
+Frames returned (units in names; ids are host pointers as unsigned 64-bit integers, stored as
+signed 64-bit two's complement when above 2**63-1):
+
+* ``ops``: invocation, op, node_name, op_list, is_fused, dtype, quant, ne, src_ne, src_types,
+  op_params (JSON text), metadata_bytes, dst_bytes, dst_storage_id, out_storage_id, m, n, k,
+  n_experts, top_k, experts_used, tokens_per_expert (JSON text or None), gpu_time_ns.
+* ``nodes``: invocation, node_index (0 = head), ggml_op, dtype, quant, ne, src_ne, src_types,
+  op_params, dst_bytes, dst_storage_id, m, n, k, n_experts, top_k.
+* ``operands``: invocation, node_index (-1 for the group's graph inputs/outputs), role
+  (``src``/``dst``/``in``/``out``), operand_index, name, ggml_type, ne (JSON text), bytes,
+  tensor_id, storage_id.
+* ``kernels``: invocation, kernel_index, kernel_name, gpu_time_ns (from ``gpu_time_us``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import ParseError
+from ..fileio import read_text
+from ..records import Note, OpMetadata
+
+#: Refuse metadata files larger than this (decompressed), bytes.
+MAX_JSON_BYTES = 1 << 30
+
+_ALIASES = {
+    "dst_storage_id": ("dst_storage_id", "dst_sid"),
+    "src_tensor_ids": ("src_tensor_ids", "src_ids"),
+    "src_storage_ids": ("src_storage_ids", "src_sids"),
+}
+
+
+def looks_like_metadata(path: Path) -> bool:
+    """Cheap check: a JSON file whose start mentions ``"rows"`` or ``"ggml_op"``."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return False
+    if head[:2] == b"\x1f\x8b":
+        import gzip
+
+        try:
+            with gzip.open(path, "rb") as gz:
+                head = gz.read(1 << 16)
+        except (OSError, EOFError):
+            return False
+    stripped = head.lstrip()
+    return stripped.startswith(b"{") and (b'"rows"' in head or b'"ggml_op"' in head)
+
+
+def _u64(value: Any, where: str, path: Path) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParseError(path, f"{where}: expected an unsigned integer id, got {type(value).__name__}")
+    if value < 0 or value >= 2**64:
+        raise ParseError(path, f"{where}: id {value} is outside the unsigned 64-bit range")
+    return value - 2**64 if value >= 2**63 else value
+
+
+def _int(value: Any, where: str, path: Path, default: int | None = None) -> int | None:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParseError(path, f"{where}: expected an integer, got {json.dumps(value)[:40]}")
+    if abs(value) >= 2**63:
+        raise ParseError(path, f"{where}: {value} does not fit in 64 bits")
+    return value
+
+
+def _list(value: Any, where: str, path: Path) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ParseError(path, f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _get(row: dict[str, Any], key: str) -> Any:
+    for alias in _ALIASES.get(key, (key,)):
+        if alias in row:
+            return row[alias]
+    return None
+
+
+def _jtext(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def _node(row: dict[str, Any], where: str, path: Path) -> dict[str, Any]:
+    op = row.get("ggml_op")
+    if not isinstance(op, str) or not op:
+        raise ParseError(path, f"{where}: 'ggml_op' must be a non-empty string")
+    return {
+        "ggml_op": op,
+        "dtype": row.get("dtype"),
+        "quant": row.get("quant"),
+        "ne": _jtext(row.get("ne")),
+        "src_ne": _jtext(row.get("src_ne")),
+        "src_types": _jtext(row.get("src_types")),
+        "op_params": _jtext(row.get("op_params")),
+        "dst_bytes": _int(row.get("dst_bytes"), f"{where}.dst_bytes", path),
+        "dst_storage_id": _u64(_get(row, "dst_storage_id"), f"{where}.dst_storage_id", path),
+        "m": _int(row.get("M"), f"{where}.M", path),
+        "n": _int(row.get("N"), f"{where}.N", path),
+        "k": _int(row.get("K"), f"{where}.K", path),
+        "n_experts": _int(row.get("n_experts"), f"{where}.n_experts", path),
+        "top_k": _int(row.get("top_k"), f"{where}.top_k", path),
+    }
+
+
+def _operands(inv: int, node_index: int, row: dict[str, Any], where: str, path: Path) -> list[dict[str, Any]]:
+    out = []
+    src_ne = _list(row.get("src_ne"), f"{where}.src_ne", path)
+    src_types = _list(row.get("src_types"), f"{where}.src_types", path)
+    src_bytes = _list(row.get("src_bytes"), f"{where}.src_bytes", path)
+    tensor_ids = _list(_get(row, "src_tensor_ids"), f"{where}.src_tensor_ids", path)
+    storage_ids = _list(_get(row, "src_storage_ids"), f"{where}.src_storage_ids", path)
+    n_src = max(len(src_ne), len(src_types), len(src_bytes), len(tensor_ids), len(storage_ids))
+    for j in range(n_src):
+        out.append(
+            {
+                "invocation": inv,
+                "node_index": node_index,
+                "role": "src",
+                "operand_index": j,
+                "name": None,
+                "ggml_type": src_types[j] if j < len(src_types) and src_types[j] else None,
+                "ne": _jtext(src_ne[j]) if j < len(src_ne) else None,
+                "bytes": _int(src_bytes[j], f"{where}.src_bytes[{j}]", path) if j < len(src_bytes) else None,
+                "tensor_id": _u64(tensor_ids[j], f"{where}.src_tensor_ids[{j}]", path) if j < len(tensor_ids) else None,
+                "storage_id": _u64(storage_ids[j], f"{where}.src_storage_ids[{j}]", path)
+                if j < len(storage_ids)
+                else None,
+            }
+        )
+    out.append(
+        {
+            "invocation": inv,
+            "node_index": node_index,
+            "role": "dst",
+            "operand_index": 0,
+            "name": None,
+            "ggml_type": row.get("dtype"),
+            "ne": _jtext(row.get("ne")),
+            "bytes": _int(row.get("dst_bytes"), f"{where}.dst_bytes", path),
+            "tensor_id": None,
+            "storage_id": _u64(_get(row, "dst_storage_id"), f"{where}.dst_storage_id", path),
+        }
+    )
+    return out
+
+
+def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
+    """Read a ggml op metadata JSON file.
+
+    Returns:
+        ``(metadata, notes)``.
+
+    Raises:
+        ParseError: invalid JSON (with line), a missing ``rows`` list, a row without
+            ``ggml_op``/``invocation``, or a value of the wrong type (named as ``rows[i].key``).
+    """
+    text = read_text(path, limit_bytes=MAX_JSON_BYTES)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise ParseError(path, "expected a JSON object with a 'rows' list (ggml op metadata / GGML_ROOFLINE_OUT)")
+    notes: list[Note] = []
+    rows = doc["rows"]
+    has_inv = [isinstance(r, dict) and "invocation" in r for r in rows]
+    synthetic = bool(rows) and not any(has_inv)
+    if synthetic:
+        notes.append(
+            Note(
+                "warning",
+                "no-invocation-ids",
+                f"{path.name}: rows carry no 'invocation' (a fork build before PR #66); rows are numbered in "
+                "file order and cannot be joined to profiler markers",
+            )
+        )
+    ops, nodes, operands, kernels = [], [], [], []
+    seen: set[int] = set()
+    for i, row in enumerate(rows):
+        where = f"rows[{i}]"
+        if not isinstance(row, dict):
+            raise ParseError(path, f"{where}: expected an object")
+        inv = i + 1 if synthetic else _int(row.get("invocation"), f"{where}.invocation", path)
+        if inv is None:
+            raise ParseError(path, f"{where}: missing 'invocation'")
+        if inv in seen:
+            notes.append(
+                Note(
+                    "warning", "duplicate-invocation", f"{path.name}: {where} repeats invocation {inv}; kept the first"
+                )
+            )
+            continue
+        seen.add(inv)
+        head = _node(row, where, path)
+        fused = _list(row.get("fused_ops"), f"{where}.fused_ops", path)
+        group = [
+            _node(f, f"{where}.fused_ops[{j}]", path) if isinstance(f, dict) else None for j, f in enumerate(fused)
+        ]
+        if any(g is None for g in group):
+            raise ParseError(path, f"{where}.fused_ops: every entry must be an object")
+        kern = _list(row.get("kernels"), f"{where}.kernels", path)
+        gpu_ns = 0.0
+        for j, k in enumerate(kern):
+            if not isinstance(k, dict):
+                raise ParseError(path, f"{where}.kernels[{j}]: expected an object")
+            t = k.get("gpu_time_us")
+            if isinstance(t, bool) or not isinstance(t, int | float) or t < 0:
+                raise ParseError(path, f"{where}.kernels[{j}].gpu_time_us: expected a non-negative number")
+            gpu_ns += float(t) * 1000.0
+            kernels.append(
+                {
+                    "invocation": inv,
+                    "kernel_index": j,
+                    "kernel_name": k.get("name") or None,
+                    "gpu_time_ns": float(t) * 1000.0,
+                }
+            )
+        tpe = row.get("tokens_per_expert")
+        if tpe is not None and not (
+            isinstance(tpe, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in tpe)
+        ):
+            raise ParseError(path, f"{where}.tokens_per_expert: expected a list of integers")
+        ops.append(
+            {
+                "invocation": inv,
+                "op": head["ggml_op"],
+                "node_name": row.get("name"),
+                "op_list": "+".join(g["ggml_op"] for g in group if g) if group else head["ggml_op"],
+                "is_fused": bool(group) and len(group) > 1,
+                **{
+                    k: head[k]
+                    for k in (
+                        "dtype",
+                        "quant",
+                        "ne",
+                        "src_ne",
+                        "src_types",
+                        "op_params",
+                        "dst_bytes",
+                        "dst_storage_id",
+                        "m",
+                        "n",
+                        "k",
+                        "n_experts",
+                        "top_k",
+                    )
+                },
+                "metadata_bytes": _int(row.get("bytes"), f"{where}.bytes", path),
+                "out_storage_id": _u64(row.get("out_storage_id"), f"{where}.out_storage_id", path),
+                "experts_used": _int(row.get("experts_used"), f"{where}.experts_used", path),
+                "tokens_per_expert": _jtext(tpe),
+                "gpu_time_ns": gpu_ns if kern else None,
+            }
+        )
+        node_rows = [g for g in group if g] if group else [head]
+        for j, node in enumerate(node_rows):
+            nodes.append({"invocation": inv, "node_index": j, **node})
+            source = fused[j] if group else row
+            operands += _operands(inv, j, source, f"{where}.fused_ops[{j}]" if group else where, path)
+        in_ids = _list(row.get("in_storage_ids"), f"{where}.in_storage_ids", path)
+        in_names = _list(row.get("in_names"), f"{where}.in_names", path)
+        in_types = _list(row.get("in_types"), f"{where}.in_types", path)
+        in_ne = _list(row.get("in_ne"), f"{where}.in_ne", path)
+        for j, sid in enumerate(in_ids):
+            operands.append(
+                {
+                    "invocation": inv,
+                    "node_index": -1,
+                    "role": "in",
+                    "operand_index": j,
+                    "name": in_names[j] if j < len(in_names) else None,
+                    "ggml_type": in_types[j] if j < len(in_types) else None,
+                    "ne": _jtext(in_ne[j]) if j < len(in_ne) else None,
+                    "bytes": None,
+                    "tensor_id": None,
+                    "storage_id": _u64(sid, f"{where}.in_storage_ids[{j}]", path),
+                }
+            )
+        if row.get("out_storage_id") is not None:
+            operands.append(
+                {
+                    "invocation": inv,
+                    "node_index": -1,
+                    "role": "out",
+                    "operand_index": 0,
+                    "name": row.get("name"),
+                    "ggml_type": None,
+                    "ne": None,
+                    "bytes": None,
+                    "tensor_id": None,
+                    "storage_id": _u64(row.get("out_storage_id"), f"{where}.out_storage_id", path),
+                }
+            )
+    ops_df = pd.DataFrame(ops)
+    if len(ops_df):
+        ops_df = ops_df.sort_values("invocation", kind="stable").reset_index(drop=True)
+    device = doc.get("device")
+    meta = OpMetadata(
+        ops=ops_df,
+        nodes=pd.DataFrame(nodes),
+        operands=pd.DataFrame(operands),
+        kernels=pd.DataFrame(kernels),
+        device=str(device) if device else None,
+        source=str(doc.get("source") or "ggml-roofline"),
+    )
+    return meta, notes

@@ -1,0 +1,277 @@
+"""Normalized, profiler-independent records shared by readers, attribution and the store.
+
+Readers turn profiler files into these records; nothing downstream knows which profiler
+wrote them. Tables are pandas DataFrames whose columns are listed below (name: dtype, unit).
+Nullable integer columns use pandas' ``Int64``; a missing value is ``<NA>`` (unknown),
+never 0.
+
+``DISPATCH_COLUMNS`` — one row per kernel dispatch of one pass, in enqueue order:
+    dispatch_id: Int64, the profiler's dispatch id (rocprofv3 ``Dispatch_Id``).
+    kernel_name: str, the kernel symbol (demangled where the profiler demangles).
+    kernel_id: Int64, the profiler's kernel/code-object symbol id.
+    region: str or None, the kernel's renamed region when recorded with ``--kernel-rename``.
+    agent_label: str, the agent as the trace names it (``"Agent 4"``, ``"2"``, ``"GPU 0"``).
+    queue_id, stream_id, process_id, thread_id, correlation_id: Int64.
+    start_ns, end_ns: Int64, GPU timestamps in ns (profiler clock).
+    duration_ns: Int64, GPU execution time in ns; filled by readers whose source gives only a
+        duration (Nsight Compute, the fork's JSON), otherwise derived from end - start.
+    invocation: Int64, the ggml op invocation when the source itself attributed the dispatch
+        (the fork's JSON); otherwise attribution fills it from markers.
+    grid_size, workgroup_size: Int64, total work-items per grid / per workgroup.
+    grid_x, grid_y, grid_z, workgroup_x, workgroup_y, workgroup_z: Int64, work-items.
+    lds_bytes: Int64, LDS (group segment) bytes per workgroup.
+    scratch_bytes: Int64, scratch (private segment) bytes per work-item.
+    vgpr_count, accum_vgpr_count, sgpr_count: Int64, registers per work-item / wave.
+
+``COUNTER_COLUMNS`` — one row per (dispatch, counter), summed over hardware instances:
+    row: int, 0-based position of the dispatch in the pass's dispatch table.
+    counter_name: str, e.g. ``TCC_EA0_RDREQ_sum`` or ``TCC_EA0_RDREQ``.
+    value: float64, the counter value (counts, or KB for ``FETCH_SIZE``/``WRITE_SIZE``).
+
+``INSTANCE_COLUMNS`` — per-instance values, when the source keeps them:
+    row: int; counter_name: str; instance: int (0-based, e.g. the TCC channel); value: float64.
+
+``MARKER_COLUMNS`` — roctx/NVTX ranges and marks on host threads:
+    process_id, thread_id: Int64; start_ns, end_ns: Int64 (host ns, profiler clock; a mark
+    has ``start_ns == end_ns``); message: str; kind: ``"range"`` or ``"mark"``;
+    correlation_id: Int64 (the roctx call's internal correlation id, when recorded).
+
+``LAUNCH_COLUMNS`` — host API calls that enqueued kernels (HIP/CUDA runtime trace):
+    correlation_id, process_id, thread_id: Int64; start_ns, end_ns: Int64 (host ns);
+    api_name: str.
+
+``AGENT_COLUMNS`` — the agents (CPUs and GPUs) of a capture:
+    agent_label: str (as traces name it); node_id, logical_node_id: Int64;
+    agent_type: ``"GPU"``/``"CPU"``; gfx_arch: str (e.g. ``gfx942``, ``sm_90``);
+    product_name: str; cu_count, simd_count, num_xcc, wave_size: Int64; max_clock_mhz: float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+DISPATCH_COLUMNS: dict[str, str] = {
+    "dispatch_id": "Int64",
+    "kernel_name": "object",
+    "kernel_id": "Int64",
+    "region": "object",
+    "agent_label": "object",
+    "queue_id": "Int64",
+    "stream_id": "Int64",
+    "process_id": "Int64",
+    "thread_id": "Int64",
+    "correlation_id": "Int64",
+    "start_ns": "Int64",
+    "end_ns": "Int64",
+    "duration_ns": "Int64",
+    "invocation": "Int64",
+    "grid_size": "Int64",
+    "workgroup_size": "Int64",
+    "grid_x": "Int64",
+    "grid_y": "Int64",
+    "grid_z": "Int64",
+    "workgroup_x": "Int64",
+    "workgroup_y": "Int64",
+    "workgroup_z": "Int64",
+    "lds_bytes": "Int64",
+    "scratch_bytes": "Int64",
+    "vgpr_count": "Int64",
+    "accum_vgpr_count": "Int64",
+    "sgpr_count": "Int64",
+}
+
+COUNTER_COLUMNS: dict[str, str] = {"row": "int64", "counter_name": "object", "value": "float64"}
+
+INSTANCE_COLUMNS: dict[str, str] = {
+    "row": "int64",
+    "counter_name": "object",
+    "instance": "int64",
+    "value": "float64",
+}
+
+MARKER_COLUMNS: dict[str, str] = {
+    "process_id": "Int64",
+    "thread_id": "Int64",
+    "start_ns": "Int64",
+    "end_ns": "Int64",
+    "message": "object",
+    "kind": "object",
+    "correlation_id": "Int64",
+}
+
+LAUNCH_COLUMNS: dict[str, str] = {
+    "correlation_id": "Int64",
+    "process_id": "Int64",
+    "thread_id": "Int64",
+    "start_ns": "Int64",
+    "end_ns": "Int64",
+    "api_name": "object",
+}
+
+AGENT_COLUMNS: dict[str, str] = {
+    "agent_label": "object",
+    "node_id": "Int64",
+    "logical_node_id": "Int64",
+    "agent_type": "object",
+    "gfx_arch": "object",
+    "product_name": "object",
+    "cu_count": "Int64",
+    "simd_count": "Int64",
+    "num_xcc": "Int64",
+    "wave_size": "Int64",
+    "max_clock_mhz": "float64",
+}
+
+
+def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
+    """An empty DataFrame with the given ``{name: dtype}`` columns."""
+    return conform(pd.DataFrame(), columns)
+
+
+def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """Return ``df`` with exactly ``columns``, in order, cast to their dtypes.
+
+    Missing columns are added as all-missing. Extra columns are dropped.
+
+    Args:
+        df: a frame from a reader.
+        columns: ``{name: dtype}``, e.g. :data:`DISPATCH_COLUMNS`.
+
+    Returns:
+        A new DataFrame with a fresh ``RangeIndex``.
+
+    Raises:
+        ValueError: a value cannot be cast (readers validate before calling this).
+    """
+    out = {}
+    n = len(df)
+    for name, dtype in columns.items():
+        if name in df.columns:
+            col = df[name]
+            if dtype == "object":
+                out[name] = col.astype(object).where(col.notna(), None).reset_index(drop=True)
+            else:
+                out[name] = col.astype(dtype).reset_index(drop=True)
+        else:
+            if dtype == "object":
+                out[name] = pd.Series([None] * n, dtype=object)
+            elif dtype == "float64":
+                out[name] = pd.Series(np.full(n, np.nan), dtype="float64")
+            else:
+                out[name] = pd.Series([pd.NA] * n, dtype=dtype)
+    return pd.DataFrame(out)
+
+
+Severity = Literal["info", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Note:
+    """A finding about a capture that the user must see (stored per run, shown in reports).
+
+    Attributes:
+        severity: ``info``, ``warning`` (a number may be off or missing) or ``error``.
+        code: a stable machine-readable key, e.g. ``missing-counter``.
+        message: one line of prose.
+    """
+
+    severity: Severity
+    code: str
+    message: str
+
+
+@dataclass
+class PassData:
+    """One profiled execution (application run) of the command.
+
+    Attributes:
+        kind: ``trace`` (timings only), ``counter`` (counters, serialised kernels) or
+            ``merged`` (counters of several passes already merged by the tool that wrote them).
+        label: a short name, e.g. ``pass_1`` or ``pmc_perf_3.csv``.
+        source: the file or directory the pass was read from.
+        dispatches: :data:`DISPATCH_COLUMNS`.
+        counters: :data:`COUNTER_COLUMNS`.
+        instances: :data:`INSTANCE_COLUMNS`.
+        markers: :data:`MARKER_COLUMNS`.
+        launches: :data:`LAUNCH_COLUMNS`.
+        requested_counters: counters the pass asked for, when the capture says so.
+        timestamps_exact: False when the source rounded timestamps (durations unknown).
+        timestamps_note: why timestamps are not exact.
+    """
+
+    kind: Literal["trace", "counter", "merged"]
+    label: str
+    source: str
+    dispatches: pd.DataFrame
+    counters: pd.DataFrame = field(default_factory=lambda: empty_frame(COUNTER_COLUMNS))
+    instances: pd.DataFrame = field(default_factory=lambda: empty_frame(INSTANCE_COLUMNS))
+    markers: pd.DataFrame = field(default_factory=lambda: empty_frame(MARKER_COLUMNS))
+    launches: pd.DataFrame = field(default_factory=lambda: empty_frame(LAUNCH_COLUMNS))
+    requested_counters: tuple[str, ...] | None = None
+    timestamps_exact: bool = True
+    timestamps_note: str | None = None
+
+
+@dataclass
+class OpMetadata:
+    """ggml op metadata of one process (the fork's ``GGML_ROOFLINE_OUT`` schema or our sidecar).
+
+    Attributes:
+        ops: one row per op invocation (columns: see :mod:`rocroof.readers.ggml_meta`).
+        nodes: one row per graph node of a fused group (node_index 0 is the head).
+        operands: one row per source/destination tensor of each node, and per graph input.
+        kernels: kernels with their GPU time, when the file came from the fork's profiler.
+        device: the ``device`` field (e.g. ``gfx1151``), or None.
+        source: the producer named by the file's ``source`` key, or ``ggml-roofline``.
+    """
+
+    ops: pd.DataFrame
+    nodes: pd.DataFrame
+    operands: pd.DataFrame
+    kernels: pd.DataFrame
+    device: str | None
+    source: str
+
+
+@dataclass
+class Capture:
+    """Everything read from one capture: run metadata, agents, passes, op metadata, notes.
+
+    Attributes:
+        source_format: the detected format (``rocprofv3-csv``, ``rocpd``, ``rocprof-compute``,
+            ``ggml-roofline-json``...).
+        source_paths: the files that were read.
+        profiler: the profiler that produced the data (``rocprofv3``, ``rocprof-compute``...).
+        profiler_version: its version, when recorded.
+        command: the profiled application command line, when recorded.
+        host: the host name, when recorded (scrub before publishing captures).
+        agents: :data:`AGENT_COLUMNS`.
+        passes: the passes, in the order they ran.
+        op_metadata: ggml op metadata, when present.
+        fused_groups: ``{invocation: (op_list, node_names)}`` from ``ggml-fused:`` lines.
+        notes: findings to store with the run.
+        sysinfo: free-form key/values about the system (e.g. rocprof-compute ``sysinfo.csv``).
+        dram_peak_gbps: a measured or recorded DRAM bandwidth ceiling in GB/s (1e9 B/s).
+        dram_peak_source: where that ceiling came from.
+        content_sha256: hash of the raw input files, to refuse double ingests.
+    """
+
+    source_format: str
+    source_paths: list[str]
+    profiler: str
+    passes: list[PassData]
+    agents: pd.DataFrame = field(default_factory=lambda: empty_frame(AGENT_COLUMNS))
+    profiler_version: str | None = None
+    command: str | None = None
+    host: str | None = None
+    op_metadata: OpMetadata | None = None
+    fused_groups: dict[int, tuple[str, list[str]]] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)
+    sysinfo: dict[str, str] = field(default_factory=dict)
+    dram_peak_gbps: float | None = None
+    dram_peak_source: str | None = None
+    content_sha256: str = ""

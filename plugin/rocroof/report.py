@@ -1,0 +1,428 @@
+"""Reports over the results database: per dispatch, per kernel, per ggml op.
+
+:func:`build_report` returns data (a DataFrame plus run facts and notes); :func:`render`
+turns it into text (a rich table, CSV, JSON or Markdown). Nothing here prints.
+
+Machine formats (CSV, JSON) carry raw values with units in the column names; the table and
+Markdown formats are for people (µs, MB, GB/s) and show unknown values as ``?`` with their
+bounds when the data gives them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pandas as pd
+import sqlalchemy as sa
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from .records import Note
+from .store import Store, schema
+
+By = Literal["dispatch", "kernel", "op", "invocation"]
+Format = Literal["table", "csv", "json", "markdown"]
+
+_COLUMNS: dict[str, list[str]] = {
+    "dispatch": [
+        "run_id",
+        "dispatch_id",
+        "kernel_name",
+        "duration_ns",
+        "dram_read_bytes",
+        "dram_read_bytes_min",
+        "dram_read_bytes_max",
+        "dram_write_bytes",
+        "dram_write_bytes_min",
+        "dram_write_bytes_max",
+        "achieved_gbps",
+        "achieved_gbps_min",
+        "achieved_gbps_max",
+        "pct_of_dram_peak",
+        "dram_time_at_peak_ns",
+        "op",
+        "op_list",
+        "invocation",
+        "node_name",
+        "kernel_ordinal",
+        "attribution_method",
+        "dram_bytes_note",
+    ],
+    "kernel": [
+        "run_id",
+        "kernel_name",
+        "dispatches",
+        "duration_ns",
+        "share_of_time_pct",
+        "dram_read_bytes",
+        "dram_read_bytes_min",
+        "dram_read_bytes_max",
+        "dram_write_bytes",
+        "dram_write_bytes_min",
+        "dram_write_bytes_max",
+        "achieved_gbps",
+        "achieved_gbps_min",
+        "achieved_gbps_max",
+        "pct_of_dram_peak",
+        "dram_time_at_peak_ns",
+    ],
+    "op": [
+        "run_id",
+        "op",
+        "invocations",
+        "dispatches",
+        "duration_ns",
+        "share_of_time_pct",
+        "dram_read_bytes",
+        "dram_read_bytes_min",
+        "dram_read_bytes_max",
+        "dram_write_bytes",
+        "dram_write_bytes_min",
+        "dram_write_bytes_max",
+        "achieved_gbps",
+        "achieved_gbps_min",
+        "achieved_gbps_max",
+        "pct_of_dram_peak",
+        "dram_time_at_peak_ns",
+    ],
+    "invocation": [
+        "run_id",
+        "invocation",
+        "op",
+        "op_list",
+        "node_name",
+        "layer",
+        "dispatches",
+        "duration_ns",
+        "share_of_time_pct",
+        "dram_read_bytes",
+        "dram_read_bytes_min",
+        "dram_read_bytes_max",
+        "dram_write_bytes",
+        "dram_write_bytes_min",
+        "dram_write_bytes_max",
+        "achieved_gbps",
+        "achieved_gbps_min",
+        "achieved_gbps_max",
+        "pct_of_dram_peak",
+        "dram_time_at_peak_ns",
+    ],
+}
+_VIEW = {
+    "dispatch": "dispatch_dram",
+    "kernel": "kernel_summary",
+    "op": "op_summary",
+    "invocation": "op_invocation_summary",
+}
+
+
+@dataclass
+class Report:
+    """A report: rows plus the facts a reader needs to trust them.
+
+    Attributes:
+        by: the grouping.
+        rows: the rows (columns listed in ``_COLUMNS[by]``), sorted.
+        run: the run's row (``run`` table) as a dict.
+        notes: the run's notes.
+        total_rows: rows before ``--top`` was applied.
+        totals: whole-run sums (``duration_ns``, ``dispatches``, ``unattributed_dispatches``...).
+    """
+
+    by: By
+    rows: pd.DataFrame
+    run: dict[str, Any]
+    notes: list[Note] = field(default_factory=list)
+    total_rows: int = 0
+    totals: dict[str, Any] = field(default_factory=dict)
+
+
+def build_report(store: Store, run_id: int, by: By = "op", top: int | None = None) -> Report:
+    """Query one run's report.
+
+    Args:
+        store: an open store (read-only is fine).
+        run_id: the run.
+        by: ``dispatch`` (one row per timing dispatch, in order), ``kernel``, ``op`` or
+            ``invocation`` (sorted by total time, longest first; unknown times last).
+        top: keep only the first N rows.
+
+    Returns:
+        The :class:`Report`.
+    """
+    rows = store.frame(sa.text(f"SELECT * FROM {_VIEW[by]} WHERE run_id = :rid"), {"rid": run_id})
+    run_row = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
+    notes_df = store.frame(
+        sa.select(schema.run_note).where(schema.run_note.c.run_id == run_id).order_by(schema.run_note.c.note_index)
+    )
+    notes = [Note(r["severity"], r["code"], r["message"]) for r in notes_df.to_dict("records")]
+    total_ns = rows["duration_ns"].sum(min_count=1) if "duration_ns" in rows else None
+    known_total = pd.to_numeric(rows["duration_ns"], errors="coerce").sum() if "duration_ns" in rows else 0
+    if by != "dispatch":
+        rows["share_of_time_pct"] = (
+            100.0 * pd.to_numeric(rows["duration_ns"], errors="coerce") / known_total if known_total else float("nan")
+        )
+        rows = rows.sort_values(["duration_ns", "dispatches"], ascending=[False, False], na_position="last")
+    else:
+        rows = rows.sort_values("dispatch_index")
+    totals = {
+        "rows": len(rows),
+        "duration_ns": None if total_ns is None or pd.isna(total_ns) else float(total_ns),
+    }
+    if by == "op" and "op" in rows:
+        unattributed = rows[rows["op"].isna()]
+        totals["unattributed_dispatches"] = int(unattributed["dispatches"].sum()) if len(unattributed) else 0
+        totals["dispatches"] = int(rows["dispatches"].sum()) if len(rows) else 0
+    total_rows = len(rows)
+    if top is not None:
+        rows = rows.head(top)
+    cols = [c for c in _COLUMNS[by] if c in rows.columns]
+    return Report(
+        by=by, rows=rows[cols].reset_index(drop=True), run=run_row, notes=notes, total_rows=total_rows, totals=totals
+    )
+
+
+# ---- rendering -------------------------------------------------------------------------
+
+
+def _nan(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def _json_value(v: Any) -> Any:
+    if _nan(v):
+        return None
+    if hasattr(v, "item"):
+        return v.item()
+    return v
+
+
+def _num(v: Any, scale: float = 1.0, digits: int = 2) -> str:
+    if _nan(v):
+        return "?"
+    return f"{float(v) / scale:,.{digits}f}"
+
+
+def _bytes_cell(row: pd.Series, key: str) -> str:
+    v = row.get(key)
+    if not _nan(v):
+        return _num(v, 1e6, 3)
+    lo, hi = row.get(f"{key}_min"), row.get(f"{key}_max")
+    if not _nan(lo) and not _nan(hi):
+        return f"? ({_num(lo, 1e6, 2)}–{_num(hi, 1e6, 2)})"
+    return "?"
+
+
+def _gbps_cell(row: pd.Series) -> str:
+    v = row.get("achieved_gbps")
+    if not _nan(v):
+        return _num(v, 1, 1)
+    lo, hi = row.get("achieved_gbps_min"), row.get("achieved_gbps_max")
+    if not _nan(lo) and not _nan(hi):
+        return f"? ({_num(lo, 1, 0)}–{_num(hi, 1, 0)})"
+    return "?"
+
+
+def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    by = report.by
+    headers: list[str] = []
+    lines: list[list[str]] = []
+    if by == "dispatch":
+        headers = ["#", "kernel", "op", "time µs", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
+        for _, r in report.rows.iterrows():
+            op = r.get("op_list") if isinstance(r.get("op_list"), str) else r.get("op")
+            lines.append(
+                [
+                    str(r["dispatch_id"]) if not _nan(r["dispatch_id"]) else "",
+                    _short(r["kernel_name"]),
+                    f"{op} #{int(r['invocation'])}" if isinstance(op, str) and not _nan(r.get("invocation")) else "—",
+                    _num(r["duration_ns"], 1e3),
+                    _bytes_cell(r, "dram_read_bytes"),
+                    _bytes_cell(r, "dram_write_bytes"),
+                    _gbps_cell(r),
+                    _num(r["pct_of_dram_peak"], 1, 1),
+                    _num(r["dram_time_at_peak_ns"], 1e3),
+                ]
+            )
+        return headers, lines
+    label = {"kernel": "kernel", "op": "ggml op", "invocation": "op invocation"}[by]
+    headers = [label]
+    if by == "op":
+        headers.append("invocations")
+    headers += ["dispatches", "time µs", "% time", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
+    for _, r in report.rows.iterrows():
+        if by == "kernel":
+            name = _short(r["kernel_name"])
+        elif by == "op":
+            name = r["op"] if isinstance(r["op"], str) else "(unattributed)"
+        else:
+            op = r["op_list"] if isinstance(r.get("op_list"), str) else r["op"]
+            name = f"{op} {r['node_name'] or ''} #{int(r['invocation'])}".strip()
+        line = [name]
+        if by == "op":
+            line.append(str(int(r["invocations"])))
+        line += [
+            str(int(r["dispatches"])),
+            _num(r["duration_ns"], 1e3),
+            _num(r["share_of_time_pct"], 1, 1),
+            _bytes_cell(r, "dram_read_bytes"),
+            _bytes_cell(r, "dram_write_bytes"),
+            _gbps_cell(r),
+            _num(r["pct_of_dram_peak"], 1, 1),
+            _num(r["dram_time_at_peak_ns"], 1e3),
+        ]
+        lines.append(line)
+    return headers, lines
+
+
+def _short(name: Any, width: int = 60) -> str:
+    text = "" if _nan(name) else str(name)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _header_lines(report: Report) -> list[str]:
+    r = report.run
+    gpu = " ".join(str(x) for x in (r.get("gpu_name"), f"({r['gpu_arch']})" if r.get("gpu_arch") else None) if x)
+    timing = {
+        "trace": "a trace pass",
+        "counter_pass": "a counter pass (kernels serialised)",
+        "merged_counters": "merged counter passes (kernels serialised)",
+        "profiler": "the profiler's own per-kernel times",
+        "none": "no timing source",
+    }.get(str(r.get("timing_source")), str(r.get("timing_source")))
+    lines = [
+        f"run {r['run_id']}: {r.get('source_path') or ''} — {r.get('profiler') or '?'} on {gpu or 'unknown GPU'}",
+        f"timings from {timing}; attribution: {r.get('attribution_method')}",
+    ]
+    if r.get("dram_peak_gbps"):
+        lines.append(f"DRAM ceiling {float(r['dram_peak_gbps']):,.1f} GB/s — {r.get('dram_peak_source')}")
+    else:
+        lines.append("DRAM ceiling: unknown (no % of peak)")
+    return lines
+
+
+def render(report: Report, fmt: Format = "table", width: int | None = None) -> str:
+    """Render a report.
+
+    Args:
+        report: from :func:`build_report`.
+        fmt: ``table`` (rich, for terminals), ``csv``, ``json`` (a list of objects, raw values,
+            null for unknown) or ``markdown`` (for PR reviews).
+        width: terminal width for ``table``.
+
+    Returns:
+        The text, ending with a newline.
+    """
+    if fmt == "json":
+        records = [{k: _json_value(v) for k, v in rec.items()} for rec in report.rows.to_dict("records")]
+        return json.dumps(records, indent=2) + "\n"
+    if fmt == "csv":
+        return str(report.rows.to_csv(index=False))
+    headers, lines = _human_rows(report)
+    footer = []
+    if report.total_rows > len(report.rows):
+        footer.append(f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
+    if report.by == "op" and report.totals.get("unattributed_dispatches"):
+        footer.append(
+            f"{report.totals['unattributed_dispatches']} of {report.totals['dispatches']} dispatches "
+            "are outside any ggml range"
+        )
+    if fmt == "markdown":
+        out = [f"**rocroof** {line}  " for line in _header_lines(report)[:1]]
+        out += [f"{line}  " for line in _header_lines(report)[1:]]
+        out.append("")
+        out.append("| " + " | ".join(headers) + " |")
+        out.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|")
+        for line in lines:
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in line) + " |")
+        out.append("")
+        for f in footer:
+            out.append(f"_{f}_  ")
+        for n in report.notes:
+            if n.severity != "info":
+                out.append(f"- **{n.severity}** ({n.code}): {n.message}")
+        return "\n".join(out).rstrip() + "\n"
+    table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i == 0 or h in ("kernel", "op") else "right", overflow="fold")
+    for cells in lines:
+        table.add_row(*cells)
+    console = Console(file=io.StringIO(), width=width or 140, force_terminal=False, color_system=None)
+    for text in _header_lines(report):
+        console.print(text, highlight=False, markup=False)
+    console.print(table)
+    for f in footer:
+        console.print(f, highlight=False, markup=False)
+    for n in report.notes:
+        if n.severity != "info":
+            console.print(f"{n.severity}: {n.message}", highlight=False, markup=False)
+    infos = [n for n in report.notes if n.severity == "info"]
+    if infos:
+        console.print(
+            f"({len(infos)} info note(s): rocroof runs --notes {report.run['run_id']})", highlight=False, markup=False
+        )
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    return str(out)
+
+
+def runs_frame(store: Store) -> pd.DataFrame:
+    """One row per run: id, time, source, profiler, GPU, timing source, dispatch counts, labels."""
+    r, d, lab = schema.run, schema.dispatch, schema.run_label
+    counts = (
+        sa.select(d.c.run_id, sa.func.count().label("dispatches"), sa.func.count(d.c.op_index).label("attributed"))
+        .where(d.c.timing_dispatch_index == d.c.dispatch_index)
+        .group_by(d.c.run_id)
+        .subquery()
+    )
+    df = store.frame(
+        sa.select(
+            r.c.run_id,
+            r.c.created_at,
+            r.c.source_path,
+            r.c.profiler,
+            r.c.gpu_arch,
+            r.c.gpu_name,
+            r.c.timing_source,
+            counts.c.dispatches,
+            counts.c.attributed,
+        )
+        .outerjoin(counts, counts.c.run_id == r.c.run_id)
+        .order_by(r.c.run_id)
+    )
+    labels = store.frame(sa.select(lab))
+    if len(labels):
+        joined = labels.groupby("run_id").apply(
+            lambda g: ",".join(f"{k}={v}" for k, v in zip(g["key"], g["value"], strict=True)), include_groups=False
+        )
+        df["labels"] = df["run_id"].map(joined)
+    else:
+        df["labels"] = None
+    return df
+
+
+def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = None) -> str:
+    """Render any DataFrame (runs, query results) in one of the report formats."""
+    if fmt == "json":
+        return (
+            json.dumps([{k: _json_value(v) for k, v in rec.items()} for rec in df.to_dict("records")], indent=2) + "\n"
+        )
+    if fmt == "csv":
+        return str(df.to_csv(index=False))
+    cells = [[("" if _nan(v) else str(v)) for v in rec] for rec in df.itertuples(index=False)]
+    if fmt == "markdown":
+        out = ["| " + " | ".join(str(c) for c in df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+        return "\n".join(out) + "\n"
+    table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
+    for c in df.columns:
+        table.add_column(str(c), overflow="fold")
+    for row in cells:
+        table.add_row(*row)
+    console = Console(file=io.StringIO(), width=width or 160, force_terminal=False, color_system=None)
+    console.print(table)
+    return str(console.file.getvalue())  # type: ignore[attr-defined]

@@ -1,0 +1,124 @@
+"""Schema migrations: an ordered list of named steps, each applied once in its own transaction.
+
+The ``rocroof_migration`` table records what was applied (the design of sqlite-utils'
+``Migrations``). ``SCHEMA_VERSION`` is the number of known migrations. Views are derived
+objects: they are dropped and re-created after every upgrade.
+
+When the schema changes, freeze the DDL of the existing steps and append a new step; never
+edit an applied step.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from ..errors import SchemaError
+from . import schema, views
+
+migration_table = sa.Table(
+    "rocroof_migration",
+    sa.MetaData(),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("applied_at", sa.String(32), nullable=False),
+)
+
+_V1_TABLES = [
+    "run",
+    "run_label",
+    "run_note",
+    "run_setting",
+    "agent",
+    "pass",
+    "dispatch",
+    "counter_value",
+    "counter_instance",
+    "marker_range",
+    "op_invocation",
+    "op_node",
+    "op_operand",
+    "dram_traffic",
+]
+
+
+def _m0001_initial(conn: sa.Connection) -> None:
+    tables = [schema.metadata.tables[name] for name in _V1_TABLES]
+    schema.metadata.create_all(conn, tables=tables)
+    for index in schema.INDEXES:
+        index.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
+    ("0001_initial", _m0001_initial),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def applied(conn: sa.Connection) -> dict[str, str]:
+    """``{name: applied_at}`` of the migrations recorded in the database (empty if none)."""
+    if not sa.inspect(conn).has_table("rocroof_migration"):
+        return {}
+    return {r.name: r.applied_at for r in conn.execute(sa.select(migration_table))}
+
+
+def check(conn: sa.Connection, location: str) -> int:
+    """Verify a database can be read by this rocroof; return its schema version.
+
+    Raises:
+        SchemaError: an empty or foreign database, a newer schema, or pending migrations.
+    """
+    done = applied(conn)
+    known = [name for name, _ in MIGRATIONS]
+    unknown = sorted(set(done) - set(known))
+    if unknown:
+        raise SchemaError(
+            f"{location}: written by a newer rocroof (migration {unknown[-1]}); upgrade rocroof to read it"
+        )
+    if not done:
+        if sa.inspect(conn).get_table_names():
+            raise SchemaError(f"{location}: not a rocroof database (no rocroof_migration table)")
+        raise SchemaError(f"{location}: empty database; ingest a capture first (rocroof ingest PATH --db ...)")
+    pending = [n for n in known if n not in done]
+    if pending:
+        raise SchemaError(
+            f"{location}: schema is out of date ({len(pending)} pending migration(s)); run 'rocroof db upgrade'"
+        )
+    return len(done)
+
+
+def upgrade(engine: sa.Engine, location: str) -> list[str]:
+    """Apply pending migrations (one transaction each) and re-create the views.
+
+    Returns:
+        The names of the migrations applied now.
+
+    Raises:
+        SchemaError: the database holds a newer schema or foreign tables.
+    """
+    with engine.begin() as conn:
+        done = applied(conn)
+        unknown = sorted(set(done) - {n for n, _ in MIGRATIONS})
+        if unknown:
+            raise SchemaError(f"{location}: written by a newer rocroof (migration {unknown[-1]}); upgrade rocroof")
+        if not done:
+            foreign = set(sa.inspect(conn).get_table_names()) - {"rocroof_migration"}
+            if foreign:
+                raise SchemaError(f"{location}: not a rocroof database (has tables {', '.join(sorted(foreign)[:5])})")
+        migration_table.create(conn, checkfirst=True)
+    ran = []
+    for name, step in MIGRATIONS:
+        if name in done:
+            continue
+        with engine.begin() as conn:
+            step(conn)
+            conn.execute(
+                migration_table.insert().values(
+                    name=name, applied_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+                )
+            )
+        ran.append(name)
+    with engine.begin() as conn:
+        views.create_all(conn)
+    return ran

@@ -1,0 +1,334 @@
+"""The results database schema (SQLAlchemy Core), version 1.
+
+Keys: ``run.run_id`` is global; every other table is keyed by ``run_id`` plus a run-local
+0-based index (``pass_index``, ``dispatch_index``, ``range_index``, ``op_index``...), so a run
+is written without reading any other run's ids. Units are in column names; every column has
+``info={"doc": ...}`` from which ``docs/schema.md`` is generated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+
+def _c(name: str, type_: Any, doc: str, **kw: Any) -> sa.Column[Any]:
+    return sa.Column(name, type_, info={"doc": doc}, **kw)
+
+
+def _run_fk() -> sa.Column[Any]:
+    return sa.Column(
+        "run_id",
+        sa.Integer,
+        sa.ForeignKey("run.run_id", ondelete="CASCADE"),
+        nullable=False,
+        info={"doc": "The run (see ``run``)."},
+    )
+
+
+run = sa.Table(
+    "run",
+    metadata,
+    _c("run_id", sa.Integer, "Run id, assigned at ingest.", primary_key=True, autoincrement=True),
+    _c("created_at", sa.String(32), "Ingest time, ISO 8601 UTC.", nullable=False),
+    _c(
+        "source_format",
+        sa.String(64),
+        "Detected input format (rocprofv3-csv, rocpd, rocprof-compute, ...).",
+        nullable=False,
+    ),
+    _c("source_path", sa.Text, "Path the capture was ingested from."),
+    _c("content_sha256", sa.String(64), "SHA-256 of the raw input files; refuses double ingests.", unique=True),
+    _c("profiler", sa.String(64), "Profiler that produced the data (rocprofv3, rocprof-compute, ncu+nsys, ...)."),
+    _c("profiler_version", sa.String(64), "Profiler version, when recorded."),
+    _c("command", sa.Text, "The profiled application command line, when recorded."),
+    _c("host", sa.String(255), "Host name, when recorded."),
+    _c("gpu_arch", sa.String(64), "GPU architecture of the dispatches (gfx942, sm_90, ...)."),
+    _c("gpu_name", sa.String(255), "GPU product name."),
+    _c(
+        "timing_source",
+        sa.String(32),
+        "Where durations come from: trace (a trace pass), counter_pass, merged_counters, "
+        "profiler (the source's own per-kernel time) or none.",
+    ),
+    _c("serialised_timings", sa.Boolean, "True when durations come from a counter pass (kernels serialised)."),
+    _c(
+        "attribution_method",
+        sa.String(32),
+        "Dominant dispatch->op method: profiler, kernel_rename, launch_api, "
+        "enqueue_order or none (per dispatch in dispatch.attribution_method).",
+    ),
+    _c("dram_peak_gbps", sa.Float, "DRAM bandwidth ceiling used for this run, GB/s (1e9 B/s)."),
+    _c(
+        "dram_peak_source",
+        sa.Text,
+        "Where the ceiling comes from (measured roofline.csv, sysinfo, configs/peaks.yaml...).",
+    ),
+    _c(
+        "cache_control",
+        sa.String(32),
+        "Cache flushing between kernels under the counter profiler (all, none), if known.",
+    ),
+    _c("rocroof_version", sa.String(32), "rocroof version that ingested the run."),
+)
+
+run_label = sa.Table(
+    "run_label",
+    metadata,
+    _run_fk(),
+    _c("key", sa.String(255), "Label key (``rocroof ingest --label key=value``).", nullable=False),
+    _c("value", sa.Text, "Label value.", nullable=False),
+    sa.PrimaryKeyConstraint("run_id", "key"),
+)
+
+run_note = sa.Table(
+    "run_note",
+    metadata,
+    _run_fk(),
+    _c("note_index", sa.Integer, "0-based index within the run.", nullable=False),
+    _c("severity", sa.String(16), "info, warning or error.", nullable=False),
+    _c("code", sa.String(64), "Stable key, e.g. missing-counter, pass-mismatch, dram-bytes-unknown.", nullable=False),
+    _c("message", sa.Text, "One line for humans.", nullable=False),
+    sa.PrimaryKeyConstraint("run_id", "note_index"),
+)
+
+run_setting = sa.Table(
+    "run_setting",
+    metadata,
+    _run_fk(),
+    _c("key", sa.String(255), "Setting or system fact (e.g. sysinfo.csv columns, rocpd metadata).", nullable=False),
+    _c("value", sa.Text, "Its value as text."),
+    sa.PrimaryKeyConstraint("run_id", "key"),
+)
+
+agent = sa.Table(
+    "agent",
+    metadata,
+    _run_fk(),
+    _c("agent_index", sa.Integer, "Run-local agent number (0-based; not rocprofv3's -A index).", nullable=False),
+    _c("agent_label", sa.String(64), "The agent as traces name it ('Agent 4', '2', 'GPU 0').", nullable=False),
+    _c("node_id", sa.BigInteger, "KFD node id / absolute index."),
+    _c("logical_node_id", sa.BigInteger, "Logical node id (rocprofv3 'Agent N' numbering)."),
+    _c("agent_type", sa.String(16), "GPU or CPU."),
+    _c("gfx_arch", sa.String(64), "gfx target or sm_XY."),
+    _c("product_name", sa.String(255), "Product name."),
+    _c("cu_count", sa.Integer, "Compute units (AMD) / SMs (NVIDIA)."),
+    _c("simd_count", sa.Integer, "SIMDs."),
+    _c("num_xcc", sa.Integer, "Accelerator complex dies (XCDs)."),
+    _c("wave_size", sa.Integer, "Wavefront / warp size, lanes."),
+    _c("max_clock_mhz", sa.Float, "Maximum engine clock, MHz."),
+    sa.PrimaryKeyConstraint("run_id", "agent_index"),
+)
+
+pass_ = sa.Table(
+    "pass",
+    metadata,
+    _run_fk(),
+    _c("pass_index", sa.Integer, "0-based, in run order.", nullable=False),
+    _c("kind", sa.String(16), "trace (timings), counter (counters; kernels serialised) or merged.", nullable=False),
+    _c("label", sa.Text, "Pass label (sub-directory or file).", nullable=False),
+    _c("source", sa.Text, "File or directory it was read from."),
+    _c("is_timing_pass", sa.Boolean, "True for the pass whose dispatches carry the run's timings.", nullable=False),
+    _c("dispatch_count", sa.Integer, "Dispatches in the pass.", nullable=False),
+    _c("matched_count", sa.Integer, "Dispatches matched to the timing pass."),
+    _c("requested_counters", sa.Text, "Counters the pass asked for, space-separated, when known."),
+    _c("timestamps_exact", sa.Boolean, "False when the source rounded timestamps (durations unknown).", nullable=False),
+    sa.PrimaryKeyConstraint("run_id", "pass_index"),
+)
+
+dispatch = sa.Table(
+    "dispatch",
+    metadata,
+    _run_fk(),
+    _c("dispatch_index", sa.Integer, "Run-local row number (0-based, pass by pass).", nullable=False),
+    _c("pass_index", sa.Integer, "The pass the record comes from.", nullable=False),
+    _c("ordinal", sa.Integer, "0-based enqueue order within the pass.", nullable=False),
+    _c("dispatch_id", sa.BigInteger, "The profiler's dispatch id."),
+    _c("kernel_name", sa.Text, "Kernel symbol (or the renamed region under --kernel-rename CSV)."),
+    _c("kernel_id", sa.BigInteger, "The profiler's kernel symbol id."),
+    _c("agent_index", sa.Integer, "The agent (see ``agent``)."),
+    _c("queue_id", sa.BigInteger, "HSA queue / CUDA context id."),
+    _c("stream_id", sa.BigInteger, "HIP/CUDA stream id."),
+    _c("process_id", sa.BigInteger, "OS process id."),
+    _c("thread_id", sa.BigInteger, "Launching host thread id."),
+    _c("correlation_id", sa.BigInteger, "Internal correlation id of the launching API call."),
+    _c("start_ns", sa.BigInteger, "GPU start timestamp, ns."),
+    _c("end_ns", sa.BigInteger, "GPU end timestamp, ns."),
+    _c("duration_ns", sa.BigInteger, "GPU execution time, ns; NULL when the source cannot give it."),
+    _c("grid_size", sa.BigInteger, "Work-items in the grid."),
+    _c("workgroup_size", sa.Integer, "Work-items per workgroup."),
+    _c("grid_x", sa.BigInteger, "Grid size X, work-items."),
+    _c("grid_y", sa.BigInteger, "Grid size Y, work-items."),
+    _c("grid_z", sa.BigInteger, "Grid size Z, work-items."),
+    _c("workgroup_x", sa.Integer, "Workgroup size X, work-items."),
+    _c("workgroup_y", sa.Integer, "Workgroup size Y, work-items."),
+    _c("workgroup_z", sa.Integer, "Workgroup size Z, work-items."),
+    _c("lds_bytes", sa.BigInteger, "LDS / shared memory per workgroup, bytes."),
+    _c("scratch_bytes", sa.BigInteger, "Scratch per work-item, bytes."),
+    _c("vgpr_count", sa.Integer, "Architected VGPRs per work-item."),
+    _c("accum_vgpr_count", sa.Integer, "Accumulation VGPRs per work-item."),
+    _c("sgpr_count", sa.Integer, "SGPRs per wave."),
+    _c("launch_ns", sa.BigInteger, "Host time of the launching API call, ns (attribution)."),
+    _c("range_index", sa.Integer, "Innermost marker range open at launch (see ``marker_range``)."),
+    _c("op_index", sa.Integer, "The ggml op invocation (see ``op_invocation``); NULL = unattributed."),
+    _c("kernel_ordinal", sa.Integer, "0-based position of the kernel inside its op invocation."),
+    _c("attribution_method", sa.String(32), "profiler, kernel_rename, launch_api, enqueue_order or none."),
+    _c(
+        "timing_dispatch_index",
+        sa.Integer,
+        "The matching dispatch of the timing pass (itself for the timing pass); NULL when unmatched.",
+    ),
+    sa.PrimaryKeyConstraint("run_id", "dispatch_index"),
+)
+
+counter_value = sa.Table(
+    "counter_value",
+    metadata,
+    _run_fk(),
+    _c("dispatch_index", sa.Integer, "The dispatch record (of the pass that measured it).", nullable=False),
+    _c("counter_name", sa.String(255), "Counter name as collected (e.g. TCC_EA0_RDREQ_sum).", nullable=False),
+    _c(
+        "value",
+        sa.Float,
+        "Value summed over hardware instances (counts; KB for FETCH_SIZE/WRITE_SIZE).",
+        nullable=False,
+    ),
+    sa.PrimaryKeyConstraint("run_id", "dispatch_index", "counter_name"),
+)
+
+counter_instance = sa.Table(
+    "counter_instance",
+    metadata,
+    _run_fk(),
+    _c("dispatch_index", sa.Integer, "The dispatch record.", nullable=False),
+    _c("counter_name", sa.String(255), "Counter name without the [i] suffix.", nullable=False),
+    _c("instance", sa.Integer, "0-based hardware instance (e.g. TCC channel).", nullable=False),
+    _c("value", sa.Float, "Value of this instance.", nullable=False),
+    sa.PrimaryKeyConstraint("run_id", "dispatch_index", "counter_name", "instance"),
+)
+
+marker_range = sa.Table(
+    "marker_range",
+    metadata,
+    _run_fk(),
+    _c("range_index", sa.Integer, "Run-local index.", nullable=False),
+    _c("pass_index", sa.Integer, "The pass it was recorded in.", nullable=False),
+    _c("kind", sa.String(8), "range (push/pop or start/stop) or mark (instant).", nullable=False),
+    _c("process_id", sa.BigInteger, "OS process id."),
+    _c("thread_id", sa.BigInteger, "OS thread id."),
+    _c("start_ns", sa.BigInteger, "Host start time, ns."),
+    _c("end_ns", sa.BigInteger, "Host end time, ns (= start_ns for marks)."),
+    _c("message", sa.Text, "roctx/NVTX message."),
+    _c("depth", sa.Integer, "Nesting depth on its thread (0 = outermost)."),
+    _c("correlation_id", sa.BigInteger, "Internal correlation id of the roctx call, when recorded."),
+    _c("invocation", sa.BigInteger, "ggml invocation id when the message is a ggml range."),
+    sa.PrimaryKeyConstraint("run_id", "range_index"),
+)
+
+op_invocation = sa.Table(
+    "op_invocation",
+    metadata,
+    _run_fk(),
+    _c("op_index", sa.Integer, "Run-local index, in invocation order.", nullable=False),
+    _c("invocation", sa.BigInteger, "The ggml invocation id as emitted (monotonic per process).", nullable=False),
+    _c("op", sa.String(64), "ggml op of the range / head node (ggml_op_desc: MUL_MAT, SILU, ...).", nullable=False),
+    _c(
+        "op_list",
+        sa.Text,
+        "All ops of a fused group joined by '+' (RMS_NORM+MUL); = op when not fused.",
+        nullable=False,
+    ),
+    _c("is_fused", sa.Boolean, "True for a fused node group.", nullable=False),
+    _c("node_name", sa.Text, "Head node name (e.g. Qcur-0)."),
+    _c("node_names", sa.Text, "Node names of a fused group joined by '|'."),
+    _c("layer", sa.Integer, "Layer number parsed from a '-<n>' node-name suffix."),
+    _c("from_marker", sa.Boolean, "Seen as a profiler marker range.", nullable=False),
+    _c("from_metadata", sa.Boolean, "Present in the ggml op metadata JSON.", nullable=False),
+    _c("dtype", sa.String(32), "Output tensor type (f32, ...)."),
+    _c("quant", sa.String(32), "src0 type (the weight quantisation for matmuls)."),
+    _c("ne", sa.Text, "Output shape [ne0, ne1, ne2, ne3] (JSON)."),
+    _c("src_ne", sa.Text, "Source shapes (JSON)."),
+    _c("src_types", sa.Text, "Source types (JSON)."),
+    _c("op_params", sa.Text, "Raw op_params as 16 int32 (JSON)."),
+    _c("metadata_bytes", sa.BigInteger, "The fork's 'bytes' (head node, no dedup), bytes."),
+    _c("dst_bytes", sa.BigInteger, "Output tensor size, bytes."),
+    _c("dst_storage_id", sa.BigInteger, "Storage id of the output (view_src root)."),
+    _c("out_storage_id", sa.BigInteger, "Storage id written by the group (last node)."),
+    _c("m", sa.BigInteger, "MUL_MAT(_ID) M (tokens)."),
+    _c("n", sa.BigInteger, "MUL_MAT(_ID) N (output rows)."),
+    _c("k", sa.BigInteger, "MUL_MAT(_ID) K (reduction)."),
+    _c("n_experts", sa.Integer, "MUL_MAT_ID experts in the weight tensor."),
+    _c("top_k", sa.Integer, "MUL_MAT_ID experts used per token."),
+    _c("experts_used", sa.Integer, "Distinct experts routed by this launch (0 = unknown)."),
+    _c("tokens_per_expert", sa.Text, "Per-expert routed token counts (JSON)."),
+    _c("metadata_gpu_time_ns", sa.Float, "GPU time reported by the fork's JSON, ns."),
+    sa.PrimaryKeyConstraint("run_id", "op_index"),
+    sa.UniqueConstraint("run_id", "invocation", name="uq_op_invocation_run_invocation"),  # one row per launch
+)
+
+op_node = sa.Table(
+    "op_node",
+    metadata,
+    _run_fk(),
+    _c("op_index", sa.Integer, "The op invocation.", nullable=False),
+    _c("node_index", sa.Integer, "0 = head node; fused groups list every node.", nullable=False),
+    _c("ggml_op", sa.String(64), "ggml op of the node.", nullable=False),
+    _c("dtype", sa.String(32), "Output type."),
+    _c("quant", sa.String(32), "src0 type."),
+    _c("ne", sa.Text, "Output shape (JSON)."),
+    _c("src_ne", sa.Text, "Source shapes (JSON)."),
+    _c("src_types", sa.Text, "Source types (JSON)."),
+    _c("op_params", sa.Text, "op_params (JSON)."),
+    _c("dst_bytes", sa.BigInteger, "Output size, bytes."),
+    _c("dst_storage_id", sa.BigInteger, "Output storage id."),
+    _c("m", sa.BigInteger, "M."),
+    _c("n", sa.BigInteger, "N."),
+    _c("k", sa.BigInteger, "K."),
+    _c("n_experts", sa.Integer, "Experts."),
+    _c("top_k", sa.Integer, "top-k."),
+    sa.PrimaryKeyConstraint("run_id", "op_index", "node_index"),
+)
+
+op_operand = sa.Table(
+    "op_operand",
+    metadata,
+    _run_fk(),
+    _c("op_index", sa.Integer, "The op invocation.", nullable=False),
+    _c("node_index", sa.Integer, "The node (-1 for the group's graph inputs/outputs).", nullable=False),
+    _c("role", sa.String(8), "src, dst (per node), in, out (graph edges of the group).", nullable=False),
+    _c("operand_index", sa.Integer, "Position among operands of that role.", nullable=False),
+    _c("name", sa.Text, "Tensor name (storage root name for inputs)."),
+    _c("ggml_type", sa.String(32), "ggml type name."),
+    _c("ne", sa.Text, "Shape (JSON)."),
+    _c("bytes", sa.BigInteger, "ggml_nbytes, bytes."),
+    _c("tensor_id", sa.BigInteger, "Tensor id (address; dedup key)."),
+    _c("storage_id", sa.BigInteger, "Storage id (view_src root address)."),
+    sa.PrimaryKeyConstraint("run_id", "op_index", "node_index", "role", "operand_index"),
+)
+
+dram_traffic = sa.Table(
+    "dram_traffic",
+    metadata,
+    _run_fk(),
+    _c("dispatch_index", sa.Integer, "The timing-pass dispatch (counters of all passes joined).", nullable=False),
+    _c("dram_read_bytes", sa.Float, "DRAM bytes read; NULL when undetermined."),
+    _c("dram_read_bytes_min", sa.Float, "Lower bound of DRAM bytes read."),
+    _c("dram_read_bytes_max", sa.Float, "Upper bound of DRAM bytes read."),
+    _c("dram_write_bytes", sa.Float, "DRAM bytes written; NULL when undetermined."),
+    _c("dram_write_bytes_min", sa.Float, "Lower bound of DRAM bytes written."),
+    _c("dram_write_bytes_max", sa.Float, "Upper bound of DRAM bytes written."),
+    _c("dram_formula", sa.Text, "The formula used (see rocroof.dram)."),
+    _c("dram_bytes_note", sa.Text, "Why a value is unknown or approximate."),
+    sa.PrimaryKeyConstraint("run_id", "dispatch_index"),
+)
+
+INDEXES = [
+    sa.Index("ix_dispatch_op", dispatch.c.run_id, dispatch.c.op_index),
+    sa.Index("ix_dispatch_timing", dispatch.c.run_id, dispatch.c.timing_dispatch_index),
+    sa.Index("ix_dispatch_kernel", dispatch.c.run_id, dispatch.c.kernel_name),
+    sa.Index("ix_counter_name", counter_value.c.run_id, counter_value.c.counter_name),
+    sa.Index("ix_op_op", op_invocation.c.run_id, op_invocation.c.op),
+]

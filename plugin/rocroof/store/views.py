@@ -1,0 +1,272 @@
+"""SQL views over the results tables, written as SQLAlchemy Core selects.
+
+Each view is compiled for the connected dialect (SQLite or PostgreSQL) when the schema is
+created or upgraded, so a broken definition fails at once. Every view column is documented in
+:data:`VIEWS` (``docs/schema.md`` is generated from it).
+
+Aggregates follow "unknown is not zero": a sum is NULL when any of its inputs is NULL;
+the ``_min``/``_max`` sums use each row's bounds (or its value when exact).
+Bandwidth: bytes / ns = GB/s (1e9 B/s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql.elements import ColumnElement
+
+from . import schema as s
+
+
+@dataclass(frozen=True)
+class View:
+    """A documented view: its select, a description and one doc line per column."""
+
+    name: str
+    doc: str
+    columns: dict[str, str]
+    build: Callable[[], sa.Select[Any]]
+
+
+def _f(x: ColumnElement[Any]) -> ColumnElement[Any]:
+    return sa.cast(x, sa.Float)
+
+
+def _strict_sum(x: ColumnElement[Any]) -> ColumnElement[Any]:
+    """SUM that is NULL when any input row is NULL."""
+    return sa.case((sa.func.count(x) == sa.func.count(), sa.func.sum(x)), else_=sa.null())
+
+
+def _bound_sum(bound: ColumnElement[Any], value: ColumnElement[Any]) -> ColumnElement[Any]:
+    return _strict_sum(sa.func.coalesce(bound, value))
+
+
+def _gbps(bytes_: ColumnElement[Any], ns: ColumnElement[Any]) -> ColumnElement[Any]:
+    return _f(bytes_) / sa.func.nullif(_f(ns), 0.0)
+
+
+def _add(a: ColumnElement[Any], b: ColumnElement[Any]) -> ColumnElement[Any]:
+    return a + b  # NULL when either is NULL
+
+
+def _dispatch_dram() -> sa.Select[Any]:
+    d, t, o, r, a = s.dispatch, s.dram_traffic, s.op_invocation, s.run, s.agent
+    read, write = t.c.dram_read_bytes, t.c.dram_write_bytes
+    total = _add(read, write)
+    total_min = _add(sa.func.coalesce(t.c.dram_read_bytes_min, read), sa.func.coalesce(t.c.dram_write_bytes_min, write))
+    total_max = _add(sa.func.coalesce(t.c.dram_read_bytes_max, read), sa.func.coalesce(t.c.dram_write_bytes_max, write))
+    gbps = _gbps(total, d.c.duration_ns)
+    return (
+        sa.select(
+            d.c.run_id,
+            d.c.dispatch_index,
+            d.c.dispatch_id,
+            d.c.pass_index,
+            d.c.kernel_name,
+            a.c.gfx_arch,
+            d.c.start_ns,
+            d.c.end_ns,
+            d.c.duration_ns,
+            read.label("dram_read_bytes"),
+            t.c.dram_read_bytes_min,
+            t.c.dram_read_bytes_max,
+            write.label("dram_write_bytes"),
+            t.c.dram_write_bytes_min,
+            t.c.dram_write_bytes_max,
+            total.label("dram_bytes"),
+            total_min.label("dram_bytes_min"),
+            total_max.label("dram_bytes_max"),
+            gbps.label("achieved_gbps"),
+            _gbps(total_min, d.c.duration_ns).label("achieved_gbps_min"),
+            _gbps(total_max, d.c.duration_ns).label("achieved_gbps_max"),
+            r.c.dram_peak_gbps,
+            (100.0 * gbps / sa.func.nullif(r.c.dram_peak_gbps, 0.0)).label("pct_of_dram_peak"),
+            (_f(total) / sa.func.nullif(r.c.dram_peak_gbps, 0.0)).label("dram_time_at_peak_ns"),
+            d.c.op_index,
+            o.c.invocation,
+            o.c.op,
+            o.c.op_list,
+            o.c.node_name,
+            o.c.layer,
+            d.c.kernel_ordinal,
+            d.c.attribution_method,
+            t.c.dram_bytes_note,
+        )
+        .select_from(d)
+        .join(r, r.c.run_id == d.c.run_id)
+        .outerjoin(t, sa.and_(t.c.run_id == d.c.run_id, t.c.dispatch_index == d.c.dispatch_index))
+        .outerjoin(o, sa.and_(o.c.run_id == d.c.run_id, o.c.op_index == d.c.op_index))
+        .outerjoin(a, sa.and_(a.c.run_id == d.c.run_id, a.c.agent_index == d.c.agent_index))
+        .where(d.c.timing_dispatch_index == d.c.dispatch_index)
+    )
+
+
+_DISPATCH_DOCS = {
+    "run_id": "The run.",
+    "dispatch_index": "Run-local dispatch record (timing pass).",
+    "dispatch_id": "Profiler dispatch id.",
+    "pass_index": "The timing pass.",
+    "kernel_name": "Kernel symbol.",
+    "gfx_arch": "Architecture of the dispatch's agent.",
+    "start_ns": "GPU start, ns.",
+    "end_ns": "GPU end, ns.",
+    "duration_ns": "GPU time, ns (NULL when unknown).",
+    "dram_read_bytes": "DRAM bytes read (counters of all passes joined); NULL when undetermined.",
+    "dram_read_bytes_min": "Lower bound of the read bytes.",
+    "dram_read_bytes_max": "Upper bound of the read bytes.",
+    "dram_write_bytes": "DRAM bytes written; NULL when undetermined.",
+    "dram_write_bytes_min": "Lower bound of the written bytes.",
+    "dram_write_bytes_max": "Upper bound of the written bytes.",
+    "dram_bytes": "Read + write bytes (NULL if either is unknown).",
+    "dram_bytes_min": "Lower bound of read + write bytes.",
+    "dram_bytes_max": "Upper bound of read + write bytes.",
+    "achieved_gbps": "dram_bytes / duration_ns, GB/s (1e9 B/s).",
+    "achieved_gbps_min": "dram_bytes_min / duration_ns, GB/s.",
+    "achieved_gbps_max": "dram_bytes_max / duration_ns, GB/s.",
+    "dram_peak_gbps": "The run's DRAM ceiling, GB/s.",
+    "pct_of_dram_peak": "achieved_gbps as % of the ceiling.",
+    "dram_time_at_peak_ns": "dram_bytes / dram_peak_gbps: the time the traffic needs at the ceiling, ns "
+    "(the roofline lower bound on duration_ns for a memory-bound kernel).",
+    "op_index": "Attributed op invocation (NULL = unattributed).",
+    "invocation": "ggml invocation id.",
+    "op": "ggml op (head op of a fused group).",
+    "op_list": "All ops of the group joined by '+'.",
+    "node_name": "Head node name.",
+    "layer": "Layer number from the node name.",
+    "kernel_ordinal": "Position of the kernel inside its invocation.",
+    "attribution_method": "How the dispatch was attributed.",
+    "dram_bytes_note": "Why a byte count is unknown or approximate.",
+}
+
+
+def _aggregate_columns(v: sa.Subquery) -> list[ColumnElement[Any]]:
+    c = v.c
+    dur = _strict_sum(c.duration_ns)
+    total = _strict_sum(c.dram_bytes)
+    total_min = _bound_sum(c.dram_bytes_min, c.dram_bytes)
+    total_max = _bound_sum(c.dram_bytes_max, c.dram_bytes)
+    return [
+        sa.func.count().label("dispatches"),
+        dur.label("duration_ns"),
+        _strict_sum(c.dram_read_bytes).label("dram_read_bytes"),
+        _bound_sum(c.dram_read_bytes_min, c.dram_read_bytes).label("dram_read_bytes_min"),
+        _bound_sum(c.dram_read_bytes_max, c.dram_read_bytes).label("dram_read_bytes_max"),
+        _strict_sum(c.dram_write_bytes).label("dram_write_bytes"),
+        _bound_sum(c.dram_write_bytes_min, c.dram_write_bytes).label("dram_write_bytes_min"),
+        _bound_sum(c.dram_write_bytes_max, c.dram_write_bytes).label("dram_write_bytes_max"),
+        total.label("dram_bytes"),
+        _gbps(total, dur).label("achieved_gbps"),
+        _gbps(total_min, dur).label("achieved_gbps_min"),
+        _gbps(total_max, dur).label("achieved_gbps_max"),
+        (100.0 * _gbps(total, dur) / sa.func.nullif(sa.func.max(c.dram_peak_gbps), 0.0)).label("pct_of_dram_peak"),
+        _strict_sum(c.dram_time_at_peak_ns).label("dram_time_at_peak_ns"),
+    ]
+
+
+_AGG_DOCS = {
+    "dispatches": "Kernel dispatches.",
+    "duration_ns": "Sum of GPU time, ns (NULL if any dispatch's is unknown).",
+    "dram_read_bytes": "Sum of DRAM bytes read (NULL if any is unknown).",
+    "dram_read_bytes_min": "Sum of the lower bounds of bytes read.",
+    "dram_read_bytes_max": "Sum of the upper bounds of bytes read.",
+    "dram_write_bytes": "Sum of DRAM bytes written (NULL if any is unknown).",
+    "dram_write_bytes_min": "Sum of the lower bounds of bytes written.",
+    "dram_write_bytes_max": "Sum of the upper bounds of bytes written.",
+    "dram_bytes": "Sum of read + write bytes.",
+    "achieved_gbps": "dram_bytes / duration_ns, GB/s.",
+    "achieved_gbps_min": "Lower bound of the bandwidth from the byte bounds, GB/s.",
+    "achieved_gbps_max": "Upper bound of the bandwidth from the byte bounds, GB/s.",
+    "pct_of_dram_peak": "achieved_gbps as % of the run's DRAM ceiling.",
+    "dram_time_at_peak_ns": "Sum of the dispatches' time at the DRAM ceiling, ns.",
+}
+
+
+def _op_invocation_summary() -> sa.Select[Any]:
+    v = _dispatch_dram().subquery("dd")
+    return (
+        sa.select(
+            v.c.run_id,
+            v.c.op_index,
+            v.c.invocation,
+            v.c.op,
+            v.c.op_list,
+            v.c.node_name,
+            v.c.layer,
+            *_aggregate_columns(v),
+        )
+        .where(v.c.op_index.is_not(None))
+        .group_by(v.c.run_id, v.c.op_index, v.c.invocation, v.c.op, v.c.op_list, v.c.node_name, v.c.layer)
+    )
+
+
+def _op_summary() -> sa.Select[Any]:
+    v = _dispatch_dram().subquery("dd")
+    return sa.select(
+        v.c.run_id,
+        v.c.op,
+        sa.func.count(sa.distinct(v.c.op_index)).label("invocations"),
+        *_aggregate_columns(v),
+    ).group_by(v.c.run_id, v.c.op)
+
+
+def _kernel_summary() -> sa.Select[Any]:
+    v = _dispatch_dram().subquery("dd")
+    return sa.select(v.c.run_id, v.c.kernel_name, *_aggregate_columns(v)).group_by(v.c.run_id, v.c.kernel_name)
+
+
+VIEWS: list[View] = [
+    View(
+        "dispatch_dram",
+        "One row per kernel dispatch of the timing pass: time, DRAM bytes joined across passes, bandwidth and op.",
+        _DISPATCH_DOCS,
+        _dispatch_dram,
+    ),
+    View(
+        "op_invocation_summary",
+        "One row per ggml op invocation: its dispatches summed.",
+        {
+            "run_id": "The run.",
+            "op_index": "Run-local op invocation.",
+            "invocation": "ggml invocation id.",
+            "op": "ggml op (head op).",
+            "op_list": "Ops of a fused group.",
+            "node_name": "Head node name.",
+            "layer": "Layer number.",
+            **_AGG_DOCS,
+        },
+        _op_invocation_summary,
+    ),
+    View(
+        "op_summary",
+        "One row per ggml op name per run (op NULL = dispatches outside any ggml range).",
+        {
+            "run_id": "The run.",
+            "op": "ggml op (head op of fused groups); NULL for unattributed dispatches.",
+            "invocations": "Distinct op invocations.",
+            **_AGG_DOCS,
+        },
+        _op_summary,
+    ),
+    View(
+        "kernel_summary",
+        "One row per kernel name per run.",
+        {"run_id": "The run.", "kernel_name": "Kernel symbol.", **_AGG_DOCS},
+        _kernel_summary,
+    ),
+]
+
+
+def compiled(view: View, dialect: sa.Dialect) -> str:
+    """The ``SELECT`` of a view as SQL text for ``dialect``."""
+    return str(view.build().compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+
+
+def create_all(conn: sa.Connection) -> None:
+    """Drop and re-create every view (in dependency order)."""
+    for view in reversed(VIEWS):
+        conn.execute(sa.text(f"DROP VIEW IF EXISTS {view.name}"))
+    for view in VIEWS:
+        conn.execute(sa.text(f"CREATE VIEW {view.name} AS {compiled(view, conn.dialect)}"))
