@@ -8,16 +8,21 @@ and synchronises later, so kernels run after their range closed
 
 ``profiler``
     the source attributed the dispatch itself (AMD fork's ``GGML_ROOFLINE_OUT`` kernels).
-``kernel_rename``
-    rocprofv3 ``--kernel-rename`` recorded the innermost range as the kernel's region.
 ``launch_api``
     the launching API call (joined by correlation id) gives thread and host time.
+``kernel_rename``
+    rocprofv3 ``--kernel-rename`` recorded the innermost range as the kernel's region; used only
+    without a launch record, because rocprofv3 never pops roctx marks from its rename stack, so a
+    mark inside a range (e.g. ``ggml-fused:``) leaves that range's name on later kernels.
 ``enqueue_order``
-    no launch record: the latest range pushed on the dispatch's thread before the dispatch
-    was enqueued, ordered by the process-wide internal correlation id that roctx calls and
-    kernel launches share. Exact for flat ranges that enclose every launch (the ggml hook).
+    no launch record: roctx calls and kernel launches share the process-wide internal
+    correlation id counter, so the roctx call with the next lower id on the dispatch's thread
+    came just before the launch; the dispatch takes the innermost range open when that call
+    started. Exact for flat ranges that enclose every launch (the ggml hook); a launch after a
+    pop and before the next roctx call still lands in the popped range.
 ``none``
-    no markers: the dispatch stays unattributed.
+    unattributed: no markers, or no ggml range held the launch (``launch_ns`` and
+    ``range_row`` still say where it was launched when known).
 
 Passes are joined per ggml invocation and kernel ordinal inside it, or by dispatch order
 when a pass has no ggml markers; kernel names must agree.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -76,8 +82,12 @@ def _sweep(
 
     Ranges are closed intervals ``[start, end]`` in ns. Returns ``(seg_start, seg_inner,
     seg_inner_ggml, depth)``: segment k covers ``[seg_start[k], seg_start[k+1])``; inner
-    indexes are positions in the input arrays (-1 = none); ``depth[i]`` is the nesting depth
-    of range i when it opened. O(R log R).
+    indexes are positions in the input arrays (-1 = none); ``depth[i]`` is the number of
+    ranges that contain range i. O(R log R + R * D) for nesting depth D.
+
+    Back-to-back ranges may share a boundary (``end[a] == start[b]``): both contain that
+    instant, so a is still open when b opens, but a does not contain b and does not count
+    towards b's depth.
     """
     n = len(starts)
     times = np.concatenate([starts, ends + 1])
@@ -96,7 +106,8 @@ def _sweep(
     for k in order:
         t, kind, i = int(times[k]), int(kinds[k]), int(ids[k])  # numpy scalars -> int
         if kind == 0:
-            depth[i] = len(open_ids)
+            # open ranges started at or before this one; they contain it if they end no earlier
+            depth[i] = sum(1 for j in open_ids if ends[j] >= ends[i])
             open_ids.append(i)
             if is_ggml[i]:
                 open_ggml.append(i)
@@ -126,8 +137,67 @@ def _sweep(
     )
 
 
+def _match_launches(d: pd.DataFrame, launches: pd.DataFrame, todo: np.ndarray) -> tuple[np.ndarray, Any, Any]:
+    """Find the launching API call of each dispatch in ``todo``.
+
+    Correlation ids are per process (each process counts its own API calls), so a dispatch
+    matches the call with its (process, correlation id); the process is ignored only where
+    the dispatch or the call does not record it.
+
+    Returns:
+        ``(rows, start_ns, thread_id)``: matched dispatch positions, with the host start time
+        and thread of their launching call.
+    """
+    key = pd.DataFrame(
+        {
+            "row": np.arange(len(d), dtype=np.int64),
+            "process_id": d["process_id"].astype("Int64").to_numpy(),
+            "correlation_id": d["correlation_id"].astype("Int64").to_numpy(),
+        }
+    )
+    key = key[todo & key["correlation_id"].notna().to_numpy()]
+    calls = launches.loc[launches["correlation_id"].notna(), ["process_id", "correlation_id", "start_ns", "thread_id"]]
+    calls = calls.astype({"process_id": "Int64", "correlation_id": "Int64"})
+    known = key["process_id"].notna()
+    exact = key[known].merge(
+        calls[calls["process_id"].notna()].drop_duplicates(["process_id", "correlation_id"]),
+        on=["process_id", "correlation_id"],
+        how="inner",
+    )
+    loose = pd.concat(
+        [
+            # dispatch process unknown: any call with that id (the first one)
+            key[~known]
+            .drop(columns="process_id")
+            .merge(calls.drop_duplicates("correlation_id").drop(columns="process_id"), on="correlation_id"),
+            # call process unknown
+            key[known]
+            .drop(columns="process_id")
+            .merge(
+                calls[calls["process_id"].isna()].drop_duplicates("correlation_id").drop(columns="process_id"),
+                on="correlation_id",
+            ),
+        ],
+        ignore_index=True,
+    )
+    loose = loose[~loose["row"].isin(exact["row"])]
+    hits = pd.concat([exact.drop(columns="process_id"), loose], ignore_index=True).drop_duplicates("row")
+    hits = hits.sort_values("row")
+    return hits["row"].to_numpy(dtype=np.int64), hits["start_ns"].to_numpy(), hits["thread_id"].to_numpy()
+
+
+def _rows_or_na(rows: np.ndarray) -> Any:
+    """Marker rows as a nullable integer array, -1 becoming ``<NA>``."""
+    arr = pd.array(rows, dtype="Int64")
+    arr[rows < 0] = pd.NA
+    return arr
+
+
 def _thread_key(pid: pd.Series, tid: pd.Series) -> pd.Series:
-    """Threads are matched on (pid, tid); an unknown pid matches by tid alone (Linux tids are global)."""
+    """Threads are matched on the thread id alone.
+
+    Linux thread ids are unique host-wide, and not every source records the pid.
+    """
     return tid.astype("Int64").astype(str)
 
 
@@ -167,10 +237,46 @@ def attribute_pass(p: PassData) -> PassAttribution:
             if grp is not None:
                 fused[grp.invocation] = (grp.op_list, list(grp.node_names))
 
-    # 1. --kernel-rename regions
-    todo = out["method"] == "none"
+    ranges = m.index[m["kind"] == "range"].to_numpy()
+    # innermost range / ggml range by host time, per thread: (segment starts, marker rows, ggml marker rows)
+    segments: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    if len(ranges):
+        rkey = _thread_key(m.loc[ranges, "process_id"], m.loc[ranges, "thread_id"]).to_numpy()
+        for key in pd.unique(rkey):
+            sel = ranges[rkey == key]
+            starts = m.loc[sel, "start_ns"].to_numpy(dtype=np.int64)
+            ends = m.loc[sel, "end_ns"].to_numpy(dtype=np.int64)
+            seg_start, seg_inner, seg_ggml, dep = _sweep(starts, ends, is_ggml[sel])
+            depth.iloc[sel] = dep
+            segments[str(key)] = (
+                seg_start,
+                np.where(seg_inner >= 0, sel[np.clip(seg_inner, 0, None)], -1),
+                np.where(seg_ggml >= 0, sel[np.clip(seg_ggml, 0, None)], -1),
+            )
+
+    def locate(rows: np.ndarray, t: np.ndarray, key: str, method: str) -> None:
+        """Attribute dispatch ``rows`` launched on thread ``key`` at host times ``t``."""
+        seg_start, inner, inner_g = segments[key]
+        k = np.searchsorted(seg_start, t, side="right") - 1
+        r = np.where(k >= 0, inner[np.clip(k, 0, None)], -1)
+        g = np.where(k >= 0, inner_g[np.clip(k, 0, None)], -1)
+        out.loc[rows, "range_row"] = _rows_or_na(r)
+        out.loc[rows, "ggml_range_row"] = _rows_or_na(g)
+        out.loc[rows, "method"] = method
+
+    # 2. launch API calls, joined by correlation id
+    todo = (out["method"] == "none").to_numpy()
+    launch_thread = pd.Series(pd.array([pd.NA] * n, dtype="Int64"))
+    if len(p.launches) and todo.any():
+        rows, start, thr = _match_launches(d, p.launches, todo)
+        if len(rows):
+            out.loc[rows, "launch_ns"] = pd.array(start, dtype="Int64")
+            launch_thread[rows] = pd.array(thr, dtype="Int64")
+    # 2b. --kernel-rename regions, only where no launch record exists: rocprofv3 pushes roctx marks
+    # on its rename stack and never pops them (rocm-systems PR #8141), so a ggml-fused mark inside a
+    # range makes that range's name stick to later kernels; the launch time is the better witness
     region = d["region"].reset_index(drop=True)
-    has_region = todo & region.notna()
+    has_region = (out["method"] == "none") & region.notna() & out["launch_ns"].isna()
     if bool(has_region.any()):
         first_row_of = {}
         for i, (msg, g) in enumerate(zip(m["message"], parsed, strict=True)):
@@ -190,81 +296,37 @@ def attribute_pass(p: PassData) -> PassAttribution:
                 out.at[i, "ggml_range_row"] = row
             out.at[i, "method"] = "kernel_rename"
 
-    ranges = m.index[m["kind"] == "range"].to_numpy()
-    # 2. launch API calls, joined by correlation id
-    launches = p.launches
+    # a dispatch whose launch is known stays out of the enqueue-order fallback, even if no range held it
     todo = (out["method"] == "none").to_numpy()
-    launch_thread = pd.Series(pd.array([pd.NA] * n, dtype="Int64"))
-    if len(launches) and todo.any():
-        lk = launches.dropna(subset=["correlation_id"]).drop_duplicates(subset=["correlation_id"])
-        lk = lk.set_index("correlation_id")
-        corr = d["correlation_id"].reset_index(drop=True)
-        hit = corr.isin(lk.index).to_numpy() & todo
-        if hit.any():
-            start = lk["start_ns"].reindex(corr[hit]).to_numpy()
-            thr = lk["thread_id"].reindex(corr[hit]).to_numpy()
-            out.loc[hit, "launch_ns"] = pd.array(start, dtype="Int64")
-            launch_thread[hit] = pd.array(thr, dtype="Int64")
-    # depth and innermost ranges by host time, per thread
-    if len(ranges):
-        rm = m.loc[ranges]
-        rkey = _thread_key(rm["process_id"], rm["thread_id"]).to_numpy()
-        for key in pd.unique(rkey):
-            sel = ranges[rkey == key]
-            starts = m.loc[sel, "start_ns"].to_numpy(dtype=np.int64)
-            ends = m.loc[sel, "end_ns"].to_numpy(dtype=np.int64)
-            seg_start, seg_inner, seg_ggml, dep = _sweep(starts, ends, is_ggml[sel])
-            depth.iloc[sel] = dep
-            thread_of_dispatch = launch_thread.where(launch_thread.notna(), d["thread_id"].reset_index(drop=True))
-            want = (
-                (out["method"] == "none").to_numpy()
-                & out["launch_ns"].notna().to_numpy()
-                & (thread_of_dispatch.astype("Int64").astype(str).to_numpy() == key)
-            )
-            if not want.any():
-                continue
-            t = out.loc[want, "launch_ns"].to_numpy(dtype=np.int64)
-            k = np.searchsorted(seg_start, t, side="right") - 1
-            inner = np.where(k >= 0, seg_inner[np.clip(k, 0, None)], -1)
-            inner_g = np.where(k >= 0, seg_ggml[np.clip(k, 0, None)], -1)
-            rows = np.flatnonzero(want)
-            out.loc[rows, "range_row"] = pd.array(np.where(inner >= 0, sel[np.clip(inner, 0, None)], -1), dtype="Int64")
-            out.loc[rows, "ggml_range_row"] = pd.array(
-                np.where(inner_g >= 0, sel[np.clip(inner_g, 0, None)], -1), dtype="Int64"
-            )
-            out.loc[rows, "method"] = "launch_api"
-        out.loc[out["range_row"] == -1, "range_row"] = pd.NA
-        out.loc[out["ggml_range_row"] == -1, "ggml_range_row"] = pd.NA
-    # marks take the depth of the ranges around them (not needed for attribution)
-    out.loc[(out["method"] == "none").to_numpy() & out["launch_ns"].notna().to_numpy(), "method"] = "launch_api"
+    launched = out["launch_ns"].notna().to_numpy()
+    if segments and (todo & launched).any():
+        thread_of_dispatch = launch_thread.where(launch_thread.notna(), d["thread_id"].reset_index(drop=True))
+        tkey = thread_of_dispatch.astype("Int64").astype(str).to_numpy()
+        for key in segments:
+            rows = np.flatnonzero(todo & launched & (tkey == key))
+            if len(rows):
+                locate(rows, out.loc[rows, "launch_ns"].to_numpy(dtype=np.int64), key, "launch_api")
 
-    # 3. enqueue order by correlation id (no launch record)
-    todo = (out["method"] == "none").to_numpy() & d["correlation_id"].notna().to_numpy()
-    ranged = m.loc[ranges]
-    ranged = ranged[ranged["correlation_id"].notna()]
-    if todo.any() and len(ranged):
-        rkey = _thread_key(ranged["process_id"], ranged["thread_id"]).to_numpy()
+    # 3. enqueue order by correlation id (no launch record). On one thread the roctx call with the
+    # next lower correlation id came just before the launch, so the launch happened after that
+    # call's start: attribute at that instant (ranges that closed before it cannot hold the launch;
+    # one that closed between it and the launch cannot be told from one still open).
+    todo = (out["method"] == "none").to_numpy() & ~launched & d["correlation_id"].notna().to_numpy()
+    events = m[m["correlation_id"].notna()]
+    if todo.any() and segments and len(events):
+        ekey = _thread_key(events["process_id"], events["thread_id"]).to_numpy()
         dkey = _thread_key(d["process_id"], d["thread_id"]).reset_index(drop=True).to_numpy()
-        for key in pd.unique(rkey):
-            sel = ranged.index.to_numpy()[rkey == key]
-            corr = m.loc[sel, "correlation_id"].to_numpy(dtype=np.int64)
-            order = np.argsort(corr, kind="stable")
-            sel, corr = sel[order], corr[order]
-            sel_g = sel[is_ggml[sel]]
-            corr_g = m.loc[sel_g, "correlation_id"].to_numpy(dtype=np.int64)
-            want = todo & (dkey == key)
-            if not want.any():
+        for key in segments:
+            mine = events[ekey == key]
+            rows = np.flatnonzero(todo & (dkey == key))
+            if not len(rows) or not len(mine):
                 continue
-            c = d.loc[want, "correlation_id"].to_numpy(dtype=np.int64)
-            k = np.searchsorted(corr, c, side="left") - 1
-            kg = np.searchsorted(corr_g, c, side="left") - 1
-            rows = np.flatnonzero(want)
-            out.loc[rows, "range_row"] = pd.array(np.where(k >= 0, sel[np.clip(k, 0, None)], pd.NA), dtype="Int64")
-            if len(sel_g):
-                out.loc[rows, "ggml_range_row"] = pd.array(
-                    np.where(kg >= 0, sel_g[np.clip(kg, 0, None)], pd.NA), dtype="Int64"
-                )
-            out.loc[rows, "method"] = "enqueue_order"
+            order = np.argsort(mine["correlation_id"].to_numpy(dtype=np.int64), kind="stable")
+            corr = mine["correlation_id"].to_numpy(dtype=np.int64)[order]
+            t_call = mine["start_ns"].to_numpy(dtype=np.int64)[order]
+            j = np.searchsorted(corr, d["correlation_id"].iloc[rows].to_numpy(dtype=np.int64), side="left") - 1
+            if (j >= 0).any():
+                locate(rows[j >= 0], t_call[j[j >= 0]], key, "enqueue_order")
 
     # invocation / op / node name from the ggml range
     g_rows = out["ggml_range_row"]
@@ -274,6 +336,9 @@ def attribute_pass(p: PassData) -> PassAttribution:
         out.loc[have, "invocation"] = m_inv[idx]
         out.loc[have, "op"] = [m_op[i] for i in idx]
         out.loc[have, "node_name"] = [m_name[i] for i in idx]
+    # no ggml range held the launch: the dispatch is unattributed, whatever located it
+    lost = out["invocation"].isna().to_numpy() & out["method"].isin(["launch_api", "enqueue_order"]).to_numpy()
+    out.loc[lost, "method"] = "none"
     _kernel_ordinals(out)
     if len(m):
         _mark_depths(m, depth)
@@ -284,18 +349,28 @@ def attribute_pass(p: PassData) -> PassAttribution:
 
 
 def _mark_depths(m: pd.DataFrame, depth: pd.Series) -> None:
-    """Give marks the depth of the innermost range open around them on their thread."""
-    marks = m.index[m["kind"] == "mark"].to_numpy()
-    ranges = m.index[m["kind"] == "range"].to_numpy()
-    if not len(marks) or not len(ranges):
+    """Give marks the number of ranges open around them on their thread.
+
+    A range ``[start, end]`` contains the mark at ``t`` when ``start <= t <= end``; that count
+    is ``#(start <= t) - #(end < t)`` because a range that ended before ``t`` also started
+    before it. O((M + R) log R).
+    """
+    is_mark = (m["kind"] == "mark").to_numpy()
+    is_range = (m["kind"] == "range").to_numpy()
+    if not is_mark.any() or not is_range.any():
         return
-    for i in marks:
-        same = ranges[(m.loc[ranges, "thread_id"].astype(str) == str(m.at[i, "thread_id"])).to_numpy()]
-        if not len(same):
+    thread = m["thread_id"].astype("Int64").astype(str).to_numpy()
+    for key in pd.unique(thread[is_mark]):
+        same = thread == key
+        marks = np.flatnonzero(is_mark & same)
+        ranges = is_range & same
+        if not ranges.any():
             continue
-        t = m.at[i, "start_ns"]
-        inside = (m.loc[same, "start_ns"] <= t) & (m.loc[same, "end_ns"] >= t)
-        depth.iloc[i] = int(inside.sum())
+        starts = np.sort(m.loc[ranges, "start_ns"].to_numpy(dtype=np.int64))
+        ends = np.sort(m.loc[ranges, "end_ns"].to_numpy(dtype=np.int64))
+        t = m.loc[marks, "start_ns"].to_numpy(dtype=np.int64)
+        inside = np.searchsorted(starts, t, side="right") - np.searchsorted(ends, t, side="left")
+        depth.iloc[marks] = inside
 
 
 def _kernel_ordinals(out: pd.DataFrame) -> None:

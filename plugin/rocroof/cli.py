@@ -88,14 +88,16 @@ def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
 
 
 def _progress() -> Progress:
+    console = _stderr()
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.fields[detail]}"),
         TimeElapsedColumn(),
-        console=_stderr(),
+        console=console,
         transient=True,
+        disable=not console.is_terminal,  # a pipe or log file gets no spinner frames or stray newlines
     )
 
 
@@ -115,6 +117,7 @@ def _ingest_one(
 
     store = Store(db)
     try:
+        store.preflight()
         with _progress() as progress:
             task = progress.add_task(f"reading {path}", total=None, detail="")
             capture = read_capture(path, attachments=attach, keep_instances=keep_instances)
@@ -144,7 +147,9 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
     known_r = int(dram["dram_read_bytes"].notna().sum()) if len(dram) else 0
     known_w = int(dram["dram_write_bytes"].notna().sum()) if len(dram) else 0
     bounded = int((dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum()) if len(dram) else 0
-    gpu = " ".join(x for x in (run.get("gpu_name"), f"({run['gpu_arch']})" if run.get("gpu_arch") else None) if x)
+    from .report import gpu_text
+
+    gpu = gpu_text(run.get("gpu_name"), run.get("gpu_arch"))
     timing_text = {
         "trace": "from the trace pass",
         "counter_pass": "from a counter pass (serialised kernels)",
@@ -185,7 +190,11 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
     help="Extra file of this run: ggml op metadata JSON, or a log with ggml-fused: lines.",
 )
 @click.option("--arch", metavar="GFX", help="GPU architecture when the capture does not record it (e.g. gfx942).")
-@click.option("--replace", is_flag=True, help="Replace a stored run with the same content instead of refusing.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a stored run with the same content (new run id; its labels are kept unless given again).",
+)
 @click.option(
     "--instances/--no-instances",
     default=True,
@@ -278,6 +287,7 @@ def collect(
 
     from .collect import execute, make_plan
 
+    label_map = _parse_labels(labels)  # before the (long) application runs, not after
     out_dir = out or Path("rocroof-out") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     plan = make_plan(
         list(app), out_dir, counters=counters, arch=arch, output_format=output_format, sidecar=not no_sidecar
@@ -293,13 +303,20 @@ def collect(
     if dry_run:
         click.echo("\n".join(lines))
         return
-    _stderr().print("\n".join(lines))
+    from .store import Store
+
+    store = Store(db)
+    try:
+        store.preflight()
+    finally:
+        store.close()
+    _stderr().print("\n".join(lines), markup=False)
 
     def on_run(i: int, total: int, run: Any) -> None:
-        _stderr().print(f"[{i + 1}/{total}] {run.label}: running the application under rocprofv3 ...")
+        _stderr().print(f"[{i + 1}/{total}] {run.label}: running the application under rocprofv3 ...", markup=False)
 
     capture_dir = execute(plan, list(app), on_run=on_run)
-    click.echo(_ingest_one(capture_dir, db, _parse_labels(labels), [], arch, False, True, False))
+    click.echo(_ingest_one(capture_dir, db, label_map, [], arch, False, True, False))
 
 
 @cli.command()
@@ -307,7 +324,14 @@ def collect(
 @_format_option
 @click.option("--notes", "notes_for", type=int, default=None, metavar="RUN", help="Show all notes of one run instead.")
 def runs(db: str, fmt: str, notes_for: int | None) -> None:
-    """List stored runs (or one run's notes with --notes RUN)."""
+    """List stored runs (or one run's notes with --notes RUN).
+
+    \b
+    Examples:
+      rocroof runs
+      rocroof runs --notes 3                  # every note of run 3 (missing counters, ...)
+      rocroof runs --format json --db team.db
+    """
     import sqlalchemy as sa
 
     from .report import render_frame, runs_frame
@@ -387,26 +411,46 @@ def query(sql: str, db: str, fmt: str) -> None:
 
 @cli.group()
 def db() -> None:
-    """Database schema: status and upgrades."""
+    """Database schema: status and upgrades.
+
+    \b
+    Examples:
+      rocroof db status --db team.db
+      rocroof db upgrade --db team.db
+    """
 
 
 @db.command("status")
 @_db_option
 def db_status(db: str) -> None:
-    """Show the schema migrations and whether they are applied."""
+    """Show the schema migrations and whether they are applied.
+
+    \b
+    Example:
+      rocroof db status --db team.db
+    """
     from .store import Store
-    from .store.migrations import SCHEMA_VERSION
+    from .store.migrations import MIGRATIONS, SCHEMA_VERSION
 
     store = Store(db, read_only=True)
+    known = {name for name, _ in MIGRATIONS}
     for name, applied in store.status():
-        click.echo(f"{name}: {'applied ' + applied if applied else 'pending'}")
+        if name not in known:
+            click.echo(f"{name}: applied {applied} (unknown to rocroof {__version__}: written by a newer rocroof)")
+        else:
+            click.echo(f"{name}: {'applied ' + applied if applied else 'pending'}")
     click.echo(f"rocroof {__version__} knows schema version {SCHEMA_VERSION}")
 
 
 @db.command("upgrade")
 @_db_option
 def db_upgrade(db: str) -> None:
-    """Create the schema or apply pending migrations."""
+    """Create the schema or apply pending migrations.
+
+    \b
+    Example:
+      rocroof db upgrade --db team.db
+    """
     from .store import Store
 
     ran = Store(db).upgrade()

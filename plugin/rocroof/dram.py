@@ -184,7 +184,9 @@ def _tcc_ea0_bubble(c: _Counters) -> tuple[_Side, _Side, str]:
     t64 = r - b - r32
     negative = t64 < 0
     read = _need(c, names, b * 128 + r32 * 32 + t64.clip(lower=0) * 64, "read bytes")
-    read.high = read.value.where(~negative, r * 128)
+    # no request is larger than 128 B; when BUBBLE alone exceeds RDREQ the clamped value is
+    # already above that, and stays the upper bound so that min <= value <= max holds
+    read.high = read.value.where(~negative, np.maximum(r * 128, read.value))
     read.note = read.note.where(
         ~negative,
         "negative 64-byte read term (RDREQ - BUBBLE - RDREQ_32B < 0, counters from different passes "
@@ -208,21 +210,20 @@ def _tcc_ea0_sized(c: _Counters) -> tuple[_Side, _Side, str]:
         c.get("TCC_EA0_RDREQ_32B_sum"),
         c.get("TCC_EA0_RDREQ_sum"),
     )
+    sized_names = ("TCC_EA0_RDREQ_128B_sum", "TCC_EA0_RDREQ_64B_sum", "TCC_EA0_RDREQ_32B_sum")
     sized = r128.notna() & r64.notna() & r32.notna()
-    read = _need(
-        c,
-        ("TCC_EA0_RDREQ_128B_sum", "TCC_EA0_RDREQ_64B_sum", "TCC_EA0_RDREQ_32B_sum"),
-        r128 * 128 + r64 * 64 + r32 * 32,
-        "read bytes",
-    )
+    read = _need(c, sized_names, r128 * 128 + r64 * 64 + r32 * 32, "read bytes")
     bounded = ~sized & r.notna() & r32.notna()
     read.low = read.low.where(~bounded, r32 * 32 + (r - r32) * 64)
     read.high = read.high.where(~bounded, r32 * 32 + (r - r32) * 128)
+    missing = c.missing(sized_names).str.replace(",", ", ")
     read.note = read.note.where(
         ~bounded,
-        "read bytes undetermined on gfx950: TCC_EA0_RDREQ_64B and TCC_EA0_RDREQ_128B were not collected, so the "
-        "request size is unknown (TCC_BUBBLE does not count 128-byte reads on gfx950, rocm-systems PR #2501); "
-        "bounds assume 64..128 B per non-32-byte request; collect TCC_EA0_RDREQ_64B_sum and TCC_EA0_RDREQ_128B_sum",
+        "read bytes undetermined on gfx950: "
+        + missing
+        + " not collected, so the request size is unknown (TCC_BUBBLE does not count 128-byte reads on gfx950, "
+        "rocm-systems PR #2501); bounds assume 64..128 B per non-32-byte request; collect "
+        "TCC_EA0_RDREQ_64B_sum and TCC_EA0_RDREQ_128B_sum",
     )
     return read, _ea0_write(c), "gfx950: 128*RDREQ_128B + 64*RDREQ_64B + 32*RDREQ_32B; EA0 writes"
 
@@ -233,10 +234,14 @@ def _gl2c_mc(c: _Counters) -> tuple[_Side, _Side, str]:
     Source: rocprofiler-sdk
     ``counter_defs.yaml`` FETCH_SIZE / WRITE_SIZE for gfx10/gfx11 (gfx115x in later versions).
     """
-    sizes = {"GL2C_EA_RDREQ_32B_sum": 32, "GL2C_EA_RDREQ_64B_sum": 64, "GL2C_EA_RDREQ_128B_sum": 128}
+    # the 96-byte requests are part of FETCH_SIZE here: a missing 96B counter is unknown, not 0
+    sizes = {
+        "GL2C_EA_RDREQ_32B_sum": 32,
+        "GL2C_EA_RDREQ_64B_sum": 64,
+        "GL2C_EA_RDREQ_96B_sum": 96,
+        "GL2C_EA_RDREQ_128B_sum": 128,
+    }
     total = sum((c.get(n) * s for n, s in sizes.items()), _nan(c.wide.index).fillna(0.0))
-    r96 = c.get("GL2C_EA_RDREQ_96B_sum")
-    total = total + r96.fillna(0.0) * 96
     read = _need(c, tuple(sizes), total, "read bytes")
     w, w64 = c.get("GL2C_MC_WRREQ_sum"), c.get("GL2C_EA_WRREQ_64B_sum")
     write = _need(c, ("GL2C_MC_WRREQ_sum", "GL2C_EA_WRREQ_64B_sum"), (w - w64) * 32 + w64 * 64, "write bytes")
@@ -341,10 +346,11 @@ def dram_bytes(wide: pd.DataFrame, arch: pd.Series) -> pd.DataFrame:
         for r_note, w_note, r_val, w_val in zip(read.note, write.note, read.value, write.value, strict=True):
             parts = [n for n in (r_note, w_note) if n]
             if fam is None and (np.isnan(r_val) or np.isnan(w_val)):
-                parts = [
+                # keep a FETCH_SIZE/WRITE_SIZE note of the side that is known
+                parts.append(
                     f"no DRAM byte formula for architecture {arch_name or 'unknown'!r} "
                     "(known: gfx90a, gfx942, gfx950, gfx10/11/12, NVIDIA sm_*); use --arch if it was not recorded"
-                ]
+                )
             notes.append("; ".join(dict.fromkeys(parts)) or None)
         out.loc[idx, "dram_bytes_note"] = pd.Series(notes, index=idx, dtype=object)
         out.loc[idx, "dram_formula"] = formula or None

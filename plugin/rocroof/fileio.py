@@ -12,6 +12,7 @@ import io
 import re
 import zlib
 from collections.abc import Iterable, Iterator
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import IO
 
@@ -20,7 +21,10 @@ import pandas as pd
 
 from .errors import ParseError
 
-_INT_RE = r"[+-]?\d+"
+_INT_RE = r"[+-]?[0-9]+"
+#: Decimal float text: ``16384.000000``, ``.5``, ``8.1097E+14`` (ASCII digits; no inf/nan, no ``_``).
+_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 #: Files larger than this are read in chunks of CHUNK_ROWS rows.
 CHUNK_ROWS = 200_000
@@ -94,12 +98,45 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, decode_utf8(path, raw, number)
 
 
+class _TailTracker:
+    """A binary file wrapper that keeps the last bytes read (to spot a file cut mid-row)."""
+
+    KEEP = 1 << 16
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.tail = b""
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.fh.read(size)
+        if data:
+            self.tail = (self.tail + data)[-self.KEEP :]
+        return data
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self.fh:
+            if line:
+                self.tail = (self.tail + line)[-self.KEEP :]
+            yield line
+
+    def last_row_is_short(self, n_columns: int) -> bool:
+        """True when the file does not end with a newline and its last row has too few fields."""
+        if not self.tail or self.tail.endswith((b"\n", b"\r")):
+            return False
+        last = self.tail.rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace")
+        try:
+            fields = next(csv.reader([last]), [])
+        except csv.Error:
+            return True  # e.g. a quoted field that never closes
+        return len(fields) < n_columns
+
+
 def read_csv_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[pd.DataFrame, int]]:
     """Read a CSV file as all-string columns, in chunks.
 
     Column names keep their spelling; use :func:`column_map` for case-insensitive access.
     Empty cells are empty strings; cells missing at the end of a short (truncated) row are
-    ``NaN``.
+    empty strings or ``NaN`` (depending on the pandas version).
 
     Args:
         path: the CSV file (gzip accepted).
@@ -113,9 +150,10 @@ def read_csv_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[
         ParseError: empty file, bad UTF-8, damaged gzip, or a row with too many fields.
     """
     fh = open_binary(path)
+    tail = _TailTracker(fh)
     try:
         reader = pd.read_csv(
-            fh,
+            tail,
             dtype=str,
             keep_default_na=False,
             na_filter=False,
@@ -125,9 +163,20 @@ def read_csv_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[
             skipinitialspace=False,
         )
         first = 2
-        for chunk in reader:
-            yield chunk, first
-            first += len(chunk)
+        pending: pd.DataFrame | None = None
+        for chunk in reader:  # hold one chunk back: the last one is checked for truncation first
+            if pending is not None:
+                yield pending, first
+                first += len(pending)
+            pending = chunk
+        if pending is not None:
+            if len(pending) and tail.last_row_is_short(len(pending.columns)):
+                raise ParseError(
+                    path,
+                    f"the last row has fewer fields than the header's {len(pending.columns)} (file truncated?)",
+                    first + len(pending) - 1,
+                )
+            yield pending, first
     except pd.errors.EmptyDataError as exc:
         raise ParseError(path, "file is empty (expected a CSV header row)") from exc
     except UnicodeDecodeError as exc:
@@ -137,6 +186,8 @@ def read_csv_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[
     except pd.errors.ParserError as exc:
         match = re.search(r"line (\d+)", str(exc))
         row = int(match.group(1)) if match else None
+        if row is None and (match := re.search(r"starting at row (\d+)", str(exc))):
+            row = int(match.group(1)) + 1  # pandas counts file lines from 0 here
         raise ParseError(path, f"malformed CSV row ({str(exc).strip().splitlines()[-1]})", row) from exc
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
@@ -203,11 +254,8 @@ def _bad_row(path: Path, series: pd.Series, bad: pd.Series, first_row: int, colu
     if bool(bad.any()):
         pos = int(np.flatnonzero(bad.to_numpy())[0])
         value = series.iloc[pos]
-        shown = (
-            "an empty cell"
-            if value is None or (isinstance(value, float) and np.isnan(value)) or (value == "")
-            else repr(str(value)[:40])
-        )
+        # pd.isna, not ``== ""`` alone: a nullable string column holds pd.NA, whose truth value raises
+        shown = "an empty cell" if pd.isna(value) or str(value).strip() == "" else repr(str(value)[:40])
         raise ParseError(path, f"column {column!r} has {shown}; expected {expected}", first_row + pos)
 
 
@@ -224,7 +272,8 @@ def parse_int(
 
     Plain integer text is parsed exactly (no float round trip, so 17-digit timestamps keep
     every digit). Float text (``16384.000000``, ``8.1097E+14``) is accepted when
-    ``allow_float_text``; a value is *exact* only if its text carries every integer digit.
+    ``allow_float_text`` and converted without a float round trip; a value is *exact* only if
+    its text carries every integer digit and no fraction (``1.5`` is rounded, half to even).
 
     Args:
         path: the file, for error messages.
@@ -232,7 +281,7 @@ def parse_int(
         first_row: file row number of ``series.iloc[0]``.
         column: the column name, for error messages.
         required: raise on a missing cell instead of returning ``<NA>``.
-        allow_float_text: accept float text.
+        allow_float_text: accept float text; when False, ``16384.000000`` is an error too.
 
     Returns:
         ``(values, exact)``: an ``Int64`` series and a bool series, False where the text was
@@ -243,9 +292,13 @@ def parse_int(
             the signed 64-bit range.
     """
     s = series.reset_index(drop=True)
+    fast = _fast_int(s)
+    if fast is not None:
+        return fast, pd.Series(np.ones(len(fast), dtype=bool))
     text = s.astype(object).where(s.notna(), "").astype(str).str.strip()
-    # "16384.000000" is an integer spelled as a float: keep every digit of the whole part
-    text = text.str.replace(r"^([+-]?\d+)\.0*$", r"\1", regex=True)
+    if allow_float_text:
+        # "16384.000000" is an integer spelled as a float: keep every digit of the whole part
+        text = text.str.replace(r"^([+-]?[0-9]+)\.0*$", r"\1", regex=True)
     empty = text == ""
     if required:
         _bad_row(path, s, empty, first_row, column, "an integer")
@@ -258,7 +311,7 @@ def parse_int(
             as_py = [int(v) for v in ints]
         except ValueError:  # pragma: no cover - regex guarantees digits
             as_py = []
-        too_big = pd.Series([abs(v) > _INT64_MAX for v in as_py], index=ints.index, dtype=bool)
+        too_big = pd.Series([not _INT64_MIN <= v <= _INT64_MAX for v in as_py], index=ints.index, dtype=bool)
         if bool(too_big.any()):
             full = pd.Series(False, index=text.index)
             full[too_big[too_big].index] = True
@@ -266,36 +319,59 @@ def parse_int(
         out[is_int] = pd.array(as_py, dtype="Int64")
     rest = ~is_int & ~empty
     if bool(rest.any()):
-        floats = pd.to_numeric(text[rest], errors="coerce")
         bad = pd.Series(False, index=text.index)
-        bad[rest] = floats.isna() | ~np.isfinite(floats.fillna(0.0))
+        bad[rest] = ~text[rest].map(lambda t: _FLOAT_RE.fullmatch(t) is not None).astype(bool)
         if not allow_float_text:
             bad = rest
         _bad_row(path, s, bad, first_row, column, "an integer")
-        big = floats.abs() >= 2**63
+        # decimal arithmetic, not float64: a float round trip would lose digits above 2**53
+        parsed = [_float_text_int(t) for t in text[rest]]
+        big = pd.Series([v is None for v, _ in parsed], index=text[rest].index, dtype=bool)
         if bool(big.any()):
             full = pd.Series(False, index=text.index)
             full[big[big].index] = True
             _bad_row(path, s, full, first_row, column, "an integer that fits in 64 bits")
-        out[rest] = pd.array(np.round(floats.to_numpy()).astype(np.int64), dtype="Int64")
-        exact[rest] = [_float_text_exact(t) for t in text[rest]]
+        out[rest] = pd.array([v for v, _ in parsed], dtype="Int64")
+        exact[rest] = [e for _, e in parsed]
     return out, exact
 
 
-def _float_text_exact(text: str) -> bool:
-    """True when float text such as ``16384.000000`` spells out every integer digit."""
-    t = text.lower().lstrip("+-")
-    if "e" in t:
-        mantissa, _, exp_text = t.partition("e")
-        try:
-            exponent = int(exp_text)
-        except ValueError:
-            return False
-        _, _, frac = mantissa.partition(".")
-        # the text spells digits down to 10**(exponent - len(frac)); exact if that is <= 1
-        return len(frac) >= exponent
-    whole, _, frac = t.partition(".")
-    return int(whole or "0") < 2**53 and frac.strip("0") == ""
+def _fast_int(s: pd.Series) -> pd.Series | None:
+    """Vectorised path for a column of plain integers (no empty cells); None when it does not apply.
+
+    pandas' C parser returns an integer dtype only when every cell is integer text, so the
+    values are exact; anything else (empty cells, float text, garbage, values above int64)
+    falls back to the cell-by-cell path, which also locates errors.
+    """
+    if not len(s):
+        return None
+    try:
+        values = pd.to_numeric(s, errors="raise")
+    except (ValueError, TypeError, OverflowError):
+        return None
+    kind = getattr(values.dtype, "kind", "")
+    if kind != "i" or bool(values.isna().any()):  # floats, uint64 (above int64), missing cells: slow path
+        return None
+    return values.astype("Int64").reset_index(drop=True)
+
+
+def _float_text_int(text: str) -> tuple[int | None, bool]:
+    """The integer that float text stands for (half to even), and whether the text is exact.
+
+    Exact means the text spells every integer digit and no fraction: ``16384.000000`` and
+    ``1.6384E+04`` are exact; ``8.1097E+14`` (any value in a 1e10-wide interval) and ``1.5``
+    are not.
+
+    Returns:
+        ``(value, exact)``; value None when it is outside the signed 64-bit range.
+    """
+    number = Decimal(text)
+    if not Decimal(_INT64_MIN) <= number <= Decimal(_INT64_MAX):
+        return None, False
+    value = int(number.to_integral_value(rounding=ROUND_HALF_EVEN))
+    exponent = number.as_tuple().exponent
+    exact = isinstance(exponent, int) and exponent <= 0 and number == value
+    return value, exact
 
 
 def parse_float(path: Path, series: pd.Series, first_row: int, column: str, *, required: bool = False) -> pd.Series:
@@ -305,6 +381,14 @@ def parse_float(path: Path, series: pd.Series, first_row: int, column: str, *, r
         ParseError: a cell that is not a finite number, or a missing required cell.
     """
     s = series.reset_index(drop=True)
+    try:  # vectorised path: every cell is a finite number
+        fast = pd.to_numeric(s, errors="raise")
+        if getattr(fast.dtype, "kind", "") in "iuf":
+            fast = fast.astype("float64")
+            if bool(np.isfinite(fast.to_numpy(dtype="float64", na_value=np.nan)).all()):
+                return fast
+    except (ValueError, TypeError, OverflowError):
+        pass
     text = s.astype(object).where(s.notna(), "").astype(str).str.strip()
     empty = text == ""
     if required:

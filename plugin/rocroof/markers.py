@@ -16,10 +16,13 @@ Other roctx/NVTX messages are kept as plain markers.
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import ParseError
 from .fileio import open_binary
 
 RANGE_PREFIX = "ggml:"
@@ -27,7 +30,8 @@ FUSED_PREFIX = "ggml-fused:"
 RESET_MESSAGES = frozenset({"ggml reset", "ggml:reset"})
 
 _OP_RE = re.compile(r"[A-Za-z0-9_]+")
-_INV_RE = re.compile(r"\d+")
+#: ASCII digits only: ``\d`` would also take e.g. Arabic-Indic digits, which ``int()`` accepts.
+_INV_RE = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -109,20 +113,29 @@ def file_has_fused_lines(path: Path, probe_bytes: int = 4 << 20) -> bool:
 
 
 def read_fused_log(path: Path) -> dict[int, FusedGroup]:
-    """Collect the ``ggml-fused:`` lines of a text log (e.g. stderr with ``GGML_CUDA_MARKERS=2``).
+    """Collect the ``ggml-fused:`` lines of a text log (e.g. stderr with ``GGML_CUDA_MARKERS=1``).
 
     Lines may carry any prefix (log timestamps, profiler output glued to the line); bytes
     that are not UTF-8 are replaced, since logs mix in program output.
 
     Returns:
         ``{invocation: FusedGroup}``; a later line for the same invocation wins.
+
+    Raises:
+        ParseError: the file cannot be opened, or its gzip data is damaged or truncated.
     """
     groups: dict[int, FusedGroup] = {}
+    prefix = FUSED_PREFIX.encode()
+    line = 0
     with open_binary(path) as fh:
-        for raw in fh:
-            if FUSED_PREFIX.encode() not in raw:
-                continue
-            group = parse_fused(raw.decode("utf-8", errors="replace"))
-            if group is not None:
-                groups[group.invocation] = group
+        try:
+            for raw in fh:
+                line += 1
+                if prefix not in raw:
+                    continue
+                group = parse_fused(raw.decode("utf-8", errors="replace"))
+                if group is not None:
+                    groups[group.invocation] = group
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise ParseError(path, f"compressed data is damaged or truncated after line {line} ({exc})") from exc
     return groups

@@ -19,7 +19,7 @@ import pandas as pd
 from . import __version__
 from .attribution import PassAttribution, attribute_pass, join_pass, reset_cutoff
 from .dram import dram_bytes
-from .markers import parse_range
+from .markers import is_reset, parse_range
 from .peaks import find_peak
 from .records import AGENT_COLUMNS, Capture, Note, PassData, conform
 
@@ -48,14 +48,12 @@ def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd
         lookup[str(row["agent_label"])] = int(i)
     gpus = agents[agents["agent_type"] == "GPU"].sort_values("node_id")
     cpus = agents[agents["agent_type"] == "CPU"].sort_values("node_id")
-    result: list[int | None] = []
-    for label in labels.astype(object):
+    values = labels.astype(object)
+    for label in pd.unique(values):
         if label is None or (isinstance(label, float) and np.isnan(label)):
-            result.append(None)
             continue
         text = str(label).strip()
         if text in lookup:
-            result.append(lookup[text])
             continue
         m = re.fullmatch(r"(?i)(agent|gpu|cpu)\s+(\d+)", text)
         hit: int | None = None
@@ -79,7 +77,10 @@ def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd
             )
             hit = len(agents) - 1
         lookup[text] = hit
-        result.append(hit)
+    result = [
+        lookup.get(str(v).strip()) if v is not None and not (isinstance(v, float) and np.isnan(v)) else None
+        for v in values
+    ]
     return pd.Series(pd.array(result, dtype="Int64")), agents
 
 
@@ -130,16 +131,18 @@ def build_run(
     for p, aidx in zip(capture.passes, agent_idx_per_pass, strict=True):
         attr = attribute_pass(p)
         cut = None if keep_warmup else reset_cutoff(p, attr)
-        if cut is not None and cut.any():
+        if cut is not None:
             keep = ~cut
-            notes.append(
-                Note(
-                    "info",
-                    "warmup-dropped",
-                    f"{p.label}: dropped {int(cut.sum())} warm-up dispatches before the last 'ggml reset' mark",
+            if cut.any():
+                notes.append(
+                    Note(
+                        "info",
+                        "warmup-dropped",
+                        f"{p.label}: dropped {int(cut.sum())} warm-up dispatches before the last 'ggml reset' mark",
+                    )
                 )
-            )
-            p = _subset(p, keep)
+            # the warm-up's ranges go too, so its op invocations do not appear without dispatches
+            p = _subset(p, keep, markers_from_ns=_last_reset_ns(p))
             aidx = aidx[keep].reset_index(drop=True)
             attr = attribute_pass(p)
         attrs.append(attr)
@@ -393,7 +396,14 @@ def _dedupe(notes: list[Note]) -> list[Note]:
     return list(dict.fromkeys(notes))
 
 
-def _subset(p: PassData, keep: np.ndarray) -> PassData:
+def _last_reset_ns(p: PassData) -> int | None:
+    m = p.markers
+    resets = m[(m["kind"] == "mark") & m["message"].map(is_reset)]
+    return int(resets["start_ns"].max()) if len(resets) and resets["start_ns"].notna().any() else None
+
+
+def _subset(p: PassData, keep: np.ndarray, markers_from_ns: int | None = None) -> PassData:
+    """The pass restricted to ``keep`` dispatches (and to markers ending at or after ``markers_from_ns``)."""
     rows = np.flatnonzero(keep)
     remap = pd.Series(np.arange(len(rows)), index=rows)
     counters = p.counters[p.counters["row"].isin(rows)].copy()
@@ -407,7 +417,9 @@ def _subset(p: PassData, keep: np.ndarray) -> PassData:
         dispatches=p.dispatches.iloc[rows].reset_index(drop=True),
         counters=counters.reset_index(drop=True),
         instances=inst.reset_index(drop=True),
-        markers=p.markers,
+        markers=p.markers
+        if markers_from_ns is None
+        else p.markers[(p.markers["end_ns"] >= markers_from_ns).fillna(True).to_numpy()].reset_index(drop=True),
         launches=p.launches,
         requested_counters=p.requested_counters,
         timestamps_exact=p.timestamps_exact,

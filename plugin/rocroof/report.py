@@ -197,9 +197,41 @@ def _nan(v: Any) -> bool:
 def _json_value(v: Any) -> Any:
     if _nan(v):
         return None
+    if isinstance(v, bytes | bytearray | memoryview):
+        return bytes(v).hex()  # SQLite BLOB: hex text
     if hasattr(v, "item"):
-        return v.item()
+        v = v.item()
+    if isinstance(v, float) and math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"  # JSON has no infinities
     return v
+
+
+def _unique_names(columns: list[Any]) -> list[str]:
+    """Column names made unique for JSON keys: a repeated ``x`` becomes ``x_2``, ``x_3``..."""
+    seen: dict[str, int] = {}
+    out = []
+    taken = {str(c) for c in columns}
+    for c in columns:
+        name = str(c)
+        if name in seen:
+            n = seen[name]
+            while f"{name}_{n + 1}" in taken:
+                n += 1
+            seen[name] = n + 1
+            name = f"{name}_{n + 1}"
+            taken.add(name)
+        else:
+            seen[name] = 1
+        out.append(name)
+    return out
+
+
+def _json_records(df: pd.DataFrame) -> str:
+    keys = _unique_names(list(df.columns))
+    records = [
+        {k: _json_value(v) for k, v in zip(keys, row, strict=True)} for row in df.itertuples(index=False, name=None)
+    ]
+    return json.dumps(records, indent=2, allow_nan=False) + "\n"
 
 
 def _num(v: Any, scale: float = 1.0, digits: int = 2) -> str:
@@ -262,7 +294,8 @@ def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
             name = r["op"] if isinstance(r["op"], str) else "(unattributed)"
         else:
             op = r["op_list"] if isinstance(r.get("op_list"), str) else r["op"]
-            name = f"{op} {r['node_name'] or ''} #{int(r['invocation'])}".strip()
+            node = "" if _nan(r["node_name"]) else str(r["node_name"])  # NULL is NaN here, and NaN is truthy
+            name = " ".join(x for x in (str(op), node, f"#{int(r['invocation'])}") if x)
         line = [name]
         if by == "op":
             line.append(str(int(r["invocations"])))
@@ -285,9 +318,26 @@ def _short(name: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def gpu_text(name: Any, arch: Any) -> str:
+    """The GPU for people: ``MI300X (gfx942)``, ``gfx942`` or ``MI300X``; empty when unknown.
+
+    Args:
+        name: product name, or None.
+        arch: architecture (gfx target), or None.
+
+    Returns:
+        The text.
+    """
+    name = name.strip() if isinstance(name, str) and name.strip() else None
+    arch = arch.strip() if isinstance(arch, str) and arch.strip() else None
+    if name and arch:
+        return f"{name} ({arch})"
+    return name or arch or ""
+
+
 def _header_lines(report: Report) -> list[str]:
     r = report.run
-    gpu = " ".join(str(x) for x in (r.get("gpu_name"), f"({r['gpu_arch']})" if r.get("gpu_arch") else None) if x)
+    gpu = gpu_text(r.get("gpu_name"), r.get("gpu_arch"))
     timing = {
         "trace": "a trace pass",
         "counter_pass": "a counter pass (kernels serialised)",
@@ -319,12 +369,17 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
         The text, ending with a newline.
     """
     if fmt == "json":
-        records = [{k: _json_value(v) for k, v in rec.items()} for rec in report.rows.to_dict("records")]
-        return json.dumps(records, indent=2) + "\n"
+        return _json_records(report.rows)
     if fmt == "csv":
         return str(report.rows.to_csv(index=False))
     headers, lines = _human_rows(report)
     footer = []
+    if report.total_rows == 0:
+        footer.append(
+            "no ggml op invocations in this run (no ggml markers or op metadata were captured); try --by kernel"
+            if report.by == "invocation"
+            else "no kernel dispatches in this run"
+        )
     if report.total_rows > len(report.rows):
         footer.append(f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
     if report.by == "op" and report.totals.get("unattributed_dispatches"):
@@ -394,6 +449,8 @@ def runs_frame(store: Store) -> pd.DataFrame:
         .outerjoin(counts, counts.c.run_id == r.c.run_id)
         .order_by(r.c.run_id)
     )
+    for col in ("dispatches", "attributed"):  # a run without dispatches has 0 of them, not an unknown number
+        df[col] = df[col].astype("Int64").fillna(0)
     labels = store.frame(sa.select(lab))
     if len(labels):
         joined = labels.groupby("run_id").apply(
@@ -408,9 +465,7 @@ def runs_frame(store: Store) -> pd.DataFrame:
 def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = None) -> str:
     """Render any DataFrame (runs, query results) in one of the report formats."""
     if fmt == "json":
-        return (
-            json.dumps([{k: _json_value(v) for k, v in rec.items()} for rec in df.to_dict("records")], indent=2) + "\n"
-        )
+        return _json_records(df)
     if fmt == "csv":
         return str(df.to_csv(index=False))
     cells = [[("" if _nan(v) else str(v)) for v in rec] for rec in df.itertuples(index=False)]
@@ -425,4 +480,6 @@ def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = No
         table.add_row(*row)
     console = Console(file=io.StringIO(), width=width or 160, force_terminal=False, color_system=None)
     console.print(table)
+    if not len(df):
+        console.print("(no rows)", highlight=False, markup=False)
     return str(console.file.getvalue())  # type: ignore[attr-defined]

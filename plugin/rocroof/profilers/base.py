@@ -72,9 +72,15 @@ class Profiler(Protocol):
         ...
 
     def plan(
-        self, app: Sequence[str], out_dir: Path, device: Device, counters: Sequence[str], env: dict[str, str]
+        self,
+        app: Sequence[str],
+        out_dir: Path,
+        device: Device,
+        counters: Sequence[Sequence[str]],
+        env: dict[str, str],
+        sdk_version: str | None = None,
     ) -> list[PlannedRun]:
-        """The runs that make up one capture (trace pass first)."""
+        """The runs that make up one capture (trace pass first); ``counters`` are bundles."""
         ...
 
 

@@ -101,14 +101,18 @@ def hardware_inputs(counter: str, arch: str) -> tuple[str, ...]:
     return (name[:-4] if name.endswith("_sum") else name,)
 
 
-def resolve_counters(spec: str, arch: str) -> tuple[str, ...]:
-    """Expand ``--counters``: a preset (``dram``, ``roofline``) or names separated by commas/spaces.
+def resolve_counters(spec: str, arch: str) -> list[tuple[str, ...]]:
+    """Expand ``--counters`` into bundles: counters that feed one formula stay in one pass.
+
+    ``spec`` is a preset (``dram``: the DRAM read and write counters of the architecture, as two
+    bundles; ``roofline``: those plus the CDNA FLOP counters) or counter names separated by
+    commas or spaces (one bundle each).
 
     Raises:
         ConfigError: a preset that has no counters for this architecture, or an empty list.
     """
     items = [s for s in re.split(r"[,\s]+", spec.strip()) if s]
-    out: list[str] = []
+    bundles: list[tuple[str, ...]] = []
     for item in items:
         if item.lower() in PRESETS:
             dram = counters_for(arch)
@@ -116,14 +120,23 @@ def resolve_counters(spec: str, arch: str) -> tuple[str, ...]:
                 raise ConfigError(
                     f"no DRAM counters known for architecture {arch!r}; name the counters with --counters A,B,..."
                 )
-            out += list(dram)
+            reads = tuple(c for c in dram if "RD" in c or "BUBBLE" in c or "read" in c)
+            writes = tuple(c for c in dram if c not in reads)
+            bundles += [b for b in (reads, writes) if b]
             if item.lower() == "roofline" and base_arch(arch).startswith("gfx9"):
-                out += list(_FLOP_COUNTERS_CDNA)
+                bundles += [(c,) for c in _FLOP_COUNTERS_CDNA]
         else:
-            out.append(item)
-    if not out:
+            bundles.append((item,))
+    if not bundles:
         raise ConfigError("--counters is empty; give a preset (dram, roofline) or counter names")
-    return tuple(dict.fromkeys(out))
+    seen: set[str] = set()
+    out = []
+    for bundle in bundles:
+        fresh = tuple(c for c in bundle if c not in seen)
+        seen.update(fresh)
+        if fresh:
+            out.append(fresh)
+    return out
 
 
 @dataclass
@@ -132,34 +145,63 @@ class _Group:
     used: dict[str, int]
 
 
-def plan_groups(counters: Sequence[str], arch: str, limits: dict[str, int] | None = None) -> list[tuple[str, ...]]:
-    """Pack counters into passes so that no block exceeds its simultaneous-counter limit.
+def _need(counters: Sequence[str], arch: str) -> dict[str, int]:
+    need: dict[str, int] = {}
+    for counter in counters:
+        for hw in hardware_inputs(counter, arch):
+            need[block_of(hw)] = need.get(block_of(hw), 0) + 1
+    return need
 
-    Counters that feed one formula (the order given) stay together when they fit. First fit,
-    in request order.
+
+def plan_groups(
+    bundles: Sequence[Sequence[str]], arch: str, limits: dict[str, int] | None = None
+) -> list[tuple[str, ...]]:
+    """Pack counter bundles into passes so that no block exceeds its simultaneous-counter limit.
+
+    A bundle (counters feeding one formula) stays in one pass when it fits one pass; a bundle
+    too large for any pass is split counter by counter. First fit, in request order.
+
+    Args:
+        bundles: from :func:`resolve_counters`.
+        arch: the GPU architecture (for the inputs of derived counters).
+        limits: per-block limits overriding :data:`BLOCK_LIMITS`.
+
+    Returns:
+        The counter groups, one per pass.
 
     Raises:
         ConfigError: a single counter needs more of a block than one pass has.
     """
     limits = {**BLOCK_LIMITS, **(limits or {})}
-    groups: list[_Group] = []
-    for counter in counters:
-        need: dict[str, int] = {}
-        for hw in hardware_inputs(counter, arch):
-            need[block_of(hw)] = need.get(block_of(hw), 0) + 1
-        for block, n in need.items():
-            if n > limits.get(block, DEFAULT_LIMIT):
+
+    def fits(need: dict[str, int], used: dict[str, int]) -> bool:
+        return all(used.get(b, 0) + n <= limits.get(b, DEFAULT_LIMIT) for b, n in need.items())
+
+    units: list[tuple[str, ...]] = []
+    for bundle in bundles:
+        if fits(_need(bundle, arch), {}):
+            units.append(tuple(bundle))
+            continue
+        for counter in bundle:
+            need = _need([counter], arch)
+            if not fits(need, {}):
+                block = next(b for b, n in need.items() if n > limits.get(b, DEFAULT_LIMIT))
                 raise ConfigError(
-                    f"counter {counter} needs {n} {block} counters but a pass has {limits.get(block, DEFAULT_LIMIT)}"
+                    f"counter {counter} needs {need[block]} {block} counters but a pass has "
+                    f"{limits.get(block, DEFAULT_LIMIT)}"
                 )
+            units.append((counter,))
+    groups: list[_Group] = []
+    for unit in units:
+        need = _need(unit, arch)
         for g in groups:
-            if all(g.used.get(b, 0) + n <= limits.get(b, DEFAULT_LIMIT) for b, n in need.items()):
-                g.counters.append(counter)
+            if fits(need, g.used):
+                g.counters += list(unit)
                 for b, n in need.items():
                     g.used[b] = g.used.get(b, 0) + n
                 break
         else:
-            groups.append(_Group([counter], dict(need)))
+            groups.append(_Group(list(unit), dict(need)))
     return [tuple(g.counters) for g in groups]
 
 
@@ -265,7 +307,7 @@ class Rocprofv3:
         app: Sequence[str],
         out_dir: Path,
         device: Device,
-        counters: Sequence[str],
+        counters: Sequence[Sequence[str]],
         env: dict[str, str],
         sdk_version: str | None = None,
     ) -> list[PlannedRun]:
@@ -276,7 +318,7 @@ class Rocprofv3:
                 counter that cannot fit one pass.
         """
         if device.counters:
-            unknown = [c for c in counters if c.split(":", 1)[0] not in device.counters]
+            unknown = [c for b in counters for c in b if c.split(":", 1)[0] not in device.counters]
             if unknown:
                 raise ConfigError(f"{device.arch} does not list counter(s) {', '.join(unknown)} (see 'rocprofv3 -L')")
         fmt = choose_format(sdk_version, self.output_format)

@@ -8,7 +8,7 @@ writes the same row keys, adds ``"source"`` and omits ``kernels``. Rows come in 
 names ``dst_sid``, ``src_ids``, ``src_sids`` (fork commit ``302448a``) are accepted.
 
 Frames returned (units in names; ids are host pointers as unsigned 64-bit integers, stored as
-signed 64-bit two's complement when above 2**63-1):
+signed 64-bit two's complement when above 2**63-1; integer columns are nullable ``Int64``):
 
 * ``ops``: invocation, op, node_name, op_list, is_fused, dtype, quant, ne, src_ne, src_types,
   op_params (JSON text), metadata_bytes, dst_bytes, dst_storage_id, out_storage_id, m, n, k,
@@ -24,6 +24,7 @@ signed 64-bit two's complement when above 2**63-1):
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,108 @@ _ALIASES = {
     "src_tensor_ids": ("src_tensor_ids", "src_ids"),
     "src_storage_ids": ("src_storage_ids", "src_sids"),
 }
+
+#: Columns of the frames of :class:`~rocroof.records.OpMetadata` (also present when empty).
+OPS_COLUMNS = (
+    "invocation",
+    "op",
+    "node_name",
+    "op_list",
+    "is_fused",
+    "dtype",
+    "quant",
+    "ne",
+    "src_ne",
+    "src_types",
+    "op_params",
+    "dst_bytes",
+    "dst_storage_id",
+    "m",
+    "n",
+    "k",
+    "n_experts",
+    "top_k",
+    "metadata_bytes",
+    "out_storage_id",
+    "experts_used",
+    "tokens_per_expert",
+    "gpu_time_ns",
+)
+NODE_COLUMNS = (
+    "invocation",
+    "node_index",
+    "ggml_op",
+    "dtype",
+    "quant",
+    "ne",
+    "src_ne",
+    "src_types",
+    "op_params",
+    "dst_bytes",
+    "dst_storage_id",
+    "m",
+    "n",
+    "k",
+    "n_experts",
+    "top_k",
+)
+OPERAND_COLUMNS = (
+    "invocation",
+    "node_index",
+    "role",
+    "operand_index",
+    "name",
+    "ggml_type",
+    "ne",
+    "bytes",
+    "tensor_id",
+    "storage_id",
+)
+KERNEL_COLUMNS = ("invocation", "kernel_index", "kernel_name", "gpu_time_ns")
+
+
+#: Integer columns, kept as nullable ``Int64``: with a missing value pandas would make them
+#: float64, which rounds ids above 2**53 (two's complement ids are near -2**63).
+_INT_COLUMNS = frozenset(
+    {
+        "invocation",
+        "node_index",
+        "operand_index",
+        "kernel_index",
+        "dst_bytes",
+        "dst_storage_id",
+        "out_storage_id",
+        "m",
+        "n",
+        "k",
+        "n_experts",
+        "top_k",
+        "metadata_bytes",
+        "experts_used",
+        "bytes",
+        "tensor_id",
+        "storage_id",
+    }
+)
+
+
+def _frame(records: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:
+    """Records as a frame with fixed columns (also when empty), in invocation order.
+
+    The sort is stable, so the order within one invocation (nodes, operands, kernels) is kept.
+    """
+    data = {
+        c: pd.array([r[c] for r in records], dtype="Int64")
+        if c in _INT_COLUMNS
+        else pd.Series([r[c] for r in records], dtype=object)
+        for c in columns
+    }
+    df = pd.DataFrame(data, columns=list(columns))
+    if "gpu_time_ns" in df.columns:
+        df["gpu_time_ns"] = df["gpu_time_ns"].astype("float64")
+    if "is_fused" in df.columns:
+        df["is_fused"] = df["is_fused"].astype(bool)
+    return df.sort_values("invocation", kind="stable").reset_index(drop=True) if len(df) else df
 
 
 def looks_like_metadata(path: Path) -> bool:
@@ -82,6 +185,18 @@ def _int(value: Any, where: str, path: Path, default: int | None = None) -> int 
     return value
 
 
+def _str(value: Any, where: str, path: Path) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ParseError(path, f"{where}: expected a string, got {json.dumps(value)[:40]}")
+    return value
+
+
+def _strs(value: Any, where: str, path: Path) -> list[str | None]:
+    return [_str(v, f"{where}[{j}]", path) for j, v in enumerate(_list(value, where, path))]
+
+
 def _list(value: Any, where: str, path: Path) -> list[Any]:
     if value is None:
         return []
@@ -107,8 +222,8 @@ def _node(row: dict[str, Any], where: str, path: Path) -> dict[str, Any]:
         raise ParseError(path, f"{where}: 'ggml_op' must be a non-empty string")
     return {
         "ggml_op": op,
-        "dtype": row.get("dtype"),
-        "quant": row.get("quant"),
+        "dtype": _str(row.get("dtype"), f"{where}.dtype", path),
+        "quant": _str(row.get("quant"), f"{where}.quant", path),
         "ne": _jtext(row.get("ne")),
         "src_ne": _jtext(row.get("src_ne")),
         "src_types": _jtext(row.get("src_types")),
@@ -126,7 +241,7 @@ def _node(row: dict[str, Any], where: str, path: Path) -> dict[str, Any]:
 def _operands(inv: int, node_index: int, row: dict[str, Any], where: str, path: Path) -> list[dict[str, Any]]:
     out = []
     src_ne = _list(row.get("src_ne"), f"{where}.src_ne", path)
-    src_types = _list(row.get("src_types"), f"{where}.src_types", path)
+    src_types = _strs(row.get("src_types"), f"{where}.src_types", path)
     src_bytes = _list(row.get("src_bytes"), f"{where}.src_bytes", path)
     tensor_ids = _list(_get(row, "src_tensor_ids"), f"{where}.src_tensor_ids", path)
     storage_ids = _list(_get(row, "src_storage_ids"), f"{where}.src_storage_ids", path)
@@ -204,6 +319,8 @@ def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
         inv = i + 1 if synthetic else _int(row.get("invocation"), f"{where}.invocation", path)
         if inv is None:
             raise ParseError(path, f"{where}: missing 'invocation'")
+        if inv < 0:
+            raise ParseError(path, f"{where}.invocation: expected a non-negative integer, got {inv}")
         if inv in seen:
             notes.append(
                 Note(
@@ -225,14 +342,15 @@ def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
             if not isinstance(k, dict):
                 raise ParseError(path, f"{where}.kernels[{j}]: expected an object")
             t = k.get("gpu_time_us")
-            if isinstance(t, bool) or not isinstance(t, int | float) or t < 0:
+            # json.loads accepts NaN and Infinity, which are no durations
+            if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
                 raise ParseError(path, f"{where}.kernels[{j}].gpu_time_us: expected a non-negative number")
             gpu_ns += float(t) * 1000.0
             kernels.append(
                 {
                     "invocation": inv,
                     "kernel_index": j,
-                    "kernel_name": k.get("name") or None,
+                    "kernel_name": _str(k.get("name"), f"{where}.kernels[{j}].name", path) or None,
                     "gpu_time_ns": float(t) * 1000.0,
                 }
             )
@@ -245,7 +363,7 @@ def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
             {
                 "invocation": inv,
                 "op": head["ggml_op"],
-                "node_name": row.get("name"),
+                "node_name": _str(row.get("name"), f"{where}.name", path),
                 "op_list": "+".join(g["ggml_op"] for g in group if g) if group else head["ggml_op"],
                 "is_fused": bool(group) and len(group) > 1,
                 **{
@@ -279,8 +397,8 @@ def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
             source = fused[j] if group else row
             operands += _operands(inv, j, source, f"{where}.fused_ops[{j}]" if group else where, path)
         in_ids = _list(row.get("in_storage_ids"), f"{where}.in_storage_ids", path)
-        in_names = _list(row.get("in_names"), f"{where}.in_names", path)
-        in_types = _list(row.get("in_types"), f"{where}.in_types", path)
+        in_names = _strs(row.get("in_names"), f"{where}.in_names", path)
+        in_types = _strs(row.get("in_types"), f"{where}.in_types", path)
         in_ne = _list(row.get("in_ne"), f"{where}.in_ne", path)
         for j, sid in enumerate(in_ids):
             operands.append(
@@ -312,15 +430,12 @@ def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
                     "storage_id": _u64(row.get("out_storage_id"), f"{where}.out_storage_id", path),
                 }
             )
-    ops_df = pd.DataFrame(ops)
-    if len(ops_df):
-        ops_df = ops_df.sort_values("invocation", kind="stable").reset_index(drop=True)
     device = doc.get("device")
     meta = OpMetadata(
-        ops=ops_df,
-        nodes=pd.DataFrame(nodes),
-        operands=pd.DataFrame(operands),
-        kernels=pd.DataFrame(kernels),
+        ops=_frame(ops, OPS_COLUMNS),
+        nodes=_frame(nodes, NODE_COLUMNS),
+        operands=_frame(operands, OPERAND_COLUMNS),
+        kernels=_frame(kernels, KERNEL_COLUMNS),
         device=str(device) if device else None,
         source=str(doc.get("source") or "ggml-roofline"),
     )

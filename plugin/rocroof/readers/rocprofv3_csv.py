@@ -135,6 +135,9 @@ def read_agents(paths: list[Path]) -> pd.DataFrame:
                 out[target] = parse_str(df[col])
         if "agent_type" in out:
             out["agent_type"] = out["agent_type"].map(_agent_type)
+            if "gfx_arch" in out:
+                # a CPU agent's Name is its model ("AMD EPYC 9454"), not a gfx target
+                out["gfx_arch"] = out["gfx_arch"].where(out["agent_type"] != "CPU", None)
         out["agent_label"] = out["node_id"].astype(str)
         frames.append(out)
     if not frames:
@@ -260,8 +263,11 @@ def _read_counter_file(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Da
         }.items():
             col = pick(cols, *aliases)
             if col is not None:
-                info[target], ex = parse_int(path, chunk[col], first, col)
-                if target in ("start_ns", "end_ns"):
+                # rocprofv3 always fills the timestamps when it writes the columns: an empty one is
+                # a row cut short (a file still being written), whose Counter_Value may be cut too
+                stamp = target in ("start_ns", "end_ns")
+                info[target], ex = parse_int(path, chunk[col], first, col, required=stamp)
+                if stamp:
                     exact &= ex
         info_df = pd.DataFrame(info)
         info_df["_exact"] = exact
@@ -306,7 +312,8 @@ def _read_markers(path: Path) -> pd.DataFrame:
             df = df[keep.to_numpy()]
         bad = df["end_ns"] < df["start_ns"]
         if bool(bad.any()):
-            pos = int(np.flatnonzero(bad.to_numpy())[0])
+            # df keeps the chunk positions as its index (rows of other domains were dropped)
+            pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
             raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
         df["kind"] = np.where(df["start_ns"] == df["end_ns"], "mark", "range")
         frames.append(df)
@@ -315,7 +322,7 @@ def _read_markers(path: Path) -> pd.DataFrame:
     return conform(pd.concat(frames, ignore_index=True), MARKER_COLUMNS)
 
 
-def _read_launches(path: Path, wanted: set[int]) -> pd.DataFrame:
+def _read_launches(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
     frames = []
     for chunk, first in read_csv_chunks(path):
         cols = column_map(chunk.columns)
@@ -337,6 +344,8 @@ def _read_launches(path: Path, wanted: set[int]) -> pd.DataFrame:
             col = pick(cols, *aliases)
             if col is not None:
                 df[target] = parse_int(path, chunk[col], first, col)[0]
+        if "process_id" not in df and pid is not None:
+            df["process_id"] = pid
         func = pick(cols, "Function")
         if func is not None:
             df["api_name"] = parse_str(chunk[func])
@@ -421,7 +430,8 @@ def read_pass(files: PassFiles, label: str) -> PassData:
     )
     wanted = set(dispatches["correlation_id"].dropna().astype(np.int64).tolist())
     launches = pd.concat(
-        [_read_launches(p, wanted) for _, p in files.files.get("hip_api_trace", [])] or [empty_frame(LAUNCH_COLUMNS)],
+        [_read_launches(p, wanted, _pid_from_prefix(pre)) for pre, p in files.files.get("hip_api_trace", [])]
+        or [empty_frame(LAUNCH_COLUMNS)],
         ignore_index=True,
     )
     all_exact = bool(exact.all()) if len(exact) else True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,22 +53,38 @@ class Store:
             PostgreSQL ``default_transaction_read_only``).
 
     Raises:
-        InputError: ``read_only`` and the SQLite file does not exist.
+        InputError: ``read_only`` and the SQLite file does not exist; a directory; a URL that
+            does not parse or whose database driver is not installed.
     """
 
     def __init__(self, target: str | Path, *, read_only: bool = False) -> None:
         self.target = str(target)
         self.read_only = read_only
         if is_url(self.target):
-            url = sa.make_url(self.target)
+            try:
+                url = sa.make_url(self.target)
+            except sa.exc.ArgumentError as exc:
+                raise InputError(f"{self.target}: not a database URL ({exc})") from exc
+            if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+                # sqlite:///file.db is a file: open it like one (read-only mode, WAL, checks)
+                self.target = str(url.database)
+        if is_url(self.target):
             kwargs: dict[str, Any] = {}
             if read_only and url.get_backend_name() == "postgresql":
                 kwargs["connect_args"] = {"options": "-c default_transaction_read_only=on"}
-            self.engine = sa.create_engine(url, **kwargs)
             self.location = url.render_as_string(hide_password=True)
+            try:
+                self.engine = sa.create_engine(url, **kwargs)
+            except (sa.exc.NoSuchModuleError, ImportError) as exc:
+                hint = " (pip install 'psycopg[binary]')" if url.get_backend_name() == "postgresql" else ""
+                raise InputError(
+                    f"{self.location}: no database driver for {url.drivername!r}{hint}: {exc}".rstrip()
+                ) from exc
         else:
             path = Path(self.target).expanduser()
             self.location = str(path)
+            if path.is_dir():
+                raise InputError(f"{path}: is a directory; --db wants a database file (e.g. {path / 'rocroof.db'})")
             if read_only:
                 if not path.is_file():
                     raise InputError(
@@ -92,7 +108,6 @@ class Store:
                     cur = dbapi_conn.cursor()
                     cur.execute("PRAGMA foreign_keys = ON")
                     cur.execute("PRAGMA busy_timeout = 30000")
-                    cur.execute("PRAGMA journal_mode = WAL")
                     cur.close()
 
     def close(self) -> None:
@@ -104,12 +119,41 @@ class Store:
         """Create or upgrade the schema; returns the migrations applied now.
 
         Raises:
-            SchemaError: a newer or foreign schema.
+            SchemaError: a newer or foreign schema, or a file that is not an SQLite database.
         """
         try:
+            with self.engine.connect() as conn:  # refuse before changing anything (journal mode included)
+                migrations.refuse_foreign_or_newer(conn, self.location)
+            if self.engine.dialect.name == "sqlite" and not self.read_only:
+                with self.engine.connect() as conn:
+                    conn.exec_driver_sql("PRAGMA journal_mode = WAL")  # readers do not block the writer
             return migrations.upgrade(self.engine, self.location)
-        except sa.exc.OperationalError as exc:
-            raise SchemaError(f"{self.location}: cannot open the database ({exc.orig})") from exc
+        except sa.exc.DatabaseError as exc:
+            raise SchemaError(f"{self.location}: cannot open the database ({_reason(exc)})") from exc
+
+    def preflight(self) -> None:
+        """Check, without changing anything, that :meth:`write_run` can use this database.
+
+        A missing SQLite file passes (it is created on the first write). Call it before reading
+        a large capture so that a wrong ``--db`` fails in a second, not after the parse.
+
+        Raises:
+            SchemaError: a file that is not a database, a foreign database or a newer schema.
+        """
+        if is_url(self.target):
+            checker = self
+        elif Path(self.location).exists():
+            checker = Store(self.location, read_only=True)
+        else:
+            return
+        try:
+            with checker.engine.connect() as conn:
+                migrations.refuse_foreign_or_newer(conn, self.location)
+        except sa.exc.DatabaseError as exc:
+            raise SchemaError(f"{self.location}: cannot open the database ({_reason(exc)})") from exc
+        finally:
+            if checker is not self:
+                checker.close()
 
     def check(self) -> int:
         """Verify the schema is current; return its version.
@@ -121,13 +165,30 @@ class Store:
             with self.engine.connect() as conn:
                 return migrations.check(conn, self.location)
         except sa.exc.DatabaseError as exc:
-            raise SchemaError(f"{self.location}: not a readable database ({exc.orig})") from exc
+            raise SchemaError(f"{self.location}: not a readable database ({_reason(exc)})") from exc
 
     def status(self) -> list[tuple[str, str | None]]:
-        """``[(migration, applied_at or None)]`` in order."""
-        with self.engine.connect() as conn:
-            done = migrations.applied(conn)
-        return [(name, done.get(name)) for name, _ in migrations.MIGRATIONS]
+        """The migrations and when they were applied.
+
+        Returns:
+            ``[(migration, applied_at or None)]``: the known migrations in order, then any
+            migration recorded by a newer rocroof (names not in
+            :data:`~rocroof.store.migrations.MIGRATIONS`).
+
+        Raises:
+            SchemaError: the file is not an SQLite database, or a database of another program.
+        """
+        try:
+            with self.engine.connect() as conn:
+                done = migrations.applied(conn)
+                if not done and set(sa.inspect(conn).get_table_names()) - {"rocroof_migration"}:
+                    raise SchemaError(f"{self.location}: not a rocroof database (no rocroof_migration table)")
+        except sa.exc.DatabaseError as exc:
+            raise SchemaError(f"{self.location}: not a readable database ({_reason(exc)})") from exc
+        known = [name for name, _ in migrations.MIGRATIONS]
+        return [(name, done.get(name)) for name in known] + [
+            (name, done[name]) for name in sorted(set(done) - set(known))
+        ]
 
     # ---- writing ------------------------------------------------------------------------
     def write_run(
@@ -143,7 +204,8 @@ class Store:
         Args:
             frames: from :func:`rocroof.pipeline.build_run`.
             labels: user labels (``key=value``).
-            replace: replace a run with the same content hash instead of refusing.
+            replace: replace a run with the same content hash instead of refusing; the new run
+                gets a new id and keeps the old run's labels that ``labels`` does not set.
             progress: called with (stage, rows done, rows total) while inserting.
 
         Raises:
@@ -151,8 +213,21 @@ class Store:
             SchemaError: the database has a foreign or newer schema.
         """
         self.upgrade()
+        try:
+            return self._write_run(frames, labels or {}, replace, progress)
+        except sa.exc.IntegrityError as exc:
+            # two ingests of the same capture at once: the loser fails on the unique content hash
+            if "content_sha256" not in str(exc.orig):
+                raise
+            raise DuplicateRunError(
+                f"{frames.run.get('source_path')}: this capture was stored by another ingest meanwhile (same "
+                f"content); use --replace to re-ingest it"
+            ) from exc
+
+    def _write_run(self, frames: RunFrames, labels: dict[str, str], replace: bool, progress: Progress | None) -> int:
         total = sum(len(frames.tables.get(name, ())) for name in _TABLE_ORDER)
         done = 0
+        replace_id: int | None = None
         with self.engine.begin() as conn:
             digest = frames.run.get("content_sha256")
             if digest:
@@ -163,13 +238,23 @@ class Store:
                             f"{frames.run.get('source_path')}: this capture is already stored as run {old} "
                             f"(same content); use --replace to re-ingest it"
                         )
+                    if conn.dialect.name == "sqlite":
+                        # SQLite would hand the deleted id out again: a replaced run gets a new id, so
+                        # that a report saved for the old run cannot be mistaken for the new one
+                        next_id = conn.execute(sa.select(sa.func.max(schema.run.c.run_id))).scalar()
+                        replace_id = int(next_id or old) + 1
+                    lab = schema.run_label
+                    kept = conn.execute(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == old)).all()
+                    labels = {**{k: v for k, v in kept}, **labels}  # the labels stay unless given again
                     _delete_run(conn, int(old))
             row = dict(frames.run)
+            if replace_id is not None:
+                row["run_id"] = replace_id
             row["created_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
             result = conn.execute(schema.run.insert().values(**_clean(row)))
             run_id = int(result.inserted_primary_key[0])  # type: ignore[index]
             small: dict[str, list[dict[str, Any]]] = {
-                "run_label": [{"key": k, "value": v} for k, v in (labels or {}).items()],
+                "run_label": [{"key": k, "value": v} for k, v in labels.items()],
                 "run_note": [
                     {"note_index": i, "severity": n.severity, "code": n.code, "message": n.message}
                     for i, n in enumerate(frames.notes)
@@ -207,7 +292,7 @@ class Store:
         """Run a select and return a DataFrame."""
         with self.engine.connect() as conn:
             result = conn.execute(stmt, params or {})
-            return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+            return _to_frame(result.fetchall(), list(result.keys()))
 
     def resolve_run(self, spec: str | int | None) -> int:
         """A run id from ``latest``/None or a number.
@@ -234,24 +319,150 @@ class Store:
     def query(self, sql: str) -> pd.DataFrame:
         """Run one user SQL statement on a read-only connection.
 
+        On SQLite an authorizer admits only reads (``SELECT``, read-only ``PRAGMA``s): besides
+        writes to the database, ``ATTACH``, ``VACUUM INTO`` and setting ``PRAGMA``s are refused,
+        since they would create files or change the connection.
+
+        Args:
+            sql: one statement.
+
+        Returns:
+            The result rows; integer columns stay exact (nullable ``Int64``).
+
         Raises:
-            QueryError: the statement fails or tries to write.
+            QueryError: the statement is empty, fails, writes, or returns no rows.
         """
         if not self.read_only:
             raise QueryError("Store.query needs a read-only store (Store(path, read_only=True))")
+        if not sql.strip():
+            raise QueryError("empty query; give one SELECT statement, e.g. rocroof query 'SELECT * FROM run'")
+        denied: list[str] = []
         try:
             with self.engine.connect() as conn:
-                result = conn.exec_driver_sql(sql)
-                if not result.returns_rows:
-                    raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
-                return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+                dbapi = conn.connection.dbapi_connection
+                guard = isinstance(dbapi, sqlite3.Connection)
+                if guard:
+                    dbapi.set_authorizer(_read_only_authorizer(denied))  # type: ignore[union-attr]
+                try:
+                    result = conn.exec_driver_sql(sql)
+                    if not result.returns_rows:
+                        raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
+                    return _to_frame(result.fetchall(), list(result.keys()))
+                finally:
+                    if guard:
+                        dbapi.set_authorizer(None)  # type: ignore[union-attr]
         except sa.exc.DBAPIError as exc:
-            msg = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+            msg = _reason(exc)
+            if denied:
+                raise QueryError(
+                    f"refused: rocroof query only reads (the statement would {denied[0]}); the database was not changed"
+                ) from exc
             if "readonly" in msg.replace("-", "").lower() or "read-only" in msg.lower() or "query_only" in msg:
                 raise QueryError(
                     f"the database is opened read-only; statements that write are refused ({msg})"
                 ) from exc
             raise QueryError(f"query failed: {msg}") from exc
+
+
+#: Introspection pragmas a read-only query may use with an argument (``PRAGMA table_info(run)``).
+_READ_PRAGMAS = {
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "foreign_key_check",
+    "integrity_check",
+    "quick_check",
+    "database_list",
+    "collation_list",
+    "function_list",
+    "module_list",
+    "pragma_list",
+    "compile_options",
+}
+_SCHEMA_TABLES = {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"}
+
+
+def _action_text(action: int, arg1: str | None, arg2: str | None) -> str:
+    """What a denied sqlite3 authorizer action would have done, in words."""
+    names = {
+        value: name.removeprefix("SQLITE_").lower().replace("_", " ")
+        for name, value in vars(sqlite3).items()
+        if name.startswith(("SQLITE_CREATE_", "SQLITE_DROP_")) and isinstance(value, int)
+    }
+    if action in names:  # "create table x", "drop view y", ...
+        return f"{names[action]} {arg1}"
+    verbs = {
+        sqlite3.SQLITE_INSERT: "insert into",
+        sqlite3.SQLITE_UPDATE: "update",
+        sqlite3.SQLITE_DELETE: "delete from",
+        sqlite3.SQLITE_ATTACH: "attach (create or open) the file",
+        sqlite3.SQLITE_DETACH: "detach",
+        sqlite3.SQLITE_REINDEX: "rebuild the index",
+        sqlite3.SQLITE_ANALYZE: "analyze",
+    }
+    if action == sqlite3.SQLITE_PRAGMA:
+        return f"set PRAGMA {arg1}={arg2}" if arg2 is not None else f"run PRAGMA {arg1}"
+    if action == sqlite3.SQLITE_TRANSACTION:
+        return f"{arg1} a transaction"
+    if action == sqlite3.SQLITE_SAVEPOINT:
+        return f"{(arg1 or '').lower()} savepoint {arg2}"
+    if action == sqlite3.SQLITE_ALTER_TABLE:  # arg1 is the schema, arg2 the table
+        return f"alter table {arg2}"
+    return f"{verbs.get(action, f'perform SQLite action {action} on')} {arg1 or ''}".strip()
+
+
+def _read_only_authorizer(denied: list[str]) -> Callable[[int, str | None, str | None, str | None, str | None], int]:
+    """An sqlite3 authorizer that admits reads only and records what it denied in ``denied``."""
+
+    def authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
+        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE):
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA and arg1 is not None:
+            name = arg1.lower()
+            if name in _READ_PRAGMAS or (
+                arg2 is None and name not in ("optimize", "shrink_memory", "wal_checkpoint", "incremental_vacuum")
+            ):
+                return sqlite3.SQLITE_OK
+        # Table-valued pragmas (SELECT * FROM pragma_table_info('run')) report an UPDATE of the schema
+        # table while they only read it, and DDL reports its schema-table row before the specific
+        # action (drop table run), which is denied next with a better message. PRAGMA query_only
+        # and the read-only file mode still refuse any real write to the schema tables.
+        if (
+            action in (sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_INSERT, sqlite3.SQLITE_DELETE)
+            and (arg1 or "").lower() in _SCHEMA_TABLES
+        ):
+            return sqlite3.SQLITE_OK
+        denied.append(_action_text(action, arg1, arg2))
+        return sqlite3.SQLITE_DENY
+
+    return authorize
+
+
+def _reason(exc: sa.exc.DBAPIError) -> str:
+    """The driver's first message line of a database error."""
+    return str(exc.orig).strip().splitlines()[0] if exc.orig is not None and str(exc.orig).strip() else str(exc)
+
+
+def _to_frame(rows: Sequence[Any], columns: list[str]) -> pd.DataFrame:
+    """Rows as a DataFrame; a column of integers (and NULLs) becomes exact nullable ``Int64``.
+
+    Without this, one NULL turns an integer column into float64, which prints ``5.0`` for ``5``
+    and loses digits of nanosecond timestamps beyond 2**53.
+    """
+    df = pd.DataFrame([tuple(r) for r in rows], columns=columns, dtype=object)
+    for i in range(len(columns)):
+        values = df.iloc[:, i].tolist()
+        present = [v for v in values if v is not None]
+        exact_int = all(isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 for v in present)
+        if present and exact_int:
+            df.isetitem(i, pd.array(values, dtype="Int64"))
+        elif present:
+            df.isetitem(i, pd.Series(values))
+    return df
 
 
 def _delete_run(conn: sa.Connection, run_id: int) -> None:

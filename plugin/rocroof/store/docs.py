@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import schema, views
-from .migrations import SCHEMA_VERSION
+from .migrations import SCHEMA_VERSION, migration_table
 
 
 def schema_markdown() -> str:
@@ -26,7 +26,7 @@ def schema_markdown() -> str:
         out += [f"| `{name}` | {doc} |" for name, doc in view.columns.items()]
         out.append("")
     out += ["## Tables", ""]
-    for table in schema.metadata.sorted_tables:
+    for table in [*schema.metadata.sorted_tables, migration_table]:
         out += [f"### `{table.name}`", "", "| column | type | meaning |", "|---|---|---|"]
         for col in table.columns:
             key = " (key)" if col.primary_key else ""

@@ -21,8 +21,8 @@ from . import schema, views
 migration_table = sa.Table(
     "rocroof_migration",
     sa.MetaData(),
-    sa.Column("name", sa.String(64), primary_key=True),
-    sa.Column("applied_at", sa.String(32), nullable=False),
+    sa.Column("name", sa.String(64), primary_key=True, info={"doc": "Migration step name (e.g. 0001_initial)."}),
+    sa.Column("applied_at", sa.String(32), nullable=False, info={"doc": "When it was applied, ISO 8601 UTC."}),
 )
 
 _V1_TABLES = [
@@ -88,6 +88,33 @@ def check(conn: sa.Connection, location: str) -> int:
     return len(done)
 
 
+def refuse_foreign_or_newer(conn: sa.Connection, location: str) -> dict[str, str]:
+    """Refuse a database this rocroof must not write to.
+
+    An empty database and one with pending migrations pass (:func:`upgrade` handles them).
+    Nothing is written.
+
+    Args:
+        conn: a connection to the database.
+        location: how to name the database in messages.
+
+    Returns:
+        ``{name: applied_at}`` of the applied migrations.
+
+    Raises:
+        SchemaError: the database holds a newer schema or another program's tables.
+    """
+    done = applied(conn)
+    unknown = sorted(set(done) - {n for n, _ in MIGRATIONS})
+    if unknown:
+        raise SchemaError(f"{location}: written by a newer rocroof (migration {unknown[-1]}); upgrade rocroof")
+    if not done:
+        foreign = set(sa.inspect(conn).get_table_names()) - {"rocroof_migration"}
+        if foreign:
+            raise SchemaError(f"{location}: not a rocroof database (has tables {', '.join(sorted(foreign)[:5])})")
+    return done
+
+
 def upgrade(engine: sa.Engine, location: str) -> list[str]:
     """Apply pending migrations (one transaction each) and re-create the views.
 
@@ -98,14 +125,7 @@ def upgrade(engine: sa.Engine, location: str) -> list[str]:
         SchemaError: the database holds a newer schema or foreign tables.
     """
     with engine.begin() as conn:
-        done = applied(conn)
-        unknown = sorted(set(done) - {n for n, _ in MIGRATIONS})
-        if unknown:
-            raise SchemaError(f"{location}: written by a newer rocroof (migration {unknown[-1]}); upgrade rocroof")
-        if not done:
-            foreign = set(sa.inspect(conn).get_table_names()) - {"rocroof_migration"}
-            if foreign:
-                raise SchemaError(f"{location}: not a rocroof database (has tables {', '.join(sorted(foreign)[:5])})")
+        done = refuse_foreign_or_newer(conn, location)
         migration_table.create(conn, checkfirst=True)
     ran = []
     for name, step in MIGRATIONS:

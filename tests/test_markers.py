@@ -1,0 +1,207 @@
+"""The ggml marker grammar: ranges ``ggml:<OP>:<name>:<inv>``, ``ggml-fused:`` lines, reset marks."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+
+from rocroof.errors import ParseError
+from rocroof.markers import (
+    FusedGroup,
+    GgmlRange,
+    file_has_fused_lines,
+    is_reset,
+    parse_fused,
+    parse_range,
+    read_fused_log,
+)
+
+from .conftest import fixture_path
+
+# ---- ranges -------------------------------------------------------------------------------
+
+
+def test_parse_range_simple() -> None:
+    assert parse_range("ggml:MUL_MAT:Qcur-0:17") == GgmlRange(op="MUL_MAT", node_name="Qcur-0", invocation=17)
+
+
+def test_parse_range_name_with_colons_and_spaces() -> None:
+    got = parse_range("ggml:CPY:cache_k_l0 (view): a:b :42")
+    assert got == GgmlRange(op="CPY", node_name="cache_k_l0 (view): a:b ", invocation=42)
+
+
+def test_parse_range_empty_name_and_big_invocation() -> None:
+    assert parse_range("ggml:ADD::3") == GgmlRange(op="ADD", node_name="", invocation=3)
+    assert parse_range("ggml:ADD:x:18446744073709551615") == GgmlRange("ADD", "x", 2**64 - 1)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        None,
+        "",
+        "hipMemcpyAsync",
+        "ggml",
+        "ggml reset",
+        "ggml:reset",
+        "ggml-fused:0:RMS_NORM+MUL:norm-0|attn_norm-0",
+        "xggml:ADD:x:1",
+        "GGML:ADD:x:1",
+    ],
+)
+def test_parse_range_not_a_ggml_range(message: str | None) -> None:
+    assert parse_range(message) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "ggml:MUL_MAT:x:17a",  # not a number
+        "ggml:MUL_MAT:x:",  # empty invocation
+        "ggml:MUL_MAT:x:-1",  # negative
+        "ggml:MUL_MAT:x: 17",  # space
+        "ggml:MUL_MAT:x:1.0",  # float
+        "ggml:MUL_MAT:17",  # no name field
+        "ggml:ADD:x:\u0661\u0662",  # Arabic-Indic digits: int() would take them
+        "ggml:MUL MAT:x:1",  # op with a space
+        "ggml::x:1",  # empty op
+    ],
+)
+def test_parse_range_bad_invocation_or_op(message: str) -> None:
+    assert parse_range(message) is None
+
+
+# ---- fused lines ---------------------------------------------------------------------------
+
+
+def test_parse_fused_plain() -> None:
+    got = parse_fused("ggml-fused:0:RMS_NORM+MUL:norm-0|attn_norm-0")
+    assert got == FusedGroup(invocation=0, ops=("RMS_NORM", "MUL"), node_names=("norm-0", "attn_norm-0"))
+    assert got.op_list == "RMS_NORM+MUL"
+
+
+def test_parse_fused_with_prefix_and_names_with_spaces() -> None:
+    line = "[2025-01-01 12:00:01] W ggml-fused:5:ROPE+VIEW+SET_ROWS:Kcur-0|Kcur-0 (view)|cache_k_l0 (view)\r\n"
+    got = parse_fused(line)
+    assert got is not None
+    assert got.invocation == 5
+    assert got.ops == ("ROPE", "VIEW", "SET_ROWS")
+    assert got.node_names == ("Kcur-0", "Kcur-0 (view)", "cache_k_l0 (view)")
+
+
+def test_parse_fused_names_may_contain_colons() -> None:
+    got = parse_fused("ggml-fused:3:ADD+MUL:a:b|c")
+    assert got is not None and got.node_names == ("a:b", "c")
+
+
+def test_parse_fused_single_op() -> None:
+    got = parse_fused("ggml-fused:9:ADD:x")
+    assert got is not None and got.op_list == "ADD" and got.node_names == ("x",)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        None,
+        "",
+        "ggml:ADD:x:1",
+        "ggml-fused:x:ADD:a",  # invocation not a number
+        "ggml-fused:-1:ADD:a",
+        "ggml-fused:1:ADD+:a",  # empty op
+        "ggml-fused:1:ADD MUL:a",  # op with a space
+        "ggml-fused:1:ADD",  # no names
+        "ggml-fused:",
+    ],
+)
+def test_parse_fused_rejects(message: str | None) -> None:
+    assert parse_fused(message) is None
+
+
+def test_is_reset() -> None:
+    assert is_reset("ggml reset")
+    assert is_reset("  ggml reset\n")
+    assert is_reset("ggml:reset")
+    for other in (None, "", "ggml resets", "ggml", "reset", "ggml:ADD:x:1"):
+        assert not is_reset(other)
+
+
+# ---- logs ----------------------------------------------------------------------------------
+
+
+def _write_gz(path: Path, data: bytes) -> Path:
+    path.write_bytes(gzip.compress(data))
+    return path
+
+
+def test_read_fused_log_gzip_with_non_utf8_bytes(tmp_path: Path) -> None:
+    log = _write_gz(
+        tmp_path / "stderr.log.gz",
+        b"llama_model_loader: \xff\xfe binary junk\n"
+        b"ggml-fused:0:RMS_NORM+MUL:norm-0|attn_norm-0\n"
+        b"\x80prefix ggml-fused:2:MUL_MAT+ADD:ffn_out-0|ffn_out-0 (bias)\n"
+        b"ggml-fused:4:ADD+MUL:na\xffme|x\n"
+        b"ggml-fused:bad line\n"
+        b"ggml-fused:0:RMS_NORM+MUL:norm-0|attn_norm-0 again\n",
+    )
+    groups = read_fused_log(log)
+    assert sorted(groups) == [0, 2, 4]
+    assert groups[0].node_names == ("norm-0", "attn_norm-0 again")  # a later line wins
+    assert groups[2].op_list == "MUL_MAT+ADD"
+    assert groups[2].node_names == ("ffn_out-0", "ffn_out-0 (bias)")
+    assert groups[4].node_names == ("na\ufffdme", "x")
+
+
+def test_read_fused_log_plain_text(tmp_path: Path) -> None:
+    log = tmp_path / "stderr.log"
+    log.write_bytes(b"hello\nggml-fused:7:SOFT_MAX+ARGSORT:a|b")  # no final newline
+    assert read_fused_log(log) == {7: FusedGroup(7, ("SOFT_MAX", "ARGSORT"), ("a", "b"))}
+
+
+def test_read_fused_log_truncated_gzip_is_a_parse_error(tmp_path: Path) -> None:
+    data = gzip.compress(b"".join(b"ggml-fused:%d:ADD+MUL:a|b\n" % i for i in range(20000)))
+    log = tmp_path / "cut.log.gz"
+    log.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ParseError) as err:
+        read_fused_log(log)
+    assert err.value.path == str(log)
+    assert "truncated" in str(err.value)
+
+
+def test_read_fused_log_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ParseError):
+        read_fused_log(tmp_path / "absent.log")
+
+
+def test_file_has_fused_lines(tmp_path: Path) -> None:
+    yes = _write_gz(tmp_path / "a.log.gz", b"x\xff\nggml-fused:0:ADD+MUL:a|b\n")
+    no = _write_gz(tmp_path / "b.log.gz", b"ggml:ADD:x:1\nggml reset\n")
+    late = tmp_path / "c.log"
+    late.write_bytes(b"x" * 100 + b"\nggml-fused:0:ADD+MUL:a|b\n")
+    assert file_has_fused_lines(yes)
+    assert not file_has_fused_lines(no)
+    assert file_has_fused_lines(late)
+    assert not file_has_fused_lines(late, probe_bytes=50)
+    assert not file_has_fused_lines(tmp_path / "absent.log")
+
+
+_FUSED_LINE = re.compile(rb"ggml-fused:([0-9]+):([A-Za-z0-9_+]+):([^\r\n]*)")
+
+
+@pytest.mark.parametrize("name", ["dense_stderr_fused.log.gz", "moe_stderr_fused.log.gz"])
+def test_read_fused_log_on_real_h200_logs(name: str) -> None:
+    path = fixture_path("h200-trial", name)
+    with gzip.open(path, "rb") as fh:
+        lines = [m for raw in fh if (m := _FUSED_LINE.search(raw))]
+    assert lines, "the recorded log has fused lines"
+    expected = {
+        int(m.group(1)): (m.group(2).decode(), tuple(m.group(3).decode("utf-8", "replace").split("|"))) for m in lines
+    }
+    assert len(expected) == len(lines)  # each invocation is printed once in these runs
+    groups = read_fused_log(path)
+    assert len(groups) == len(lines)
+    assert {inv: (g.op_list, g.node_names) for inv, g in groups.items()} == expected
+    assert all(len(g.ops) == len(g.node_names) for g in groups.values())
+    assert file_has_fused_lines(path)

@@ -1,0 +1,618 @@
+"""The results database: schema and migrations, one transaction per run, views, read-only queries.
+
+Most tests store a small hand-made run whose expected aggregates are worked out by hand in the
+comments; the fixture-based ones use AMD's recorded vcopy workloads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+import rocroof.store as store_mod
+from rocroof.errors import DuplicateRunError, InputError, QueryError, SchemaError
+from rocroof.pipeline import RunFrames, build_run
+from rocroof.readers import read_capture
+from rocroof.records import Note
+from rocroof.report import build_report, render
+from rocroof.store import Store, schema, views
+from rocroof.store.docs import schema_markdown
+from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION, migration_table
+
+from .conftest import REPO, VCOPY_BYTES, fixture_path
+
+ALL_TABLES = [t.name for t in schema.metadata.sorted_tables] + ["rocroof_migration"]
+
+
+@contextlib.contextmanager
+def connect(db: Path) -> Iterator[sqlite3.Connection]:
+    """A plain sqlite3 connection that commits and closes (to look at the file as another program would)."""
+    conn = sqlite3.connect(db)
+    try:
+        with conn:
+            yield conn
+    finally:
+        conn.close()
+
+
+# ---- a hand-made run ------------------------------------------------------------------------
+#
+# Timing pass 0 holds dispatches 0..3; counter pass 1 holds dispatch 4, a re-run of dispatch 0
+# (timing_dispatch_index 0), which the views must not count twice.
+#
+#   idx kernel  op (invocation)   duration_ns  read bytes (min..max)   write bytes
+#   0   mmq     MUL_MAT (100)     1000         4000                    1000
+#   1   mmq     MUL_MAT (101)     2000         NULL (3000..6000)       2000
+#   2   add     ADD (102)         NULL         100                     100
+#   3   mmq     unattributed      500          50                      50
+#
+# Ceiling 100 GB/s. Bytes / ns = GB/s.
+BIG_NS = 12_345_678_901_234_567  # > 2**53: a float64 cannot hold it
+
+
+def _frames(sha: str | None = "a" * 64, peak: float | None = 100.0) -> RunFrames:
+    run = {
+        "source_format": "hand-made",
+        "source_path": "/captures/hand-made",
+        "content_sha256": sha,
+        "profiler": "test",
+        "gpu_arch": "gfx942",
+        "gpu_name": "MI300X",
+        "timing_source": "trace",
+        "serialised_timings": False,
+        "attribution_method": "launch_api",
+        "dram_peak_gbps": peak,
+        "dram_peak_source": "by hand",
+        "rocroof_version": "test",
+    }
+    passes = pd.DataFrame(
+        {
+            "pass_index": [0, 1],
+            "kind": ["trace", "counter"],
+            "label": ["trace", "pass_1"],
+            "is_timing_pass": [True, False],
+            "dispatch_count": [4, 1],
+            "matched_count": [4, 1],
+            "timestamps_exact": [True, True],
+        }
+    )
+    ops = pd.DataFrame(
+        {
+            "op_index": [0, 1, 2],
+            "invocation": [100, 101, 102],
+            "op": ["MUL_MAT", "MUL_MAT", "ADD"],
+            "op_list": ["MUL_MAT", "MUL_MAT", "ADD"],
+            "is_fused": [False, False, False],
+            "node_name": ["Qcur-0", "Qcur-1", "ffn_out-0"],
+            "layer": [0, 1, 0],
+            "from_marker": [True, True, True],
+            "from_metadata": [False, False, False],
+        }
+    )
+    na = pd.NA
+    dispatch = pd.DataFrame(
+        {
+            "dispatch_index": [0, 1, 2, 3, 4],
+            "pass_index": [0, 0, 0, 0, 1],
+            "ordinal": [0, 1, 2, 3, 0],
+            "dispatch_id": [1, 2, 3, 4, 1],
+            "kernel_name": ["mmq", "mmq", "add", "mmq", "mmq"],
+            "start_ns": pd.array([BIG_NS, BIG_NS + 2000, na, BIG_NS + 9000, na], dtype="Int64"),
+            "duration_ns": pd.array([1000, 2000, na, 500, 1700], dtype="Int64"),
+            "op_index": pd.array([0, 1, 2, na, 0], dtype="Int64"),
+            "attribution_method": ["launch_api", "launch_api", "launch_api", "none", "launch_api"],
+            "timing_dispatch_index": [0, 1, 2, 3, 0],
+        }
+    )
+    nan = float("nan")
+    dram = pd.DataFrame(
+        {
+            "dispatch_index": [0, 1, 2, 3],
+            "dram_read_bytes": [4000.0, nan, 100.0, 50.0],
+            "dram_read_bytes_min": [4000.0, 3000.0, 100.0, 50.0],
+            "dram_read_bytes_max": [4000.0, 6000.0, 100.0, 50.0],
+            "dram_write_bytes": [1000.0, 2000.0, 100.0, 50.0],
+            "dram_write_bytes_min": [nan, nan, nan, nan],
+            "dram_write_bytes_max": [nan, nan, nan, nan],
+            "dram_bytes_note": [None, "request size unknown", None, None],
+        }
+    )
+    counters = pd.DataFrame(
+        {"dispatch_index": [0, 1, 4], "counter_name": ["TCC_EA0_WRREQ_sum"] * 3, "value": [15.0, 31.0, 15.0]}
+    )
+    return RunFrames(
+        run=run,
+        tables={
+            "pass": passes,
+            "op_invocation": ops,
+            "dispatch": dispatch,
+            "dram_traffic": dram,
+            "counter_value": counters,
+        },
+        notes=[Note("warning", "dram-bytes-unknown", "1 dispatch(es): request size unknown")],
+        settings={"hbm_bw": "100"},
+    )
+
+
+def _counts(db: Path) -> dict[str, int]:
+    with connect(db) as conn:
+        return {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in ALL_TABLES}
+
+
+def _one(store: Store, sql: str) -> dict[str, Any]:
+    rows = store.query(sql).to_dict("records")
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def _is_null(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+
+
+# ---- schema and migrations ------------------------------------------------------------------
+
+
+def test_upgrade_records_every_migration_once(db_path: Path) -> None:
+    assert SCHEMA_VERSION == len(MIGRATIONS) >= 1
+    assert Store(db_path).upgrade() == [name for name, _ in MIGRATIONS]
+    assert Store(db_path).upgrade() == []
+    with connect(db_path) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM rocroof_migration ORDER BY name")]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert names == sorted(name for name, _ in MIGRATIONS)
+    assert set(ALL_TABLES) <= tables
+    ro = Store(db_path, read_only=True)
+    assert ro.check() == SCHEMA_VERSION
+    assert all(applied for _, applied in ro.status())
+
+
+def test_views_compile_on_sqlite_and_have_exactly_the_documented_columns(db_path: Path) -> None:
+    Store(db_path).upgrade()
+    ro = Store(db_path, read_only=True)
+    for view in views.VIEWS:
+        sql = views.compiled(view, sa.create_engine("sqlite://").dialect)
+        assert sql.lstrip().upper().startswith("SELECT")
+        columns = list(ro.query(f"SELECT * FROM {view.name} LIMIT 0").columns)
+        assert columns == list(view.columns), view.name
+        assert all(doc.strip() for doc in view.columns.values()), view.name
+        assert view.doc.strip()
+
+
+def test_every_table_column_has_a_doc() -> None:
+    for table in [*schema.metadata.sorted_tables, migration_table]:
+        for column in table.columns:
+            assert str(column.info.get("doc", "")).strip(), f"{table.name}.{column.name} has no doc"
+
+
+def test_docs_schema_md_is_the_generated_file() -> None:
+    generated = subprocess.run(
+        [sys.executable, "-m", "rocroof.store.docs"], capture_output=True, text=True, check=True
+    ).stdout
+    assert generated == schema_markdown()
+    committed = (REPO / "docs" / "schema.md").read_text()
+    assert committed == generated, "docs/schema.md is stale: run 'make docs'"
+    for name in ALL_TABLES + [v.name for v in views.VIEWS]:
+        assert f"### `{name}`" in committed
+
+
+def test_a_newer_schema_is_refused_everywhere_but_status(db_path: Path) -> None:
+    Store(db_path).write_run(_frames())
+    with connect(db_path) as conn:
+        conn.execute("INSERT INTO rocroof_migration VALUES ('0999_from_the_future', '2030-01-01T00:00:00+00:00')")
+    before = _counts(db_path)
+    ro = Store(db_path, read_only=True)
+    with pytest.raises(SchemaError, match="newer rocroof.*0999_from_the_future"):
+        ro.check()
+    with pytest.raises(SchemaError, match="newer rocroof"):
+        ro.resolve_run("latest")
+    with pytest.raises(SchemaError, match="newer rocroof"):
+        Store(db_path).upgrade()
+    with pytest.raises(SchemaError, match="newer rocroof"):
+        Store(db_path).preflight()
+    with pytest.raises(SchemaError, match="newer rocroof"):
+        Store(db_path).write_run(_frames(sha="b" * 64))
+    assert ro.status()[-1] == ("0999_from_the_future", "2030-01-01T00:00:00+00:00")
+    assert _counts(db_path) == before
+
+
+def test_an_out_of_date_schema_asks_for_db_upgrade(db_path: Path) -> None:
+    Store(db_path).upgrade()
+    with connect(db_path) as conn:
+        conn.execute("DELETE FROM rocroof_migration")
+        conn.execute("INSERT INTO rocroof_migration VALUES ('0000_not_a_step', 'x')")
+    # an applied name this rocroof does not know is "newer", even if it sorts first
+    with pytest.raises(SchemaError, match="newer"):
+        Store(db_path, read_only=True).check()
+
+
+def test_a_foreign_sqlite_database_is_refused_and_left_byte_for_byte(tmp_path: Path) -> None:
+    db = tmp_path / "other.db"
+    with connect(db) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO customers VALUES (1, 'x')")
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    for call in (
+        lambda: Store(db).upgrade(),
+        lambda: Store(db).preflight(),
+        lambda: Store(db).write_run(_frames()),
+        lambda: Store(db, read_only=True).check(),
+        lambda: Store(db, read_only=True).status(),
+    ):
+        with pytest.raises(SchemaError, match="not a rocroof database"):
+            call()
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest  # not even switched to WAL
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
+
+@pytest.mark.parametrize("content", [b"hello, this is not SQLite\n" * 40, b"SQLite format 3\x00" + b"\xff" * 200])
+def test_a_file_that_is_not_a_database_is_a_schema_error(tmp_path: Path, content: bytes) -> None:
+    db = tmp_path / "notes.db"
+    db.write_bytes(content)
+    for call in (
+        lambda: Store(db).upgrade(),
+        lambda: Store(db).preflight(),
+        lambda: Store(db).write_run(_frames()),
+        lambda: Store(db, read_only=True).check(),
+        lambda: Store(db, read_only=True).status(),
+    ):
+        with pytest.raises(SchemaError, match=r"notes\.db"):
+            call()
+    assert db.read_bytes() == content
+
+
+def test_missing_files_and_directories(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such database"):
+        Store(tmp_path / "absent.db", read_only=True)
+    with pytest.raises(InputError, match="does not exist"):
+        Store(tmp_path / "no" / "dir" / "r.db")
+    Store(tmp_path / "new.db").preflight()
+    assert not (tmp_path / "new.db").exists()  # preflight creates nothing
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(SchemaError, match="empty database"):
+        Store(empty, read_only=True).check()
+
+
+# ---- one transaction per run ------------------------------------------------------------------
+
+
+def _fail_in_table(monkeypatch: pytest.MonkeyPatch, failing: str) -> list[str]:
+    """Make inserting rows of table ``failing`` raise; return the tables written before."""
+    written: list[str] = []
+    real = store_mod._chunks
+
+    def chunks(df: pd.DataFrame, table: sa.Table, run_id: int) -> Any:
+        if table.name == failing:
+            raise RuntimeError(f"disk full while writing {failing}")
+        written.append(table.name)
+        return real(df, table, run_id)
+
+    monkeypatch.setattr(store_mod, "_chunks", chunks)
+    return written
+
+
+@pytest.mark.parametrize("failing", ["dispatch", "counter_value", "dram_traffic"])
+def test_a_failure_in_the_middle_of_write_run_leaves_the_database_as_it_was(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    first = Store(db_path).write_run(_frames(sha="1" * 64), labels={"model": "a"})
+    before = _counts(db_path)
+    assert before["run"] == 1 and before["dispatch"] == 5
+
+    written = _fail_in_table(monkeypatch, failing)
+    with pytest.raises(RuntimeError, match="disk full"):
+        Store(db_path).write_run(_frames(sha="2" * 64), labels={"model": "b"})
+    assert written, "the failure must come after some rows were inserted"
+    assert _counts(db_path) == before
+    monkeypatch.undo()
+
+    second = Store(db_path).write_run(_frames(sha="2" * 64), labels={"model": "b"})
+    assert second > first
+    after = _counts(db_path)
+    assert after["run"] == 2 and after["dispatch"] == 10 and after["run_label"] == 2
+
+
+def test_a_database_error_in_the_middle_of_write_run_rolls_back(db_path: Path) -> None:
+    Store(db_path).write_run(_frames(sha="1" * 64))
+    before = _counts(db_path)
+    frames = _frames(sha="2" * 64)
+    dram = frames.tables["dram_traffic"]
+    frames.tables["dram_traffic"] = pd.concat([dram, dram.iloc[[0]]], ignore_index=True)  # duplicate key
+    with pytest.raises(sa.exc.IntegrityError):
+        Store(db_path).write_run(frames)
+    assert _counts(db_path) == before
+
+
+def test_a_failed_first_ingest_stores_no_run(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fail_in_table(monkeypatch, "dram_traffic")
+    with pytest.raises(RuntimeError):
+        Store(db_path).write_run(_frames())
+    assert all(n == 0 for t, n in _counts(db_path).items() if t != "rocroof_migration")
+
+
+def test_the_same_capture_twice_is_refused_and_replace_replaces_it(db_path: Path) -> None:
+    store = Store(db_path)
+    first = store.write_run(_frames(), labels={"model": "a"})
+    before = _counts(db_path)
+    with pytest.raises(DuplicateRunError, match=f"already stored as run {first}.*--replace"):
+        store.write_run(_frames(), labels={"model": "b"})
+    assert _counts(db_path) == before
+    second = store.write_run(_frames(), labels={"model": "b"}, replace=True)
+    assert second != first
+    assert _counts(db_path) == before  # same rows, new run id
+    ro = Store(db_path, read_only=True)
+    assert ro.query("SELECT run_id FROM run")["run_id"].tolist() == [second]
+    assert ro.query("SELECT value FROM run_label")["value"].tolist() == ["b"]
+    third = store.write_run(_frames(), replace=True)  # no labels given: the old ones stay
+    assert third > second
+    assert ro.query("SELECT run_id, key, value FROM run_label").to_dict("records") == [
+        {"run_id": third, "key": "model", "value": "b"}
+    ]
+    for table in schema.metadata.sorted_tables:
+        if "run_id" in table.c:
+            assert ro.query(f"SELECT COUNT(*) AS n FROM {table.name} WHERE run_id = {first}")["n"][0] == 0
+
+
+def test_runs_without_content_hash_are_never_duplicates(db_path: Path) -> None:
+    store = Store(db_path)
+    assert store.write_run(_frames(sha=None)) != store.write_run(_frames(sha=None))
+
+
+def test_delete_run(db_path: Path) -> None:
+    store = Store(db_path)
+    rid = store.write_run(_frames())
+    store.delete_run(rid)
+    assert all(n == 0 for t, n in _counts(db_path).items() if t != "rocroof_migration")
+    with pytest.raises(InputError, match=f"no run {rid}"):
+        store.delete_run(rid)
+
+
+# ---- views: unknown is not zero ---------------------------------------------------------------
+
+
+def test_dispatch_dram_joins_bytes_and_skips_counter_pass_records(db_path: Path) -> None:
+    rid = Store(db_path).write_run(_frames())
+    ro = Store(db_path, read_only=True)
+    rows = ro.query(f"SELECT * FROM dispatch_dram WHERE run_id = {rid} ORDER BY dispatch_index")
+    assert rows["dispatch_index"].tolist() == [0, 1, 2, 3]  # record 4 is a counter-pass re-run of 0
+    d0, d1, d2, d3 = rows.to_dict("records")
+    assert d0["dram_bytes"] == 5000
+    assert d0["achieved_gbps"] == pytest.approx(5.0)  # 5000 B / 1000 ns
+    assert d0["pct_of_dram_peak"] == pytest.approx(5.0)  # 5 of 100 GB/s
+    assert d0["dram_time_at_peak_ns"] == pytest.approx(50.0)  # 5000 B at 100 B/ns
+    assert d0["op"] == "MUL_MAT" and d0["invocation"] == 100 and d0["gfx_arch"] is None  # no agent rows
+    assert _is_null(d1["dram_read_bytes"]) and _is_null(d1["dram_bytes"]) and _is_null(d1["achieved_gbps"])
+    assert (d1["dram_bytes_min"], d1["dram_bytes_max"]) == (5000, 8000)  # write bound = its exact value
+    assert d1["achieved_gbps_min"] == pytest.approx(2.5) and d1["achieved_gbps_max"] == pytest.approx(4.0)
+    assert d2["dram_bytes"] == 200 and _is_null(d2["duration_ns"]) and _is_null(d2["achieved_gbps"])
+    assert _is_null(d3["op"]) and _is_null(d3["op_index"])
+
+
+def test_op_summary_is_null_when_any_dispatch_is_unknown_and_bounds_add_up(db_path: Path) -> None:
+    rid = Store(db_path).write_run(_frames())
+    ro = Store(db_path, read_only=True)
+    mm = _one(ro, f"SELECT * FROM op_summary WHERE run_id = {rid} AND op = 'MUL_MAT'")
+    assert (mm["invocations"], mm["dispatches"], mm["duration_ns"]) == (2, 2, 3000)
+    assert _is_null(mm["dram_read_bytes"])  # 4000 + unknown is unknown, not 4000
+    assert (mm["dram_read_bytes_min"], mm["dram_read_bytes_max"]) == (7000, 10000)
+    assert (mm["dram_write_bytes"], mm["dram_write_bytes_min"], mm["dram_write_bytes_max"]) == (3000, 3000, 3000)
+    assert _is_null(mm["dram_bytes"]) and _is_null(mm["achieved_gbps"]) and _is_null(mm["pct_of_dram_peak"])
+    assert mm["achieved_gbps_min"] == pytest.approx(10000 / 3000)
+    assert mm["achieved_gbps_max"] == pytest.approx(13000 / 3000)
+    add = _one(ro, f"SELECT * FROM op_summary WHERE run_id = {rid} AND op = 'ADD'")
+    assert add["dram_bytes"] == 200
+    assert _is_null(add["duration_ns"]) and _is_null(add["achieved_gbps"])  # time unknown, not 0 ns
+    none = _one(ro, f"SELECT * FROM op_summary WHERE run_id = {rid} AND op IS NULL")
+    assert (none["invocations"], none["dispatches"], none["duration_ns"], none["dram_bytes"]) == (0, 1, 500, 100)
+    assert none["achieved_gbps"] == pytest.approx(0.2)
+
+
+def test_kernel_and_invocation_summaries(db_path: Path) -> None:
+    rid = Store(db_path).write_run(_frames())
+    ro = Store(db_path, read_only=True)
+    mmq = _one(ro, f"SELECT * FROM kernel_summary WHERE run_id = {rid} AND kernel_name = 'mmq'")
+    assert (mmq["dispatches"], mmq["duration_ns"]) == (3, 3500)  # the counter-pass record is not a 4th
+    assert _is_null(mmq["dram_read_bytes"])
+    assert (mmq["dram_read_bytes_min"], mmq["dram_read_bytes_max"]) == (7050, 10050)
+    assert mmq["dram_write_bytes"] == 3050
+    inv = ro.query(f"SELECT * FROM op_invocation_summary WHERE run_id = {rid} ORDER BY invocation")
+    assert inv["invocation"].tolist() == [100, 101, 102]  # the unattributed dispatch has no invocation
+    assert inv["dispatches"].tolist() == [1, 1, 1]
+    assert inv["dram_bytes"].tolist()[0] == 5000 and _is_null(inv["dram_bytes"].tolist()[1])
+
+
+def test_report_by_invocation_names_each_launch(db_path: Path) -> None:
+    frames = _frames()
+    frames.tables["op_invocation"].loc[2, "node_name"] = None
+    rid = Store(db_path).write_run(frames)
+    text = render(build_report(Store(db_path, read_only=True), rid, by="invocation"), "table")
+    names = [line.split("  ")[0] for line in text.splitlines() if line.startswith(("MUL_MAT", "ADD"))]
+    assert names == ["MUL_MAT Qcur-1 #101", "MUL_MAT Qcur-0 #100", "ADD #102"]  # 2000 ns, 1000 ns, unknown
+
+
+def test_without_a_ceiling_the_percentages_are_unknown(db_path: Path) -> None:
+    rid = Store(db_path).write_run(_frames(peak=None))
+    ro = Store(db_path, read_only=True)
+    d0 = _one(ro, f"SELECT * FROM dispatch_dram WHERE run_id = {rid} AND dispatch_index = 0")
+    assert d0["achieved_gbps"] == pytest.approx(5.0)
+    assert _is_null(d0["pct_of_dram_peak"]) and _is_null(d0["dram_time_at_peak_ns"])
+
+
+# ---- reports over the hand-made run -------------------------------------------------------------
+
+
+def test_report_by_op_sorts_known_times_first_and_keeps_unknowns_null(db_path: Path) -> None:
+    rid = Store(db_path).write_run(_frames())
+    rep = build_report(Store(db_path, read_only=True), rid, by="op")
+    ops = rep.rows["op"].tolist()
+    assert ops[0] == "MUL_MAT" and _is_null(ops[1]) and ops[2] == "ADD"  # 3000 ns, 500 ns, then unknown time
+    # shares are of the known time, 3500 ns
+    assert rep.rows["share_of_time_pct"].tolist()[:2] == pytest.approx([100 * 3000 / 3500, 100 * 500 / 3500])
+    assert rep.totals["unattributed_dispatches"] == 1 and rep.totals["dispatches"] == 4
+    text = render(rep, "table")
+    assert "MI300X (gfx942)" in text and "100.0 GB/s" in text
+    assert "(unattributed)" in text and "1 of 4 dispatches are outside any ggml range" in text
+    mm_line = next(line for line in text.splitlines() if line.startswith("MUL_MAT"))
+    assert "? (0.01–0.01)" in mm_line  # read MB unknown, with its bounds (7,000..10,000 B)
+    assert "? (3–4)" in mm_line  # GB/s unknown, with its bounds (10,000..13,000 B in 3,000 ns)
+    md = render(rep, "markdown")
+    assert md.startswith("**rocroof** run ") and "| ggml op |" in md
+    assert "- **warning** (dram-bytes-unknown)" in md
+
+
+def test_report_json_and_csv_are_raw_and_null_for_unknown(db_path: Path) -> None:
+    import csv
+    import io
+    import json
+
+    rid = Store(db_path).write_run(_frames())
+    rep = build_report(Store(db_path, read_only=True), rid, by="dispatch")
+    rows = json.loads(render(rep, "json"))
+    assert [r["dispatch_id"] for r in rows] == [1, 2, 3, 4]
+    assert rows[0]["duration_ns"] == 1000 and isinstance(rows[0]["duration_ns"], int)
+    assert rows[1]["dram_read_bytes"] is None and rows[1]["dram_read_bytes_min"] == 3000
+    assert rows[2]["duration_ns"] is None and rows[2]["achieved_gbps"] is None
+    assert rows[3]["op"] is None and rows[3]["invocation"] is None
+    parsed = list(csv.DictReader(io.StringIO(render(rep, "csv"))))
+    assert parsed[1]["dram_read_bytes"] == "" and parsed[0]["duration_ns"] == "1000"
+
+
+def test_report_by_invocation_on_a_run_without_ops_says_so(db_path: Path) -> None:
+    frames = _frames()
+    frames.tables["op_invocation"] = frames.tables["op_invocation"].iloc[0:0]
+    frames.tables["dispatch"]["op_index"] = pd.array([pd.NA] * 5, dtype="Int64")
+    rid = Store(db_path).write_run(frames)
+    rep = build_report(Store(db_path, read_only=True), rid, by="invocation")
+    assert len(rep.rows) == 0
+    assert "no ggml op invocations in this run" in render(rep, "table")
+    assert render(rep, "json") == "[]\n"
+
+
+# ---- read-only queries --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("DELETE FROM run", "delete from run"),
+        ("INSERT INTO run_label VALUES (1, 'k', 'v')", "insert into run_label"),
+        ("UPDATE run SET host = 'x'", "update run"),
+        ("DROP TABLE dispatch", "drop table dispatch"),
+        ("DROP VIEW op_summary", "drop view op_summary"),
+        ("CREATE TABLE t (x)", "create table t"),
+        ("CREATE TEMP VIEW v AS SELECT 1", "create temp view v"),
+        ("ALTER TABLE run ADD COLUMN extra", "alter table run"),
+        ("WITH x AS (SELECT 1) DELETE FROM dispatch", "delete from dispatch"),
+        ("PRAGMA journal_mode = DELETE", "PRAGMA journal_mode"),
+        ("PRAGMA query_only = 0", "PRAGMA query_only"),
+        ("BEGIN", "BEGIN"),
+    ],
+)
+def test_query_refuses_statements_that_write(db_path: Path, sql: str, words: str) -> None:
+    Store(db_path).write_run(_frames())
+    before = _counts(db_path)
+    ro = Store(db_path, read_only=True)
+    with pytest.raises(QueryError, match="refused") as err:
+        ro.query(sql)
+    assert words in str(err.value)
+    assert "\n" not in str(err.value)
+    assert _counts(db_path) == before
+    assert ro.query("SELECT COUNT(*) AS n FROM dispatch")["n"][0] == 5  # the connection still reads
+
+
+@pytest.mark.parametrize("sql", ["ATTACH DATABASE '{p}' AS side", "VACUUM INTO '{p}'"])
+def test_query_creates_no_files(db_path: Path, tmp_path: Path, sql: str) -> None:
+    Store(db_path).upgrade()
+    target = tmp_path / "side.db"
+    with pytest.raises(QueryError, match="refused"):
+        Store(db_path, read_only=True).query(sql.format(p=target))
+    assert not target.exists()
+
+
+def test_query_reads_tables_views_and_introspection(db_path: Path) -> None:
+    rid = Store(db_path).write_run(_frames())
+    ro = Store(db_path, read_only=True)
+    assert "run_id" in ro.query("PRAGMA table_info(run)")["name"].tolist()
+    assert ro.query("SELECT name FROM pragma_table_info('dispatch')")["name"].tolist()[:2] == [
+        "run_id",
+        "dispatch_index",
+    ]
+    assert ro.query("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r")[
+        "n"
+    ].tolist() == [1, 2, 3]
+    assert ro.query(f"SELECT COUNT(*) AS n FROM op_summary WHERE run_id = {rid}")["n"][0] == 3
+
+
+def test_query_keeps_integers_exact(db_path: Path) -> None:
+    Store(db_path).write_run(_frames())
+    df = Store(db_path, read_only=True).query("SELECT start_ns FROM dispatch ORDER BY dispatch_index")
+    values = df["start_ns"].tolist()
+    assert values[0] == BIG_NS and values[1] == BIG_NS + 2000  # a float64 would round these
+    assert values[2] is pd.NA
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("SELEC 1", "syntax error"),
+        ("SELECT * FROM no_such_table", "no such table"),
+        ("SELECT 1; SELECT 2", "one statement"),
+        ("", "empty query"),
+        ("   ", "empty query"),
+    ],
+)
+def test_query_errors_are_one_line(db_path: Path, sql: str, message: str) -> None:
+    Store(db_path).upgrade()
+    with pytest.raises(QueryError, match=message) as err:
+        Store(db_path, read_only=True).query(sql)
+    assert "\n" not in str(err.value)
+
+
+def test_query_needs_a_read_only_store(db_path: Path) -> None:
+    with pytest.raises(QueryError, match="read-only"):
+        Store(db_path).query("SELECT 1")
+
+
+def test_resolve_run(db_path: Path) -> None:
+    Store(db_path).upgrade()
+    ro = Store(db_path, read_only=True)
+    with pytest.raises(InputError, match="no runs stored yet"):
+        ro.resolve_run("latest")
+    first = Store(db_path).write_run(_frames(sha="1" * 64))
+    second = Store(db_path).write_run(_frames(sha="2" * 64))
+    assert ro.resolve_run("latest") == ro.resolve_run(None) == ro.resolve_run("LATEST") == second
+    assert ro.resolve_run(str(first)) == ro.resolve_run(first) == first
+    with pytest.raises(InputError, match="no run 99"):
+        ro.resolve_run("99")
+    with pytest.raises(InputError, match="a number or 'latest'"):
+        ro.resolve_run("first")
+
+
+# ---- recorded workloads ---------------------------------------------------------------------------
+
+
+def test_replacing_a_recorded_workload_keeps_its_bytes(db_path: Path) -> None:
+    path = fixture_path("rocprof-compute", "vcopy", "MI300X_A1_rocpd")
+    frames = build_run(read_capture(path))
+    store = Store(db_path)
+    first = store.write_run(frames)
+    with pytest.raises(DuplicateRunError):
+        store.write_run(build_run(read_capture(path)))
+    second = store.write_run(build_run(read_capture(path)), replace=True)
+    assert second != first
+    ro = Store(db_path, read_only=True)
+    assert ro.query("SELECT COUNT(*) AS n FROM run")["n"][0] == 1
+    rows = ro.query(f"SELECT dram_read_bytes, dram_write_bytes FROM dispatch_dram WHERE run_id = {second}")
+    assert len(rows) == 3
+    assert rows["dram_read_bytes"].tolist() == pytest.approx([VCOPY_BYTES] * 3, rel=0.01)
+    assert rows["dram_write_bytes"].tolist() == pytest.approx([VCOPY_BYTES] * 3, rel=0.01)
