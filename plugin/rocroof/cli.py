@@ -453,7 +453,7 @@ def db_upgrade(db: str) -> None:
     """
     from .store import Store
 
-    ran = Store(db).upgrade()
+    ran = Store(db).upgrade(recreate_views=True)
     click.echo(f"applied {', '.join(ran)}" if ran else "schema is up to date")
 
 

@@ -115,8 +115,11 @@ class Store:
         self.engine.dispose()
 
     # ---- schema -----------------------------------------------------------------------
-    def upgrade(self) -> list[str]:
+    def upgrade(self, *, recreate_views: bool = False) -> list[str]:
         """Create or upgrade the schema; returns the migrations applied now.
+
+        Args:
+            recreate_views: drop and re-create the views even when no migration ran.
 
         Raises:
             SchemaError: a newer or foreign schema, or a file that is not an SQLite database.
@@ -127,7 +130,7 @@ class Store:
             if self.engine.dialect.name == "sqlite" and not self.read_only:
                 with self.engine.connect() as conn:
                     conn.exec_driver_sql("PRAGMA journal_mode = WAL")  # readers do not block the writer
-            return migrations.upgrade(self.engine, self.location)
+            return migrations.upgrade(self.engine, self.location, recreate_views=recreate_views)
         except sa.exc.DatabaseError as exc:
             raise SchemaError(f"{self.location}: cannot open the database ({_reason(exc)})") from exc
 
@@ -269,9 +272,9 @@ class Store:
                 if df is None or not len(df):
                     continue
                 table = schema.metadata.tables[name]
-                for chunk in _chunks(df, table, run_id):
-                    conn.execute(table.insert(), chunk)
-                    done += len(chunk)
+                for names, rows in _chunks(df, table, run_id):
+                    _insert_many(conn, table, names, rows)
+                    done += len(rows)
                     if progress:
                         progress(name, done, total)
         return run_id
@@ -483,13 +486,32 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _chunks(df: pd.DataFrame, table: sa.Table, run_id: int) -> Iterator[list[dict[str, Any]]]:
+def _chunks(df: pd.DataFrame, table: sa.Table, run_id: int) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+    """Rows of ``df`` for ``table`` as ``(column names, tuples)`` chunks, ``run_id`` first."""
     cols = [c.name for c in table.columns if c.name in df.columns and c.name != "run_id"]
     n = len(df)
     for start in range(0, n, INSERT_CHUNK):
         part = df.iloc[start : start + INSERT_CHUNK]
-        values = {c: _py_list(part[c]) for c in cols}
-        yield [{"run_id": run_id, **{c: values[c][i] for c in cols}} for i in range(len(part))]
+        values = [_py_list(part[c]) for c in cols]
+        yield ["run_id", *cols], list(zip([run_id] * len(part), *values, strict=True))
+
+
+def _insert_many(conn: sa.Connection, table: sa.Table, names: list[str], rows: list[tuple[Any, ...]]) -> None:
+    """Bulk insert through the driver's ``executemany``.
+
+    SQLAlchemy's per-row parameter handling is the bottleneck for millions of rows; dialects with
+    named parameters take the Core path.
+    """
+    placeholder = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(conn.dialect.paramstyle)
+    if placeholder is None:
+        conn.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in rows])
+        return
+    quote = conn.dialect.identifier_preparer.quote
+    sql = (
+        f"INSERT INTO {quote(table.name)} ({', '.join(quote(n) for n in names)}) "
+        f"VALUES ({', '.join([placeholder] * len(names))})"
+    )
+    conn.exec_driver_sql(sql, rows)
 
 
 def _py_list(col: pd.Series) -> list[Any]:

@@ -115,8 +115,11 @@ def refuse_foreign_or_newer(conn: sa.Connection, location: str) -> dict[str, str
     return done
 
 
-def upgrade(engine: sa.Engine, location: str) -> list[str]:
-    """Apply pending migrations (one transaction each) and re-create the views.
+def upgrade(engine: sa.Engine, location: str, *, recreate_views: bool = False) -> list[str]:
+    """Apply pending migrations (one transaction each) and (re-)create the views.
+
+    Views are re-created when a migration ran, when one is missing, or when asked
+    (``rocroof db upgrade``); a release that changes a view adds a migration step.
 
     Returns:
         The names of the migrations applied now.
@@ -140,5 +143,7 @@ def upgrade(engine: sa.Engine, location: str) -> list[str]:
             )
         ran.append(name)
     with engine.begin() as conn:
-        views.create_all(conn)
+        existing = set(sa.inspect(conn).get_view_names())
+        if recreate_views or ran or any(v.name not in existing for v in views.VIEWS):
+            views.create_all(conn)
     return ran
