@@ -264,9 +264,9 @@ class Store:
                 ],
                 "run_setting": [{"key": k, "value": v} for k, v in frames.settings.items()],
             }
-            for name, rows in small.items():
-                if rows:
-                    conn.execute(schema.metadata.tables[name].insert(), [{"run_id": run_id, **r} for r in rows])
+            for name, records in small.items():
+                if records:
+                    conn.execute(schema.metadata.tables[name].insert(), [{"run_id": run_id, **r} for r in records])
             for name in _TABLE_ORDER:
                 df = frames.tables.get(name)
                 if df is None or not len(df):
