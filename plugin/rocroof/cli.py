@@ -8,6 +8,7 @@ user errors too.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,16 @@ class RocroofGroup(click.Group):
         except RocroofError as exc:
             if ctx.params.get("traceback") or os.environ.get("ROCROOF_TRACEBACK"):
                 raise
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(_printable(str(exc))) from None
+
+
+def _printable(text: str) -> str:
+    """Text any terminal can print: undecodable bytes of file names become ``\\xNN``."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _echo(text: str, nl: bool = True) -> None:
+    click.echo(_printable(text), nl=nl)
 
 
 def _stderr() -> Console:
@@ -83,6 +93,10 @@ def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InputError(f"--label {item!r}: expected key=value")
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError("--label: the label contains bytes that are not UTF-8") from exc
         out[key.strip()] = value.strip()
     return out
 
@@ -157,8 +171,11 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
         "profiler": "as reported by the profiler",
         "none": "not available",
     }.get(run["timing_source"], run["timing_source"])
+    files = [Path(f).name for f in capture.files_read]
+    shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
     parts = [
-        f"Stored run {run_id} from {path} ({capture.source_format}, {gpu or 'unknown GPU'}): "
+        f"Stored run {run_id} from {path} ({capture.source_format}, {gpu or 'unknown GPU'}; read {len(files)} "
+        f"file(s): {shown}): "
         f"{len(capture.passes)} pass(es), {n:,} dispatch(es) in the timing pass, "
         f"{len(frames.tables['op_invocation']):,} ggml op invocation(s), {attributed:,} dispatch(es) attributed "
         f"({run['attribution_method']}).",
@@ -230,7 +247,7 @@ def ingest(
     if attach and len(paths) > 1:
         raise InputError("--attach belongs to one run; ingest one PATH at a time with it")
     for path in paths:
-        click.echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
+        _echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
 
 
 @cli.command()
@@ -290,7 +307,13 @@ def collect(
     label_map = _parse_labels(labels)  # before the (long) application runs, not after
     out_dir = out or Path("rocroof-out") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     plan = make_plan(
-        list(app), out_dir, counters=counters, arch=arch, output_format=output_format, sidecar=not no_sidecar
+        list(app),
+        out_dir,
+        counters=counters,
+        arch=arch,
+        output_format=output_format,
+        sidecar=not no_sidecar,
+        dry_run=dry_run,
     )
     lines = [
         f"GPU {plan.device.arch}: {len(plan.runs)} application run(s), output format {plan.output_format}, "
@@ -298,10 +321,10 @@ def collect(
     ]
     for run in plan.runs:
         what = "timings" if run.kind == "trace" else f"counters {' '.join(run.counters)}"
-        env = " ".join(f"{k}={v}" for k, v in run.env.items())
-        lines.append(f"  {run.label}: {what}\n    {env + ' ' if env else ''}{' '.join(run.argv)}")
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env.items())
+        lines.append(f"  {run.label}: {what}\n    {env + ' ' if env else ''}{shlex.join(run.argv)}")
     if dry_run:
-        click.echo("\n".join(lines))
+        _echo("\n".join(lines))
         return
     from .store import Store
 
@@ -316,7 +339,7 @@ def collect(
         _stderr().print(f"[{i + 1}/{total}] {run.label}: running the application under rocprofv3 ...", markup=False)
 
     capture_dir = execute(plan, list(app), on_run=on_run)
-    click.echo(_ingest_one(capture_dir, db, label_map, [], arch, False, True, False))
+    _echo(_ingest_one(capture_dir, db, label_map, [], arch, False, True, False))
 
 
 @cli.command()
@@ -348,7 +371,7 @@ def runs(db: str, fmt: str, notes_for: int | None) -> None:
         )
     else:
         df = runs_frame(store)
-    click.echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
+    _echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
 
 
 @cli.command()
@@ -382,7 +405,7 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str) -> None:
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
-    click.echo(render(rep, fmt), nl=False)  # type: ignore[arg-type]
+    _echo(render(rep, fmt), nl=False)  # type: ignore[arg-type]
 
 
 @cli.command()
@@ -406,7 +429,7 @@ def query(sql: str, db: str, fmt: str) -> None:
 
     store = Store(db, read_only=True)
     store.check()
-    click.echo(render_frame(store.query(sql), fmt), nl=False)  # type: ignore[arg-type]
+    _echo(render_frame(store.query(sql), fmt), nl=False)  # type: ignore[arg-type]
 
 
 @cli.group()
@@ -436,10 +459,10 @@ def db_status(db: str) -> None:
     known = {name for name, _ in MIGRATIONS}
     for name, applied in store.status():
         if name not in known:
-            click.echo(f"{name}: applied {applied} (unknown to rocroof {__version__}: written by a newer rocroof)")
+            _echo(f"{name}: applied {applied} (unknown to rocroof {__version__}: written by a newer rocroof)")
         else:
-            click.echo(f"{name}: {'applied ' + applied if applied else 'pending'}")
-    click.echo(f"rocroof {__version__} knows schema version {SCHEMA_VERSION}")
+            _echo(f"{name}: {'applied ' + applied if applied else 'pending'}")
+    _echo(f"rocroof {__version__} knows schema version {SCHEMA_VERSION}")
 
 
 @db.command("upgrade")
@@ -454,7 +477,7 @@ def db_upgrade(db: str) -> None:
     from .store import Store
 
     ran = Store(db).upgrade(recreate_views=True)
-    click.echo(f"applied {', '.join(ran)}" if ran else "schema is up to date")
+    _echo(f"applied {', '.join(ran)}" if ran else "schema is up to date")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

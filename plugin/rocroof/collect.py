@@ -52,6 +52,7 @@ def make_plan(
     profiler: Rocprofv3 | None = None,
     output_format: str | None = None,
     sidecar: bool = True,
+    dry_run: bool = False,
 ) -> CollectPlan:
     """Plan a capture.
 
@@ -63,6 +64,7 @@ def make_plan(
         profiler: the backend (tests pass one with a fake executable).
         output_format: force ``csv`` or ``rocpd``.
         sidecar: ask the llama.cpp hook for the op-metadata JSON in the trace pass.
+        dry_run: only plan; the profiler need not be installed when ``arch`` is given.
 
     Raises:
         ProfilerNotFound: no rocprofv3 (and no ``arch`` for a dry run).
@@ -71,9 +73,13 @@ def make_plan(
     """
     if not app:
         raise InputError("no application command: put it after '--', e.g. rocroof collect -- llama-bench -m model.gguf")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: --out must be a directory (this is a file)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise InputError(f"{out_dir}: output directory is not empty; choose another with --out")
     prof = profiler or Rocprofv3(output_format=output_format)
+    if not dry_run:
+        prof.locate()
     if arch:
         device = Device(arch=arch)
         try:

@@ -18,7 +18,8 @@ import pandas as pd
 
 from . import __version__
 from .attribution import PassAttribution, attribute_pass, join_pass, reset_cutoff
-from .dram import dram_bytes
+from .dram import base_arch, dram_bytes
+from .errors import InputError
 from .markers import is_reset, parse_range
 from .peaks import find_peak
 from .records import AGENT_COLUMNS, Capture, Note, PassData, conform
@@ -84,14 +85,42 @@ def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd
     return pd.Series(pd.array(result, dtype="Int64")), agents
 
 
-def _durations(p: PassData) -> pd.Series:
-    d = p.dispatches
-    dur = d["duration_ns"].astype("Int64")
+def _durations(p: PassData, notes: list[Note]) -> pd.Series:
+    """GPU time per dispatch, ns: the source's duration, else end - start when both are exact."""
+    d = p.dispatches.reset_index(drop=True)
+    given = d["duration_ns"].astype("Int64")
     derived = (d["end_ns"] - d["start_ns"]).astype("Int64")
-    dur = dur.where(dur.notna(), derived)
-    if not p.timestamps_exact:
-        dur = dur.where(d["duration_ns"].notna(), pd.NA)
-    return dur.where(~(dur < 0).fillna(False), pd.NA).reset_index(drop=True)
+    rounded = (d["timestamps_exact"] == False).fillna(False).to_numpy(dtype=bool)  # noqa: E712 (nullable)
+    if not p.timestamps_exact and not rounded.any():
+        rounded = np.ones(len(d), dtype=bool)  # the reader flagged the pass, not single dispatches
+    derived = derived.where(~rounded, pd.NA)
+    dur = given.where(given.notna(), derived)
+    negative = (dur < 0).fillna(False).to_numpy(dtype=bool)
+    if negative.any():
+        first = int(np.flatnonzero(negative)[0])
+        notes.append(
+            Note(
+                "warning",
+                "negative-duration",
+                f"{p.label}: {int(negative.sum())} dispatch(es) end before they start (e.g. dispatch "
+                f"{d['dispatch_id'].iloc[first]}); their durations are unknown",
+            )
+        )
+    return dur.where(~negative, pd.NA)
+
+
+_ARCH_RE = re.compile(r"gfx[0-9]{2,4}[a-z]?(:[a-z0-9+\-]+)*|sm_[0-9]{2,3}[a-z]?", re.IGNORECASE)
+
+
+def check_arch(arch: str) -> str:
+    """Validate an architecture name given by the user (``gfx942``, ``gfx90a``, ``sm_90``).
+
+    Raises:
+        InputError: anything else.
+    """
+    if not _ARCH_RE.fullmatch(arch.strip()):
+        raise InputError(f"--arch {arch!r}: expected a gfx target such as gfx942, gfx90a, gfx1151 or an sm_XY")
+    return arch.strip().lower()
 
 
 def build_run(
@@ -114,14 +143,25 @@ def build_run(
         The :class:`RunFrames` for :meth:`rocroof.store.Store.write_run`.
     """
     notes = list(capture.notes)
+    for p in capture.passes:
+        notes += p.notes
     agent_idx_per_pass = []
     agents = conform(capture.agents, AGENT_COLUMNS)
     for p in capture.passes:
         idx, agents = _agent_index(p.dispatches["agent_label"], agents)
         agent_idx_per_pass.append(idx)
     if arch_override:
-        gpu = (agents["agent_type"] == "GPU") | agents["agent_type"].isna()
-        agents.loc[gpu, "gfx_arch"] = arch_override
+        arch_override = check_arch(arch_override)
+        gpu = ((agents["agent_type"] == "GPU") | agents["agent_type"].isna()).to_numpy(dtype=bool)
+        recorded = {str(a) for a in agents.loc[gpu, "gfx_arch"].dropna() if str(a)}
+        conflict = {a for a in recorded if base_arch(a) != base_arch(arch_override)}
+        if conflict:
+            raise InputError(
+                f"--arch {arch_override}: the capture records {', '.join(sorted(conflict))}; --arch only fills in an "
+                "architecture the capture does not record"
+            )
+        recorded_arch = agents.loc[gpu, "gfx_arch"]
+        agents.loc[gpu, "gfx_arch"] = recorded_arch.where(recorded_arch.notna(), arch_override)
     agents = agents.reset_index(drop=True)
     agents["agent_index"] = np.arange(len(agents))
 
@@ -199,7 +239,7 @@ def build_run(
                 "correlation_id": d["correlation_id"],
                 "start_ns": d["start_ns"],
                 "end_ns": d["end_ns"],
-                "duration_ns": _durations(p),
+                "duration_ns": _durations(p, notes),
                 "grid_size": d["grid_size"],
                 "workgroup_size": d["workgroup_size"],
                 **{c: d[c] for c in ("grid_x", "grid_y", "grid_z", "workgroup_x", "workgroup_y", "workgroup_z")},
@@ -589,12 +629,23 @@ def _op_tables(
                 )
         nodes = meta.nodes.copy()
         operands = meta.operands.copy()
+    unmatched = 0
     for inv, (op_list, names) in fused.items():
         rec = records.get(inv)
         if rec is None:
+            unmatched += 1
             continue
         rec["op_list"] = op_list
         rec["node_names"] = "|".join(names)
+    if unmatched:
+        notes.append(
+            Note(
+                "warning" if unmatched == len(fused) else "info",
+                "fused-unmatched",
+                f"{unmatched} of {len(fused)} ggml-fused group(s) name an invocation this capture has no op for"
+                + (" (is the log from another run?)" if unmatched == len(fused) else " (e.g. warm-up)"),
+            )
+        )
     ops = pd.DataFrame(sorted(records.values(), key=lambda r: r["invocation"]))
     if not len(ops):
         return pd.DataFrame(), pd.DataFrame(), pd.DataFrame()

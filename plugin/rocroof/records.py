@@ -22,6 +22,8 @@ never 0.
     lds_bytes: Int64, LDS (group segment) bytes per workgroup.
     scratch_bytes: Int64, scratch (private segment) bytes per work-item.
     vgpr_count, accum_vgpr_count, sgpr_count: Int64, registers per work-item / wave.
+    timestamps_exact: boolean, False where the source rounded this dispatch's timestamps (its
+        duration is then unknown); <NA> or True otherwise.
 
 ``COUNTER_COLUMNS`` — one row per (dispatch, counter), summed over hardware instances:
     row: int, 0-based position of the dispatch in the pass's dispatch table.
@@ -82,6 +84,7 @@ DISPATCH_COLUMNS: dict[str, str] = {
     "vgpr_count": "Int64",
     "accum_vgpr_count": "Int64",
     "sgpr_count": "Int64",
+    "timestamps_exact": "boolean",
 }
 
 COUNTER_COLUMNS: dict[str, str] = {"row": "int64", "counter_name": "object", "value": "float64"}
@@ -201,6 +204,7 @@ class PassData:
         requested_counters: counters the pass asked for, when the capture says so.
         timestamps_exact: False when the source rounded timestamps (durations unknown).
         timestamps_note: why timestamps are not exact.
+        notes: findings of the reader about this pass (stored with the run).
     """
 
     kind: Literal["trace", "counter", "merged"]
@@ -214,6 +218,7 @@ class PassData:
     requested_counters: tuple[str, ...] | None = None
     timestamps_exact: bool = True
     timestamps_note: str | None = None
+    notes: list[Note] = field(default_factory=list)
 
 
 @dataclass
@@ -258,6 +263,7 @@ class Capture:
         dram_peak_gbps: a measured or recorded DRAM bandwidth ceiling in GB/s (1e9 B/s).
         dram_peak_source: where that ceiling came from.
         content_sha256: hash of the raw input files, to refuse double ingests.
+        files_read: the files that were read (what the hash covers).
     """
 
     source_format: str
@@ -275,3 +281,4 @@ class Capture:
     dram_peak_gbps: float | None = None
     dram_peak_source: str | None = None
     content_sha256: str = ""
+    files_read: list[str] = field(default_factory=list)

@@ -148,9 +148,9 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     Args:
         store: an open store (read-only is fine).
         run_id: the run.
-        by: ``dispatch`` (one row per timing dispatch, in order), ``kernel``, ``op`` or
+        by: ``dispatch`` (one row per timing dispatch, in enqueue order), ``kernel``, ``op`` or
             ``invocation`` (sorted by total time, longest first; unknown times last).
-        top: keep only the first N rows.
+        top: keep only the N longest rows (for ``dispatch``: the N longest dispatches, longest first).
 
     Returns:
         The :class:`Report`.
@@ -168,6 +168,8 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
             100.0 * pd.to_numeric(rows["duration_ns"], errors="coerce") / known_total if known_total else float("nan")
         )
         rows = rows.sort_values(["duration_ns", "dispatches"], ascending=[False, False], na_position="last")
+    elif top is not None:
+        rows = rows.sort_values(["duration_ns", "dispatch_index"], ascending=[False, True], na_position="last")
     else:
         rows = rows.sort_values("dispatch_index")
     totals = {
@@ -260,6 +262,31 @@ def _gbps_cell(row: pd.Series) -> str:
     return "?"
 
 
+def _pct_cell(row: pd.Series, peak: Any) -> str:
+    v = row.get("pct_of_dram_peak")
+    if not _nan(v):
+        return _num(v, 1, 1)
+    lo, hi = row.get("achieved_gbps_min"), row.get("achieved_gbps_max")
+    if not _nan(lo) and not _nan(hi) and not _nan(peak) and peak:
+        return f"? ({_num(100 * lo / peak, 1, 0)}–{_num(100 * hi / peak, 1, 0)})"
+    return "?"
+
+
+def _time_at_peak_cell(row: pd.Series, peak: Any) -> str:
+    v = row.get("dram_time_at_peak_ns")
+    if not _nan(v):
+        return _num(v, 1e3)
+
+    def total(suffix: str) -> float:
+        parts = [row.get(f"{k}{suffix}") for k in ("dram_read_bytes", "dram_write_bytes")]
+        return float("nan") if any(_nan(x) for x in parts) else float(sum(parts))
+
+    lo, hi = total("_min"), total("_max")
+    if not _nan(lo) and not _nan(hi) and not _nan(peak) and peak:
+        return f"? ({_num(lo / peak, 1e3)}–{_num(hi / peak, 1e3)})"
+    return "?"
+
+
 def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     by = report.by
     headers: list[str] = []
@@ -277,8 +304,8 @@ def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
                     _bytes_cell(r, "dram_read_bytes"),
                     _bytes_cell(r, "dram_write_bytes"),
                     _gbps_cell(r),
-                    _num(r["pct_of_dram_peak"], 1, 1),
-                    _num(r["dram_time_at_peak_ns"], 1e3),
+                    _pct_cell(r, report.run.get("dram_peak_gbps")),
+                    _time_at_peak_cell(r, report.run.get("dram_peak_gbps")),
                 ]
             )
         return headers, lines
@@ -306,16 +333,35 @@ def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
             _bytes_cell(r, "dram_read_bytes"),
             _bytes_cell(r, "dram_write_bytes"),
             _gbps_cell(r),
-            _num(r["pct_of_dram_peak"], 1, 1),
-            _num(r["dram_time_at_peak_ns"], 1e3),
+            _pct_cell(r, report.run.get("dram_peak_gbps")),
+            _time_at_peak_cell(r, report.run.get("dram_peak_gbps")),
         ]
         lines.append(line)
     return headers, lines
 
 
-def _short(name: Any, width: int = 60) -> str:
-    text = "" if _nan(name) else str(name)
+def short_kernel_name(name: Any, width: int = 72) -> str:
+    """A kernel name for tables: no ``void`` return type, no argument list, at most ``width`` chars.
+
+    >>> short_kernel_name("void mul_mat_vec_q<(ggml_type)8, 1, false>(const void *, const void *, float *)")
+    'mul_mat_vec_q<(ggml_type)8, 1, false>'
+    """
+    text = "" if _nan(name) else str(name).strip()
+    if text.startswith("void "):
+        text = text[5:]
+    if text.endswith(")"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[i], 0)
+            if depth == 0:
+                if i > 0:  # keep "(anonymous namespace)"-style names whole
+                    text = text[:i].rstrip()
+                break
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _short(name: Any, width: int = 72) -> str:
+    return short_kernel_name(name, width)
 
 
 def gpu_text(name: Any, arch: Any) -> str:
@@ -345,6 +391,8 @@ def _header_lines(report: Report) -> list[str]:
         "profiler": "the profiler's own per-kernel times",
         "none": "no timing source",
     }.get(str(r.get("timing_source")), str(r.get("timing_source")))
+    if report.totals.get("duration_ns") is None and report.total_rows:
+        timing += " (durations unknown: see the warnings)"
     lines = [
         f"run {r['run_id']}: {r.get('source_path') or ''} — {r.get('profiler') or '?'} on {gpu or 'unknown GPU'}",
         f"timings from {timing}; attribution: {r.get('attribution_method')}",
@@ -354,6 +402,13 @@ def _header_lines(report: Report) -> list[str]:
     else:
         lines.append("DRAM ceiling: unknown (no % of peak)")
     return lines
+
+
+def _md_cell(text: str, code: bool) -> str:
+    """A Markdown table cell: kernel names as code spans (``<float>`` survives), ``|`` escaped."""
+    if code and text:
+        return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def render(report: Report, fmt: Format = "table", width: int | None = None) -> str:
@@ -391,10 +446,11 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
         out = [f"**rocroof** {line}  " for line in _header_lines(report)[:1]]
         out += [f"{line}  " for line in _header_lines(report)[1:]]
         out.append("")
+        text_cols = {i for i, h in enumerate(headers) if i == 0 or h in ("kernel", "op")}
         out.append("| " + " | ".join(headers) + " |")
-        out.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|")
+        out.append("|" + "|".join(":---" if i in text_cols else "---:" for i in range(len(headers))) + "|")
         for line in lines:
-            out.append("| " + " | ".join(c.replace("|", "\\|") for c in line) + " |")
+            out.append("| " + " | ".join(_md_cell(c, code=headers[i] == "kernel") for i, c in enumerate(line)) + " |")
         out.append("")
         for f in footer:
             out.append(f"_{f}_  ")

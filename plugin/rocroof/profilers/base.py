@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import ProfilerFailed
+from ..errors import ProfilerFailed, ProfilerNotFound
 
 #: run(argv, env, log_path) -> exit status. Injected so tests run without a GPU.
 Runner = Callable[[Sequence[str], dict[str, str], Path], int]
@@ -88,7 +88,12 @@ def subprocess_runner(argv: Sequence[str], env: dict[str, str], log: Path) -> in
     """Run a command with ``env`` added, teeing nothing: stdout+stderr go to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as fh:
-        proc = subprocess.run(list(argv), env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT, check=False)
+        try:
+            proc = subprocess.run(
+                list(argv), env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT, check=False
+            )
+        except FileNotFoundError as exc:
+            raise ProfilerNotFound(f"{argv[0]}: not found on PATH ({exc.strerror})") from exc
     return proc.returncode
 
 

@@ -317,6 +317,10 @@ class Rocprofv3:
             ConfigError: a counter the GPU does not list (when the listing is known), or a
                 counter that cannot fit one pass.
         """
+        if base_arch(device.arch).startswith("sm_"):
+            raise ConfigError(
+                f"rocprofv3 profiles AMD GPUs; {device.arch} is an NVIDIA architecture (use a gfx target with --arch)"
+            )
         if device.counters:
             unknown = [c for b in counters for c in b if c.split(":", 1)[0] not in device.counters]
             if unknown:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def _hash_files(paths: list[Path], root: Path) -> str:
             rel = path.relative_to(root) if root.is_dir() else Path(path.name)
         except ValueError:
             rel = Path(path.name)
-        digest.update(str(rel).encode() + b"\0")
+        digest.update(os.fsencode(rel) + b"\0")
         with open(path, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
@@ -85,12 +86,33 @@ def detect(path: Path) -> str:
             raise InputError(f"{path}: directory is empty (expected rocprofv3, rocpd or rocprofiler-compute output)")
         if rocprof_compute.is_workload(path):
             return "rocprof-compute"
-        if any(rocpd.is_rocpd(f) for f in files if logical_name(f).endswith(".db")):
+        workloads = sorted(
+            {f.parent for f in files if logical_name(f) == "sysinfo.csv" and rocprof_compute.is_workload(f.parent)}
+        )
+        if workloads:
+            shown = ", ".join(str(w.relative_to(path)) for w in workloads[:5]) + (", ..." if len(workloads) > 5 else "")
+            raise InputError(
+                f"{path}: holds {len(workloads)} rocprofiler-compute workload(s) ({shown}); "
+                "one run is one capture: ingest each workload directory"
+            )
+        manifests = [f for f in files if f.name == MANIFEST]
+        if len(manifests) > 1:
+            raise InputError(
+                f"{path}: holds {len(manifests)} rocroof collect captures; ingest each capture directory "
+                f"({', '.join(str(m.parent.relative_to(path)) for m in manifests[:5])})"
+            )
+        dbs = [f for f in files if logical_name(f).endswith(".db")]
+        if any(rocpd.is_rocpd(f) for f in dbs):
             return "rocpd"
         if any(rocprofv3_csv.classify(f) for f in files):
             return "rocprofv3-csv"
         if any(logical_name(f).endswith(".json") and ggml_meta.looks_like_metadata(f) for f in files):
             return "ggml-roofline-json"
+        if dbs:
+            raise InputError(
+                f"{path}: {dbs[0].name} is not a readable rocpd database (no rocpd_kernel_dispatch table, or the "
+                "file is damaged); expected rocprofv3 --output-format rocpd output"
+            )
         shown = ", ".join(sorted({logical_name(f) for f in files})[:5])
         raise InputError(
             f"{path}: no profiler output found (saw {shown}{'...' if len(files) > 5 else ''}); expected rocprofv3 "
@@ -98,14 +120,18 @@ def detect(path: Path) -> str:
             "workload (sysinfo.csv + pmc_perf.csv) or ggml op metadata JSON"
         )
     name = logical_name(path)
-    if name.endswith(".db") and rocpd.is_rocpd(path):
-        return "rocpd"
+    if name.endswith(".db"):
+        if rocpd.is_rocpd(path):
+            return "rocpd"
+        raise InputError(
+            f"{path}: not a readable rocpd database (no rocpd_kernel_dispatch table, or the file is damaged)"
+        )
     if rocprofv3_csv.classify(path):
         return "rocprofv3-csv"
     if name in ("pmc_perf.csv", "sysinfo.csv") and rocprof_compute.is_workload(path.parent):
         return "rocprof-compute"
-    if name.endswith(".json") and ggml_meta.looks_like_metadata(path):
-        return "ggml-roofline-json"
+    if name.endswith(".json"):
+        return "ggml-roofline-json"  # the reader names what is wrong with a JSON file that is not one
     if name.endswith(".log") and file_has_fused_lines(path):
         raise InputError(
             f"{path}: a log of ggml-fused lines names fused groups but holds no profile; put it in the capture "
@@ -257,8 +283,12 @@ def read_capture(
         for f in files
         if logical_name(f).endswith(".json") and f.name != MANIFEST and ggml_meta.looks_like_metadata(f)
     ]
+    if fmt == "ggml-roofline-json" and path.is_file():
+        meta_files = [path]
     log_files = [f for f in files if logical_name(f).endswith(".log") and file_has_fused_lines(f)]
     for extra in attachments or []:
+        if extra.is_dir():
+            raise InputError(f"{extra}: --attach takes a file (op metadata JSON or a ggml-fused log), not a directory")
         if not extra.is_file():
             raise InputError(f"{extra}: attachment not found")
         if logical_name(extra).endswith(".json"):
@@ -287,8 +317,20 @@ def read_capture(
 
     if manifest:
         _apply_manifest(capture, manifest, root)
+    if not keep_instances:
+        for p in capture.passes:
+            p.instances = p.instances.iloc[0:0]
+    if not any(len(p.dispatches) for p in capture.passes):
+        if fmt == "ggml-roofline-json":
+            raise InputError(
+                f"{path}: op metadata without kernel timings (rocroof's llama.cpp sidecar); ingest the profiler "
+                "capture and attach it: rocroof ingest CAPTURE --attach FILE"
+            )
+        raise InputError(f"{path}: no kernel dispatches recorded (did the application launch any GPU kernel?)")
     capture.notes = notes + capture.notes
-    capture.content_sha256 = _hash_files(list(dict.fromkeys(used)), root)
+    used = list(dict.fromkeys(used))
+    capture.content_sha256 = _hash_files(used, root)
+    capture.files_read = [str(u) for u in used]
     return capture
 
 

@@ -66,6 +66,7 @@ _NOT_COUNTERS = re.compile(
     + r"|counter_name|counter_value)$"
 )
 _INSTANCE = re.compile(r"^(?P<name>.+)\[(?P<index>\d+)\]$")
+_KD_SUFFIX = re.compile(r"\s*\(\.kd\)\s*$")
 
 
 def is_workload(directory: Path) -> bool:
@@ -130,7 +131,10 @@ def _meta_frame(path: Path, df: pd.DataFrame, first: int) -> tuple[pd.DataFrame,
         col = pick(cols, *aliases)
         if col is None:
             continue
-        if target in ("kernel_name", "agent_label"):
+        if target == "kernel_name":
+            # rocprofv2-era workloads name the kernel descriptor symbol "name (.kd)"; the kernel is "name"
+            out[target] = parse_str(df[col]).map(lambda n: _KD_SUFFIX.sub("", n) if isinstance(n, str) else n)
+        elif target == "agent_label":
             out[target] = parse_str(df[col])
         else:
             values, ex = parse_int(path, df[col], first, col, required=target == "dispatch_id")
@@ -173,6 +177,8 @@ def _wide_counters(path: Path, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataF
 
 def _wide_pass(path: Path, kind: str, label: str, requested: tuple[str, ...] | None) -> PassData:
     df = read_csv(path)
+    if not len(df):
+        raise ParseError(path, "no data rows (expected one row per kernel dispatch; file truncated?)", 2)
     meta, exact = _meta_frame(path, df, 2)
     counters, instances = _wide_counters(path, df)
     order = np.argsort(meta["dispatch_id"].to_numpy(dtype=np.int64), kind="stable")
@@ -180,6 +186,7 @@ def _wide_pass(path: Path, kind: str, label: str, requested: tuple[str, ...] | N
     remap[order] = np.arange(len(order))
     meta = meta.iloc[order].reset_index(drop=True)
     exact = exact.iloc[order].reset_index(drop=True)
+    meta["timestamps_exact"] = pd.array(exact.to_numpy(dtype=bool), dtype="boolean")
     counters["row"] = remap[counters["row"].to_numpy()] if len(counters) else counters["row"]
     instances["row"] = remap[instances["row"].to_numpy()] if len(instances) else instances["row"]
     all_exact = bool(exact.all()) if len(exact) else True
@@ -352,9 +359,11 @@ def _missing_counter_notes(passes: list[PassData]) -> list[Note]:
                     f"{len(per_instance)} per-instance values of {', '.join(names[:6])}"
                     + ("..." if len(names) > 6 else "")
                 )
+            # rocprofiler-compute asks for hundreds of counters; rocroof needs few of them, and a missing
+            # DRAM counter is reported where the DRAM bytes are computed
             notes.append(
                 Note(
-                    "warning",
+                    "info",
                     "missing-counter",
                     f"{p.label}: {len(missing)} requested counter(s) are absent from the output "
                     f"(the profiler could not collect them): {'; '.join(parts)}",

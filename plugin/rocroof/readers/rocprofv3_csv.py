@@ -41,6 +41,7 @@ from ..records import (
     DISPATCH_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
+    Note,
     PassData,
     conform,
     empty_frame,
@@ -207,6 +208,13 @@ def _dispatches_from_kernel_trace(path: Path, pid: int | None) -> tuple[pd.DataF
         return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
     df = pd.concat(frames, ignore_index=True)
     exact = pd.concat(exact_parts, ignore_index=True)
+    keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
+    dup = df.duplicated(subset=keys, keep="first")
+    if bool(dup.any()):
+        pos = int(np.flatnonzero(dup.to_numpy())[0])
+        raise ParseError(
+            path, f"dispatch id {df['dispatch_id'].iloc[pos]} appears twice (expected one row per dispatch)", pos + 2
+        )
     return df, exact
 
 
@@ -434,7 +442,21 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         or [empty_frame(LAUNCH_COLUMNS)],
         ignore_index=True,
     )
+    notes: list[Note] = []
+    if len(exact):
+        dispatches["timestamps_exact"] = pd.array(exact.to_numpy(dtype=bool), dtype="boolean")
     all_exact = bool(exact.all()) if len(exact) else True
+    rounded_note = None
+    if not all_exact:
+        sources = files.files.get("kernel_trace") or files.files.get("counter_collection") or [(None, files.directory)]
+        source = sources[0][1]
+        first = int(np.flatnonzero(~exact.to_numpy(dtype=bool))[0])
+        rounded_note = (
+            f"{source}: {int((~exact).sum())} dispatch(es) have rounded timestamps (e.g. dispatch "
+            f"{dispatches['dispatch_id'].iloc[first]}); their durations are unknown"
+        )
+    if dispatch_frames and info_frames:
+        notes += _check_counter_timestamps(files, dispatches, pd.concat(info_frames, ignore_index=True))
     return PassData(
         kind="counter" if len(counters) else "trace",
         label=label,
@@ -444,5 +466,41 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         markers=markers,
         launches=launches,
         timestamps_exact=all_exact,
-        timestamps_note=None if all_exact else "kernel timestamps were rounded in the CSV file",
+        timestamps_note=rounded_note,
+        notes=notes,
     )
+
+
+def _check_counter_timestamps(files: PassFiles, dispatches: pd.DataFrame, info: pd.DataFrame) -> list[Note]:
+    """Warn when counter_collection.csv and kernel_trace.csv disagree.
+
+    counter_collection.csv repeats each dispatch's GPU timestamps (ROCm >= 6.4): they must match
+    kernel_trace.csv, else the two files come from different runs.
+    """
+    if "start_ns" not in info or info["start_ns"].isna().all():
+        return []
+    key = (
+        ["dispatch_id"]
+        if info["process_id"].isna().all() or dispatches["process_id"].isna().all()
+        else [
+            "process_id",
+            "dispatch_id",
+        ]
+    )
+    both = dispatches[[*key, "start_ns", "kernel_name"]].merge(
+        info[[*key, "start_ns", "kernel_name"]], on=key, suffixes=("_k", "_c")
+    )
+    differ = (both["start_ns_k"] != both["start_ns_c"]).fillna(False) | (
+        both["kernel_name_k"].fillna("") != both["kernel_name_c"].fillna("")
+    )
+    if not bool(differ.any()):
+        return []
+    path = files.files["counter_collection"][0][1]
+    return [
+        Note(
+            "warning",
+            "files-disagree",
+            f"{path}: {int(differ.sum())} of {len(both)} dispatches have other timestamps or kernel names than "
+            "kernel_trace.csv; the two files look like different runs (counters were matched by dispatch id)",
+        )
+    ]

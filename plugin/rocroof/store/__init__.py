@@ -335,6 +335,10 @@ class Store:
         Raises:
             QueryError: the statement is empty, fails, writes, or returns no rows.
         """
+        try:
+            sql.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise QueryError("the query contains bytes that are not UTF-8") from exc
         if not self.read_only:
             raise QueryError("Store.query needs a read-only store (Store(path, read_only=True))")
         if not sql.strip():
@@ -474,6 +478,15 @@ def _delete_run(conn: sa.Connection, run_id: int) -> None:
             conn.execute(table.delete().where(table.c.run_id == run_id))
 
 
+def _text(value: str) -> str:
+    """Text that UTF-8 can store: undecodable bytes of file names (surrogate escapes) become ``\\xNN``."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _clean(row: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in row.items():
@@ -481,6 +494,8 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
             out[k] = None
         elif hasattr(v, "item"):
             out[k] = v.item()
+        elif isinstance(v, str):
+            out[k] = _text(v)
         else:
             out[k] = v
     return out
@@ -516,11 +531,11 @@ def _insert_many(conn: sa.Connection, table: sa.Table, names: list[str], rows: l
 
 def _py_list(col: pd.Series) -> list[Any]:
     """Column values as Python scalars with None for missing (sqlite3 rejects numpy types)."""
-    if col.dtype == object:
+    if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
         return [
             None
             if (v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)))
-            else (v.item() if hasattr(v, "item") else v)
+            else (v.item() if hasattr(v, "item") else _text(v) if isinstance(v, str) else v)
             for v in col.tolist()
         ]
     mask = col.isna().to_numpy()

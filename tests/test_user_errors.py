@@ -1,0 +1,232 @@
+"""Mistakes a first-time user made, and what rocroof must answer (one line, no traceback).
+
+Each case comes from a new-user trial of the CLI; the expected answers are the behaviour a
+user should get, not rocroof's earlier output.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rocroof.cli import cli
+from rocroof.store import Store
+
+from .conftest import fixture_path
+
+KERNEL_HEADER = (
+    '"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name","Correlation_Id",'
+    '"Start_Timestamp","End_Timestamp","LDS_Block_Size","Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count",'
+    '"Workgroup_Size_X","Workgroup_Size_Y","Workgroup_Size_Z","Grid_Size_X","Grid_Size_Y","Grid_Size_Z"'
+)
+
+
+def _row(dispatch: int, start: str, end: str, name: str = "k") -> str:
+    return f'"KERNEL_DISPATCH","Agent 1",1,1,7,{dispatch},1,"{name}",{dispatch},{start},{end},0,0,8,0,16,64,1,1,64,1,1'
+
+
+def run(*args: object, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args], env=env)
+    return result.exit_code, result.output
+
+
+def one_line_error(*args: object, env: dict[str, str] | None = None) -> str:
+    code, out = run(*args, env=env)
+    assert code == 1, out
+    assert out.startswith("Error: "), out
+    assert "Traceback" not in out
+    assert len(out.strip().splitlines()) == 1, out
+    return out
+
+
+def _capture(tmp_path: Path, rows: list[str], name: str = "cap") -> Path:
+    cap = tmp_path / name
+    cap.mkdir()
+    (cap / "7_kernel_trace.csv").write_text(KERNEL_HEADER + "\n" + "\n".join(rows) + "\n")
+    return cap
+
+
+# ---- names and text that are not UTF-8 ---------------------------------------------------------
+
+
+def test_capture_directory_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    cap = _capture(tmp_path, [_row(1, "100", "300")], name=os.fsdecode(b"na\xefme"))
+    code, out = run("ingest", cap, "--db", tmp_path / "r.db")
+    assert code == 0, out
+    stored = Store(tmp_path / "r.db", read_only=True).query("SELECT source_path FROM run")["source_path"].iloc[0]
+    assert stored.endswith("na\\xefme")
+
+
+def test_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    (cap / os.fsdecode(b"7\xff_kernel_trace.csv")).write_text(KERNEL_HEADER + "\n" + _row(1, "100", "300") + "\n")
+    code, out = run("ingest", cap, "--db", tmp_path / "r.db")
+    assert code == 0, out
+
+
+def test_label_and_query_that_are_not_utf8(tmp_path: Path) -> None:
+    cap = _capture(tmp_path, [_row(1, "100", "300")])
+    assert "not UTF-8" in one_line_error("ingest", cap, "--db", tmp_path / "r.db", "--label", os.fsdecode(b"k=\xff"))
+    run("ingest", cap, "--db", tmp_path / "r.db")
+    assert "not UTF-8" in one_line_error("query", os.fsdecode(b"SELECT '\xff'"), "--db", tmp_path / "r.db")
+
+
+# ---- collect ----------------------------------------------------------------------------------
+
+
+def test_collect_out_that_is_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_text("x")
+    msg = one_line_error("collect", "--dry-run", "--arch", "gfx942", "--out", f, "--", "./app")
+    assert "must be a directory" in msg
+
+
+def test_collect_with_arch_but_no_rocprofv3_stops_before_running(tmp_path: Path) -> None:
+    msg = one_line_error(
+        "collect", "--arch", "gfx942", "--out", tmp_path / "o", "--", "./app", env={"PATH": "/nonexistent"}
+    )
+    assert "rocprofv3 not found" in msg
+    assert not (tmp_path / "o").exists()
+
+
+def test_collect_refuses_an_nvidia_arch_for_rocprofv3(tmp_path: Path) -> None:
+    assert "NVIDIA" in one_line_error("collect", "--dry-run", "--arch", "sm_90", "--", "./app")
+
+
+def test_collect_dry_run_quotes_the_command(tmp_path: Path) -> None:
+    code, out = run(
+        "collect", "--dry-run", "--arch", "gfx942", "--out", tmp_path / "o", "--", "app", "-p", "hi; rm -rf x"
+    )
+    assert code == 0, out
+    assert "-- app -p 'hi; rm -rf x'" in out
+
+
+# ---- report --------------------------------------------------------------------------------------
+
+
+def test_top_dispatches_are_the_longest(tmp_path: Path) -> None:
+    # durations 200, 900, 50, 600 ns: the two longest are dispatches 2 and 4, in that order
+    rows = [_row(1, "100", "300"), _row(2, "400", "1300"), _row(3, "1400", "1450"), _row(4, "1500", "2100")]
+    cap = _capture(tmp_path, rows)
+    run("ingest", cap, "--db", tmp_path / "r.db")
+    code, out = run("report", "--by", "dispatch", "--top", "2", "--format", "json", "--db", tmp_path / "r.db")
+    assert code == 0, out
+    assert [(r["dispatch_id"], r["duration_ns"]) for r in json.loads(out)] == [(2, 900), (4, 600)]
+
+
+def test_markdown_left_aligns_names_and_keeps_template_arguments(tmp_path: Path) -> None:
+    cap = _capture(tmp_path, [_row(1, "100", "300", name="void mul_mat_vec_q<float, 8>(float const*, float*)")])
+    run("ingest", cap, "--db", tmp_path / "r.db")
+    code, out = run("report", "--by", "dispatch", "--format", "markdown", "--db", tmp_path / "r.db")
+    assert code == 0, out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| # |"))
+    assert lines[header + 1].startswith("|:---|:---|:---|---:")
+    assert "`mul_mat_vec_q<float, 8>`" in lines[header + 2]
+
+
+# ---- captures that are wrong -------------------------------------------------------------------
+
+
+def test_one_rounded_timestamp_blanks_only_that_dispatch(tmp_path: Path) -> None:
+    cap = _capture(tmp_path, [_row(1, "100", "300"), _row(2, "1.5e3", "1700")])
+    code, out = run("ingest", cap, "--db", tmp_path / "r.db")
+    assert code == 0, out
+    assert "7_kernel_trace.csv" in out and "rounded timestamps" in out
+    df = Store(tmp_path / "r.db", read_only=True).query("SELECT dispatch_id, duration_ns FROM dispatch_dram")
+    assert dict(zip(df["dispatch_id"], df["duration_ns"], strict=True)) == {1: 200, 2: None} or (
+        df.set_index("dispatch_id")["duration_ns"].loc[1] == 200
+        and df.set_index("dispatch_id")["duration_ns"].isna().loc[2]
+    )
+
+
+def test_a_dispatch_that_ends_before_it_starts_is_reported(tmp_path: Path) -> None:
+    cap = _capture(tmp_path, [_row(1, "100", "300"), _row(2, "900", "800")])
+    code, out = run("ingest", cap, "--db", tmp_path / "r.db")
+    assert code == 0, out
+    assert "end before they start" in out
+
+
+def test_a_repeated_dispatch_id_is_an_error(tmp_path: Path) -> None:
+    cap = _capture(tmp_path, [_row(1, "100", "300"), _row(1, "400", "500")])
+    msg = one_line_error("ingest", cap, "--db", tmp_path / "r.db")
+    assert "7_kernel_trace.csv:3:" in msg and "appears twice" in msg
+
+
+def test_a_capture_without_dispatches_is_an_error(tmp_path: Path) -> None:
+    cap = _capture(tmp_path, [])
+    assert "no kernel dispatches" in one_line_error("ingest", cap, "--db", tmp_path / "r.db")
+
+
+def test_truncated_wide_pmc_perf_is_an_error(tmp_path: Path) -> None:
+    src = fixture_path("rocprof-compute", "vcopy", "MI300X_A1")
+    work = tmp_path / "w"
+    shutil.copytree(src, work)
+    data = (src / "pmc_perf.csv").read_bytes()
+    (work / "pmc_perf.csv").chmod(0o644)
+    (work / "pmc_perf.csv").write_bytes(data[:30000])  # cut inside the header line
+    msg = one_line_error("ingest", work, "--db", tmp_path / "r.db")
+    assert "pmc_perf.csv" in msg and "truncated" in msg
+
+
+def test_a_folder_of_several_workloads_is_refused(tmp_path: Path) -> None:
+    msg = one_line_error("ingest", fixture_path("rocprof-compute"), "--db", tmp_path / "r.db")
+    assert "3 rocprofiler-compute workload(s)" in msg
+
+
+def test_arch_only_fills_in_what_the_capture_does_not_record(tmp_path: Path) -> None:
+    cap = fixture_path("rocprof-compute", "vcopy", "MI300X_A1_rocpd")
+    assert "records gfx942" in one_line_error("ingest", cap, "--arch", "gfx90a", "--db", tmp_path / "r.db")
+    assert "expected a gfx target" in one_line_error("ingest", cap, "--arch", "banana", "--db", tmp_path / "r.db")
+
+
+def test_no_instances_keeps_no_per_instance_values(tmp_path: Path) -> None:
+    cap = fixture_path("rocprof-compute", "vcopy", "MI300X_A1")
+    run("ingest", cap, "--no-instances", "--db", tmp_path / "r.db")
+    n = Store(tmp_path / "r.db", read_only=True).query("SELECT COUNT(*) AS n FROM counter_instance")["n"].iloc[0]
+    assert n == 0
+
+
+def test_counter_and_kernel_files_from_different_runs_are_flagged(tmp_path: Path) -> None:
+    # the docs' counter_collection.csv (pid 15606) and kernel_trace.csv come from different programs
+    code, out = run("ingest", fixture_path("rocprofv3-docs"), "--db", tmp_path / "r.db")
+    assert code == 0, out
+    assert "look like different runs" in out
+
+
+def test_a_fused_log_from_another_run_is_flagged(tmp_path: Path) -> None:
+    cap = _capture(tmp_path, [_row(1, "100", "300")])
+    log = tmp_path / "stderr.log.gz"
+    with gzip.open(log, "wt") as fh:
+        fh.write("ggml-fused:0:RMS_NORM+MUL:norm-0|attn_norm-0\n")
+    code, out = run("ingest", cap, "--attach", log, "--db", tmp_path / "r.db")
+    assert code == 0, out
+    assert "ggml-fused group(s) name an invocation" in out
+
+
+def test_a_broken_json_file_names_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "meta.json"
+    bad.write_text('{"rows": [\n')
+    msg = one_line_error("ingest", bad, "--db", tmp_path / "r.db")
+    assert "meta.json:2:" in msg and "invalid JSON" in msg
+
+
+def test_attach_a_directory(tmp_path: Path) -> None:
+    cap = _capture(tmp_path, [_row(1, "100", "300")])
+    assert "not a directory" in one_line_error("ingest", cap, "--attach", tmp_path, "--db", tmp_path / "r.db")
+
+
+@pytest.mark.parametrize("content", [b"SQLite format 3\x00" + b"\x00" * 100, b"not a database at all"])
+def test_a_damaged_db_file_is_named(tmp_path: Path, content: bytes) -> None:
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    (cap / "123_results.db").write_bytes(content)
+    msg = one_line_error("ingest", cap, "--db", tmp_path / "r.db")
+    assert "123_results.db" in msg and "not a readable rocpd database" in msg
