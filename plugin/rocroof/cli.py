@@ -161,16 +161,9 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
     known_r = int(dram["dram_read_bytes"].notna().sum()) if len(dram) else 0
     known_w = int(dram["dram_write_bytes"].notna().sum()) if len(dram) else 0
     bounded = int((dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum()) if len(dram) else 0
-    from .report import gpu_text
+    from .report import gpu_text, timing_text
 
     gpu = gpu_text(run.get("gpu_name"), run.get("gpu_arch"))
-    timing_text = {
-        "trace": "from the trace pass",
-        "counter_pass": "from a counter pass (serialised kernels)",
-        "merged_counters": "from merged counter passes (serialised kernels)",
-        "profiler": "as reported by the profiler",
-        "none": "not available",
-    }.get(run["timing_source"], run["timing_source"])
     files = [Path(f).name for f in capture.files_read]
     shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
     parts = [
@@ -180,7 +173,7 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
         f"{len(frames.tables['op_invocation']):,} ggml op invocation(s), {attributed:,} dispatch(es) attributed "
         f"({run['attribution_method']}).",
         f"DRAM bytes known for {known_r:,}/{n:,} reads ({bounded:,} bounded only) and {known_w:,}/{n:,} writes; "
-        f"durations {timing_text}.",
+        f"durations from {timing_text(run['timing_source'])}.",
     ]
     if run.get("dram_peak_gbps"):
         parts.append(f"Ceiling {run['dram_peak_gbps']:,.1f} GB/s ({run['dram_peak_source']}).")

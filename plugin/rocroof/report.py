@@ -28,23 +28,28 @@ from .store import Store, schema
 By = Literal["dispatch", "kernel", "op", "invocation"]
 Format = Literal["table", "csv", "json", "markdown"]
 
+#: Bytes, bandwidth and ceiling columns shared by every grouping (bounds next to each value).
+_MEASURES = [
+    "dram_read_bytes",
+    "dram_read_bytes_min",
+    "dram_read_bytes_max",
+    "dram_write_bytes",
+    "dram_write_bytes_min",
+    "dram_write_bytes_max",
+    "achieved_gbps",
+    "achieved_gbps_min",
+    "achieved_gbps_max",
+    "pct_of_dram_peak",
+    "dram_time_at_peak_ns",
+]
+_TIME = ["dispatches", "duration_ns", "share_of_time_pct"]
 _COLUMNS: dict[str, list[str]] = {
     "dispatch": [
         "run_id",
         "dispatch_id",
         "kernel_name",
         "duration_ns",
-        "dram_read_bytes",
-        "dram_read_bytes_min",
-        "dram_read_bytes_max",
-        "dram_write_bytes",
-        "dram_write_bytes_min",
-        "dram_write_bytes_max",
-        "achieved_gbps",
-        "achieved_gbps_min",
-        "achieved_gbps_max",
-        "pct_of_dram_peak",
-        "dram_time_at_peak_ns",
+        *_MEASURES,
         "op",
         "op_list",
         "invocation",
@@ -53,65 +58,9 @@ _COLUMNS: dict[str, list[str]] = {
         "attribution_method",
         "dram_bytes_note",
     ],
-    "kernel": [
-        "run_id",
-        "kernel_name",
-        "dispatches",
-        "duration_ns",
-        "share_of_time_pct",
-        "dram_read_bytes",
-        "dram_read_bytes_min",
-        "dram_read_bytes_max",
-        "dram_write_bytes",
-        "dram_write_bytes_min",
-        "dram_write_bytes_max",
-        "achieved_gbps",
-        "achieved_gbps_min",
-        "achieved_gbps_max",
-        "pct_of_dram_peak",
-        "dram_time_at_peak_ns",
-    ],
-    "op": [
-        "run_id",
-        "op",
-        "invocations",
-        "dispatches",
-        "duration_ns",
-        "share_of_time_pct",
-        "dram_read_bytes",
-        "dram_read_bytes_min",
-        "dram_read_bytes_max",
-        "dram_write_bytes",
-        "dram_write_bytes_min",
-        "dram_write_bytes_max",
-        "achieved_gbps",
-        "achieved_gbps_min",
-        "achieved_gbps_max",
-        "pct_of_dram_peak",
-        "dram_time_at_peak_ns",
-    ],
-    "invocation": [
-        "run_id",
-        "invocation",
-        "op",
-        "op_list",
-        "node_name",
-        "layer",
-        "dispatches",
-        "duration_ns",
-        "share_of_time_pct",
-        "dram_read_bytes",
-        "dram_read_bytes_min",
-        "dram_read_bytes_max",
-        "dram_write_bytes",
-        "dram_write_bytes_min",
-        "dram_write_bytes_max",
-        "achieved_gbps",
-        "achieved_gbps_min",
-        "achieved_gbps_max",
-        "pct_of_dram_peak",
-        "dram_time_at_peak_ns",
-    ],
+    "kernel": ["run_id", "kernel_name", *_TIME, *_MEASURES],
+    "op": ["run_id", "op", "invocations", *_TIME, *_MEASURES],
+    "invocation": ["run_id", "invocation", "op", "op_list", "node_name", "layer", *_TIME, *_MEASURES],
 }
 _VIEW = {
     "dispatch": "dispatch_dram",
@@ -381,16 +330,24 @@ def gpu_text(name: Any, arch: Any) -> str:
     return name or arch or ""
 
 
+_TIMING_SOURCES = {
+    "trace": "a trace pass",
+    "counter_pass": "a counter pass (kernels serialised)",
+    "merged_counters": "merged counter passes (kernels serialised)",
+    "profiler": "the profiler's own per-kernel times",
+    "none": "no timing source",
+}
+
+
+def timing_text(source: Any) -> str:
+    """Where a run's durations come from, for people (``run.timing_source`` values)."""
+    return _TIMING_SOURCES.get(str(source), str(source))
+
+
 def _header_lines(report: Report) -> list[str]:
     r = report.run
     gpu = gpu_text(r.get("gpu_name"), r.get("gpu_arch"))
-    timing = {
-        "trace": "a trace pass",
-        "counter_pass": "a counter pass (kernels serialised)",
-        "merged_counters": "merged counter passes (kernels serialised)",
-        "profiler": "the profiler's own per-kernel times",
-        "none": "no timing source",
-    }.get(str(r.get("timing_source")), str(r.get("timing_source")))
+    timing = timing_text(r.get("timing_source"))
     if report.totals.get("duration_ns") is None and report.total_rows:
         timing += " (durations unknown: see the warnings)"
     lines = [
