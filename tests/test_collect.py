@@ -143,13 +143,18 @@ def test_plan_refuses_a_non_empty_output_dir_and_an_empty_command(tmp_path: Path
 def test_missing_rocprofv3_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(ProfilerNotFound, match="rocroof ingest"):
         Rocprofv3(executable="rocprofv3-definitely-not-installed").locate()
-    result = CliRunner().invoke(
-        cli, ["collect", "--out", str(tmp_path / "o"), "--", "true"], env={"PATH": "/nonexistent"}
-    )
-    assert result.exit_code == 1
-    assert result.output.startswith("Error: rocprofv3 not found on PATH")
-    assert "Traceback" not in result.output
-    assert len(result.output.strip().splitlines()) == 1
+    for args, start in (
+        ([], "Error: no profiler on PATH: rocroof collect drives rocprofv3 (AMD"),
+        (["--profiler", "rocprofv3"], "Error: rocprofv3 not found on PATH"),
+        (["--profiler", "ncu"], "Error: ncu not found on PATH"),
+    ):
+        result = CliRunner().invoke(
+            cli, ["collect", *args, "--out", str(tmp_path / "o"), "--", "true"], env={"PATH": "/nonexistent"}
+        )
+        assert result.exit_code == 1
+        assert result.output.startswith(start)
+        assert "Traceback" not in result.output
+        assert len(result.output.strip().splitlines()) == 1
 
 
 def test_dry_run_prints_the_plan_without_a_gpu(tmp_path: Path) -> None:

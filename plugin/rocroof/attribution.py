@@ -14,6 +14,9 @@ and synchronises later, so kernels run after their range closed
     rocprofv3 ``--kernel-rename`` recorded the innermost range as the kernel's region; used only
     without a launch record, because rocprofv3 never pops roctx marks from its rename stack, so a
     mark inside a range (e.g. ``ggml-fused:``) leaves that range's name on later kernels.
+``nvtx_stack``
+    Nsight Compute recorded the NVTX push/pop stack of each kernel at launch; the innermost
+    ggml range is the op.
 ``enqueue_order``
     no launch record: roctx calls and kernel launches share the process-wide internal
     correlation id counter, so the roctx call with the next lower id on the dispatch's thread
@@ -39,6 +42,9 @@ import pandas as pd
 
 from .markers import is_reset, parse_fused, parse_range
 from .records import Note, PassData
+
+#: Methods where the profiler recorded the dispatch's innermost range itself.
+REGION_METHODS = ("kernel_rename", "nvtx_stack")
 
 ATTRIBUTION_COLUMNS = (
     "range_row",
@@ -294,7 +300,7 @@ def attribute_pass(p: PassData) -> PassAttribution:
             if row is not None:
                 out.at[i, "range_row"] = row
                 out.at[i, "ggml_range_row"] = row
-            out.at[i, "method"] = "kernel_rename"
+            out.at[i, "method"] = p.region_method
 
     # a dispatch whose launch is known stays out of the enqueue-order fallback, even if no range held it
     todo = (out["method"] == "none").to_numpy()
@@ -330,7 +336,7 @@ def attribute_pass(p: PassData) -> PassAttribution:
 
     # invocation / op / node name from the ggml range
     g_rows = out["ggml_range_row"]
-    have = g_rows.notna().to_numpy() & (out["method"] != "kernel_rename").to_numpy()
+    have = g_rows.notna().to_numpy() & ~out["method"].isin(REGION_METHODS).to_numpy()
     if have.any():
         idx = g_rows[have].to_numpy(dtype=np.int64)
         out.loc[have, "invocation"] = m_inv[idx]
@@ -410,11 +416,23 @@ def reset_cutoff(p: PassData, attr: PassAttribution) -> np.ndarray | None:
 
 
 _KD = re.compile(r"\s*\(\.kd\)\s*$")
+# A C-style cast in front of a template literal: nsys writes ``rms_norm_f32<(int)256, (bool)1>``
+# where ncu (and the source) write ``rms_norm_f32<256, 1>``.
+_LITERAL_CAST = re.compile(r"\((?:[A-Za-z_][\w:]*)(?: [A-Za-z_][\w:]*)*\)(?=-?\d)")
+_SPACES = re.compile(r"\s+")
 
 
 def normalise_kernel_name(name: object) -> str:
-    """Kernel name for cross-pass comparison (rocprofv2 appends `` (.kd)``)."""
-    return _KD.sub("", str(name)).strip() if name is not None else ""
+    """Kernel name for cross-pass comparison.
+
+    Drops what differs between tools for the same kernel: the `` (.kd)`` suffix of rocprofv2,
+    the casts nsys puts in front of template literals (``<(int)256>`` for ncu's ``<256>``),
+    and runs of white space.
+    """
+    if name is None:
+        return ""
+    text = _LITERAL_CAST.sub("", _KD.sub("", str(name)))
+    return _SPACES.sub(" ", text).strip()
 
 
 def join_pass(

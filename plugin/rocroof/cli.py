@@ -246,10 +246,17 @@ def ingest(
 @cli.command()
 @click.argument("app", nargs=-1, required=True)
 @click.option(
+    "--profiler",
+    type=click.Choice(["rocprofv3", "ncu"]),
+    default=None,
+    help="rocprofv3 (AMD) or ncu (NVIDIA: nsys for timings, ncu for counters). Default: by --arch, else the one "
+    "on PATH.",
+)
+@click.option(
     "--counters",
-    default="dram",
-    show_default=True,
-    help="Counter preset (dram, roofline) or names: TCC_EA0_RDREQ_sum,TCC_BUBBLE_sum,...",
+    default=None,
+    help="Preset (dram, roofline) or names: TCC_EA0_RDREQ_sum,... for rocprofv3, dram__bytes_read.sum,... for ncu. "
+    "[default: dram for rocprofv3, roofline for ncu]",
 )
 @click.option(
     "--out",
@@ -259,61 +266,99 @@ def ingest(
     help="Directory for the raw profiler output (default: rocroof-out/<timestamp>).",
 )
 @_db_option
-@click.option("--arch", metavar="GFX", help="Skip GPU detection and plan for this architecture (e.g. gfx942).")
+@click.option("--arch", metavar="ARCH", help="Skip GPU detection and plan for this architecture (gfx942, sm_90...).")
 @click.option(
     "--output-format",
     type=click.Choice(["rocpd", "csv"]),
     default=None,
     help="rocprofv3 output format (default: rocpd on ROCm >= 7.0, else csv).",
 )
+@click.option(
+    "--cache-control",
+    type=click.Choice(["all", "none"]),
+    default="all",
+    show_default=True,
+    help="ncu: flush caches before each profiled kernel (all: cold-L2 DRAM bytes) or not (none). Stored with the run.",
+)
+@click.option(
+    "--nvtx-include",
+    "nvtx_include",
+    multiple=True,
+    metavar="EXPR",
+    help="ncu: profile only kernels inside matching NVTX ranges (passed to ncu --nvtx-include; repeatable).",
+)
+@click.option(
+    "--nsys",
+    metavar="PATH",
+    default=None,
+    help="ncu: the nsys executable (default: PATH, then beside ncu); 'none' skips the trace run (durations then "
+    "come from ncu's serialised replay).",
+)
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Label the run (repeatable).")
 @click.option("--no-sidecar", is_flag=True, help="Do not ask the llama.cpp hook for the op-metadata JSON.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the commands; run nothing.")
 def collect(
     app: tuple[str, ...],
-    counters: str,
+    profiler: str | None,
+    counters: str | None,
     out: Path | None,
     db: str,
     arch: str | None,
     output_format: str | None,
+    cache_control: str,
+    nvtx_include: tuple[str, ...],
+    nsys: str | None,
     labels: tuple[str, ...],
     no_sidecar: bool,
     dry_run: bool,
 ) -> None:
-    """Profile APP with rocprofv3 and store the result.
+    """Profile APP and store the result.
 
-    Runs APP once for timings (kernel, marker and HIP API traces) and once per group of
-    counters that fits the GPU in one pass, keeps the raw output under --out, joins the
-    passes per ggml op invocation, and ingests. APP should be built with rocroof's llama.cpp
-    marker hook (tools/llama.cpp); collect sets GGML_CUDA_MARKERS=1 for it.
+    Runs APP once for timings (rocprofv3 kernel/marker/HIP traces, or nsys CUDA+NVTX traces)
+    and for the counters (rocprofv3: one run per group of counters that fits the GPU; ncu: one
+    run, replaying each kernel), keeps the raw output under --out, joins the runs per ggml op
+    invocation, and ingests. APP should be built with rocroof's llama.cpp marker hook
+    (tools/llama.cpp); collect sets GGML_CUDA_MARKERS=1 for it.
 
     \b
     Examples:
       rocroof collect -- llama-bench -m qwen3-30b-a3b-q4_k.gguf -p 512 -n 0 -r 1
       rocroof collect --counters roofline --out cap/ -- llama-completion -m m.gguf -p hi -n 8
+      rocroof collect --profiler ncu -- llama-bench -m m.gguf -p 0 -n 16 -r 1
       rocroof collect --arch gfx942 --dry-run -- ./app
     """
     import datetime as dt
 
     from .collect import execute, make_plan
+    from .profilers import choose_profiler
 
     label_map = _parse_labels(labels)  # before the (long) application runs, not after
     out_dir = out or Path("rocroof-out") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    backend = choose_profiler(
+        profiler,
+        arch,
+        output_format=output_format,
+        cache_control=cache_control,
+        nvtx_include=nvtx_include,
+        nsys=nsys,
+    )
     plan = make_plan(
         list(app),
         out_dir,
         counters=counters,
         arch=arch,
-        output_format=output_format,
+        profiler=backend,
         sidecar=not no_sidecar,
         dry_run=dry_run,
     )
     lines = [
-        f"GPU {plan.device.arch}: {len(plan.runs)} application run(s), output format {plan.output_format}, "
-        f"raw output in {out_dir}"
+        f"GPU {plan.device.arch}: {plan.profiler}, {sum(r.kind != 'export' for r in plan.runs)} application run(s), "
+        f"output {plan.output_format}, raw output in {out_dir}"
     ]
+    if plan.settings:
+        lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in plan.settings.items()))
     for run in plan.runs:
-        what = "timings" if run.kind == "trace" else f"counters {' '.join(run.counters)}"
+        what = {"trace": "timings", "export": "export the report"}.get(run.kind, f"counters {' '.join(run.counters)}")
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env.items())
         lines.append(f"  {run.label}: {what}\n    {env + ' ' if env else ''}{shlex.join(run.argv)}")
     if dry_run:
@@ -329,7 +374,8 @@ def collect(
     _stderr().print("\n".join(lines), markup=False)
 
     def on_run(i: int, total: int, run: Any) -> None:
-        _stderr().print(f"[{i + 1}/{total}] {run.label}: running the application under rocprofv3 ...", markup=False)
+        doing = "exporting the report" if run.kind == "export" else f"running the application under {run.argv[0]}"
+        _stderr().print(f"[{i + 1}/{total}] {run.label}: {doing} ...", markup=False)
 
     capture_dir = execute(plan, list(app), on_run=on_run)
     _echo(_ingest_one(capture_dir, db, label_map, [], arch, False, True, False))

@@ -1,9 +1,10 @@
 """``rocroof collect``: profile an application, keep the raw output, ingest it.
 
-Flow: detect the GPU (or take ``--arch``), plan the passes, run each one with the ggml marker
-hook switched on (``GGML_CUDA_MARKERS=1``; the op-metadata sidecar ``GGML_CUDA_OP_META`` in
-the trace pass only), write ``rocroof-collect.json`` next to the raw output, then read it
-back like any capture (passes joined per op invocation and kernel ordinal).
+Flow: pick the profiler (rocprofv3 on AMD, Nsight Systems + Nsight Compute on NVIDIA), detect
+the GPU (or take ``--arch``), plan the passes, run each one with the ggml marker hook switched
+on (``GGML_CUDA_MARKERS=1``; the op-metadata sidecar ``GGML_CUDA_OP_META`` in the trace pass
+only), write ``rocroof-collect.json`` next to the raw output, then read it back like any
+capture (passes joined per op invocation and kernel ordinal).
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import datetime as dt
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
-from .profilers.base import Device, PlannedRun, Runner, run_checked, subprocess_runner
-from .profilers.rocprofv3 import Rocprofv3, resolve_counters
+from .profilers import choose_profiler
+from .profilers.base import Device, PlannedRun, Profiler, Runner, run_checked, subprocess_runner
 from .readers import MANIFEST
 
 #: Environment the llama.cpp hook reads (tools/llama.cpp); set unless the user set them.
@@ -30,10 +31,12 @@ class CollectPlan:
 
     Attributes:
         device: the GPU.
-        runs: the application runs, trace pass first.
+        runs: the commands, trace pass first (application runs and report exports).
         out_dir: where raw output goes.
-        output_format: rocprofv3 output format.
-        sdk_version: rocprofiler-sdk version, when known.
+        output_format: what the reader will find (``rocpd``, ``csv``, ``nsys-sqlite+ncu-csv``).
+        sdk_version: the profiler's version, when known.
+        profiler: the backend's name (``rocprofv3``, ``ncu+nsys``).
+        settings: what else shapes the numbers (ncu cache control...), stored with the run.
     """
 
     device: Device
@@ -41,15 +44,17 @@ class CollectPlan:
     out_dir: Path
     output_format: str
     sdk_version: str | None
+    profiler: str = "rocprofv3"
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 def make_plan(
     app: Sequence[str],
     out_dir: Path,
     *,
-    counters: str = "dram",
+    counters: str | None = None,
     arch: str | None = None,
-    profiler: Rocprofv3 | None = None,
+    profiler: Profiler | str | None = None,
     output_format: str | None = None,
     sidecar: bool = True,
     dry_run: bool = False,
@@ -59,15 +64,17 @@ def make_plan(
     Args:
         app: the application command.
         out_dir: where the raw output will go (must not hold an earlier capture).
-        counters: a preset (``dram``, ``roofline``) or counter names.
-        arch: the GPU architecture; when None it is detected with ``rocprofv3 -L``.
-        profiler: the backend (tests pass one with a fake executable).
-        output_format: force ``csv`` or ``rocpd``.
+        counters: a preset (``dram``, ``roofline``) or counter/metric names; None: ``dram`` for
+            rocprofv3, ``roofline`` for ncu (DRAM bytes plus the FP instruction counters).
+        arch: the GPU architecture; when None it is detected (``rocprofv3 -L``, ``nvidia-smi``).
+        profiler: a backend object (tests pass one with a fake executable), or its name
+            (``rocprofv3``, ``ncu``); None picks by ``arch`` or by what is installed.
+        output_format: force rocprofv3's ``csv`` or ``rocpd``.
         sidecar: ask the llama.cpp hook for the op-metadata JSON in the trace pass.
         dry_run: only plan; the profiler need not be installed when ``arch`` is given.
 
     Raises:
-        ProfilerNotFound: no rocprofv3 (and no ``arch`` for a dry run).
+        ProfilerNotFound: no profiler (and no ``arch`` for a dry run).
         InputError: empty command or a non-empty output directory.
         ConfigError: unknown counters or a preset without counters for the arch.
     """
@@ -77,7 +84,9 @@ def make_plan(
         raise InputError(f"{out_dir}: --out must be a directory (this is a file)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise InputError(f"{out_dir}: output directory is not empty; choose another with --out")
-    prof = profiler or Rocprofv3(output_format=output_format)
+    prof = profiler if profiler is not None and not isinstance(profiler, str) else None
+    if prof is None:
+        prof = choose_profiler(profiler if isinstance(profiler, str) else None, arch, output_format=output_format)
     if not dry_run:
         prof.locate()
     if arch:
@@ -93,10 +102,22 @@ def make_plan(
     env = {k: v for k, v in HOOK_ENV.items() if k not in os.environ}
     if sidecar and "GGML_CUDA_OP_META" not in os.environ:
         env["GGML_CUDA_OP_META"] = str(out_dir / "trace" / "ggml-op-meta.json")
-    names = resolve_counters(counters, device.arch)
+    spec = counters or ("roofline" if prof.name.startswith("ncu") else "dram")
+    names = prof.resolve_counters(spec, device.arch)
     runs = prof.plan(app, out_dir, device, names, env, sdk_version=sdk)
-    fmt = "rocpd" if "rocpd" in runs[0].argv else "csv"
-    return CollectPlan(device=device, runs=runs, out_dir=out_dir, output_format=fmt, sdk_version=sdk)
+    if prof.name.startswith("ncu"):
+        fmt = "+".join(f for f, used in (("nsys-sqlite", runs[0].kind == "trace"), ("ncu-csv", True)) if used)
+    else:
+        fmt = "rocpd" if "rocpd" in runs[0].argv else "csv"
+    return CollectPlan(
+        device=device,
+        runs=runs,
+        out_dir=out_dir,
+        output_format=fmt,
+        sdk_version=sdk,
+        profiler=prof.name,
+        settings=dict(prof.settings),
+    )
 
 
 def execute(
@@ -116,20 +137,23 @@ def execute(
     for i, run in enumerate(plan.runs):
         if on_run:
             on_run(i, len(plan.runs), run)
-        run_checked(run, runner, plan.out_dir / run.label / "rocprofv3.log")
+        run_checked(run, runner, plan.out_dir / run.label / run.log_name)
     manifest = {
         "tool": "rocroof collect",
-        "profiler": "rocprofv3",
+        "profiler": plan.profiler,
         "profiler_version": plan.sdk_version,
         "command": list(app),
         "arch": plan.device.arch,
         "output_format": plan.output_format,
         "started": started,
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "settings": plan.settings,
         "passes": [
             {"dir": r.label, "kind": r.kind, "counters": list(r.counters), "argv": list(r.argv), "env": r.env}
             for r in plan.runs
+            if r.kind != "export"
         ],
+        "exports": [{"dir": r.label, "argv": list(r.argv)} for r in plan.runs if r.kind == "export"],
     }
     (plan.out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return plan.out_dir

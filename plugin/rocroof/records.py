@@ -205,6 +205,8 @@ class PassData:
         timestamps_exact: False when the source rounded timestamps (durations unknown).
         timestamps_note: why timestamps are not exact.
         notes: findings of the reader about this pass (stored with the run).
+        region_method: how the profiler recorded ``dispatches.region``: ``kernel_rename``
+            (rocprofv3 ``--kernel-rename``) or ``nvtx_stack`` (Nsight Compute's NVTX stack per kernel).
     """
 
     kind: Literal["trace", "counter", "merged"]
@@ -219,6 +221,7 @@ class PassData:
     timestamps_exact: bool = True
     timestamps_note: str | None = None
     notes: list[Note] = field(default_factory=list)
+    region_method: str = "kernel_rename"
 
 
 @dataclass

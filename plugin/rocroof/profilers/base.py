@@ -41,10 +41,12 @@ class PlannedRun:
 
     Attributes:
         label: its sub-directory under the output directory (``trace``, ``pass_1``...).
-        kind: ``trace`` or ``counter``.
+        kind: ``trace`` or ``counter`` (an application run), or ``export`` (the profiler converting
+            the previous run's report into a file rocroof reads; the application does not run).
         counters: counters collected (empty for the trace pass).
         argv: the full command line.
         env: environment variables set on top of the caller's.
+        log_name: file under ``label`` that receives the command's stdout and stderr.
     """
 
     label: str
@@ -52,12 +54,22 @@ class PlannedRun:
     counters: tuple[str, ...]
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    log_name: str = "profiler.log"
 
 
 class Profiler(Protocol):
     """A profiler backend (rocprofv3; Nsight Compute + Nsight Systems)."""
 
     name: str
+
+    @property
+    def settings(self) -> dict[str, str]:
+        """Settings that shape the numbers (e.g. ncu's cache control), stored with the run."""
+        ...
+
+    def resolve_counters(self, spec: str, arch: str) -> list[tuple[str, ...]]:
+        """Expand ``--counters`` (a preset or names) into bundles for this profiler and GPU."""
+        ...
 
     def locate(self) -> str:
         """The executable path; raises :class:`~rocroof.errors.ProfilerNotFound`."""

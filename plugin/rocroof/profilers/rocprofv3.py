@@ -266,6 +266,15 @@ class Rocprofv3:
         self.executable = executable
         self.output_format = output_format
 
+    @property
+    def settings(self) -> dict[str, str]:
+        """Nothing beyond the counters shapes rocprofv3's numbers."""
+        return {}
+
+    def resolve_counters(self, spec: str, arch: str) -> list[tuple[str, ...]]:
+        """See :func:`resolve_counters`."""
+        return resolve_counters(spec, arch)
+
     def locate(self) -> str:
         """The rocprofv3 path.
 
@@ -334,6 +343,7 @@ class Rocprofv3:
                 counters=(),
                 argv=(self.executable, *common, "-d", str(out_dir / "trace"), "-o", "%pid%", "--", *app),
                 env=dict(env),
+                log_name="rocprofv3.log",
             )
         ]
         for i, group in enumerate(plan_groups(counters, device.arch), start=1):
@@ -357,6 +367,7 @@ class Rocprofv3:
                         *app,
                     ),
                     env=counter_env,
+                    log_name="rocprofv3.log",
                 )
             )
         return runs

@@ -29,7 +29,7 @@ from ..errors import InputError, ParseError
 from ..fileio import logical_name, read_text
 from ..markers import file_has_fused_lines, read_fused_log
 from ..records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame
-from . import ggml_meta, rocpd, rocprof_compute, rocprofv3_csv
+from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprofv3_csv
 
 MANIFEST = "rocroof-collect.json"
 
@@ -101,6 +101,8 @@ def detect(path: Path) -> str:
                 f"{path}: holds {len(manifests)} rocroof collect captures; ingest each capture directory "
                 f"({', '.join(str(m.parent.relative_to(path)) for m in manifests[:5])})"
             )
+        if any(nvidia.is_nsys_sqlite(f) or nvidia.is_ncu_csv(f) or logical_name(f).endswith(".ncu-rep") for f in files):
+            return "nvidia"
         dbs = [f for f in files if logical_name(f).endswith(".db")]
         if any(rocpd.is_rocpd(f) for f in dbs):
             return "rocpd"
@@ -120,6 +122,8 @@ def detect(path: Path) -> str:
             "workload (sysinfo.csv + pmc_perf.csv) or ggml op metadata JSON"
         )
     name = logical_name(path)
+    if nvidia.is_nsys_sqlite(path) or nvidia.is_ncu_csv(path):
+        return "nvidia"
     if name.endswith(".db"):
         if rocpd.is_rocpd(path):
             return "rocpd"
@@ -274,6 +278,8 @@ def read_capture(
             passes=passes,
             agents=rocprofv3_csv.read_agents(agent_paths),
         )
+    elif fmt == "nvidia":
+        capture = _read_nvidia(path, root, files, used, notes)
     else:
         capture = Capture(source_format=fmt, source_paths=[str(path)], profiler="ggml-roofline", passes=[])
 
@@ -332,6 +338,68 @@ def read_capture(
     capture.content_sha256 = _hash_files(used, root)
     capture.files_read = [str(u) for u in used]
     return capture
+
+
+def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], notes: list[Note]) -> Capture:
+    """An NVIDIA capture: an Nsight Systems export (the trace pass) and Nsight Compute raw CSVs."""
+    nsys = [f for f in files if nvidia.is_nsys_sqlite(f)]
+    ncu = [f for f in files if nvidia.is_ncu_csv(f)]
+    reps = [f for f in files if logical_name(f).endswith(".ncu-rep")]
+    if reps and not ncu:
+        raise InputError(
+            f"{reps[0]}: Nsight Compute reports are binary; export them first: "
+            f"ncu --import {reps[0].name} --csv --page raw > {reps[0].stem}.csv"
+        )
+    if len(nsys) > 1:
+        raise InputError(
+            f"{path}: more than one Nsight Systems export ({', '.join(f.name for f in nsys)}); one per capture"
+        )
+    passes: list[PassData] = []
+    agents = empty_frame(AGENT_COLUMNS)
+    facts: dict[str, str] = {}
+    for f in nsys:
+        p, agents, more = nvidia.read_nsys_sqlite(f, _pass_label(root, f.parent, 0) if f.parent != root else "nsys")
+        passes.append(p)
+        facts.update(more)
+        used.append(f)
+    for i, f in enumerate(sorted(ncu, key=_natural)):
+        label = _pass_label(root, f.parent, i) if f.parent != root else logical_name(f)
+        p, more = nvidia.read_ncu_csv(f, label)
+        passes.append(p)
+        facts = {**more, **facts}
+        used.append(f)
+    if not len(agents):
+        agents = conform(
+            pd.DataFrame(
+                [
+                    {
+                        "agent_label": "0",
+                        "agent_type": "GPU",
+                        "gfx_arch": facts.get("gfx_arch"),
+                        "product_name": facts.get("gpu_name"),
+                    }
+                ]
+            ),
+            AGENT_COLUMNS,
+        )
+    profiler = "+".join(n for n, have in (("ncu", ncu), ("nsys", nsys)) if have)
+    if ncu and not nsys:
+        notes.append(
+            Note(
+                "info",
+                "no-trace-pass",
+                "no Nsight Systems export: durations come from Nsight Compute's serialised replay",
+            )
+        )
+    return Capture(
+        source_format="nvidia",
+        source_paths=[str(path)],
+        profiler=profiler,
+        passes=passes,
+        agents=agents,
+        host=facts.get("host"),
+        sysinfo={k: v for k, v in facts.items() if k.startswith(("nsys_", "nvidia_"))},
+    )
 
 
 def _pass_label(root: Path, directory: Path, index: int) -> str:

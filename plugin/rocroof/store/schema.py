@@ -58,7 +58,7 @@ run = sa.Table(
     _c(
         "attribution_method",
         sa.String(32),
-        "Dominant dispatch->op method: profiler, kernel_rename, launch_api, "
+        "Dominant dispatch->op method: profiler, kernel_rename, nvtx_stack, launch_api, "
         "enqueue_order or none (per dispatch in dispatch.attribution_method).",
     ),
     _c("dram_peak_gbps", sa.Float, "DRAM bandwidth ceiling used for this run, GB/s (1e9 B/s)."),
@@ -175,7 +175,7 @@ dispatch = sa.Table(
     _c("range_index", sa.Integer, "Innermost marker range open at launch (see ``marker_range``)."),
     _c("op_index", sa.Integer, "The ggml op invocation (see ``op_invocation``); NULL = unattributed."),
     _c("kernel_ordinal", sa.Integer, "0-based position of the kernel inside its op invocation."),
-    _c("attribution_method", sa.String(32), "profiler, kernel_rename, launch_api, enqueue_order or none."),
+    _c("attribution_method", sa.String(32), "profiler, kernel_rename, nvtx_stack, launch_api, enqueue_order or none."),
     _c(
         "timing_dispatch_index",
         sa.Integer,

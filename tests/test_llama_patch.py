@@ -1,0 +1,109 @@
+"""The llama.cpp marker hook applies to the pinned source (tools/llama.cpp/ggml-markers.patch).
+
+The source is the llama.cpp vendored in the PyPI sdist of llama-cpp-python (pinned in
+tools/llama.cpp/fetch.sh). The sdist is taken from the rocroof cache when present, else
+downloaded with pip; without either the test skips and says why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+TOOLS = REPO / "tools" / "llama.cpp"
+PATCH = TOOLS / "ggml-markers.patch"
+
+
+def _pins() -> tuple[str, str]:
+    text = (TOOLS / "fetch.sh").read_text()
+    version = re.search(r"^SDIST_VERSION=(\S+)", text, re.M)
+    commit = re.search(r"^LLAMA_COMMIT=([0-9a-f]{40})", text, re.M)
+    assert version and commit
+    return version.group(1), commit.group(1)
+
+
+def _sdist(tmp_path: Path) -> Path:
+    version, _ = _pins()
+    cache = Path(os.environ.get("ROCROOF_CACHE", Path.home() / ".cache" / "rocroof"))
+    name = f"llama_cpp_python-{version}.tar.gz"
+    if (cache / name).is_file():
+        return cache / name
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"llama-cpp-python=={version}",
+            "-d",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"llama-cpp-python=={version} sdist not cached in {cache} and pip could not download it")
+    return tmp_path / name
+
+
+def _patched_paths() -> list[str]:
+    return sorted(set(re.findall(r"^\+\+\+ b/(\S+)", PATCH.read_text(), re.M)))
+
+
+def test_patch_applies_to_the_pinned_llama_cpp(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    version, _ = _pins()
+    prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
+    wanted = {prefix + p for p in _patched_paths()}
+    src = tmp_path / "llama.cpp"
+    src.mkdir()
+    with tarfile.open(_sdist(tmp_path)) as tar:
+        for member in tar.getmembers():
+            if member.name in wanted and member.isfile():
+                target = src / member.name[len(prefix) :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                target.write_bytes(extracted.read())
+    proc = subprocess.run(["git", "apply", "--check", "-v", str(PATCH)], cwd=src, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_patch_stays_small_and_off_by_default() -> None:
+    text = PATCH.read_text()
+    added = [line for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert len(added) < 400
+    # compiled out unless asked for, and nothing happens at run time unless GGML_CUDA_MARKERS is set
+    assert re.search(r'option\(GGML_CUDA_MARKERS\s+"[^"]*"\s+OFF\)', text)
+    hooks = [line for line in added if "ggml_cuda_markers_" in line and "GGML_CUDA_MARKERS" not in line]
+    assert hooks, "the hook calls must exist"
+    for path in ("ggml/src/ggml-cuda/ggml-cuda.cu",):
+        block = text.split(f"+++ b/{path}")[1].split("diff --git")[0]
+        assert block.count("#ifdef GGML_CUDA_MARKERS") >= 3  # begin, end (fused and single), registry
+
+
+def test_hook_emits_the_grammar_rocroof_parses() -> None:
+    """The range/mark formats in the C++ source match rocroof.markers' grammar."""
+    from rocroof.markers import parse_fused, parse_range
+
+    text = PATCH.read_text()
+    assert '"ggml:%s:%s:%" PRIu64' in text
+    assert '"ggml-fused:"' in text and '"ggml reset"' in text
+    assert parse_range("ggml:MUL_MAT:Qcur-0:17") is not None
+    assert parse_fused("ggml-fused:17:RMS_NORM+MUL:norm-0|attn_norm-0") is not None

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Record rocroof's NVIDIA example captures and the llama.cpp marker-hook overhead on one GPU.
+#
+# Runs from the repository root on a machine with an NVIDIA GPU, nvcc, cmake, ninja and Nsight
+# Compute, and no network: everything it needs travels in .device/ (made on a connected machine):
+#   .device/llama-trimmed.tar.gz   tools/llama.cpp/trim.sh output (patched llama.cpp source)
+#   .device/whl/*.whl              SQLAlchemy, gguf and their pure-Python needs, for python3 there
+#   .device/debs/*.deb             libdw1, libelf1 (+ lzma, bz2, zstd) for nsys' QdstrmImporter
+#
+#   OUT=/tmp/rec bash tools/h200/record.sh [all|overhead-off]
+#
+# "all": build with GGML_CUDA_MARKERS=ON, write the tiny models (tools/models), run
+# `rocroof collect --profiler ncu` for each example case, then time llama-bench with the hook
+# off / on / CUDA graphs on. "overhead-off": build without the option and time the same bench.
+# Results land in $OUT: log.txt, captures.tar.gz (raw exports, no .ncu-rep/.nsys-rep), bench.tar.gz.
+set -uo pipefail
+mode="${1:-all}"
+OUT="${OUT:-/tmp/rocroof-record}"
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/log.txt") 2>&1
+T0=$(date +%s)
+step() { echo "=== [$(($(date +%s) - T0))s] $*"; }
+ROOT=$PWD
+W=/tmp/rr
+mkdir -p $W/models $W/cap $W/bench $W/deb $W/lib
+
+step "environment ($mode)"
+nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.memory --format=csv
+ncu --version | tail -1
+nvcc --version | tail -1
+NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | tail -1)
+echo "nsys: ${NSYS:-none}"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$ROOT/plugin
+for f in .device/debs/*.deb; do dpkg -x "$f" $W/deb; done
+cp -a $W/deb/usr/lib/x86_64-linux-gnu/. $W/deb/lib/x86_64-linux-gnu/. $W/lib/ 2>/dev/null
+for lib in liblzma.so.5 libbz2.so.1.0 libzstd.so.1; do  # keep the system's own where it has them
+  ldconfig -p | grep -q " $lib " && rm -f $W/lib/${lib%%.so*}*
+done
+export LD_LIBRARY_PATH=$W/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -n "$NSYS" ] && { echo "QdstrmImporter missing libs:"; ldd "$(dirname "$NSYS")/QdstrmImporter" | grep "not found"; }
+
+tar xzf .device/llama-trimmed.tar.gz -C $W
+build() {  # build DIR MARKERS(ON|OFF) JOBS
+  local flag=()
+  [ "$2" = OFF ] && flag=(--no-markers)
+  bash tools/llama.cpp/build.sh --src $W/llama.cpp --build "$1" --backend cuda --arch 90 --jobs "$3" "${flag[@]}" \
+    > "$1.log" 2>&1
+  echo "build $1 rc=$?" | tee -a "$1.log"
+}
+bench() {  # bench NAME BIN ENV... : pp512 + tg128, 5 repetitions, two models
+  local name=$1 bin=$2
+  shift 2
+  for m in dense-tiny dense-500m; do
+    env "$@" timeout 120 "$bin/llama-bench" -m $W/models/$m.gguf -p 512 -n 128 -r 5 -o json \
+      > $W/bench/$m-$name.json 2> $W/bench/$m-$name.err
+    echo "bench $m $name rc=$?"
+  done
+}
+models() {
+  for p in dense-tiny moe-tiny dense-500m; do
+    python3 tools/models/make_tiny_gguf.py --preset $p --out $W/models/$p.gguf | tail -1
+  done
+}
+
+if [ "$mode" = overhead-off ]; then
+  step "build without the hook, models"
+  build $W/build-off OFF 16 &
+  models
+  wait
+  step "bench (no hook compiled)"
+  bench nohook-graphs $W/build-off/bin
+  bench nohook-nographs $W/build-off/bin GGML_CUDA_DISABLE_GRAPHS=1
+  tar czf "$OUT/bench.tar.gz" -C $W bench
+  step "done"
+  exit 0
+fi
+
+step "build with the hook, models"
+build $W/build-on ON 16 &
+models
+wait
+B=$W/build-on/bin
+[ -x $B/llama-bench ] || { tail -40 $W/build-on.log; exit 1; }
+
+collect() {  # collect NAME ROCROOF-OPTIONS... -- APP...
+  local name=$1
+  shift
+  step "collect $name"
+  timeout 200 python3 -m rocroof collect --profiler ncu --out $W/cap/$name --db $W/r.db --label case=$name "$@" 2>&1 | tail -30
+  echo "collect $name rc=${PIPESTATUS[0]}"
+  tar czf "$OUT/captures.tar.gz" -C $W/cap --exclude='*.ncu-rep' --exclude='*.nsys-rep' --exclude='*.qdstrm' .
+}
+collect dense-prefill --counters roofline -- $B/llama-bench -m $W/models/dense-tiny.gguf -p 512 -n 0 -r 1
+collect moe-prefill --counters roofline -- $B/llama-bench -m $W/models/moe-tiny.gguf -p 64 -n 0 -r 1
+collect dense500m-decode --counters dram -- $B/llama-bench -m $W/models/dense-500m.gguf -p 0 -n 4 -r 1
+
+if [ $(($(date +%s) - T0)) -lt 480 ]; then
+  step "bench (hook compiled in)"
+  bench graphs $B
+  bench hook-off $B GGML_CUDA_DISABLE_GRAPHS=1
+  bench hook-on $B GGML_CUDA_MARKERS=1
+  bench hook-off2 $B GGML_CUDA_DISABLE_GRAPHS=1
+  bench hook-on2 $B GGML_CUDA_MARKERS=1
+  tar czf "$OUT/bench.tar.gz" -C $W bench
+fi
+python3 -m rocroof runs --db $W/r.db
+step "done"
