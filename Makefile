@@ -3,10 +3,11 @@ PY       ?= python3
 VENV     ?= .venv
 BIN      := $(VENV)/bin
 SHARED   ?= ../shared
-EXAMPLE  ?= $(SHARED)/fixtures/rocprof-compute/vcopy/MI300X_A1_rocpd
+EXAMPLE  ?= examples/h200
+AMD_EXAMPLE ?= $(SHARED)/fixtures/rocprof-compute/vcopy/MI300X_A1_rocpd
 DEMO_DB  ?= demo/rocroof-demo.db
 
-.PHONY: demo test lint docs clean
+.PHONY: demo demo-amd test lint docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,13 +15,21 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
-## demo: install, then ingest the example capture and print its reports (no GPU needed)
+## demo: install, then ingest the example captures (examples/h200: llama.cpp on an H200) and print per-op reports
 demo: $(VENV)/.installed
-	@test -d "$(EXAMPLE)" || { echo "rocroof demo: example capture not found at $(EXAMPLE)"; \
-	  echo "  It is AMD's recorded MI300X vcopy workload from ../shared/fixtures (see README, 'Example data')."; \
-	  echo "  Point EXAMPLE=<capture dir> at any rocprofv3 / rocprofiler-compute output: make demo EXAMPLE=path"; exit 1; }
+	@test -e "$(EXAMPLE)" || { echo "rocroof demo: example capture not found at $(EXAMPLE)"; \
+	  echo "  Point EXAMPLE=<capture dir> at any rocroof collect / rocprofv3 / Nsight output: make demo EXAMPLE=path"; exit 1; }
 	@mkdir -p $(dir $(DEMO_DB)) && rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
-	$(BIN)/rocroof ingest "$(EXAMPLE)" --db $(DEMO_DB) --label example=vcopy
+	$(BIN)/rocroof ingest "$(EXAMPLE)" --db $(DEMO_DB)
+	$(BIN)/rocroof runs --db $(DEMO_DB)
+	@for r in $$($(BIN)/rocroof query "SELECT run_id FROM run ORDER BY run_id" --db $(DEMO_DB) --format csv | tail -n +2); do \
+	  echo; echo "\$$ rocroof report --run $$r --by op"; $(BIN)/rocroof report --db $(DEMO_DB) --run $$r --by op || exit 1; done
+
+## demo-amd: the same on AMD's recorded MI300X vcopy workload from ../shared/fixtures
+demo-amd: $(VENV)/.installed
+	@test -d "$(AMD_EXAMPLE)" || { echo "rocroof demo-amd: $(AMD_EXAMPLE) not found (it comes with ../shared/fixtures)"; exit 1; }
+	@mkdir -p $(dir $(DEMO_DB)) && rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
+	$(BIN)/rocroof ingest "$(AMD_EXAMPLE)" --db $(DEMO_DB) --label example=vcopy
 	$(BIN)/rocroof report --db $(DEMO_DB) --by dispatch
 	$(BIN)/rocroof report --db $(DEMO_DB) --by kernel --format markdown
 

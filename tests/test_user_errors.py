@@ -97,7 +97,9 @@ def test_collect_with_arch_but_no_rocprofv3_stops_before_running(tmp_path: Path)
 
 
 def test_collect_refuses_an_nvidia_arch_for_rocprofv3(tmp_path: Path) -> None:
-    assert "NVIDIA" in one_line_error("collect", "--profiler", "rocprofv3", "--dry-run", "--arch", "sm_90", "--", "./app")
+    assert "NVIDIA" in one_line_error(
+        "collect", "--profiler", "rocprofv3", "--dry-run", "--arch", "sm_90", "--", "./app"
+    )
 
 
 def test_collect_dry_run_quotes_the_command(tmp_path: Path) -> None:

@@ -222,24 +222,29 @@ def ingest(
     instances: bool,
     keep_warmup: bool,
 ) -> None:
-    """Store recorded profiler output: one run per PATH.
+    """Store recorded profiler output: one run per PATH (per capture in a folder of them).
 
-    PATH is a capture directory or file. The format is detected: rocprofv3 CSV (also
-    'rocpd convert' CSV and multi-pass pmc_N/ or pass_N/ directories), rocprofv3 rocpd
-    databases (*_results.db), rocprofiler-compute workloads, and ggml op metadata JSON
-    (AMD's GGML_ROOFLINE_OUT). Files may be gzip-compressed. Each run is written in one
+    PATH is a capture directory or file, or a folder of 'rocroof collect' captures. The
+    format is detected: rocprofv3 CSV (also 'rocpd convert' CSV and multi-pass pmc_N/ or
+    pass_N/ directories), rocprofv3 rocpd databases (*_results.db), rocprofiler-compute
+    workloads, Nsight Systems SQLite + Nsight Compute raw CSV exports, and ggml op metadata
+    JSON (AMD's GGML_ROOFLINE_OUT). Files may be gzip-compressed. Each run is written in one
     transaction: a failed ingest stores nothing.
 
     \b
     Examples:
       rocroof ingest out/ --label model=llama-3b --label ubatch=512
+      rocroof ingest examples/h200                     # three captures: three runs
       rocroof ingest workloads/vcopy/MI300X_A1 --db team.db
       rocroof ingest kernel_trace_dir/ --attach roofline.json --arch gfx1151
     """
+    from .readers import collect_captures
+
     label_map = _parse_labels(labels)
-    if attach and len(paths) > 1:
-        raise InputError("--attach belongs to one run; ingest one PATH at a time with it")
-    for path in paths:
+    runs = [capture for path in paths for capture in collect_captures(path)]
+    if attach and len(runs) > 1:
+        raise InputError("--attach belongs to one run; ingest one capture at a time with it")
+    for path in runs:
         _echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
 
 
@@ -357,6 +362,8 @@ def collect(
     ]
     if plan.settings:
         lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in plan.settings.items()))
+    if plan.profiler == "ncu":
+        lines.append("  no nsys (Nsight Systems): no trace run; durations will come from ncu's serialised replay")
     for run in plan.runs:
         what = {"trace": "timings", "export": "export the report"}.get(run.kind, f"counters {' '.join(run.counters)}")
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env.items())
@@ -469,6 +476,39 @@ def query(sql: str, db: str, fmt: str) -> None:
     store = Store(db, read_only=True)
     store.check()
     _echo(render_frame(store.query(sql), fmt), nl=False)  # type: ignore[arg-type]
+
+
+@cli.command()
+@click.argument("capture", type=click.Path(path_type=Path))
+@click.option(
+    "--out", "out", type=click.Path(path_type=Path), required=True, help="Destination directory (new or empty)."
+)
+@click.option("--gzip", "compress", is_flag=True, help="Compress .sqlite/.db/.csv/.json files (rocroof reads .gz).")
+@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Another host name to replace (repeatable).")
+def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> None:
+    """Copy CAPTURE without environment variables, host names or paths, to share it.
+
+    Profiler output embeds the profiled process's whole environment (tokens included), the
+    host name, the working directory and every path on the command line. The copy keeps the
+    measurements (ingest it: same numbers), drops binary reports (.ncu-rep, .nsys-rep; their
+    exports stay), keeps GGML_* variables, and shortens absolute paths to their last part.
+
+    \b
+    Examples:
+      rocroof scrub rocroof-out/20261130-1225 --out share/dense-prefill --gzip
+      rocroof scrub cap/ --out cap-clean --host gpu-node-17
+    """
+    from .scrub import scrub_capture
+
+    rep = scrub_capture(capture, out, compress=compress, extra_hosts=hosts)
+    removed = ", ".join(f"{n} {kind}(s)" for kind, n in sorted(rep.removed.items())) or "nothing"
+    lines = [f"Wrote {len(rep.written)} file(s) to {out}; removed {removed}; paths shortened to their last part."]
+    if rep.hosts:
+        lines.append(f"  host names replaced with 'host': {', '.join(rep.hosts)}")
+    if rep.dropped:
+        lines.append(f"  left out (binary reports; their exports are kept): {', '.join(rep.dropped)}")
+    lines.append(f"Check before sharing: grep -rI -e \"$USER\" -e \"$(hostname)\" {shlex.quote(str(out))}")
+    _echo("\n".join(lines))
 
 
 @cli.group()

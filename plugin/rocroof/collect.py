@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,8 +106,11 @@ def make_plan(
     spec = counters or ("roofline" if prof.name.startswith("ncu") else "dram")
     names = prof.resolve_counters(spec, device.arch)
     runs = prof.plan(app, out_dir, device, names, env, sdk_version=sdk)
+    name = prof.name
     if prof.name.startswith("ncu"):
-        fmt = "+".join(f for f, used in (("nsys-sqlite", runs[0].kind == "trace"), ("ncu-csv", True)) if used)
+        traced = runs[0].kind == "trace"
+        fmt = "nsys-sqlite+ncu-csv" if traced else "ncu-csv"
+        name = prof.name if traced else "ncu"
     else:
         fmt = "rocpd" if "rocpd" in runs[0].argv else "csv"
     return CollectPlan(
@@ -115,7 +119,7 @@ def make_plan(
         out_dir=out_dir,
         output_format=fmt,
         sdk_version=sdk,
-        profiler=prof.name,
+        profiler=name,
         settings=dict(prof.settings),
     )
 
@@ -134,10 +138,17 @@ def execute(
     """
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    wall_s: list[float] = []
     for i, run in enumerate(plan.runs):
         if on_run:
             on_run(i, len(plan.runs), run)
+        sidecar = run.env.get("GGML_CUDA_OP_META")
+        if sidecar:
+            # the hook fopen()s the file and creates no directory (without nsys no trace run creates it)
+            Path(sidecar).parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
         run_checked(run, runner, plan.out_dir / run.label / run.log_name)
+        wall_s.append(round(time.monotonic() - t0, 3))
     manifest = {
         "tool": "rocroof collect",
         "profiler": plan.profiler,
@@ -149,11 +160,22 @@ def execute(
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "settings": plan.settings,
         "passes": [
-            {"dir": r.label, "kind": r.kind, "counters": list(r.counters), "argv": list(r.argv), "env": r.env}
-            for r in plan.runs
+            {
+                "dir": r.label,
+                "kind": r.kind,
+                "counters": list(r.counters),
+                "argv": list(r.argv),
+                "env": r.env,
+                "wall_s": w,
+            }
+            for r, w in zip(plan.runs, wall_s, strict=True)
             if r.kind != "export"
         ],
-        "exports": [{"dir": r.label, "argv": list(r.argv)} for r in plan.runs if r.kind == "export"],
+        "exports": [
+            {"dir": r.label, "argv": list(r.argv), "wall_s": w}
+            for r, w in zip(plan.runs, wall_s, strict=True)
+            if r.kind == "export"
+        ],
     }
     (plan.out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return plan.out_dir

@@ -168,9 +168,19 @@ def build_run(
     # attribution per pass, then warm-up removal
     attrs: list[PassAttribution] = []
     passes: list[PassData] = []
-    for p, aidx in zip(capture.passes, agent_idx_per_pass, strict=True):
-        attr = attribute_pass(p)
-        cut = None if keep_warmup else reset_cutoff(p, attr)
+    first_measured: int | None = None  # first op invocation after a 'ggml reset' in a pass that records marks
+    attrs0 = [attribute_pass(p) for p in capture.passes]
+    cuts = [None if keep_warmup else reset_cutoff(p, a) for p, a in zip(capture.passes, attrs0, strict=True)]
+    for a, cut in zip(attrs0, cuts, strict=True):
+        if cut is not None and cut.any() and a.dispatch["invocation"][~cut].notna().any():
+            first = int(a.dispatch["invocation"][~cut].min())
+            first_measured = first if first_measured is None else max(first_measured, first)
+    for i, (p, aidx) in enumerate(zip(capture.passes, agent_idx_per_pass, strict=True)):
+        attr, cut = attrs0[i], cuts[i]
+        if cut is None and first_measured is not None and p.region_method == "nvtx_stack":
+            # Nsight Compute records each kernel's NVTX stack but not the marks: its warm-up is found
+            # by the op invocation ids, which the hook numbers monotonically across the reset
+            cut = (attr.dispatch["invocation"] < first_measured).fillna(False).to_numpy(dtype=bool)
         if cut is not None:
             keep = ~cut
             if cut.any():
@@ -178,7 +188,8 @@ def build_run(
                     Note(
                         "info",
                         "warmup-dropped",
-                        f"{p.label}: dropped {int(cut.sum())} warm-up dispatches before the last 'ggml reset' mark",
+                        f"{p.label}: dropped {int(cut.sum())} warm-up dispatches before the last 'ggml reset' mark"
+                        + ("" if p.markers is not None and len(p.markers) else f" (op invocations < {first_measured})"),
                     )
                 )
             # the warm-up's ranges go too, so its op invocations do not appear without dispatches
@@ -414,7 +425,7 @@ def build_run(
         "attribution_method": method,
         "dram_peak_gbps": peak_gbps,
         "dram_peak_source": peak_source,
-        "cache_control": capture.sysinfo.get("cache_control"),
+        "cache_control": capture.sysinfo.get("cache_control") or capture.sysinfo.get("ncu_cache_control"),
         "rocroof_version": __version__,
     }
     tables = {

@@ -7,11 +7,12 @@
 #   .device/whl/*.whl              SQLAlchemy, gguf and their pure-Python needs, for python3 there
 #   .device/debs/*.deb             libdw1, libelf1 (+ lzma, bz2, zstd) for nsys' QdstrmImporter
 #
-#   OUT=/tmp/rec bash tools/h200/record.sh [all|overhead-off]
+#   OUT=/tmp/rec bash tools/h200/record.sh [all|overhead]
 #
 # "all": build with GGML_CUDA_MARKERS=ON, write the tiny models (tools/models), run
 # `rocroof collect --profiler ncu` for each example case, then time llama-bench with the hook
-# off / on / CUDA graphs on. "overhead-off": build without the option and time the same bench.
+# off / on / CUDA graphs on. "overhead": build with and without the option, then time
+# llama-bench in round-robin over: graphs on, hook compiled in but off, hook on, no option.
 # Results land in $OUT: log.txt, captures.tar.gz (raw exports, no .ncu-rep/.nsys-rep), bench.tar.gz.
 set -uo pipefail
 mode="${1:-all}"
@@ -59,27 +60,52 @@ bench() {  # bench NAME BIN ENV... : pp512 + tg128, 5 repetitions, two models
 }
 models() {
   for p in dense-tiny moe-tiny dense-500m; do
+    [ -s $W/models/$p.gguf ] && continue
     python3 tools/models/make_tiny_gguf.py --preset $p --out $W/models/$p.gguf | tail -1
   done
 }
 
-if [ "$mode" = overhead-off ]; then
-  step "build without the hook, models"
-  build $W/build-off OFF 16 &
+if [ "$mode" = overhead ]; then
+  # Build with the hook, then without the option; then alternate the configurations round by
+  # round (the host is shared: throughput drifts by 10-30% between minutes) until time runs out.
+  step "build with the hook, models"
+  build $W/build-on ON 16 &
+  bp=$!
   models
-  wait
-  step "bench (no hook compiled)"
-  bench nohook-graphs $W/build-off/bin
-  bench nohook-nographs $W/build-off/bin GGML_CUDA_DISABLE_GRAPHS=1
-  tar czf "$OUT/bench.tar.gz" -C $W bench
+  wait $bp
+  step "build without the option"
+  build $W/build-off OFF 16 &
+  bp=$!
+  while kill -0 $bp 2>/dev/null && [ $(($(date +%s) - T0)) -lt "${OFF_BUILD_DEADLINE:-420}" ]; do sleep 5; done
+  kill -0 $bp 2>/dev/null && { kill $bp; pkill ninja; echo "no-option build stopped at the deadline"; }
+  wait $bp
+  configs=("graphs:$W/build-on/bin:" "hook-off:$W/build-on/bin:GGML_CUDA_DISABLE_GRAPHS=1"
+    "hook-on:$W/build-on/bin:GGML_CUDA_MARKERS=1")
+  [ -x $W/build-off/bin/llama-bench ] && configs+=("no-option:$W/build-off/bin:GGML_CUDA_DISABLE_GRAPHS=1")
+  round=0
+  while [ $(($(date +%s) - T0)) -lt "${BENCH_DEADLINE:-540}" ]; do
+    round=$((round + 1))
+    step "bench round $round"
+    for c in "${configs[@]}"; do
+      IFS=: read -r name bin envs <<<"$c"
+      for m in dense-tiny dense-500m; do
+        env $envs timeout 60 "$bin/llama-bench" -m $W/models/$m.gguf -p 512 -n 128 -r 3 -o jsonl \
+          >> $W/bench/$m-$name.jsonl 2>> $W/bench/$m-$name.err
+      done
+    done
+    tar czf "$OUT/bench.tar.gz" -C $W bench
+  done
   step "done"
   exit 0
 fi
 
 step "build with the hook, models"
-build $W/build-on ON 16 &
-models
-wait
+if [ ! -x $W/build-on/bin/llama-bench ]; then
+  build $W/build-on ON 16 &
+  bp=$!
+  models
+  wait $bp  # not a bare wait: that also waits for the tee of the log
+fi
 B=$W/build-on/bin
 [ -x $B/llama-bench ] || { tail -40 $W/build-on.log; exit 1; }
 

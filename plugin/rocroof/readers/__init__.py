@@ -69,6 +69,18 @@ def _read_manifest(path: Path) -> dict[str, object]:
     return data
 
 
+def collect_captures(path: Path) -> list[Path]:
+    """The ``rocroof collect`` capture directories at or below ``path`` (each has a manifest).
+
+    Returns ``[path]`` when ``path`` is one capture (or not a directory of captures), else the
+    capture directories in name order: ``rocroof ingest examples/h200`` stores one run each.
+    """
+    if not path.is_dir() or (path / MANIFEST).is_file():
+        return [path]
+    found = sorted({m.parent for m in path.rglob(MANIFEST) if m.is_file()}, key=lambda p: _natural(p))
+    return found or [path]
+
+
 def detect(path: Path) -> str:
     """Name the capture format found at ``path``.
 

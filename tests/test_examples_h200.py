@@ -1,0 +1,168 @@
+"""The committed H200 example captures (examples/h200): ingest them and check what they measured.
+
+Expected values come from outside rocroof: the models' shapes (tools/models presets, written in
+examples/h200/README.md), the Q8_0 block size of ggml (34 bytes per 32 weights: an fp16 scale
+and 32 int8 quants, ggml-common.h ``block_q8_0``), and the NVTX ranges and marks of the Nsight
+Systems export read here with sqlite3.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from rocroof.pipeline import build_run
+from rocroof.readers import collect_captures, read_capture
+from rocroof.store import Store
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "h200"
+CASES = ("dense-prefill", "moe-prefill", "dense500m-decode")
+
+
+def q8_0_bytes(rows: int, cols: int) -> int:
+    """Bytes of a rows x cols Q8_0 matrix: 34 bytes per block of 32 weights."""
+    assert cols % 32 == 0
+    return rows * cols // 32 * 34
+
+
+#: dense-500m preset: llama, n_embd 2048, 10 layers, 16 heads / 4 KV heads of 128, n_ff 5632,
+#: vocab 32000, output tied to token_embd, all matrices Q8_0.
+EMBD, N_FF, KV, VOCAB, LAYERS = 2048, 5632, 4 * 128, 32000, 10
+#: decode MUL_MAT ops by node-name prefix -> weight bytes read by one invocation
+DECODE_WEIGHTS = {
+    "Qcur": q8_0_bytes(EMBD, EMBD),
+    "Kcur": q8_0_bytes(KV, EMBD),
+    "Vcur": q8_0_bytes(KV, EMBD),
+    "attn_out": q8_0_bytes(EMBD, EMBD),
+    "ffn_gate": 2 * q8_0_bytes(N_FF, EMBD),  # fused with ffn_up: one op reads both matrices
+    "ffn_out": q8_0_bytes(EMBD, N_FF),
+    "result_output": q8_0_bytes(VOCAB, EMBD),
+}
+DECODE_TOKENS = 4  # llama-bench -p 0 -n 4
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    path = tmp_path_factory.mktemp("h200") / "r.db"
+    store = Store(path)
+    for case in CASES:
+        store.write_run(build_run(read_capture(EXAMPLES / case)), labels={"case": case})
+    return Store(path, read_only=True)
+
+
+def run_id(db: Store, case: str) -> int:
+    rid = db.query(f"SELECT run_id FROM run_label WHERE key='case' AND value='{case}'")["run_id"]
+    return int(rid.iloc[0])
+
+
+def nvtx_after_reset(case: str) -> tuple[list[str], int]:
+    """(ggml range messages after the last 'ggml reset' mark, kernels launched after it), via sqlite3."""
+    raw = gzip.decompress((EXAMPLES / case / "trace" / "nsys.sqlite.gz").read_bytes())
+    con = sqlite3.connect(":memory:")
+    con.deserialize(raw)
+    text = "COALESCE(n.text, s.value)"
+    events = con.execute(
+        f"SELECT n.eventType, n.start, {text} FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
+    ).fetchall()
+    reset = max(start for kind, start, msg in events if kind == 34 and msg == "ggml reset")
+    ranges = [msg for kind, start, msg in events if kind == 59 and start > reset and msg.startswith("ggml:")]
+    kernels = con.execute(
+        "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "ON r.correlationId = k.correlationId WHERE r.start > ?",
+        (reset,),
+    ).fetchone()[0]
+    return ranges, int(kernels)
+
+
+def test_the_examples_folder_is_three_captures() -> None:
+    found = collect_captures(EXAMPLES)
+    assert len(found) == 3 and {p.name for p in found} == set(CASES)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_measured_kernel_is_stored_and_attributed(db: Store, case: str) -> None:
+    ranges, kernels = nvtx_after_reset(case)
+    rid = run_id(db, case)
+    row = db.query(
+        "SELECT COUNT(*) n, SUM(duration_ns) t, SUM(CASE WHEN op IS NOT NULL THEN duration_ns END) ta, "
+        f"COUNT(dram_read_bytes) nr FROM dispatch_dram WHERE run_id={rid}"
+    ).iloc[0]
+    assert row["n"] == kernels  # the warm-up before the reset mark is dropped, nothing else
+    assert row["ta"] / row["t"] >= 0.999  # the issue's bar; here every kernel is inside a ggml range
+    assert row["nr"] == kernels  # every timed dispatch got its ncu counters (warm-up dropped there too)
+    assert not db.query(f"SELECT 1 FROM run_note WHERE run_id={rid} AND severity='warning'").shape[0]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_op_invocations_per_type_match_the_nvtx_ranges(db: Store, case: str) -> None:
+    ranges, _ = nvtx_after_reset(case)
+    expected: dict[str, int] = {}
+    for msg in ranges:
+        op = re.match(r"ggml:([A-Z_0-9]+)", msg)
+        assert op is not None
+        expected[op.group(1)] = expected.get(op.group(1), 0) + 1
+    got = db.query(f"SELECT op, COUNT(*) n FROM op_invocation WHERE run_id={run_id(db, case)} GROUP BY op")
+    assert dict(zip(got["op"], got["n"], strict=True)) == expected
+
+
+def test_decode_op_counts_follow_the_model(db: Store) -> None:
+    got = db.query(
+        f"SELECT op, COUNT(*) n FROM op_invocation WHERE run_id={run_id(db, 'dense500m-decode')} GROUP BY op"
+    )
+    counts = dict(zip(got["op"], got["n"], strict=True))
+    per_token_matmuls = LAYERS * 6 + 1  # q, k, v, attn_out, gate+up (fused), down per layer; the output head
+    assert counts["MUL_MAT"] == DECODE_TOKENS * per_token_matmuls
+    assert counts["FLASH_ATTN_EXT"] == DECODE_TOKENS * LAYERS
+
+
+def test_decode_matmuls_read_their_weights_once(db: Store) -> None:
+    df = db.query(
+        "SELECT node_name, dram_read_bytes FROM op_invocation_summary "
+        f"WHERE run_id={run_id(db, 'dense500m-decode')} AND op='MUL_MAT'"
+    )
+    assert len(df) == DECODE_TOKENS * (LAYERS * 6 + 1)
+    ratios: dict[str, list[float]] = {}
+    for name, read in zip(df["node_name"], df["dram_read_bytes"], strict=True):
+        prefix = re.sub(r"-\d+$", "", name)
+        ratios.setdefault(prefix, []).append(read / DECODE_WEIGHTS[prefix])
+    assert set(ratios) == set(DECODE_WEIGHTS)
+    for prefix, values in ratios.items():
+        # the issue's bar is +-15%; the weights dominate, activations and the KV cache add < 3%
+        assert all(0.85 <= r <= 1.15 for r in values), (prefix, min(values), max(values))
+        assert all(1.0 <= r <= 1.03 for r in values), (prefix, min(values), max(values))
+    total_weights = DECODE_TOKENS * (
+        LAYERS * sum(v for k, v in DECODE_WEIGHTS.items() if k != "result_output") + DECODE_WEIGHTS["result_output"]
+    )
+    assert df["dram_read_bytes"].sum() == pytest.approx(total_weights, rel=0.02)
+
+
+def test_moe_routing_comes_from_the_sidecar(db: Store) -> None:
+    df = db.query(
+        "SELECT node_name, m, n_experts, top_k, experts_used, tokens_per_expert FROM op_invocation "
+        f"WHERE run_id={run_id(db, 'moe-prefill')} AND op='MUL_MAT_ID'"
+    )
+    assert len(df) > 0
+    assert (df["n_experts"] == 8).all() and (df["top_k"] == 2).all()  # moe-tiny: 8 experts, 2 used
+    routed = df[df["experts_used"] > 0]
+    assert len(routed) >= 2
+    for _, row in routed.iterrows():
+        counts = json.loads(row["tokens_per_expert"])
+        assert len(counts) == 8
+        assert sum(counts) == row["m"] * row["top_k"]  # every token goes to top_k experts
+        assert row["experts_used"] == sum(1 for c in counts if c > 0)
+
+
+def test_the_examples_hold_no_environment_or_paths() -> None:
+    for path in EXAMPLES.rglob("*"):
+        if not path.is_file() or path.suffix == ".md":
+            continue
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        for needle in (b"PATH=", b"HOME=", b"/tmp/", b"/root", b"/home/", b"CONTAINER_NAME", b"127.0.0.1"):
+            assert needle not in data, (path, needle)
