@@ -6,6 +6,7 @@ SHARED   ?= ../shared
 EXAMPLE  ?= examples/h200
 AMD_EXAMPLE ?= $(SHARED)/fixtures/rocprof-compute/vcopy/MI300X_A1_rocpd
 DEMO_DB  ?= demo/rocroof-demo.db
+AMD_DB   ?= demo/rocroof-demo-amd.db
 
 .PHONY: demo demo-amd test lint docs clean
 
@@ -28,10 +29,10 @@ demo: $(VENV)/.installed
 ## demo-amd: the same on AMD's recorded MI300X vcopy workload from ../shared/fixtures
 demo-amd: $(VENV)/.installed
 	@test -d "$(AMD_EXAMPLE)" || { echo "rocroof demo-amd: $(AMD_EXAMPLE) not found (it comes with ../shared/fixtures)"; exit 1; }
-	@mkdir -p $(dir $(DEMO_DB)) && rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
-	$(BIN)/rocroof ingest "$(AMD_EXAMPLE)" --db $(DEMO_DB) --label example=vcopy
-	$(BIN)/rocroof report --db $(DEMO_DB) --by dispatch
-	$(BIN)/rocroof report --db $(DEMO_DB) --by kernel --format markdown
+	@mkdir -p $(dir $(AMD_DB)) && rm -f $(AMD_DB) $(AMD_DB)-wal $(AMD_DB)-shm
+	$(BIN)/rocroof ingest "$(AMD_EXAMPLE)" --db $(AMD_DB) --label example=vcopy
+	$(BIN)/rocroof report --db $(AMD_DB) --by dispatch
+	$(BIN)/rocroof report --db $(AMD_DB) --by kernel --format markdown
 
 ## test: install, then lint (ruff), type-check (mypy) and run the test suite
 test: $(VENV)/.installed

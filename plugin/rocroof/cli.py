@@ -244,8 +244,23 @@ def ingest(
     runs = [capture for path in paths for capture in collect_captures(path)]
     if attach and len(runs) > 1:
         raise InputError("--attach belongs to one run; ingest one capture at a time with it")
+    if len(runs) == 1:
+        _echo(_ingest_one(runs[0], db, label_map, list(attach), arch, replace, instances, keep_warmup))
+        return
+    # several captures: store each in its own transaction, skip those already stored, go on after a bad one
+    from .errors import DuplicateRunError
+
+    failed = []
     for path in runs:
-        _echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
+        try:
+            _echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
+        except DuplicateRunError as exc:
+            _echo(f"Skipped {path}: {exc}")
+        except RocroofError as exc:
+            _stderr().print(f"Error: {_printable(str(exc))}", markup=False, highlight=False, soft_wrap=True)
+            failed.append(str(path))
+    if failed:
+        raise InputError(f"{len(failed)} of {len(runs)} capture(s) not stored: {', '.join(failed)} (errors above)")
 
 
 @cli.command()
@@ -378,11 +393,11 @@ def collect(
         store.preflight()
     finally:
         store.close()
-    _stderr().print("\n".join(lines), markup=False)
+    _stderr().print("\n".join(lines), markup=False, soft_wrap=True)  # commands stay whole, to copy
 
     def on_run(i: int, total: int, run: Any) -> None:
         doing = "exporting the report" if run.kind == "export" else f"running the application under {run.argv[0]}"
-        _stderr().print(f"[{i + 1}/{total}] {run.label}: {doing} ...", markup=False)
+        _stderr().print(f"[{i + 1}/{total}] {run.label}: {doing} ...", markup=False, soft_wrap=True)
 
     capture_dir = execute(plan, list(app), on_run=on_run)
     _echo(_ingest_one(capture_dir, db, label_map, [], arch, False, True, False))
@@ -507,7 +522,11 @@ def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> N
         lines.append(f"  host names replaced with 'host': {', '.join(rep.hosts)}")
     if rep.dropped:
         lines.append(f"  left out (binary reports; their exports are kept): {', '.join(rep.dropped)}")
-    lines.append(f"Check before sharing: grep -rI -e \"$USER\" -e \"$(hostname)\" {shlex.quote(str(out))}")
+    lines.append(
+        "Search it before sharing; compressed and SQLite files need e.g. "
+        f"find {shlex.quote(str(out))} -type f -exec sh -c "
+        "'zcat -f \"$1\" | grep -a -q -e \"$USER\" && echo \"$1\"' _ {} \\;"
+    )
     _echo("\n".join(lines))
 
 

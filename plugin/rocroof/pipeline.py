@@ -8,6 +8,7 @@ metadata and fused groups, compute DRAM bytes from the joined counters, and coll
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -175,6 +176,12 @@ def build_run(
         if cut is not None and cut.any() and a.dispatch["invocation"][~cut].notna().any():
             first = int(a.dispatch["invocation"][~cut].min())
             first_measured = first if first_measured is None else max(first_measured, first)
+    meta = capture.op_metadata
+    sidecar = meta is not None and meta.source == "ggml-cuda-markers" and len(meta.ops) > 0
+    if first_measured is None and not keep_warmup and sidecar and meta is not None:
+        # no pass records the reset mark (Nsight Compute alone): the hook's sidecar restarts at the
+        # reset and holds the measured part only, so its first invocation is the first measured one
+        first_measured = int(meta.ops["invocation"].min())
     for i, (p, aidx) in enumerate(zip(capture.passes, agent_idx_per_pass, strict=True)):
         attr, cut = attrs0[i], cuts[i]
         if cut is None and first_measured is not None and p.region_method == "nvtx_stack":
@@ -461,20 +468,14 @@ def _subset(p: PassData, keep: np.ndarray, markers_from_ns: int | None = None) -
     counters["row"] = remap.reindex(counters["row"]).to_numpy()
     inst = p.instances[p.instances["row"].isin(rows)].copy()
     inst["row"] = remap.reindex(inst["row"]).to_numpy()
-    return PassData(
-        kind=p.kind,
-        label=p.label,
-        source=p.source,
+    return dataclasses.replace(  # every other field (region method, notes...) carries over
+        p,
         dispatches=p.dispatches.iloc[rows].reset_index(drop=True),
         counters=counters.reset_index(drop=True),
         instances=inst.reset_index(drop=True),
         markers=p.markers
         if markers_from_ns is None
         else p.markers[(p.markers["end_ns"] >= markers_from_ns).fillna(True).to_numpy()].reset_index(drop=True),
-        launches=p.launches,
-        requested_counters=p.requested_counters,
-        timestamps_exact=p.timestamps_exact,
-        timestamps_note=p.timestamps_note,
     )
 
 

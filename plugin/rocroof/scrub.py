@@ -24,6 +24,7 @@ Measurements are left as they are: ``rocroof ingest`` of the copy stores the sam
 from __future__ import annotations
 
 import csv
+import getpass
 import gzip
 import io
 import json
@@ -31,6 +32,7 @@ import re
 import shutil
 import socket
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,16 +86,21 @@ class ScrubReport:
 class _Cleaner:
     """Text cleaning shared by every file type: host names, then paths."""
 
-    def __init__(self, hosts: Iterable[str]) -> None:
+    def __init__(self, hosts: Iterable[str], users: Iterable[str] = ()) -> None:
         names = sorted({h for h in hosts if h and h not in ("host", "localhost")}, key=len, reverse=True)
         self.hosts = names
         # short names ("vm") are replaced in host fields only: in free text they would hit words
         long = [h for h in names if len(h) >= 4]
         self._host_re = re.compile("|".join(rf"(?<![\w.-]){re.escape(h)}(?![\w-])" for h in long)) if long else None
 
+        names = sorted({u for u in users if len(u) >= 3 and u not in ("user", "host")}, key=len, reverse=True)
+        self._user_re = re.compile("|".join(rf"(?<![\w.-]){re.escape(u)}(?![\w-])" for u in names)) if names else None
+
     def __call__(self, text: str) -> str:
         if self._host_re is not None:
             text = self._host_re.sub("host", text)
+        if self._user_re is not None:
+            text = self._user_re.sub("user", text)
         return shorten_paths(text)
 
 
@@ -122,24 +129,64 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
         raise InputError(f"{dst}: destination lies inside the capture {src}")
     files = sorted(p for p in src.rglob("*") if p.is_file())
     report = ScrubReport()
-    clean = _Cleaner([socket.gethostname(), *extra_hosts, *_learn_hosts(files)])
+    clean = _Cleaner([socket.gethostname(), *extra_hosts, *_learn_hosts(files)], users=_learn_users(files))
     report.hosts = clean.hosts
-    for path in files:
-        rel = path.relative_to(src)
-        if logical_name(path).endswith(BINARY_REPORTS):
-            report.dropped.append(str(rel))
-            continue
-        out = dst / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out = _scrub_file(path, out, clean, report)
-        if compress and not out.name.endswith(".gz") and out.suffix in _COMPRESSIBLE and out.name != MANIFEST:
-            packed = out.with_name(out.name + ".gz")
-            with open(out, "rb") as fh, gzip.GzipFile(packed, "wb", mtime=0) as gz:
-                shutil.copyfileobj(fh, gz)
-            out.unlink()
-            out = packed
-        report.written.append(str(out.relative_to(dst)))
+    try:  # write into a temporary sibling, then rename: a failed scrub leaves nothing behind
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))
+    except OSError as exc:
+        raise InputError(f"{dst}: cannot create the destination ({exc.strerror})") from exc
+    try:
+        for path in files:
+            rel = path.relative_to(src)
+            if logical_name(path).endswith(BINARY_REPORTS):
+                report.dropped.append(str(rel))
+                continue
+            out = work / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out = _scrub_file(path, out, clean, report)
+            if compress and not out.name.endswith(".gz") and out.suffix in _COMPRESSIBLE and out.name != MANIFEST:
+                packed = out.with_name(out.name + ".gz")
+                with open(out, "rb") as fh, gzip.GzipFile(packed, "wb", mtime=0) as gz:
+                    shutil.copyfileobj(fh, gz)
+                out.unlink()
+                out = packed
+            report.written.append(str(out.relative_to(work)))
+        if dst.exists():
+            dst.rmdir()  # checked empty above
+        work.rename(dst)
+    except OSError as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        raise InputError(f"{exc.filename or dst}: cannot read or write ({exc.strerror})") from exc
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     return report
+
+
+def _learn_users(files: list[Path]) -> set[str]:
+    """User names: the local one and those nsys recorded (``META_DATA_CAPTURE`` ``*USER_NAME``)."""
+    users = {getpass.getuser()} if _safe_user() else set()
+    for f in files:
+        if logical_name(f).endswith((".sqlite", ".db")) and not is_gzip(f):
+            try:
+                with sqlite3.connect(f"file:{f}?mode=ro", uri=True) as con:
+                    if _has_table(con, "META_DATA_CAPTURE"):
+                        users.update(
+                            str(r[0])
+                            for r in con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%USER_NAME'")
+                            if r[0]
+                        )
+            except sqlite3.DatabaseError:
+                continue
+    return users
+
+
+def _safe_user() -> bool:
+    try:
+        return bool(getpass.getuser())
+    except (KeyError, OSError):
+        return False
 
 
 def _learn_hosts(files: list[Path]) -> set[str]:
@@ -299,8 +346,8 @@ def _scrub_nsys_tables(con: sqlite3.Connection, report: ScrubReport) -> None:
         con.executemany("DELETE FROM META_DATA_CAPTURE WHERE rowid = ?", [(r,) for r in drop])
         report.count("environment variable", len(drop))
         n = con.execute(
-            "UPDATE META_DATA_CAPTURE SET value = 'host' WHERE name IN ('DEVICE_DISPLAY_NAME', 'HOST_NAME') "
-            "OR name LIKE '%USER_NAME'"
+            "UPDATE META_DATA_CAPTURE SET value = 'host' WHERE (name IN ('DEVICE_DISPLAY_NAME', 'HOST_NAME') "
+            "OR name LIKE '%USER_NAME') AND value != 'host' AND value != ''"
         ).rowcount
         report.count("host or user name", n)
     if _has_table(con, "TARGET_INFO_SYSTEM_ENV"):
@@ -310,6 +357,15 @@ def _scrub_nsys_tables(con: sqlite3.Connection, report: ScrubReport) -> None:
         report.count("host environment record", n)
     if _has_table(con, "TARGET_INFO_GPU"):
         cols = {r[1] for r in con.execute('PRAGMA table_info("TARGET_INFO_GPU")')}
-        sets = [f"{c} = NULL" for c in ("uuid", "busLocation", "luid") if c in cols]
-        if sets:
-            report.count("GPU identifier", con.execute(f"UPDATE TARGET_INFO_GPU SET {', '.join(sets)}").rowcount)
+        ids = [c for c in ("uuid", "busLocation", "luid") if c in cols]
+        if ids:
+            sets = ", ".join(f"{c} = NULL" for c in ids)
+            where = " OR ".join(f"{c} IS NOT NULL" for c in ids)
+            report.count("GPU identifier", con.execute(f"UPDATE TARGET_INFO_GPU SET {sets} WHERE {where}").rowcount)
+    if _has_table(con, "PROCESSES") and _has_table(con, "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        # the recording host's process list: keep the processes that called CUDA
+        n = con.execute(
+            "DELETE FROM PROCESSES WHERE globalPid NOT IN "
+            "(SELECT DISTINCT globalTid - (globalTid % 16777216) FROM CUPTI_ACTIVITY_KIND_RUNTIME)"
+        ).rowcount
+        report.count("host process record", n)

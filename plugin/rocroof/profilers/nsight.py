@@ -10,7 +10,7 @@ A capture is two application runs, exactly as on AMD:
   ``ncu --import ... --csv --page raw`` into ``ncu_raw.csv``. Nsight Compute replays each
   kernel as often as its metrics need and serialises kernels; with ``--cache-control all`` (its
   default) it flushes the caches before each kernel, so DRAM bytes are those of a cold L2, and
-  with ``none`` a small model's weights may stay in the 50 MB L2 of an H100/H200 (a trial here
+  with ``none`` a small model's weights may stay in the L2 (50 MB on an H100; the H200 reports 60 MiB) (a trial here
   saw one matmul fall from 89.5 MB to 9.6 MB). The setting is recorded in the manifest and the
   run.
 

@@ -95,7 +95,9 @@ def detect(path: Path) -> str:
     if path.is_dir():
         files = _files_below(path)
         if not files:
-            raise InputError(f"{path}: directory is empty (expected rocprofv3, rocpd or rocprofiler-compute output)")
+            raise InputError(
+                f"{path}: directory is empty (expected rocprofv3, rocpd, rocprofiler-compute or Nsight output)"
+            )
         if rocprof_compute.is_workload(path):
             return "rocprof-compute"
         workloads = sorted(
@@ -115,6 +117,8 @@ def detect(path: Path) -> str:
             )
         if any(nvidia.is_nsys_sqlite(f) or nvidia.is_ncu_csv(f) or logical_name(f).endswith(".ncu-rep") for f in files):
             return "nvidia"
+        if (path / MANIFEST).is_file() and str(_read_manifest(path / MANIFEST).get("profiler", "")).startswith("ncu"):
+            return "nvidia"  # its exports are all unreadable: the NVIDIA reader names the broken file
         dbs = [f for f in files if logical_name(f).endswith(".db")]
         if any(rocpd.is_rocpd(f) for f in dbs):
             return "rocpd"
@@ -131,7 +135,8 @@ def detect(path: Path) -> str:
         raise InputError(
             f"{path}: no profiler output found (saw {shown}{'...' if len(files) > 5 else ''}); expected rocprofv3 "
             "CSV (*_kernel_trace.csv, *_counter_collection.csv), a rocpd *_results.db, a rocprofiler-compute "
-            "workload (sysinfo.csv + pmc_perf.csv) or ggml op metadata JSON"
+            "workload (sysinfo.csv + pmc_perf.csv), an Nsight Systems SQLite or Nsight Compute raw CSV export, "
+            "or ggml op metadata JSON"
         )
     name = logical_name(path)
     if nvidia.is_nsys_sqlite(path) or nvidia.is_ncu_csv(path):
@@ -155,7 +160,7 @@ def detect(path: Path) -> str:
         )
     raise InputError(
         f"{path}: unknown file format (expected a rocprofv3 CSV or rocpd .db, a rocprofiler-compute pmc_perf.csv, "
-        "or ggml op metadata JSON)"
+        "an Nsight Compute raw CSV or Nsight Systems SQLite export, or ggml op metadata JSON)"
     )
 
 
@@ -357,6 +362,21 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
     nsys = [f for f in files if nvidia.is_nsys_sqlite(f)]
     ncu = [f for f in files if nvidia.is_ncu_csv(f)]
     reps = [f for f in files if logical_name(f).endswith(".ncu-rep")]
+    # an export that is there but unreadable must stop the ingest, not leave a pass out silently
+    for f in files:
+        name = logical_name(f)
+        if name.endswith(".sqlite") and f not in nsys:
+            raise ParseError(
+                f,
+                "not an Nsight Systems export: expected an SQLite database with CUPTI_ACTIVITY_KIND_KERNEL "
+                "(nsys export --type sqlite); the file is empty, damaged, cut short or another database",
+            )
+        if name.endswith(".csv") and (name.startswith("ncu") or f.parent.name == "ncu") and f not in ncu:
+            raise ParseError(
+                f,
+                "not an Nsight Compute raw export: expected the CSV of 'ncu --import REPORT --csv --page raw' "
+                "(header with \"Kernel Name\" and metric columns); the file is empty, damaged or another CSV",
+            )
     if reps and not ncu:
         raise InputError(
             f"{reps[0]}: Nsight Compute reports are binary; export them first: "
@@ -377,6 +397,8 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
     for i, f in enumerate(sorted(ncu, key=_natural)):
         label = _pass_label(root, f.parent, i) if f.parent != root else logical_name(f)
         p, more = nvidia.read_ncu_csv(f, label)
+        if not len(p.dispatches):
+            raise ParseError(f, "holds no kernel rows (did ncu profile any kernel? see its log)")
         passes.append(p)
         facts = {**more, **facts}
         used.append(f)
@@ -394,6 +416,18 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
             ),
             AGENT_COLUMNS,
         )
+    manifest_path = root / MANIFEST
+    if manifest_path.is_file():
+        listed = _read_manifest(manifest_path).get("passes")
+        have = {p.label for p in passes}
+        for entry in listed if isinstance(listed, list) else []:
+            label = str(entry.get("dir", "")) if isinstance(entry, dict) else ""
+            if label and label not in have:
+                expected = "nsys.sqlite (nsys export)" if entry.get("kind") == "trace" else "ncu_raw.csv (ncu --import)"
+                raise InputError(
+                    f"{root / label}: the capture's manifest lists this pass but it holds no {expected}; "
+                    "the run failed or the file was removed"
+                )
     profiler = "+".join(n for n, have in (("ncu", ncu), ("nsys", nsys)) if have)
     if ncu and not nsys:
         notes.append(

@@ -386,7 +386,8 @@ def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
                 },
                 "metadata_bytes": _int(row.get("bytes"), f"{where}.bytes", path),
                 "out_storage_id": _u64(row.get("out_storage_id"), f"{where}.out_storage_id", path),
-                "experts_used": _int(row.get("experts_used"), f"{where}.experts_used", path),
+                # the fork writes 0 when it did not read the routing back: unknown, not "no expert"
+                "experts_used": _int(row.get("experts_used"), f"{where}.experts_used", path) or None,
                 "tokens_per_expert": _jtext(tpe),
                 "gpu_time_ns": gpu_ns if kern else None,
             }

@@ -262,7 +262,7 @@ op_invocation = sa.Table(
     _c("k", sa.BigInteger, "MUL_MAT(_ID) K (reduction)."),
     _c("n_experts", sa.Integer, "MUL_MAT_ID experts in the weight tensor."),
     _c("top_k", sa.Integer, "MUL_MAT_ID experts used per token."),
-    _c("experts_used", sa.Integer, "Distinct experts routed by this launch (0 = unknown)."),
+    _c("experts_used", sa.Integer, "Distinct experts routed by this launch (NULL = not read back)."),
     _c("tokens_per_expert", sa.Text, "Per-expert routed token counts (JSON)."),
     _c("metadata_gpu_time_ns", sa.Float, "GPU time reported by the fork's JSON, ns."),
     sa.PrimaryKeyConstraint("run_id", "op_index"),
