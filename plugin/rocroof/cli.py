@@ -249,6 +249,13 @@ def ingest(
         return
     # several captures: store each in its own transaction, skip those already stored, go on after a bad one
     from .errors import DuplicateRunError
+    from .store import Store
+
+    store = Store(db)  # a database that cannot be used stops everything, once
+    try:
+        store.preflight()
+    finally:
+        store.close()
 
     failed = []
     for path in runs:
