@@ -232,3 +232,33 @@ def test_a_damaged_db_file_is_named(tmp_path: Path, content: bytes) -> None:
     (cap / "123_results.db").write_bytes(content)
     msg = one_line_error("ingest", cap, "--db", tmp_path / "r.db")
     assert "123_results.db" in msg and "not a readable rocpd database" in msg
+
+
+# ---- collect options and attachments -------------------------------------------------------------
+
+EXAMPLE_H200 = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense-prefill"
+
+
+def test_collect_refuses_an_unknown_arch_and_empty_counters() -> None:
+    assert "expected an AMD gfx target" in one_line_error("collect", "--arch", "banana", "--dry-run", "--", "./a")
+    assert "--counters is empty" in one_line_error(
+        "collect", "--arch", "gfx942", "--counters", " ", "--dry-run", "--", "a"
+    )
+
+
+def test_collect_refuses_an_ncu_metric_for_rocprofv3() -> None:
+    msg = one_line_error("collect", "--arch", "gfx942", "--counters", "dram__bytes_read.sum", "--dry-run", "--", "a")
+    assert "looks like an Nsight Compute metric" in msg
+
+
+def test_attach_refuses_files_that_are_neither_metadata_nor_a_fused_log(tmp_path: Path) -> None:
+    prose = tmp_path / "notes.txt"
+    prose.write_text("this log mentions ggml-fused: lines but has none\n")
+    msg = one_line_error("ingest", EXAMPLE_H200, "--attach", prose, "--db", tmp_path / "r.db")
+    assert "notes.txt" in msg and "has neither" in msg
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1}')
+    assert "this JSON is something else" in one_line_error(
+        "ingest", EXAMPLE_H200, "--attach", other, "--db", tmp_path / "r.db"
+    )
+    assert not (tmp_path / "r.db").exists() or run("runs", "--db", tmp_path / "r.db")[1].count("examples") == 0

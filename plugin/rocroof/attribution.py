@@ -478,10 +478,17 @@ def join_pass(
     )
     bad = merged[~matched]
     note = None
+    missing = len(pk) - int(matched.sum())  # timing-pass dispatches that this pass has no row for
     if len(bad) or len(ok) != len(pk):
-        parts = [f"{other.label}: {len(bad)} of {len(ok)} dispatches do not match the timing pass {primary.label}"]
-        if len(ok) != len(pk):
-            parts.append(f"({len(ok)} vs {len(pk)} dispatches)")
+        if len(bad):
+            parts = [f"{other.label}: {len(bad)} of {len(ok)} dispatches do not match the timing pass {primary.label}"]
+            if len(ok) != len(pk):
+                parts.append(f"({len(ok)} vs {len(pk)} dispatches)")
+        else:
+            parts = [
+                f"{other.label}: {missing} of {len(pk)} dispatches of the timing pass {primary.label} have no row in "
+                f"this pass (it holds {len(ok)}; cut short, filtered, or the run ended early)"
+            ]
         if len(bad):
             first = bad.iloc[0]
             where = (
@@ -491,6 +498,7 @@ def join_pass(
             )
             theirs = first["pname"] if isinstance(first["pname"], str) else "no dispatch"
             parts.append(f"; first difference at {where}: {first['oname'][:60]!r} vs {theirs[:60]!r}")
-        parts.append("; unmatched dispatches keep their counters but add nothing to the timing pass")
+        if len(bad):
+            parts.append("; unmatched dispatches keep their counters but add nothing to the timing pass")
         note = Note("warning", "pass-mismatch", " ".join(parts).replace(" ;", ";"))
     return result, note

@@ -8,6 +8,7 @@ user errors too.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -360,6 +361,10 @@ def collect(
     from .profilers import choose_profiler
 
     label_map = _parse_labels(labels)  # before the (long) application runs, not after
+    if arch is not None and not re.fullmatch(r"gfx[0-9a-f]{3,5}|sm_\d{2,3}[a-z]?", arch):
+        raise InputError(f"--arch {arch}: expected an AMD gfx target (gfx942, gfx90a...) or an NVIDIA sm_XX (sm_90)")
+    if counters is not None and not counters.strip():
+        raise InputError("--counters is empty; give a preset (dram, roofline) or counter names")
     out_dir = out or Path("rocroof-out") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     backend = choose_profiler(
         profiler,

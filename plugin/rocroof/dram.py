@@ -146,7 +146,14 @@ def _need(c: _Counters, names: tuple[str, ...], value: pd.Series, what: str) -> 
     miss = c.missing(names)
     has = miss == ""
     value = value.where(has)
-    note = miss.map(lambda m: "" if not m else f"{what} unknown: counter(s) {m.replace(',', ', ')} not collected")
+    note = miss.map(
+        lambda m: (
+            ""
+            if not m
+            else f"{what} unknown: counter(s) {m.replace(',', ', ')} not collected for the dispatch "
+            "(absent from the capture, or no counter-pass row matched it)"
+        )
+    )
     return _exact(value, note)
 
 

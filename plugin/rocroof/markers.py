@@ -109,7 +109,8 @@ def file_has_fused_lines(path: Path, probe_bytes: int = 4 << 20) -> bool:
             head = fh.read(probe_bytes)
     except Exception:  # unreadable logs are simply not fused logs
         return False
-    return FUSED_PREFIX.encode() in head
+    # "ggml-fused:<invocation>:" — the invocation digits tell a real line from a mention in prose
+    return re.search(re.escape(FUSED_PREFIX.encode()) + rb"\d+:", head) is not None
 
 
 def read_fused_log(path: Path) -> dict[int, FusedGroup]:

@@ -109,7 +109,8 @@ def resolve_counters(spec: str, arch: str) -> list[tuple[str, ...]]:
     commas or spaces (one bundle each).
 
     Raises:
-        ConfigError: a preset that has no counters for this architecture, or an empty list.
+        ConfigError: a preset that has no counters for this architecture, an empty list, or an
+            Nsight Compute metric name (``dram__bytes_read.sum``).
     """
     items = [s for s in re.split(r"[,\s]+", spec.strip()) if s]
     bundles: list[tuple[str, ...]] = []
@@ -125,6 +126,11 @@ def resolve_counters(spec: str, arch: str) -> list[tuple[str, ...]]:
             bundles += [b for b in (reads, writes) if b]
             if item.lower() == "roofline" and base_arch(arch).startswith("gfx9"):
                 bundles += [(c,) for c in _FLOP_COUNTERS_CDNA]
+        elif "__" in item or "." in item.split(":", 1)[0]:
+            raise ConfigError(
+                f"--counters {item}: looks like an Nsight Compute metric; rocprofv3 counters are named like "
+                "TCC_EA0_RDREQ_sum or FETCH_SIZE ('rocprofv3 -L' lists them), or use --profiler ncu"
+            )
         else:
             bundles.append((item,))
     if not bundles:

@@ -315,9 +315,18 @@ def read_capture(
         if not extra.is_file():
             raise InputError(f"{extra}: attachment not found")
         if logical_name(extra).endswith(".json"):
+            if not ggml_meta.looks_like_metadata(extra):
+                raise InputError(
+                    f"{extra}: --attach expects ggml op metadata JSON (rows with invocation and ggml_op, from "
+                    "GGML_CUDA_OP_META or GGML_ROOFLINE_OUT); this JSON is something else"
+                )
             meta_files.append(extra)
-        else:
+        elif file_has_fused_lines(extra):
             log_files.append(extra)
+        else:
+            raise InputError(
+                f"{extra}: --attach expects op metadata JSON or a log with 'ggml-fused:' lines; this file has neither"
+            )
     if len(meta_files) > 1:
         shown = ", ".join(str(m) for m in meta_files)
         raise InputError(f"{path}: more than one ggml op metadata JSON ({shown}); keep one per capture")
