@@ -506,6 +506,40 @@ def query(sql: str, db: str, fmt: str) -> None:
 
 
 @cli.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@_db_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="markdown",
+    show_default=True,
+    help="markdown pastes into a PR review; table for terminals; csv/json give every node.",
+)
+@click.option("--top", type=int, default=15, show_default=True, help="Largest node changes to list.")
+def diff(run_a: str, run_b: str, db: str, fmt: str, top: int) -> None:
+    """Compare RUN_B against RUN_A per ggml op: time and DRAM bytes, with noise told apart.
+
+    Nodes are matched by op, node name and shapes. A node evaluated several times (decode
+    tokens, repetitions) gives its own spread: a change smaller than twice the standard error
+    of the difference (or under 1%) is reported as noise, not as a gain.
+
+    \b
+    Examples:
+      rocroof diff 3 4                          # Markdown for a PR comment
+      rocroof diff 3 latest --format table --top 30
+    """
+    from .diff import diff_runs, render_diff
+    from .store import Store
+
+    store = Store(db, read_only=True)
+    store.check()
+    a, b = store.resolve_run(run_a), store.resolve_run(run_b)
+    _echo(render_diff(diff_runs(store, a, b), fmt, top=top).rstrip("\n"))
+
+
+@cli.command()
 @click.argument("capture", type=click.Path(path_type=Path))
 @click.option(
     "--out", "out", type=click.Path(path_type=Path), required=True, help="Destination directory (new or empty)."

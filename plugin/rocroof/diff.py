@@ -1,0 +1,228 @@
+"""``rocroof diff RUN_A RUN_B``: what changed between two runs, per ggml op, with noise told apart.
+
+Ops are matched by key ``(op list, node name, output shape, source shapes)``: the same graph node
+of the same model at the same sizes (each layer's nodes have their own ``-<layer>`` names). A
+node evaluated several times in a run (one graph per decoded token, llama-bench repetitions)
+gives a sample of its time; the spread of those samples is the run-to-run noise.
+
+A change is called **noise** when ``|mean_B - mean_A|`` is below twice the standard error of the
+difference, ``2·sqrt(s_A²/n_A + s_B²/n_B)`` (about a 95% interval for a difference of means,
+Welch), or below 1% of the mean; with a single sample on a side the spread is unknown and the
+verdict says so. Totals are compared per op type on the *mean time of one evaluation of the
+node*, so runs with different token counts compare fairly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .store import Store
+
+#: Relative change below which a difference is never called a gain or a loss.
+MIN_RELATIVE_CHANGE = 0.01
+
+
+@dataclass
+class Diff:
+    """A comparison of two runs.
+
+    Attributes:
+        run_a, run_b: the run ids (A = before, B = after).
+        by_node: one row per matched key (columns: op, node_name, n_a, n_b, mean_us_a, mean_us_b,
+            delta_us, delta_pct, read_mb_a, read_mb_b, verdict).
+        by_op: per op type: time per evaluation (sum of the node means), deltas, verdict counts.
+        total: one row: total time per evaluation of the matched nodes, and unmatched counts.
+        notes: one-line remarks (keys only in one run, missing shapes).
+    """
+
+    run_a: int
+    run_b: int
+    by_node: pd.DataFrame
+    by_op: pd.DataFrame
+    total: pd.DataFrame
+    notes: list[str]
+
+
+def _invocations(store: Store, run_id: int) -> pd.DataFrame:
+    df = store.query(
+        "SELECT s.op, s.op_list, s.node_name, s.duration_ns, s.dram_read_bytes, s.dram_write_bytes, "
+        f"i.ne, i.src_ne FROM op_invocation_summary s JOIN op_invocation i USING (run_id, op_index) "
+        f"WHERE s.run_id = {int(run_id)}"
+    )
+    if not len(df):
+        raise InputError(f"run {run_id} has no ggml op invocations to compare (was it attributed?)")
+    df["key_shapes"] = df["ne"].fillna("") + "|" + df["src_ne"].fillna("")
+    return df
+
+
+def _verdict(row: pd.Series) -> str:
+    if row["n_a"] == 0:
+        return "only in B"
+    if row["n_b"] == 0:
+        return "only in A"
+    delta, mean_a = row["delta_us"], row["mean_us_a"]
+    if pd.isna(delta):
+        return "time unknown"
+    if mean_a and abs(delta) < MIN_RELATIVE_CHANGE * mean_a:
+        return "noise"
+    if row["n_a"] < 2 or row["n_b"] < 2:
+        return ("slower" if delta > 0 else "faster") + " (single sample: spread unknown)"
+    se = math.sqrt(row["sd_us_a"] ** 2 / row["n_a"] + row["sd_us_b"] ** 2 / row["n_b"])
+    if abs(delta) < 2 * se:
+        return "noise"
+    return "slower" if delta > 0 else "faster"
+
+
+def diff_runs(store: Store, run_a: int, run_b: int) -> Diff:
+    """Compare two stored runs per matched graph node and per op type.
+
+    Raises:
+        InputError: a run without op invocations.
+    """
+    a, b = _invocations(store, run_a), _invocations(store, run_b)
+    notes = []
+    if not a["ne"].notna().any() or not b["ne"].notna().any():
+        notes.append("no op shapes in at least one run (no op metadata): nodes matched by op and name only")
+    keys = ["op_list", "node_name", "key_shapes"]
+
+    def stats(df: pd.DataFrame, side: str) -> pd.DataFrame:
+        g = df.groupby(keys, dropna=False, sort=False)
+        out = pd.DataFrame(
+            {
+                f"n_{side}": g.size(),
+                f"mean_us_{side}": g["duration_ns"].mean() / 1e3,
+                f"sd_us_{side}": g["duration_ns"].std(ddof=1).fillna(0.0) / 1e3,
+                f"read_mb_{side}": g["dram_read_bytes"].mean() / 1e6,
+                f"op_{side}": g["op"].first(),
+            }
+        )
+        return out
+
+    m = stats(a, "a").join(stats(b, "b"), how="outer").reset_index()
+    for side in ("a", "b"):
+        m[f"n_{side}"] = m[f"n_{side}"].fillna(0).astype(int)
+    m["op"] = m["op_a"].where(m["op_a"].notna(), m["op_b"])
+    m["delta_us"] = m["mean_us_b"] - m["mean_us_a"]
+    m["delta_pct"] = 100 * m["delta_us"] / m["mean_us_a"]
+    m["verdict"] = m.apply(_verdict, axis=1)
+    only_a, only_b = int((m["n_b"] == 0).sum()), int((m["n_a"] == 0).sum())
+    if only_a or only_b:
+        notes.append(
+            f"{only_a} node(s) only in run {run_a}, {only_b} only in run {run_b} (different model, sizes or fusion)"
+        )
+    by_node = (
+        m[
+            [
+                "op",
+                "op_list",
+                "node_name",
+                "n_a",
+                "n_b",
+                "mean_us_a",
+                "mean_us_b",
+                "delta_us",
+                "delta_pct",
+                "read_mb_a",
+                "read_mb_b",
+                "verdict",
+            ]
+        ]
+        .sort_values("delta_us", key=lambda s: -s.abs(), na_position="last")
+        .reset_index(drop=True)
+    )
+
+    both = m[(m["n_a"] > 0) & (m["n_b"] > 0)]
+    rows = []
+    for op, g in m.groupby("op", sort=False):
+        matched = g[(g["n_a"] > 0) & (g["n_b"] > 0)]
+        ta, tb = matched["mean_us_a"].sum(), matched["mean_us_b"].sum()
+        counts = matched["verdict"].str.split(" ").str[0].value_counts()
+        rows.append(
+            {
+                "op": op,
+                "nodes": len(matched),
+                "us_per_eval_a": ta,
+                "us_per_eval_b": tb,
+                "delta_us": tb - ta,
+                "delta_pct": 100 * (tb - ta) / ta if ta else np.nan,
+                "faster": int(counts.get("faster", 0)),
+                "slower": int(counts.get("slower", 0)),
+                "noise": int(counts.get("noise", 0)),
+                "only_a": int((g["n_b"] == 0).sum()),
+                "only_b": int((g["n_a"] == 0).sum()),
+            }
+        )
+    by_op = pd.DataFrame(rows).sort_values("us_per_eval_a", ascending=False).reset_index(drop=True)
+    ta, tb = both["mean_us_a"].sum(), both["mean_us_b"].sum()
+    total = pd.DataFrame(
+        [
+            {
+                "matched_nodes": len(both),
+                "us_per_eval_a": ta,
+                "us_per_eval_b": tb,
+                "delta_us": tb - ta,
+                "delta_pct": 100 * (tb - ta) / ta if ta else np.nan,
+                "nodes_faster": int(both["verdict"].eq("faster").sum()),
+                "nodes_slower": int(both["verdict"].eq("slower").sum()),
+                "nodes_noise": int(both["verdict"].eq("noise").sum()),
+                "only_in_a": only_a,
+                "only_in_b": only_b,
+            }
+        ]
+    )
+    return Diff(run_a=run_a, run_b=run_b, by_node=by_node, by_op=by_op, total=total, notes=notes)
+
+
+def render_diff(d: Diff, fmt: str = "markdown", top: int = 15) -> str:
+    """The diff as Markdown (for a PR review comment), a terminal table, CSV or JSON.
+
+    ``top`` limits the per-node table to the largest changes (all rows in csv/json).
+    """
+    from .report import render_frame
+
+    if fmt in ("csv", "json"):
+        return render_frame(d.by_node, fmt)  # type: ignore[arg-type]
+    t = d.total.iloc[0]
+    pct = "" if pd.isna(t["delta_pct"]) else f" ({t['delta_pct']:+.1f}%)"
+    head = [
+        f"rocroof diff: run {d.run_a} (A) → run {d.run_b} (B)",
+        "",
+        f"Time per graph evaluation of the {int(t['matched_nodes'])} matched nodes: {t['us_per_eval_a']:,.1f} µs → "
+        f"{t['us_per_eval_b']:,.1f} µs{pct}; nodes faster {int(t['nodes_faster'])}, slower {int(t['nodes_slower'])}, "
+        f"within noise {int(t['nodes_noise'])}.",
+    ]
+    head += [f"Note: {n}" for n in d.notes]
+
+    def fmt_frame(df: pd.DataFrame) -> pd.DataFrame:
+        out = df.copy()
+        for c in out.columns:
+            if out[c].dtype.kind == "f":
+                out[c] = out[c].map(lambda v: "" if pd.isna(v) else f"{v:,.2f}")
+        return out
+
+    by_op = fmt_frame(d.by_op)
+    by_node = fmt_frame(d.by_node.drop(columns=["op_list"]).head(top))
+    kind = "markdown" if fmt == "markdown" else "table"
+    sep = "\n" if fmt == "markdown" else ""
+    return (
+        "\n".join(head)
+        + "\n\n"
+        + (
+            "**Per op type** (µs per evaluation: sum over matched nodes of their mean time)\n\n"
+            if fmt == "markdown"
+            else "Per op type\n"
+        )
+        + render_frame(by_op, kind)  # type: ignore[arg-type]
+        + sep
+        + (
+            f"\n**Largest node changes** (top {top})\n\n"
+            if fmt == "markdown"
+            else f"\nLargest node changes (top {top})\n"
+        )
+        + render_frame(by_node, kind)  # type: ignore[arg-type]
+    )

@@ -1,0 +1,81 @@
+"""rocroof diff on a recorded run against itself and against a copy with slowed-down matvec kernels.
+
+The change is planted by the test (Nsight Systems kernel end times moved so that every
+``mul_mat_vec_q`` kernel takes 1.5x as long), so which ops must come out slower is known
+without rocroof.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rocroof.cli import cli
+from rocroof.diff import diff_runs, render_diff
+from rocroof.pipeline import build_run
+from rocroof.readers import read_capture
+from rocroof.store import Store
+
+DECODE = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense500m-decode"
+
+
+def _slowed_copy(tmp_path: Path, factor: float) -> Path:
+    cap = tmp_path / "slow"
+    shutil.copytree(DECODE, cap)
+    for f in cap.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    gz = cap / "trace" / "nsys.sqlite.gz"
+    db = cap / "trace" / "nsys.sqlite"
+    db.write_bytes(gzip.decompress(gz.read_bytes()))
+    gz.unlink()
+    with sqlite3.connect(db) as con:
+        ids = [r[0] for r in con.execute("SELECT id FROM StringIds WHERE value LIKE '%mul_mat_vec_q%'")]
+        marks = ",".join("?" * len(ids))
+        con.execute(
+            f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + CAST((end - start) * ? AS INTEGER) "
+            f"WHERE demangledName IN ({marks}) OR shortName IN ({marks})",
+            (factor, *ids, *ids),
+        )
+    return cap
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Path]:
+    tmp = tmp_path_factory.mktemp("diff")
+    path = tmp / "r.db"
+    s = Store(path)
+    s.write_run(build_run(read_capture(DECODE)))
+    s.write_run(build_run(read_capture(_slowed_copy(tmp, 1.5))))
+    return Store(path, read_only=True), path
+
+
+def test_a_run_against_itself_is_all_noise(store: tuple[Store, Path]) -> None:
+    d = diff_runs(store[0], 1, 1)
+    t = d.total.iloc[0]
+    assert t["delta_us"] == 0 and t["nodes_faster"] == 0 and t["nodes_slower"] == 0
+    assert t["matched_nodes"] == t["nodes_noise"] > 0
+    assert (d.by_node["verdict"] == "noise").all()
+
+
+def test_slowed_matvecs_show_up_as_slower_matmuls_only(store: tuple[Store, Path]) -> None:
+    d = diff_runs(store[0], 1, 2)
+    matmul = d.by_node[d.by_node["op"] == "MUL_MAT"]
+    assert (matmul["verdict"] == "slower").all()
+    # each MUL_MAT op is a quantize kernel (unchanged) plus one matvec (x1.5): between +0% and +50%
+    assert ((matmul["delta_pct"] > 5) & (matmul["delta_pct"] <= 50.5)).all()
+    others = d.by_node[d.by_node["op"] != "MUL_MAT"]
+    assert (others["verdict"] == "noise").all(), others[["node_name", "verdict"]]
+    md = render_diff(d, "markdown")
+    assert md.startswith("rocroof diff: run 1 (A) → run 2 (B)") and "| MUL_MAT |" in md
+
+
+def test_cli_diff(store: tuple[Store, Path]) -> None:
+    result = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(store[1]), "--format", "csv"])
+    assert result.exit_code == 0 and result.output.startswith("op,op_list,node_name")
+    bad = CliRunner().invoke(cli, ["diff", "1", "9", "--db", str(store[1])])
+    assert bad.exit_code == 1 and bad.output.startswith("Error: ")
