@@ -458,19 +458,32 @@ def runs(db: str, fmt: str, notes_for: int | None) -> None:
     help="One row per ggml op, kernel name, timing-pass dispatch, or op invocation.",
 )
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows (longest first).")
-@_format_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice([*FORMATS, "html"]),
+    default="table",
+    show_default=True,
+    help="table for terminals, markdown for PR reviews, html (tables + roofline plot, one file), csv/json for "
+    "scripts (raw values, units in names).",
+)
 def report(db: str, run_spec: str, by: str, top: int | None, fmt: str) -> None:
-    """Per-op / per-kernel / per-dispatch time, DRAM bytes and bandwidth of a run.
+    """Per-op / per-kernel / per-dispatch time, DRAM bytes, model and roofline of a run.
 
-    Achieved bandwidth is (read + write DRAM bytes) / GPU time; the ceiling is the run's
-    measured or datasheet DRAM bandwidth (named in the header). Unknown values print as '?',
-    with the bounds the counters allow.
+    Achieved bandwidth is (read + write DRAM bytes) / GPU time against the run's measured or
+    datasheet DRAM ceiling (named in the header). With op metadata (the llama.cpp hook's
+    sidecar or the fork's JSON), op and invocation reports add the modelled bytes and FLOPs:
+    meas/model (measured / modelled DRAM bytes; rows outside [0.7, 1.3] are marked * and
+    explained), FLOP/B (arithmetic intensity on measured bytes), bound (memory / compute at the
+    roofline's ridge) and % roof (achieved as % of the governing ceiling). Unknown values print
+    as '?', with the bounds the counters allow.
 
     \b
     Examples:
       rocroof report                          # latest run, per ggml op
       rocroof report --run 3 --by dispatch --format json > run3.json
       rocroof report --by kernel --top 10 --format markdown
+      rocroof report --run 3 --format html > run3.html
     """
     from .report import build_report, render
     from .store import Store
@@ -478,7 +491,69 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str) -> None:
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
+    if fmt == "html":
+        _echo(_html_report(rep), nl=False)
+        return
     _echo(render(rep, fmt), nl=False)  # type: ignore[arg-type]
+
+
+def _html_report(rep: Any) -> str:
+    import tempfile
+
+    from .plot import save_roofline
+    from .report import plot_ceilings, plot_title, render_html, roofline_points
+
+    svg = None
+    ceilings = plot_ceilings(rep)
+    if rep.by == "op" and ceilings is not None and len(roofline_points(rep)):
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = save_roofline(roofline_points(rep), ceilings, plot_title(rep), Path(tmp) / "roofline")
+            svg = paths[1].read_text(encoding="utf-8")
+    return render_html(rep, svg)
+
+
+@cli.command()
+@_db_option
+@click.option("--run", "run_spec", default="latest", show_default=True, help="Run id or 'latest'.")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="File name without extension; writes OUT.png and OUT.svg (default: roofline-run<N>).",
+)
+def plot(db: str, run_spec: str, out: Path | None) -> None:
+    """Draw the run's roofline: ceilings, and one point per ggml op type.
+
+    Filled markers sit at the arithmetic intensity from measured DRAM bytes, hollow ones at the
+    intensity from modelled bytes (same height: achieved FLOP/s); marker area is the op type's
+    share of GPU time. Ceilings come from configs/peaks.yaml (their marks are in the legend).
+    Needs op metadata (FLOPs come from the model).
+
+    \b
+    Examples:
+      rocroof plot --run 3 --out docs/decode-roofline
+    """
+    from .errors import InputError as _InputError
+    from .plot import save_roofline
+    from .report import build_report, plot_ceilings, plot_title, roofline_points
+    from .store import Store
+
+    store = Store(db, read_only=True)
+    rid = store.resolve_run(run_spec)
+    rep = build_report(store, rid, by="op")
+    points = roofline_points(rep)
+    ceilings = plot_ceilings(rep)
+    if ceilings is None:
+        raise _InputError(f"run {rid}: no DRAM ceiling known for its GPU; add it to configs/peaks.yaml")
+    if not len(points) or not (points["flops_per_s"] > 0).any():
+        raise _InputError(
+            f"run {rid}: no modelled FLOPs (the run has no op metadata); collect with the llama.cpp hook's sidecar "
+            "or --attach the op metadata JSON when ingesting"
+        )
+    base = out or Path(f"roofline-run{rid}")
+    paths = save_roofline(points, ceilings, plot_title(rep), base)
+    _echo("Wrote " + ", ".join(str(p) for p in paths))
 
 
 @cli.command()
@@ -503,6 +578,48 @@ def query(sql: str, db: str, fmt: str) -> None:
     store = Store(db, read_only=True)
     store.check()
     _echo(render_frame(store.query(sql), fmt), nl=False)  # type: ignore[arg-type]
+
+
+@cli.command()
+@_db_option
+@click.option("--run", "run_spec", default="latest", show_default=True, help="Run id or 'latest'.")
+@click.option("--evaluation", type=int, default=None, help="One graph evaluation (0-based; e.g. one decode token).")
+@click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot", show_default=True)
+def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
+    """Export the op graph: producer -> consumer edges between op invocations, with time and bytes.
+
+    Edges come from the op metadata's storage ids (the last writer of a storage feeds its
+    readers). Nodes carry op, name, GPU time and DRAM bytes; the critical path (the longest
+    chain by time in its evaluation) is red in DOT.
+
+    \b
+    Examples:
+      rocroof graph --run 3 --evaluation 1 | dot -Tsvg > token1.svg
+      rocroof graph --run 3 --format json > graph.json
+    """
+    import json
+
+    from .analysis import graph_dot, stored_graph
+    from .store import Store
+
+    store = Store(db, read_only=True)
+    rid = store.resolve_run(run_spec)
+    nodes, edges = stored_graph(store, rid, evaluation)
+    if not len(nodes):
+        raise InputError(
+            f"run {rid}: no op graph" + (f" for evaluation {evaluation}" if evaluation is not None else "")
+            + " (it needs op metadata: the hook's sidecar or the fork's JSON)"
+        )
+    if fmt == "dot":
+        _echo(graph_dot(nodes, edges, f"run {rid}").rstrip("\n"))
+        return
+    doc = {
+        "run_id": rid,
+        "evaluation": evaluation,
+        "nodes": json.loads(nodes.to_json(orient="records")),
+        "edges": json.loads(edges.to_json(orient="records")),
+    }
+    _echo(json.dumps(doc, indent=1))
 
 
 @cli.command()

@@ -435,6 +435,14 @@ def build_run(
         "cache_control": capture.sysinfo.get("cache_control") or capture.sysinfo.get("ncu_cache_control"),
         "rocroof_version": __version__,
     }
+    from .analysis import analysis_tables, ceiling_rows
+
+    if len(tdisp) and "op_index" in tdisp:
+        op_time = tdisp.groupby("op_index")["duration_ns"].sum(min_count=1)
+    else:
+        op_time = pd.Series(dtype=float)
+    extra = analysis_tables(capture.op_metadata, ops, op_time, notes)
+    extra["run_ceiling"] = ceiling_rows(name, arch, peak_gbps, peak_source)
     tables = {
         "agent": agents,
         "pass": pass_rows,
@@ -446,6 +454,7 @@ def build_run(
         "op_node": nodes,
         "op_operand": operands,
         "dram_traffic": dram,
+        **extra,
     }
     return RunFrames(run=run, tables=tables, notes=_dedupe(notes), settings=dict(capture.sysinfo))
 

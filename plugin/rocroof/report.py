@@ -43,6 +43,22 @@ _MEASURES = [
     "dram_time_at_peak_ns",
 ]
 _TIME = ["dispatches", "duration_ns", "share_of_time_pct"]
+#: Model-beside-measurement columns (op and invocation reports; see rocroof.roofline).
+_ROOFLINE = [
+    "model_read_bytes",
+    "model_write_bytes",
+    "measured_over_model",
+    "flops",
+    "arithmetic_intensity",
+    "model_arithmetic_intensity",
+    "achieved_tflops",
+    "governing_ceiling",
+    "attainable_tflops",
+    "pct_of_ceiling",
+    "bound",
+    "time_share",
+    "flag",
+]
 _COLUMNS: dict[str, list[str]] = {
     "dispatch": [
         "run_id",
@@ -59,14 +75,28 @@ _COLUMNS: dict[str, list[str]] = {
         "dram_bytes_note",
     ],
     "kernel": ["run_id", "kernel_name", *_TIME, *_MEASURES],
-    "op": ["run_id", "op", "invocations", *_TIME, *_MEASURES],
-    "invocation": ["run_id", "invocation", "op", "op_list", "node_name", "layer", *_TIME, *_MEASURES],
+    "op": ["run_id", "op", "invocations", *_TIME, *_MEASURES, *_ROOFLINE],
+    "invocation": [
+        "run_id",
+        "invocation",
+        "op",
+        "op_list",
+        "node_name",
+        "layer",
+        "evaluation",
+        "block_part",
+        "on_critical_path",
+        *_TIME,
+        *_MEASURES,
+        *_ROOFLINE,
+        "model_note",
+    ],
 }
 _VIEW = {
     "dispatch": "dispatch_dram",
     "kernel": "kernel_summary",
     "op": "op_summary",
-    "invocation": "op_invocation_summary",
+    "invocation": "op_roofline",
 }
 
 
@@ -81,6 +111,7 @@ class Report:
         notes: the run's notes.
         total_rows: rows before ``--top`` was applied.
         totals: whole-run sums (``duration_ns``, ``dispatches``, ``unattributed_dispatches``...).
+        ceilings: the run's ``run_ceiling`` rows (name -> value, source, mark).
     """
 
     by: By
@@ -89,6 +120,7 @@ class Report:
     notes: list[Note] = field(default_factory=list)
     total_rows: int = 0
     totals: dict[str, Any] = field(default_factory=dict)
+    ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def build_report(store: Store, run_id: int, by: By = "op", top: int | None = None) -> Report:
@@ -129,13 +161,40 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
         unattributed = rows[rows["op"].isna()]
         totals["unattributed_dispatches"] = int(unattributed["dispatches"].sum()) if len(unattributed) else 0
         totals["dispatches"] = int(rows["dispatches"].sum()) if len(rows) else 0
+    ceil_df = store.frame(sa.select(schema.run_ceiling).where(schema.run_ceiling.c.run_id == run_id))
+    ceilings = {r["name"]: r for r in ceil_df.to_dict("records")}
+    if by in ("op", "invocation") and len(rows):
+        rows = _with_roofline(store, run_id, by, rows, run_row, {k: v["value"] for k, v in ceilings.items()})
     total_rows = len(rows)
     if top is not None:
         rows = rows.head(top)
     cols = [c for c in _COLUMNS[by] if c in rows.columns]
     return Report(
-        by=by, rows=rows[cols].reset_index(drop=True), run=run_row, notes=notes, total_rows=total_rows, totals=totals
+        by=by,
+        rows=rows[cols].reset_index(drop=True),
+        run=run_row,
+        notes=notes,
+        total_rows=total_rows,
+        totals=totals,
+        ceilings=ceilings,
     )
+
+
+def _with_roofline(
+    store: Store, run_id: int, by: By, rows: pd.DataFrame, run: dict[str, Any], ceilings: dict[str, float]
+) -> pd.DataFrame:
+    """Op or invocation rows with the model and roofline columns (rocroof.roofline)."""
+    from .roofline import add_roofline_columns, per_op_sums
+
+    if by == "op":
+        inv = store.frame(sa.text("SELECT * FROM op_roofline WHERE run_id = :rid"), {"rid": run_id})
+        if len(inv):
+            rows = rows.merge(per_op_sums(inv), on="op", how="left")
+    if "dram_bytes" not in rows:
+        rows["dram_bytes"] = pd.to_numeric(rows["dram_read_bytes"], errors="coerce") + pd.to_numeric(
+            rows["dram_write_bytes"], errors="coerce"
+        )
+    return add_roofline_columns(rows, run, ceilings)
 
 
 # ---- rendering -------------------------------------------------------------------------
@@ -263,6 +322,10 @@ def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     if by == "op":
         headers.append("invocations")
     headers += ["dispatches", "time µs", "% time", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
+    modelled = "model_read_bytes" in report.rows and bool(pd.to_numeric(report.rows["model_read_bytes"]).notna().any())
+    if modelled:  # the model's columns replace "µs at peak" and shorter headers keep the table in 140 columns
+        headers = [{"invocations": "inv.", "dispatches": "disp."}.get(h, h) for h in headers[:-1]]
+        headers += ["model MB", "meas/model", "FLOP/B", "bound", "% roof"]
     for _, r in report.rows.iterrows():
         if by == "kernel":
             name = _short(r["kernel_name"])
@@ -285,8 +348,43 @@ def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
             _pct_cell(r, report.run.get("dram_peak_gbps")),
             _time_at_peak_cell(r, report.run.get("dram_peak_gbps")),
         ]
+        if modelled:
+            model_bytes = pd.to_numeric(pd.Series([r.get("model_read_bytes"), r.get("model_write_bytes")])).sum(
+                min_count=2
+            )
+            flag = "*" if isinstance(r.get("flag"), str) and r.get("flag") else ""
+            line = line[:-1] + [
+                _num(model_bytes, 1e6, 3),
+                _num(r.get("measured_over_model"), 1, 2) + flag,
+                _num(r.get("arithmetic_intensity"), 1, 2),
+                "" if _nan(r.get("bound")) else str(r.get("bound")),
+                _num(r.get("pct_of_ceiling"), 1, 1),
+            ]
         lines.append(line)
     return headers, lines
+
+
+def _flag_lines(report: Report) -> list[str]:
+    """``<row>: <explanation>`` for rows whose measured/modelled bytes are outside [0.7, 1.3]."""
+    if "flag" not in report.rows:
+        return []
+    out = []
+    for _, r in report.rows.iterrows():
+        if isinstance(r.get("flag"), str) and r["flag"]:
+            name = r["op"] if report.by == "op" else f"{r.get('op_list') or r['op']} {r.get('node_name') or ''}".strip()
+            if report.by == "invocation" and not _nan(r.get("invocation")):
+                name += f" #{int(r['invocation'])}"
+            out.append(f"* {name}: {r['flag']}")
+    return out
+
+
+def _ceiling_line(report: Report) -> str | None:
+    parts = []
+    for key, label in (("fp16_matrix_tflops", "FP16 matrix"), ("fp32_vector_tflops", "FP32 vector")):
+        c = report.ceilings.get(key)
+        if c and not _nan(c.get("value")):
+            parts.append(f"{label} {float(c['value']):,.1f} TFLOP/s ({c.get('mark') or '?'})")
+    return ("compute ceilings: " + ", ".join(parts) + " — configs/peaks.yaml") if parts else None
 
 
 def short_kernel_name(name: Any, width: int = 72) -> str:
@@ -358,6 +456,9 @@ def _header_lines(report: Report) -> list[str]:
         lines.append(f"DRAM ceiling {float(r['dram_peak_gbps']):,.1f} GB/s — {r.get('dram_peak_source')}")
     else:
         lines.append("DRAM ceiling: unknown (no % of peak)")
+    compute = _ceiling_line(report) if report.by in ("op", "invocation") else None
+    if compute:
+        lines.append(compute)
     return lines
 
 
@@ -394,6 +495,10 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
         )
     if report.total_rows > len(report.rows):
         footer.append(f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
+    flags = _flag_lines(report)
+    if flags:
+        footer.append("measured/modelled DRAM bytes outside [0.7, 1.3] (marked *):")
+        footer += flags
     if report.by == "op" and report.totals.get("unattributed_dispatches"):
         footer.append(
             f"{report.totals['unattributed_dispatches']} of {report.totals['dispatches']} dispatches "
@@ -496,3 +601,73 @@ def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = No
     if not len(df):
         console.print("(no rows)", highlight=False, markup=False)
     return str(console.file.getvalue())  # type: ignore[attr-defined]
+
+
+# ---- roofline plot and HTML ------------------------------------------------------------
+
+
+def roofline_points(report: Report) -> pd.DataFrame:
+    """One plot point per row of an op report (see :data:`rocroof.plot.POINT_COLUMNS`)."""
+    r = report.rows
+    if "achieved_tflops" not in r:
+        return pd.DataFrame(columns=["label", "ai_measured", "ai_model", "flops_per_s", "time_share"])
+    return pd.DataFrame(
+        {
+            "label": r["op"].fillna("(unattributed)").astype(str),
+            "ai_measured": pd.to_numeric(r["arithmetic_intensity"], errors="coerce"),
+            "ai_model": pd.to_numeric(r["model_arithmetic_intensity"], errors="coerce"),
+            "flops_per_s": pd.to_numeric(r["achieved_tflops"], errors="coerce") * 1e12,
+            "time_share": pd.to_numeric(r["time_share"], errors="coerce").fillna(0.0),
+        }
+    )
+
+
+def plot_ceilings(report: Report) -> Any:
+    """The :class:`rocroof.plot.PlotCeilings` of a report's run (None without a DRAM ceiling)."""
+    from .plot import PlotCeilings
+
+    dram = report.ceilings.get("dram_gbps", {}).get("value") or report.run.get("dram_peak_gbps")
+    if not dram:
+        return None
+    compute = {}
+    for key, label in (("fp16_matrix_tflops", "FP16 matrix"), ("fp32_vector_tflops", "FP32 vector")):
+        c = report.ceilings.get(key)
+        if c and not _nan(c.get("value")):
+            compute[f"{label} ({c.get('mark')})"] = float(c["value"])
+    return PlotCeilings(float(dram), compute, source="ceilings: configs/peaks.yaml (marks in the legend)")
+
+
+def plot_title(report: Report) -> str:
+    """``run N: <source> — <GPU>`` for a figure."""
+    r = report.run
+    return f"run {r['run_id']}: {r.get('source_path') or ''} — {gpu_text(r.get('gpu_name'), r.get('gpu_arch'))}"
+
+
+def render_html(report: Report, svg: str | None) -> str:
+    """A self-contained HTML page: the header lines, the table, the flags and the roofline SVG."""
+    import html
+
+    headers, lines = _human_rows(report)
+    head = "".join(f"<p>{html.escape(t)}</p>" for t in _header_lines(report))
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    cell = "<td class=l>{}</td>", "<td>{}</td>"
+    body = "".join(
+        "<tr>" + "".join(cell[i > 0].format(html.escape(c)) for i, c in enumerate(row)) + "</tr>" for row in lines
+    )
+    flags = _flag_lines(report)
+    warn = [f"{n.severity}: {n.message}" for n in report.notes if n.severity != "info"]
+    extra = "".join(f"<li>{html.escape(t.lstrip('* '))}</li>" for t in flags + warn)
+    figure = svg[svg.find("<svg") :] if svg and "<svg" in svg else ""
+    style = (
+        "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-size:13px}"
+        "th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:right}td.l,th:first-child{text-align:left}"
+        "th{background:#f4f4f4}p{margin:.2em 0;font-size:13px}svg{max-width:100%;height:auto}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(plot_title(report))}</title>"
+        f"<style>{style}</style></head><body><h3>rocroof {html.escape(report.by)} report</h3>{head}"
+        f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+        + (f"<ul>{extra}</ul>" if extra else "")
+        + (f"<div>{figure}</div>" if figure else "")
+        + "</body></html>\n"
+    )

@@ -14,7 +14,8 @@ Layout (rocprofiler-compute ``docs/how-to/profile/mode.rst`` and the workloads u
 * ``timestamps.csv``: a kernel-trace-only run (timings without counter serialisation).
 * ``perfmon/<pass>.txt``: the counters each pass asked for (``pmc: A B C``).
 * ``sysinfo.csv``: one row about the system (``gpu_arch``, ``gpu_model``, ``hbm_bw`` in GB/s...).
-* ``roofline.csv``: empirical peaks measured by the roofline micro-benchmark (``HBMBw`` GB/s).
+* ``roofline.csv``: empirical peaks measured by the roofline micro-benchmark, one row per device
+  (column meanings and units: :data:`ROOFLINE_COLUMNS`).
 
 When per-pass files exist they are read and joined across passes by rocroof (the merged
 ``pmc_perf.csv`` is then ignored); otherwise the merged file is one ``merged`` pass.
@@ -22,7 +23,9 @@ When per-pass files exist they are read and joined across passes by rocroof (the
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +33,7 @@ import pandas as pd
 
 from ..errors import ParseError
 from ..fileio import column_map, logical_name, parse_float, parse_int, parse_str, pick, read_csv, read_text, require
+from ..peaks import MEASURED, Ceiling, Ceilings
 from ..records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -108,6 +112,137 @@ def read_roofline_peak(directory: Path) -> float | None:
     col = require(path, cols, "measured HBM bandwidth in GB/s", "HBMBw")
     values = parse_float(path, df[col], 2, col, required=True)
     return float(values.max()) if len(values) else None
+
+
+#: Source string of every ceiling read from ``roofline.csv``.
+ROOFLINE_SOURCE = "roofline.csv (measured by rocprofiler-compute)"
+
+#: ``roofline.csv`` columns: ``column -> (Ceilings field or extra key, factor to its unit, unit)``.
+#:
+#: What the columns are (rocprofiler-compute ``src/utils/benchmark.py``, ``dump_csv`` and the
+#: benchmarks above it, rocm-systems commit 01d6c28; before 3.5.0 the same kernels and header in
+#: ROCm/rocm-amdgpu-bench ``roofline.cpp``, which wrote ``hbmBwHigh`` and ``MFMAFI8OpsLow``):
+#: one row per measured device (``device`` = HIP device id); per test three columns, ``X`` the
+#: mean of 100 timed runs, ``XLow``/``XHigh`` that mean -/+ 1.96 stdev / sqrt(runs) (a 95%
+#: confidence interval of the mean). Each sample is work / elapsed_ms / 1e6, so bandwidths are
+#: GB/s (1e9 B/s), ``*Flops`` GFLOP/s and ``*Ops`` GOP/s (1e9 operations/s). A test the
+#: architecture does not support is written as 0 (e.g. ``MALLBw`` on gfx90a); rocroof reads 0 as
+#: "not measured". The tests:
+#:
+#: * ``HBMBw``: a ``dst[i] = src[i]`` copy of doubles, 20 Ki workgroups of 256 per CU (read + write).
+#: * ``MALLBw``, ``L2Bw``, ``L1Bw``: repeated reads of a buffer the size of the Infinity Cache
+#:   (64 MiB on gfx94x/gfx950), the per-XCD L2 (4 MiB; 8 MiB on gfx90a) or the L1 (16/32 KiB).
+#: * ``LDSBw``: a pointer chase in LDS.
+#: * ``FP16Flops``, ``FP32Flops``, ``FP64Flops``, ``I8Ops``, ``I32Ops``, ``I64Ops``: a vec4 FMA loop
+#:   on the vector ALUs (FMA = 2 ops) (``FP16Flops`` and the integer tests only in newer versions).
+#: * ``MFMA<T>Flops`` / ``MFMAI8Ops``: a loop of one 32x32 (F64: 16x16) MFMA instruction per wave,
+#:   128 workgroups of 256 threads per CU: F4, F6, F6F4 (gfx950), F8, F16, BF16, F32, F64, I8.
+ROOFLINE_COLUMNS: dict[str, tuple[str, float, str]] = {
+    "HBMBw": ("dram_gbps", 1.0, "GB/s"),
+    "MALLBw": ("llc_gbps", 1.0, "GB/s"),
+    "L2Bw": ("l2_gbps", 1.0, "GB/s"),
+    "L1Bw": ("l1_gbps", 1.0, "GB/s"),
+    "LDSBw": ("lds_gbps", 1.0, "GB/s"),
+    "FP32Flops": ("fp32_vector_tflops", 1e-3, "TFLOP/s"),
+    "MFMAF16Flops": ("fp16_matrix_tflops", 1e-3, "TFLOP/s"),
+    "MFMABF16Flops": ("bf16_matrix_tflops", 1e-3, "TFLOP/s"),
+    "FP16Flops": ("fp16_vector_tflops", 1e-3, "TFLOP/s"),
+    "FP64Flops": ("fp64_vector_tflops", 1e-3, "TFLOP/s"),
+    "MFMAF32Flops": ("fp32_matrix_tflops", 1e-3, "TFLOP/s"),
+    "MFMAF64Flops": ("fp64_matrix_tflops", 1e-3, "TFLOP/s"),
+    "MFMAF8Flops": ("fp8_matrix_tflops", 1e-3, "TFLOP/s"),
+    "MFMAF6Flops": ("fp6_matrix_tflops", 1e-3, "TFLOP/s"),
+    "MFMAF4Flops": ("fp4_matrix_tflops", 1e-3, "TFLOP/s"),
+    "MFMAF6F4Flops": ("fp6f4_matrix_tflops", 1e-3, "TFLOP/s"),
+    "MFMAI8Ops": ("int8_matrix_tops", 1e-3, "TOP/s"),
+    "I8Ops": ("int8_vector_tops", 1e-3, "TOP/s"),
+    "I32Ops": ("int32_vector_tops", 1e-3, "TOP/s"),
+    "I64Ops": ("int64_vector_tops", 1e-3, "TOP/s"),
+}
+#: Misspelt bound columns of the pre-3.5 benchmark binary (case is ignored anyway).
+_ROOFLINE_BOUND_ALIASES = {"MFMAI8OpsLow": ("MFMAFI8OpsLow",)}
+#: The keys above that are :class:`Ceilings` fields; the others go to ``Ceilings.extra``.
+_CEILING_FIELDS = frozenset(f.name for f in fields(Ceilings)) - {"gpu", "matched_by", "extra"}
+
+
+def read_roofline_ceilings(path: Path, device: int | str | None = None) -> Ceilings | None:
+    """Empirical ceilings from rocprofiler-compute's ``roofline.csv``, in rocroof's units.
+
+    Bandwidths stay GB/s; GFLOP/s and GOP/s become TFLOP/s and TOP/s (/1000). Every value has the
+    source :data:`ROOFLINE_SOURCE`, mark ``measured``, and a note naming the column, the device
+    and the 95% confidence interval. Fields the file does not measure (cache sizes, CU count, or a
+    test written as 0) stay None, so :func:`rocroof.peaks.combine_ceilings` keeps the datasheet's.
+
+    Args:
+        path: a workload directory holding ``roofline.csv`` (or ``roofline.csv.gz``), or the file.
+        device: the ``device`` id of the row to read; None reads the first row (the file holds one
+            row per measured device; rocprofiler-compute measures the device it profiles).
+
+    Returns:
+        The ceilings, or None when ``path`` is a directory without ``roofline.csv``.
+
+    Raises:
+        ParseError: no data row, no such device, or a cell that is not a finite number >= 0.
+    """
+    csv_path = path if path.is_file() else _find(path, "roofline.csv")
+    if csv_path is None:
+        return None
+    df = read_csv(csv_path)
+    if not len(df):
+        raise ParseError(csv_path, "no data row (expected one row per measured device)", 2)
+    cols = column_map(df.columns)
+    dev_col = pick(cols, "device")
+    row_index = 0
+    if device is not None:
+        if dev_col is None:
+            raise ParseError(csv_path, f"no 'device' column, so device {device} cannot be chosen", 1)
+        ids = [str(v).strip() for v in df[dev_col]]
+        if str(device).strip() not in ids:
+            raise ParseError(csv_path, f"no row for device {device} (devices measured: {', '.join(ids)})")
+        row_index = ids.index(str(device).strip())
+    row_no = row_index + 2  # the header is row 1
+    dev_label = str(df[dev_col].iloc[row_index]).strip() if dev_col is not None else str(row_index)
+    named: dict[str, Ceiling] = {}
+    extra: dict[str, Ceiling] = {}
+    for column, (key, factor, unit) in ROOFLINE_COLUMNS.items():
+        col = pick(cols, column)
+        if col is None:
+            continue
+        mean = _roofline_cell(csv_path, df, col, row_index)
+        if mean is None or mean == 0:  # 0: the benchmark skipped this test on this architecture
+            continue
+        bounds = []
+        for suffix in ("Low", "High"):
+            bcol = pick(cols, column + suffix, *_ROOFLINE_BOUND_ALIASES.get(column + suffix, ()))
+            bounds.append(_roofline_cell(csv_path, df, bcol, row_index) if bcol is not None else None)
+        ci = (
+            f"95% confidence interval {bounds[0] * factor:,.6g}-{bounds[1] * factor:,.6g} {unit}"
+            if bounds[0] is not None and bounds[1] is not None
+            else "confidence interval not recorded"
+        )
+        ceiling = Ceiling(
+            value=mean * factor,
+            unit=unit,
+            source=ROOFLINE_SOURCE,
+            mark=MEASURED,
+            note=f"{logical_name(csv_path)} row {row_no} (device {dev_label}) column {col}: mean of the "
+            f"benchmark's runs, {ci}",
+        )
+        if key in _CEILING_FIELDS:
+            named[key] = ceiling
+        else:
+            extra[key] = ceiling
+    return Ceilings(gpu=f"roofline.csv device {dev_label}", matched_by=MEASURED, extra=extra, **named)
+
+
+def _roofline_cell(path: Path, df: pd.DataFrame, col: str, row_index: int) -> float | None:
+    values = parse_float(path, df[col], 2, col)
+    value = float(values.iloc[row_index])
+    if math.isnan(value):
+        return None
+    if value < 0:
+        raise ParseError(path, f"column {col!r} holds {value:g}; expected a rate >= 0", row_index + 2)
+    return value
 
 
 def _requested(directory: Path, stem: str) -> tuple[str, ...] | None:

@@ -50,8 +50,14 @@ def _m0001_initial(conn: sa.Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
+def _m0002_model(conn: sa.Connection) -> None:
+    """Modelled bytes/FLOPs per op, the op graph's edges and the run's ceilings (new tables only)."""
+    schema.metadata.create_all(conn, tables=[schema.metadata.tables[n] for n in ("op_model", "op_edge", "run_ceiling")])
+
+
 MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
+    ("0002_model", _m0002_model),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,4 +1,4 @@
-"""The results database schema (SQLAlchemy Core), version 1.
+"""The results database schema (SQLAlchemy Core), versions in migrations.py.
 
 Keys: ``run.run_id`` is global; every other table is keyed by ``run_id`` plus a run-local
 0-based index (``pass_index``, ``dispatch_index``, ``range_index``, ``op_index``...), so a run
@@ -323,6 +323,54 @@ dram_traffic = sa.Table(
     _c("dram_formula", sa.Text, "The formula used (see rocroof.dram)."),
     _c("dram_bytes_note", sa.Text, "Why a value is unknown or approximate."),
     sa.PrimaryKeyConstraint("run_id", "dispatch_index"),
+)
+
+op_model = sa.Table(
+    "op_model",
+    metadata,
+    _run_fk(),
+    _c("op_index", sa.Integer, "The op invocation (see ``op_invocation``).", nullable=False),
+    _c(
+        "model_read_bytes",
+        sa.BigInteger,
+        "Modelled DRAM bytes read: each input tensor once, views and fused-group internals excluded, "
+        "MUL_MAT_ID experts scaled by experts_used/n_experts (rocroof.model); NULL if a size is unknown.",
+    ),
+    _c("model_write_bytes", sa.BigInteger, "Modelled DRAM bytes written (KV-cache rows once; in-place once)."),
+    _c("flops", sa.Float, "Modelled floating-point operations (multiply-add = 2; rocroof.model); NULL if no model."),
+    _c("model_note", sa.Text, "What the model assumed or could not know (empty when nothing)."),
+    _c("evaluation", sa.Integer, "Graph evaluation (one llama_decode) the op belongs to, 0-based (rocroof.graph)."),
+    _c("block_part", sa.String(16), "Part of the transformer block: attention, ffn, moe, input, output."),
+    _c("on_critical_path", sa.Boolean, "On the longest dependency chain (by time) of its graph evaluation."),
+    sa.PrimaryKeyConstraint("run_id", "op_index"),
+)
+
+op_edge = sa.Table(
+    "op_edge",
+    metadata,
+    _run_fk(),
+    _c("edge_index", sa.Integer, "Run-local index.", nullable=False),
+    _c("src_op_index", sa.Integer, "Producer op invocation (last writer of the storage).", nullable=False),
+    _c("dst_op_index", sa.Integer, "Consumer op invocation.", nullable=False),
+    _c("storage_id", sa.BigInteger, "Storage id carried by the edge."),
+    _c("tensor_name", sa.Text, "Tensor name as the consumer sees it, when known."),
+    sa.PrimaryKeyConstraint("run_id", "edge_index"),
+)
+
+run_ceiling = sa.Table(
+    "run_ceiling",
+    metadata,
+    _run_fk(),
+    _c(
+        "name",
+        sa.String(32),
+        "dram_gbps, fp16_matrix_tflops, bf16_matrix_tflops, fp32_vector_tflops, llc_bytes, compute_units.",
+        nullable=False,
+    ),
+    _c("value", sa.Float, "The ceiling, in the unit its name gives (GB/s = 1e9 B/s, TFLOP/s = 1e12 FLOP/s)."),
+    _c("source", sa.Text, "Where the value comes from (datasheet page, roofline.csv measurement...)."),
+    _c("mark", sa.String(16), "verified, derived, unverified or measured."),
+    sa.PrimaryKeyConstraint("run_id", "name"),
 )
 
 INDEXES = [

@@ -217,6 +217,44 @@ def _kernel_summary() -> sa.Select[Any]:
     return sa.select(v.c.run_id, v.c.kernel_name, *_aggregate_columns(v)).group_by(v.c.run_id, v.c.kernel_name)
 
 
+def _op_roofline() -> sa.Select[Any]:
+    v = _op_invocation_summary().subquery("ois")
+    m = s.op_model
+    model_bytes = m.c.model_read_bytes + m.c.model_write_bytes
+    return sa.select(
+        *v.c,
+        m.c.model_read_bytes,
+        m.c.model_write_bytes,
+        model_bytes.label("model_bytes"),
+        (_f(v.c.dram_bytes) / sa.func.nullif(_f(model_bytes), 0.0)).label("measured_over_model"),
+        m.c.flops,
+        (m.c.flops / sa.func.nullif(_f(v.c.dram_bytes), 0.0)).label("arithmetic_intensity"),
+        (m.c.flops / sa.func.nullif(_f(model_bytes), 0.0)).label("model_arithmetic_intensity"),
+        (m.c.flops / sa.func.nullif(_f(v.c.duration_ns), 0.0) / 1e3).label("achieved_tflops"),
+        m.c.evaluation,
+        m.c.block_part,
+        m.c.on_critical_path,
+        m.c.model_note,
+    ).select_from(v.outerjoin(m, sa.and_(m.c.run_id == v.c.run_id, m.c.op_index == v.c.op_index)))
+
+
+_ROOFLINE_DOCS = {
+    "model_read_bytes": "Modelled DRAM bytes read (op_model; NULL without op metadata).",
+    "model_write_bytes": "Modelled DRAM bytes written.",
+    "model_bytes": "model_read_bytes + model_write_bytes.",
+    "measured_over_model": "dram_bytes / model_bytes: 1 = the model's traffic; < 1 cache hits or writes still in "
+    "cache; > 1 re-reads or scratch traffic.",
+    "flops": "Modelled FLOP (multiply-add = 2).",
+    "arithmetic_intensity": "flops / measured dram_bytes, FLOP per byte.",
+    "model_arithmetic_intensity": "flops / model_bytes, FLOP per byte.",
+    "achieved_tflops": "flops / duration_ns, TFLOP/s (1e12 FLOP/s).",
+    "evaluation": "Graph evaluation (one llama_decode), 0-based.",
+    "block_part": "attention, ffn, moe, input or output.",
+    "on_critical_path": "On the longest dependency chain by time of its evaluation.",
+    "model_note": "What the model assumed or could not know.",
+}
+
+
 VIEWS: list[View] = [
     View(
         "dispatch_dram",
@@ -238,6 +276,22 @@ VIEWS: list[View] = [
             **_AGG_DOCS,
         },
         _op_invocation_summary,
+    ),
+    View(
+        "op_roofline",
+        "One row per ggml op invocation: measured time and DRAM bytes beside the modelled bytes and FLOPs.",
+        {
+            "run_id": "The run.",
+            "op_index": "Run-local op invocation.",
+            "invocation": "ggml invocation id.",
+            "op": "ggml op (head op).",
+            "op_list": "Ops of a fused group.",
+            "node_name": "Head node name.",
+            "layer": "Layer number.",
+            **_AGG_DOCS,
+            **_ROOFLINE_DOCS,
+        },
+        _op_roofline,
     ),
     View(
         "op_summary",

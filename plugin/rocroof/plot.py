@@ -1,0 +1,124 @@
+"""Roofline plots (matplotlib): ceilings of the run's GPU and one point per ggml op type.
+
+The roofline (Williams, Waterman, Patterson, "Roofline: an insightful visual performance model",
+CACM 52(4), 2009): attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × peak DRAM
+bandwidth). x is arithmetic intensity in FLOP per DRAM byte, y achieved FLOP/s; both log scale.
+Each op type is drawn twice at the same height (its achieved FLOP/s): a filled marker at the
+intensity from *measured* DRAM bytes and a hollow one at the intensity from *modelled* bytes,
+joined by a thin line, so a reader sees at once how far the measurement is from the model
+(a point right of its model: fewer DRAM bytes than modelled, e.g. served from cache).
+Marker area is proportional to the op type's share of GPU time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: Columns :func:`roofline_figure` reads from its ``points`` frame.
+POINT_COLUMNS = ("label", "ai_measured", "ai_model", "flops_per_s", "time_share")
+
+
+@dataclass(frozen=True)
+class PlotCeilings:
+    """Ceilings to draw.
+
+    Attributes:
+        dram_gbps: peak DRAM bandwidth, GB/s (1e9 B/s); the slanted roof.
+        compute_tflops: flat roofs, name -> TFLOP/s (1e12 FLOP/s), e.g. ``{"FP16 matrix": 989.4}``.
+        source: one line naming where the numbers come from (shown under the title).
+    """
+
+    dram_gbps: float
+    compute_tflops: Mapping[str, float] = field(default_factory=dict)
+    source: str = ""
+
+
+def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) -> object:
+    """A matplotlib Figure of the roofline with ``points`` (see :data:`POINT_COLUMNS`).
+
+    Points without FLOPs or intensity are left out (ops that do no arithmetic, e.g. GET_ROWS).
+
+    Raises:
+        ValueError: a missing column in ``points`` or a non-positive bandwidth.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    missing = [c for c in POINT_COLUMNS if c not in points.columns]
+    if missing:
+        raise ValueError(f"points lack column(s) {', '.join(missing)}")
+    if not ceilings.dram_gbps or ceilings.dram_gbps <= 0:
+        raise ValueError("a roofline needs a positive DRAM bandwidth ceiling")
+    pts = points[(points["flops_per_s"] > 0) & (points["ai_measured"] > 0)].copy()
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    ai = np.logspace(-2, 4, 400)
+    bw = ceilings.dram_gbps * 1e9
+    peaks = {k: v * 1e12 for k, v in ceilings.compute_tflops.items() if v and v > 0}
+    top = max(peaks.values()) if peaks else None
+    roof = ai * bw if top is None else np.minimum(ai * bw, top)
+    ax.plot(ai, roof, color="black", lw=1.8, label=f"DRAM {ceilings.dram_gbps:,.0f} GB/s")
+    styles = ["--", ":", "-."]
+    for i, (name, peak) in enumerate(sorted(peaks.items(), key=lambda kv: -kv[1])):
+        ridge = peak / bw
+        ax.plot([ridge, ai[-1]], [peak, peak], ls=styles[i % 3], color="dimgray", lw=1.2)
+        ax.text(ai[-1], peak, f"{name} {peak / 1e12:,.0f} TFLOP/s", ha="right", va="bottom", fontsize=8)
+    colors = plt.get_cmap("tab10")
+    for i, row in enumerate(pts.sort_values("time_share", ascending=False).itertuples(index=False)):
+        size = 40 + 1400 * float(row.time_share)
+        c = colors(i % 10)
+        ax.scatter(
+            [row.ai_measured],
+            [row.flops_per_s],
+            s=size,
+            color=c,
+            alpha=0.8,
+            edgecolors="black",
+            zorder=3,
+            label=f"{row.label} ({100 * row.time_share:.0f}% time)",
+        )
+        if pd.notna(row.ai_model) and row.ai_model > 0:
+            ax.scatter([row.ai_model], [row.flops_per_s], s=size, facecolors="none", edgecolors=[c], zorder=3)
+            ax.plot([row.ai_model, row.ai_measured], [row.flops_per_s] * 2, color=c, lw=0.8, zorder=2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / DRAM byte); filled: measured bytes, hollow: modelled bytes")
+    ax.set_ylabel("achieved FLOP/s")
+    lo = min([float(pts["flops_per_s"].min())] if len(pts) else [1e9]) / 10
+    ax.set_ylim(lo, (top or float(roof.max())) * 3)
+    ax.set_xlim(ai[0], ai[-1])
+    ax.set_title(title + (f"\n{ceilings.source}" if ceilings.source else ""), fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    from matplotlib.lines import Line2D
+
+    handles, labels = ax.get_legend_handles_labels()
+    fixed = [  # legend markers of one size: the plot's sizes encode time share, not identity
+        Line2D([], [], marker="o", ls="", markersize=7, markerfacecolor=h.get_facecolor()[0], markeredgecolor="black")
+        if hasattr(h, "get_facecolor")
+        else h
+        for h in handles
+    ]
+    ax.legend(fixed, labels, fontsize=7, loc="upper left", framealpha=0.9)
+    fig.tight_layout()
+    return fig
+
+
+def save_roofline(points: pd.DataFrame, ceilings: PlotCeilings, title: str, base: Path) -> list[Path]:
+    """Write ``base.png`` and ``base.svg``; return the paths (no timestamps in the files)."""
+    import matplotlib.pyplot as plt
+
+    fig = roofline_figure(points, ceilings, title)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    out = []
+    for ext, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
+        path = base.with_suffix(f".{ext}")
+        fig.savefig(path, format=ext, metadata=meta)  # type: ignore[attr-defined]
+        out.append(path)
+    plt.close(fig)  # type: ignore[arg-type]
+    return out

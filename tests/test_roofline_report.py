@@ -1,0 +1,164 @@
+"""The roofline analysis in reports: ceilings, bound, % of ceiling, flags, plot, HTML, graph export.
+
+Expected numbers are computed in the tests from the roofline definition (attainable = min(peak,
+intensity × bandwidth)) and from the dense-500m model's shapes (examples/h200/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from rocroof.cli import cli
+from rocroof.pipeline import build_run
+from rocroof.readers import read_capture
+from rocroof.report import build_report, render
+from rocroof.roofline import add_roofline_columns, flag_for
+from rocroof.store import Store
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "h200"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("roof") / "r.db"
+    store = Store(path)
+    for case in ("dense500m-decode", "moe-prefill"):
+        store.write_run(build_run(read_capture(EXAMPLES / case)))
+    return path
+
+
+def test_bound_and_percent_of_ceiling_follow_the_roofline() -> None:
+    rows = pd.DataFrame(
+        {
+            "op": ["MUL_MAT", "MUL_MAT", "ADD", "GET_ROWS"],
+            # 2 FLOP/B at 4,800 GB/s: roof 9.6 TFLOP/s, far below 1,000: memory-bound
+            # 1,000 FLOP/B: 4,800 TFLOP/s > 1,000: compute-bound on the matrix peak
+            # ADD at 0.25 FLOP/B: roof 1.2 TFLOP/s < 60 (vector peak): memory-bound
+            "arithmetic_intensity": [2.0, 1000.0, 0.25, None],
+            "flops": [2.4e6, 5e8, 1e3, 0.0],
+            "duration_ns": [1000.0, 1000.0, 1000.0, 1000.0],  # 2.4, 500, 0.001 TFLOP/s
+            "achieved_gbps": [1200.0, 0.5, 4.0, 480.0],
+            "share_of_time_pct": [40.0, 40.0, 10.0, 10.0],
+        }
+    )
+    ceilings = {"dram_gbps": 4800.0, "fp16_matrix_tflops": 1000.0, "fp32_vector_tflops": 60.0}
+    out = add_roofline_columns(rows, {}, ceilings)
+    assert list(out["bound"]) == ["memory", "compute", "memory", "memory"]
+    assert out["attainable_tflops"][0] == pytest.approx(9.6)
+    assert out["pct_of_ceiling"][0] == pytest.approx(100 * 2.4 / 9.6)
+    assert out["attainable_tflops"][1] == pytest.approx(1000.0)
+    assert out["pct_of_ceiling"][1] == pytest.approx(50.0)
+    assert out["governing_ceiling"][1] == "FP16 matrix peak"
+    assert out["pct_of_ceiling"][2] == pytest.approx(100 * 0.001 / 1.2)
+    assert out["pct_of_ceiling"][3] == pytest.approx(10.0)  # no FLOPs: judged on bandwidth, 480 of 4,800 GB/s
+    assert list(out["time_share"]) == [0.4, 0.4, 0.1, 0.1]
+
+
+@pytest.mark.parametrize(
+    ("row", "run", "expected"),
+    [
+        ({"measured_over_model": 1.0}, {}, ""),
+        ({"measured_over_model": 0.5, "dram_write_bytes": 0, "model_write_bytes": 1e6}, {}, "write-back L2"),
+        (
+            {"measured_over_model": 0.5, "dram_write_bytes": 1e6, "model_write_bytes": 1e6, "model_bytes": 4e6},
+            {"cache_control": None},
+            "served from L2/Infinity Cache",
+        ),
+        (
+            {"measured_over_model": 0.5, "dram_write_bytes": 1e6, "model_write_bytes": 1e6, "model_bytes": 4e6},
+            {"cache_control": "all"},
+            "cold caches",
+        ),
+        (
+            {"measured_over_model": 0.4, "model_write_bytes": 0, "model_note": "experts_used unknown: bound 8 of 8"},
+            {"cache_control": "all"},
+            "upper bound",
+        ),
+        ({"measured_over_model": 2.0, "model_bytes": 4096}, {}, "small op"),
+        ({"measured_over_model": 2.0, "model_bytes": 4e9}, {}, "re-reads"),
+        ({"measured_over_model": 0.5, "model_bytes": 4e9}, {"gpu_arch": "gfx1151", "cache_control": "all"}, "#2352"),
+    ],
+)
+def test_flags_explain_by_how_the_run_was_measured(
+    row: dict[str, object], run: dict[str, object], expected: str
+) -> None:
+    text = flag_for(row, run, {"llc_bytes": 256 * 2**20})
+    assert (expected in text) if expected else text == ""
+
+
+def test_decode_report_carries_model_and_roofline(db: Path) -> None:
+    rep = build_report(Store(db, read_only=True), 1, by="op")
+    mm = rep.rows.set_index("op").loc["MUL_MAT"]
+    # by hand, per token: 10 layers of q, k, v, attn_out, gate+up, down; fused ADD (attn_out in layers 0-8,
+    # ffn_out in all 10) and SWIGLU (2 FLOP per output element), and the 32000-row output head
+    per_token = (
+        10 * (2 * 2048 * 2048 * 2 + 2 * 512 * 2048 * 2 + 2 * 2 * 5632 * 2048 + 2 * 2048 * 5632)
+        + 9 * 2048
+        + 10 * 2 * 5632
+        + 10 * 2048
+        + 2 * 32000 * 2048
+    )
+    assert mm["flops"] == 4 * per_token
+    assert mm["measured_over_model"] == pytest.approx(1.0, abs=0.01)
+    assert mm["bound"] == "memory" and mm["governing_ceiling"] == "DRAM bandwidth"
+    assert mm["flag"] == ""
+    # the memory roof at the op's intensity, and the op's achieved rate as % of it
+    bw = rep.ceilings["dram_gbps"]["value"]
+    achieved = mm["flops"] / mm["duration_ns"] / 1e3
+    assert mm["pct_of_ceiling"] == pytest.approx(100 * achieved / (mm["arithmetic_intensity"] * bw / 1e3))
+    for key in (
+        "model_read_bytes",
+        "model_write_bytes",
+        "arithmetic_intensity",
+        "model_arithmetic_intensity",
+        "time_share",
+    ):
+        assert key in rep.rows.columns
+    text = render(rep, "table")
+    assert "meas/model" in text and "compute ceilings: FP16 matrix" in text
+
+
+def test_moe_report_explains_the_flagged_ops(db: Path) -> None:
+    rep = build_report(Store(db, read_only=True), 2, by="op")
+    flagged = rep.rows[rep.rows["flag"] != ""]
+    assert len(flagged) > 0
+    md = render(rep, "markdown")
+    assert "outside [0.7, 1.3]" in md
+    for op in flagged["op"]:
+        assert f"* {op}: measured" in md
+
+
+def test_json_report_has_the_issue_keys(db: Path) -> None:
+    result = CliRunner().invoke(cli, ["report", "--db", str(db), "--run", "1", "--format", "json"])
+    rows = json.loads(result.output)
+    for key in (
+        "model_read_bytes",
+        "model_write_bytes",
+        "flops",
+        "arithmetic_intensity",
+        "model_arithmetic_intensity",
+        "pct_of_ceiling",
+        "bound",
+        "time_share",
+    ):
+        assert key in rows[0]
+
+
+def test_plot_html_and_graph_commands(db: Path, tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["plot", "--db", str(db), "--run", "1", "--out", str(tmp_path / "roof")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "roof.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in (tmp_path / "roof.svg").read_text()
+    html = CliRunner().invoke(cli, ["report", "--db", str(db), "--run", "2", "--format", "html"]).output
+    assert html.startswith("<!doctype html>") and "<svg" in html and "MUL_MAT_ID" in html
+    dot = CliRunner().invoke(cli, ["graph", "--db", str(db), "--run", "1", "--evaluation", "1"]).output
+    assert dot.startswith('digraph "run 1" {') and dot.rstrip().endswith("}") and "->" in dot
+    graph = json.loads(CliRunner().invoke(cli, ["graph", "--db", str(db), "--run", "1", "--format", "json"]).output)
+    assert {n["evaluation"] for n in graph["nodes"]} == {0, 1, 2, 3}  # four decode tokens
+    bad = CliRunner().invoke(cli, ["graph", "--db", str(db), "--run", "1", "--evaluation", "7"])
+    assert bad.exit_code == 1 and bad.output.startswith("Error: ")
