@@ -50,13 +50,18 @@ class Diff:
 
 def _invocations(store: Store, run_id: int) -> pd.DataFrame:
     df = store.query(
-        "SELECT s.op, s.op_list, s.node_name, s.duration_ns, s.dram_read_bytes, s.dram_write_bytes, "
-        f"i.ne, i.src_ne FROM op_invocation_summary s JOIN op_invocation i USING (run_id, op_index) "
-        f"WHERE s.run_id = {int(run_id)}"
+        "SELECT s.op, s.op_list, s.node_name, s.duration_ns, s.dram_read_bytes, s.dram_write_bytes, s.evaluation, "
+        f"i.ne, i.src_ne FROM op_roofline s JOIN op_invocation i USING (run_id, op_index) "
+        f"WHERE s.run_id = {int(run_id)} ORDER BY s.op_index"
     )
     if not len(df):
         raise InputError(f"run {run_id} has no ggml op invocations to compare (was it attributed?)")
     df["key_shapes"] = df["ne"].fillna("") + "|" + df["src_ne"].fillna("")
+    if df["evaluation"].notna().all():
+        # one name can head two nodes of a graph (llama.cpp's norm-0 before attention and before the FFN):
+        # the k-th occurrence within a graph evaluation tells them apart
+        occurrence = df.groupby(["evaluation", "op_list", "node_name", "key_shapes"], dropna=False).cumcount()
+        df["key_shapes"] = df["key_shapes"] + "#" + occurrence.astype(str)
     return df
 
 
