@@ -11,7 +11,9 @@
 #
 # "all": build with GGML_CUDA_MARKERS=ON, write the tiny models (tools/models), run
 # `rocroof collect --profiler ncu` for each example case, then time llama-bench with the hook
-# off / on / CUDA graphs on. "overhead": build with and without the option, then time
+# off / on / CUDA graphs on (WITH_DIFF_CASES=1, the default, adds a repeat of the decode case and
+# the decode case with GGML_CUDA_DISABLE_FUSION=1, for rocroof diff). "overhead": build with and
+# without the option, then time
 # llama-bench in round-robin over: graphs on, hook compiled in but off, hook on, no option.
 # Results land in $OUT: log.txt, captures.tar.gz (raw exports, no .ncu-rep/.nsys-rep), bench.tar.gz.
 set -uo pipefail
@@ -120,6 +122,12 @@ collect() {  # collect NAME ROCROOF-OPTIONS... -- APP...
 collect dense-prefill --counters roofline -- $B/llama-bench -m $W/models/dense-tiny.gguf -p 512 -n 0 -r 1
 collect moe-prefill --counters roofline -- $B/llama-bench -m $W/models/moe-tiny.gguf -p 64 -n 0 -r 1
 collect dense500m-decode --counters dram -- $B/llama-bench -m $W/models/dense-500m.gguf -p 0 -n 4 -r 1
+if [ "${WITH_DIFF_CASES:-1}" = 1 ]; then
+  # for rocroof diff: a repeat of the same run (must come out as noise) and the same run without fusion
+  collect dense500m-decode-repeat --counters dram -- $B/llama-bench -m $W/models/dense-500m.gguf -p 0 -n 4 -r 1
+  GGML_CUDA_DISABLE_FUSION=1 collect dense500m-decode-nofusion --counters dram -- \
+    $B/llama-bench -m $W/models/dense-500m.gguf -p 0 -n 4 -r 1
+fi
 
 if [ $(($(date +%s) - T0)) -lt 480 ]; then
   step "bench (hook compiled in)"
