@@ -60,6 +60,7 @@ def test_a_run_against_itself_is_all_noise(store: tuple[Store, Path]) -> None:
     assert t["delta_us"] == 0 and t["nodes_faster"] == 0 and t["nodes_slower"] == 0
     assert t["matched_nodes"] == t["nodes_noise"] > 0
     assert (d.by_node["verdict"] == "noise").all()
+    assert "No change beyond run-to-run noise." in render_diff(d, "markdown")
 
 
 def test_slowed_matvecs_show_up_as_slower_matmuls_only(store: tuple[Store, Path]) -> None:
@@ -71,7 +72,8 @@ def test_slowed_matvecs_show_up_as_slower_matmuls_only(store: tuple[Store, Path]
     others = d.by_node[d.by_node["op"] != "MUL_MAT"]
     assert (others["verdict"] == "noise").all(), others[["node_name", "verdict"]]
     md = render_diff(d, "markdown")
-    assert md.startswith("rocroof diff: run 1 (A) → run 2 (B)") and "| MUL_MAT |" in md
+    assert md.startswith("**rocroof diff**: A = run 1, B = run 2") and "| MUL_MAT |" in md
+    assert "Nodes that changed beyond noise" in md
 
 
 def test_cli_diff(store: tuple[Store, Path]) -> None:

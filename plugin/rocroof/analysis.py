@@ -168,9 +168,14 @@ def graph_dot(nodes: pd.DataFrame, edges: pd.DataFrame, title: str) -> str:
         label = f"{r.op_list}\n{r.node_name or ''}\n{num(r.duration_ns, 1e3, 'µs')}, {num(r.dram_bytes, 1e6, 'MB')}"
         color = ', color="red"' if bool(r.on_critical_path) else ""
         lines.append(f"  o{int(r.op_index)} [label={dot_quote(label)}{color}];")
-    critical = set(nodes.loc[nodes["on_critical_path"].fillna(False).astype(bool), "op_index"])
+    # the path is a chain: per evaluation, each critical op feeds the next critical op
+    on_path: set[tuple[int, int]] = set()
+    for _, g in nodes[nodes["on_critical_path"].fillna(False).astype(bool)].groupby("evaluation", dropna=False):
+        chain = sorted(int(i) for i in g["op_index"])
+        on_path.update(zip(chain, chain[1:], strict=False))
+    lines.append('  label="red: the critical path (longest dependency chain by GPU time)"; labelloc=t;')
     for e in edges.itertuples(index=False):
-        color = ', color="red"' if e.src_op_index in critical and e.dst_op_index in critical else ""
+        color = ', color="red"' if (int(e.src_op_index), int(e.dst_op_index)) in on_path else ""
         name = "" if e.tensor_name is None or pd.isna(e.tensor_name) else str(e.tensor_name)
         lines.append(f"  o{int(e.src_op_index)} -> o{int(e.dst_op_index)} [label={dot_quote(name)}{color}];")
     lines.append("}")

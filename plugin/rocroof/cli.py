@@ -563,9 +563,11 @@ def plot(db: str, run_spec: str, out: Path | None) -> None:
 def query(sql: str, db: str, fmt: str) -> None:
     """Run one read-only SQL query on the database.
 
-    Views: dispatch_dram, op_invocation_summary, op_summary, kernel_summary; tables: run,
-    pass, dispatch, counter_value, counter_instance, marker_range, op_invocation, op_operand,
-    dram_traffic, run_note... (docs/schema.md). Statements that write are refused.
+    Views: dispatch_dram, op_invocation_summary, op_roofline (measured beside modelled bytes
+    and FLOPs), op_summary, kernel_summary; tables: run, run_ceiling, pass, dispatch,
+    counter_value, counter_instance, marker_range, op_invocation, op_model, op_edge,
+    op_operand, dram_traffic, run_note... (docs/schema.md). Statements that write are refused.
+    Wide results print one record per block in the terminal; use --format csv for a sheet.
 
     \b
     Examples:
@@ -606,10 +608,11 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
     rid = store.resolve_run(run_spec)
     nodes, edges = stored_graph(store, rid, evaluation)
     if not len(nodes):
-        raise InputError(
-            f"run {rid}: no op graph" + (f" for evaluation {evaluation}" if evaluation is not None else "")
-            + " (it needs op metadata: the hook's sidecar or the fork's JSON)"
-        )
+        every, _ = stored_graph(store, rid, None)
+        evals = sorted({int(e) for e in every["evaluation"].dropna()}) if len(every) else []
+        if evaluation is not None and evals:
+            raise InputError(f"run {rid}: no evaluation {evaluation}; it has evaluations {evals[0]}–{evals[-1]}")
+        raise InputError(f"run {rid}: no op graph (it needs op metadata: the hook's sidecar or the fork's JSON)")
     if fmt == "dot":
         _echo(graph_dot(nodes, edges, f"run {rid}").rstrip("\n"))
         return
@@ -653,7 +656,15 @@ def diff(run_a: str, run_b: str, db: str, fmt: str, top: int) -> None:
     store = Store(db, read_only=True)
     store.check()
     a, b = store.resolve_run(run_a), store.resolve_run(run_b)
-    _echo(render_diff(diff_runs(store, a, b), fmt, top=top).rstrip("\n"))
+
+    def describe(rid: int) -> str:
+        path = store.query(f"SELECT source_path FROM run WHERE run_id = {rid}")["source_path"].iloc[0]
+        labels = store.query(f"SELECT key, value FROM run_label WHERE run_id = {rid} ORDER BY key")
+        text = ", ".join(f"{k}={v}" for k, v in zip(labels["key"], labels["value"], strict=True))
+        return " ".join(x for x in (str(path or ""), f"[{text}]" if text else "") if x)
+
+    names = (describe(a), describe(b))
+    _echo(render_diff(diff_runs(store, a, b), fmt, top=top, names=names).rstrip("\n"))
 
 
 @cli.command()

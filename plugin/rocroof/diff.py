@@ -76,7 +76,7 @@ def _verdict(row: pd.Series) -> str:
     if mean_a and abs(delta) < MIN_RELATIVE_CHANGE * mean_a:
         return "noise"
     if row["n_a"] < 2 or row["n_b"] < 2:
-        return ("slower" if delta > 0 else "faster") + " (single sample: spread unknown)"
+        return "unclear (1 sample: spread unknown)"
     se = math.sqrt(row["sd_us_a"] ** 2 / row["n_a"] + row["sd_us_b"] ** 2 / row["n_b"])
     if abs(delta) < 2 * se:
         return "noise"
@@ -151,13 +151,16 @@ def diff_runs(store: Store, run_a: int, run_b: int) -> Diff:
             {
                 "op": op,
                 "nodes": len(matched),
-                "us_per_eval_a": ta,
-                "us_per_eval_b": tb,
-                "delta_us": tb - ta,
+                "us_per_eval_a": ta if len(matched) else np.nan,
+                "us_per_eval_b": tb if len(matched) else np.nan,
+                "delta_us": tb - ta if len(matched) else np.nan,
                 "delta_pct": 100 * (tb - ta) / ta if ta else np.nan,
+                "read_mb_per_eval_a": matched["read_mb_a"].sum(min_count=1),
+                "read_mb_per_eval_b": matched["read_mb_b"].sum(min_count=1),
                 "faster": int(counts.get("faster", 0)),
                 "slower": int(counts.get("slower", 0)),
                 "noise": int(counts.get("noise", 0)),
+                "unclear": int(counts.get("unclear", 0)),
                 "only_a": int((g["n_b"] == 0).sum()),
                 "only_b": int((g["n_a"] == 0).sum()),
             }
@@ -175,6 +178,7 @@ def diff_runs(store: Store, run_a: int, run_b: int) -> Diff:
                 "nodes_faster": int(both["verdict"].eq("faster").sum()),
                 "nodes_slower": int(both["verdict"].eq("slower").sum()),
                 "nodes_noise": int(both["verdict"].eq("noise").sum()),
+                "nodes_unclear": int(both["verdict"].str.startswith("unclear").sum()),
                 "only_in_a": only_a,
                 "only_in_b": only_b,
             }
@@ -183,51 +187,78 @@ def diff_runs(store: Store, run_a: int, run_b: int) -> Diff:
     return Diff(run_a=run_a, run_b=run_b, by_node=by_node, by_op=by_op, total=total, notes=notes)
 
 
-def render_diff(d: Diff, fmt: str = "markdown", top: int = 15) -> str:
+def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str, str] = ("", "")) -> str:
     """The diff as Markdown (for a PR review comment), a terminal table, CSV or JSON.
 
-    ``top`` limits the per-node table to the largest changes (all rows in csv/json).
+    ``top`` limits the per-node table to the largest changes beyond noise (all rows in csv/json);
+    ``names`` describe runs A and B (source, labels) in the heading.
     """
     from .report import render_frame
 
     if fmt in ("csv", "json"):
         return render_frame(d.by_node, fmt)  # type: ignore[arg-type]
+    md = fmt == "markdown"
     t = d.total.iloc[0]
     pct = "" if pd.isna(t["delta_pct"]) else f" ({t['delta_pct']:+.1f}%)"
+    a_name = f" ({names[0]})" if names[0] else ""
+    b_name = f" ({names[1]})" if names[1] else ""
     head = [
-        f"rocroof diff: run {d.run_a} (A) → run {d.run_b} (B)",
+        f"{'**' if md else ''}rocroof diff{'**' if md else ''}: A = run {d.run_a}{a_name}, B = run {d.run_b}{b_name}",
         "",
-        f"Time per graph evaluation of the {int(t['matched_nodes'])} matched nodes: {t['us_per_eval_a']:,.1f} µs → "
-        f"{t['us_per_eval_b']:,.1f} µs{pct}; nodes faster {int(t['nodes_faster'])}, slower {int(t['nodes_slower'])}, "
-        f"within noise {int(t['nodes_noise'])}.",
+        f"GPU time per graph evaluation over the {int(t['matched_nodes'])} nodes in both runs: "
+        f"{t['us_per_eval_a']:,.1f} µs → {t['us_per_eval_b']:,.1f} µs{pct}. Nodes faster {int(t['nodes_faster'])}, "
+        f"slower {int(t['nodes_slower'])}, within noise {int(t['nodes_noise'])}"
+        + (f", unclear (one sample) {int(t['nodes_unclear'])}" if t["nodes_unclear"] else "")
+        + (
+            f"; only in A {int(t['only_in_a'])}, only in B {int(t['only_in_b'])}"
+            if t["only_in_a"] or t["only_in_b"]
+            else ""
+        )
+        + ".",
     ]
     head += [f"Note: {n}" for n in d.notes]
+    changed = d.by_node[d.by_node["verdict"].isin(["faster", "slower"])]
+    if not len(changed) and not t["only_in_a"] and not t["only_in_b"]:
+        return "\n".join(head + ["", "No change beyond run-to-run noise."]) + "\n"
 
-    def fmt_frame(df: pd.DataFrame) -> pd.DataFrame:
+    def cells(df: pd.DataFrame) -> pd.DataFrame:
         out = df.copy()
         for c in out.columns:
             if out[c].dtype.kind == "f":
-                out[c] = out[c].map(lambda v: "" if pd.isna(v) else f"{v:,.2f}")
+                out[c] = out[c].map(lambda v: "—" if pd.isna(v) else f"{v:,.2f}")
         return out
 
-    by_op = fmt_frame(d.by_op)
-    by_node = fmt_frame(d.by_node.drop(columns=["op_list"]).head(top))
-    kind = "markdown" if fmt == "markdown" else "table"
-    sep = "\n" if fmt == "markdown" else ""
-    return (
-        "\n".join(head)
-        + "\n\n"
-        + (
-            "**Per op type** (µs per evaluation: sum over matched nodes of their mean time)\n\n"
-            if fmt == "markdown"
-            else "Per op type\n"
-        )
-        + render_frame(by_op, kind)  # type: ignore[arg-type]
-        + sep
-        + (
-            f"\n**Largest node changes** (top {top})\n\n"
-            if fmt == "markdown"
-            else f"\nLargest node changes (top {top})\n"
-        )
-        + render_frame(by_node, kind)  # type: ignore[arg-type]
+    by_op = cells(d.by_op).rename(
+        columns={
+            "us_per_eval_a": "µs/eval A",
+            "us_per_eval_b": "µs/eval B",
+            "delta_us": "Δ µs",
+            "delta_pct": "Δ %",
+            "read_mb_per_eval_a": "read MB A",
+            "read_mb_per_eval_b": "read MB B",
+            "only_a": "only A",
+            "only_b": "only B",
+        }
     )
+    nodes = cells(changed.drop(columns=["op_list"]).head(top)).rename(
+        columns={
+            "node_name": "node",
+            "n_a": "n A",
+            "n_b": "n B",
+            "mean_us_a": "µs A",
+            "mean_us_b": "µs B",
+            "delta_us": "Δ µs",
+            "delta_pct": "Δ %",
+            "read_mb_a": "read MB A",
+            "read_mb_b": "read MB B",
+        }
+    )
+    kind = "markdown" if md else "table"
+    parts = ["\n".join(head), ""]
+    parts.append("**Per op type** (µs per evaluation: sum of the matched nodes' mean times)\n" if md else "Per op type")
+    parts.append(render_frame(by_op, kind))  # type: ignore[arg-type]
+    if len(changed):
+        title = f"Nodes that changed beyond noise (largest first, {min(top, len(changed))} of {len(changed)})"
+        parts.append(f"**{title}**\n" if md else title)
+        parts.append(render_frame(nodes, kind))  # type: ignore[arg-type]
+    return "\n".join(parts)

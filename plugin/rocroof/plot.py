@@ -31,11 +31,18 @@ class PlotCeilings:
         dram_gbps: peak DRAM bandwidth, GB/s (1e9 B/s); the slanted roof.
         compute_tflops: flat roofs, name -> TFLOP/s (1e12 FLOP/s), e.g. ``{"FP16 matrix": 989.4}``.
         source: one line naming where the numbers come from (shown under the title).
+        dram_mark: the DRAM value's mark (verified, derived, unverified, measured), shown in the legend.
     """
 
     dram_gbps: float
     compute_tflops: Mapping[str, float] = field(default_factory=dict)
     source: str = ""
+    dram_mark: str = ""
+
+
+def _pct(value: float) -> str:
+    """A share of time for the legend: one decimal under 1%, none above."""
+    return f"{value:.1f}%" if value < 1 else f"{value:.0f}%"
 
 
 def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) -> object:
@@ -56,14 +63,17 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
         raise ValueError(f"points lack column(s) {', '.join(missing)}")
     if not ceilings.dram_gbps or ceilings.dram_gbps <= 0:
         raise ValueError("a roofline needs a positive DRAM bandwidth ceiling")
-    pts = points[(points["flops_per_s"] > 0) & (points["ai_measured"] > 0)].copy()
+    plotted = (points["flops_per_s"] > 0) & (points["ai_measured"] > 0)
+    pts = points[plotted].copy()
+    left_out = points.loc[~plotted, "label"].astype(str).tolist()
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
     ai = np.logspace(-2, 4, 400)
     bw = ceilings.dram_gbps * 1e9
     peaks = {k: v * 1e12 for k, v in ceilings.compute_tflops.items() if v and v > 0}
     top = max(peaks.values()) if peaks else None
     roof = ai * bw if top is None else np.minimum(ai * bw, top)
-    ax.plot(ai, roof, color="black", lw=1.8, label=f"DRAM {ceilings.dram_gbps:,.0f} GB/s")
+    dram_label = f"DRAM {ceilings.dram_gbps:,.0f} GB/s" + (f" ({ceilings.dram_mark})" if ceilings.dram_mark else "")
+    ax.plot(ai, roof, color="black", lw=1.8, label=dram_label)
     styles = ["--", ":", "-."]
     for i, (name, peak) in enumerate(sorted(peaks.items(), key=lambda kv: -kv[1])):
         ridge = peak / bw
@@ -81,7 +91,7 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
             alpha=0.8,
             edgecolors="black",
             zorder=3,
-            label=f"{row.label} ({100 * row.time_share:.0f}% time)",
+            label=f"{row.label} ({_pct(100 * row.time_share)} time)",
         )
         if pd.notna(row.ai_model) and row.ai_model > 0:
             ax.scatter([row.ai_model], [row.flops_per_s], s=size, facecolors="none", edgecolors=[c], zorder=3)
@@ -94,6 +104,17 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     ax.set_ylim(lo, (top or float(roof.max())) * 3)
     ax.set_xlim(ai[0], ai[-1])
     ax.set_title(title + (f"\n{ceilings.source}" if ceilings.source else ""), fontsize=10)
+    if left_out:
+        ax.text(
+            0.99,
+            0.01,
+            "no FLOPs, not plotted: " + ", ".join(left_out),
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=7,
+            color="dimgray",
+        )
     ax.grid(True, which="major", alpha=0.3)
     from matplotlib.lines import Line2D
 

@@ -56,8 +56,11 @@ _ROOFLINE = [
     "attainable_tflops",
     "pct_of_ceiling",
     "bound",
+    "mean_us_per_call",
+    "time_at_roof_ns",
     "time_share",
     "flag",
+    "model_note",
 ]
 _COLUMNS: dict[str, list[str]] = {
     "dispatch": [
@@ -89,7 +92,6 @@ _COLUMNS: dict[str, list[str]] = {
         *_TIME,
         *_MEASURES,
         *_ROOFLINE,
-        "model_note",
     ],
 }
 _VIEW = {
@@ -323,9 +325,10 @@ def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
         headers.append("invocations")
     headers += ["dispatches", "time µs", "% time", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
     modelled = "model_read_bytes" in report.rows and bool(pd.to_numeric(report.rows["model_read_bytes"]).notna().any())
-    if modelled:  # the model's columns replace "µs at peak" and shorter headers keep the table in 140 columns
-        headers = [{"invocations": "inv.", "dispatches": "disp."}.get(h, h) for h in headers[:-1]]
-        headers += ["model MB", "meas/model", "FLOP/B", "bound", "% roof"]
+    if modelled:  # the roofline's columns replace "% peak" and "µs at peak" (same numbers for memory-bound ops)
+        headers = [{"invocations": "inv.", "dispatches": "disp."}.get(h, h) for h in headers[:-2]]
+        headers.insert(headers.index("% time") + 1, "µs/call")
+        headers += ["model MB", "meas/model", "FLOP/B", "bound", "% roof", "µs at roof"]
     for _, r in report.rows.iterrows():
         if by == "kernel":
             name = _short(r["kernel_name"])
@@ -353,29 +356,76 @@ def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
                 min_count=2
             )
             flag = "*" if isinstance(r.get("flag"), str) and r.get("flag") else ""
-            line = line[:-1] + [
+            flag += "†" if isinstance(r.get("model_note"), str) and r.get("model_note") else ""
+            line = line[:-2] + [
                 _num(model_bytes, 1e6, 3),
                 _num(r.get("measured_over_model"), 1, 2) + flag,
                 _num(r.get("arithmetic_intensity"), 1, 2),
                 "" if _nan(r.get("bound")) else str(r.get("bound")),
                 _num(r.get("pct_of_ceiling"), 1, 1),
+                _num(r.get("time_at_roof_ns"), 1e3, 2),
             ]
+            line.insert(headers.index("µs/call"), _num(r.get("mean_us_per_call"), 1, 2))
         lines.append(line)
     return headers, lines
 
 
+def _row_name(report: Report, r: pd.Series) -> str:
+    if report.by == "op":
+        return str(r["op"])
+    name = f"{r.get('op_list') or r['op']} {'' if _nan(r.get('node_name')) else r.get('node_name')}".strip()
+    return name + (f" #{int(r['invocation'])}" if not _nan(r.get("invocation")) else "")
+
+
+def _grouped(items: list[tuple[str, str, float]], mark: str) -> list[str]:
+    """``mark names — text`` lines, one per distinct text; names listed up to 3, ratios as a range."""
+    by_text: dict[str, list[tuple[str, float]]] = {}
+    for name, text, ratio in items:
+        by_text.setdefault(text, []).append((name, ratio))
+    out = []
+    for text, rows in by_text.items():
+        names = ", ".join(n for n, _ in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+        ratios = [x for _, x in rows if x == x]
+        span = ""
+        if ratios:
+            lo, hi = min(ratios), max(ratios)
+            span = f"measured {lo:.2f}x model: " if lo == hi else f"measured {lo:.2f}–{hi:.2f}x model: "
+        out.append(f"{mark} {names} — {span}{text}")
+    return out
+
+
 def _flag_lines(report: Report) -> list[str]:
-    """``<row>: <explanation>`` for rows whose measured/modelled bytes are outside [0.7, 1.3]."""
+    """Grouped explanations of rows outside [0.7, 1.3] (*) and of model assumptions (†)."""
     if "flag" not in report.rows:
         return []
-    out = []
+    flags, assumptions = [], []
     for _, r in report.rows.iterrows():
+        ratio = float(r["measured_over_model"]) if not _nan(r.get("measured_over_model")) else float("nan")
         if isinstance(r.get("flag"), str) and r["flag"]:
-            name = r["op"] if report.by == "op" else f"{r.get('op_list') or r['op']} {r.get('node_name') or ''}".strip()
-            if report.by == "invocation" and not _nan(r.get("invocation")):
-                name += f" #{int(r['invocation'])}"
-            out.append(f"* {name}: {r['flag']}")
+            text = r["flag"].split(" model: ", 1)[-1]
+            flags.append((_row_name(report, r), text, ratio))
+        if isinstance(r.get("model_note"), str) and r["model_note"]:
+            assumptions.append((_row_name(report, r), r["model_note"], float("nan")))
+    out = []
+    if flags:
+        out.append("measured/modelled DRAM bytes outside [0.7, 1.3] (marked *):")
+        out += _grouped(flags, "*")
+    if assumptions:
+        out.append("model assumptions (marked †):")
+        out += _grouped(assumptions, "†")
     return out
+
+
+def _legend(report: Report) -> str | None:
+    if "flag" not in report.rows or report.by not in ("op", "invocation"):
+        return None
+    return (
+        "key: time µs = summed GPU kernel time; µs/call per op invocation; meas/model = measured / modelled DRAM "
+        "bytes; FLOP/B = FLOP per measured DRAM byte; bound = side of the roofline's ridge (latency: under 10% of "
+        "the roof in calls under 20 µs: launch, latency or too little parallelism); % roof and µs at roof = "
+        "against the governing ceiling (FP16 matrix peak for matrix ops, FP32 vector peak otherwise, DRAM "
+        "bandwidth left of the ridge)"
+    )
 
 
 def _ceiling_line(report: Report) -> str | None:
@@ -459,7 +509,19 @@ def _header_lines(report: Report) -> list[str]:
     compute = _ceiling_line(report) if report.by in ("op", "invocation") else None
     if compute:
         lines.append(compute)
+    if str(r.get("profiler") or "").startswith("ncu") and r.get("cache_control") == "all":
+        lines.append(
+            "DRAM bytes: Nsight Compute replay with caches flushed before each kernel (cold); "
+            "times: the Nsight Systems run (warm caches, kernels back to back)"
+        )
     return lines
+
+
+def _width() -> int:
+    """The terminal's width (``COLUMNS`` or the tty), at least 160 so a report table fits."""
+    import shutil
+
+    return max(160, shutil.get_terminal_size((160, 24)).columns)
 
 
 def _md_cell(text: str, code: bool) -> str:
@@ -495,10 +557,10 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
         )
     if report.total_rows > len(report.rows):
         footer.append(f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
-    flags = _flag_lines(report)
-    if flags:
-        footer.append("measured/modelled DRAM bytes outside [0.7, 1.3] (marked *):")
-        footer += flags
+    footer += _flag_lines(report)
+    legend = _legend(report)
+    if legend:
+        footer.append(legend)
     if report.by == "op" and report.totals.get("unattributed_dispatches"):
         footer.append(
             f"{report.totals['unattributed_dispatches']} of {report.totals['dispatches']} dispatches "
@@ -508,7 +570,7 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
         out = [f"**rocroof** {line}  " for line in _header_lines(report)[:1]]
         out += [f"{line}  " for line in _header_lines(report)[1:]]
         out.append("")
-        text_cols = {i for i, h in enumerate(headers) if i == 0 or h in ("kernel", "op")}
+        text_cols = {i for i, h in enumerate(headers) if i == 0 or h in ("kernel", "op", "bound")}
         out.append("| " + " | ".join(headers) + " |")
         out.append("|" + "|".join(":---" if i in text_cols else "---:" for i in range(len(headers))) + "|")
         for line in lines:
@@ -519,13 +581,21 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
         for n in report.notes:
             if n.severity != "info":
                 out.append(f"- **{n.severity}** ({n.code}): {n.message}")
+        n_info = sum(1 for n in report.notes if n.severity == "info")
+        if n_info:
+            out.append(f"_({n_info} info note(s): rocroof runs --notes {report.run['run_id']})_")
         return "\n".join(out).rstrip() + "\n"
     table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
     for i, h in enumerate(headers):
-        table.add_column(h, justify="left" if i == 0 or h in ("kernel", "op") else "right", overflow="fold")
+        table.add_column(
+            h,
+            justify="left" if i == 0 or h in ("kernel", "op", "bound") else "right",
+            overflow="fold",
+            no_wrap=i == 0 and report.by == "op",  # op names stay whole (grep-able)
+        )
     for cells in lines:
         table.add_row(*cells)
-    console = Console(file=io.StringIO(), width=width or 140, force_terminal=False, color_system=None)
+    console = Console(file=io.StringIO(), width=width or _width(), force_terminal=False, color_system=None)
     for text in _header_lines(report):
         console.print(text, highlight=False, markup=False)
     console.print(table)
@@ -580,6 +650,14 @@ def runs_frame(store: Store) -> pd.DataFrame:
     return df
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = None) -> str:
     """Render any DataFrame (runs, query results) in one of the report formats."""
     if fmt == "json":
@@ -587,8 +665,23 @@ def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = No
     if fmt == "csv":
         return str(df.to_csv(index=False))
     cells = [[("" if _nan(v) else str(v)) for v in rec] for rec in df.itertuples(index=False)]
+    if fmt == "table" and len(df.columns) > 12:
+        # too wide for columns: one block per record, "name: value" per line
+        pad = max(len(str(c)) for c in df.columns)
+        blocks = [
+            f"-- row {i + 1} --\n"
+            + "\n".join(f"{str(c).rjust(pad)}: {v}" for c, v in zip(df.columns, row, strict=True))
+            for i, row in enumerate(cells)
+        ]
+        return "\n".join(blocks) + ("\n" if blocks else "(no rows)\n")
     if fmt == "markdown":
-        out = ["| " + " | ".join(str(c) for c in df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
+
+        def numeric(j: int) -> bool:
+            vals = [r[j].replace(",", "").replace("%", "") for r in cells if r[j] not in ("", "—")]
+            return bool(vals) and all(_is_number(v) for v in vals)
+
+        align = ["---:" if numeric(j) else "---" for j in range(len(df.columns))]
+        out = ["| " + " | ".join(str(c) for c in df.columns) + " |", "|" + "|".join(align) + "|"]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
         return "\n".join(out) + "\n"
     table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
@@ -634,7 +727,10 @@ def plot_ceilings(report: Report) -> Any:
         c = report.ceilings.get(key)
         if c and not _nan(c.get("value")):
             compute[f"{label} ({c.get('mark')})"] = float(c["value"])
-    return PlotCeilings(float(dram), compute, source="ceilings: configs/peaks.yaml (marks in the legend)")
+    mark = report.ceilings.get("dram_gbps", {}).get("mark") or ""
+    return PlotCeilings(
+        float(dram), compute, source="ceilings: configs/peaks.yaml (marks in parentheses)", dram_mark=str(mark)
+    )
 
 
 def plot_title(report: Report) -> str:
