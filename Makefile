@@ -8,7 +8,7 @@ AMD_EXAMPLE ?= $(SHARED)/fixtures/rocprof-compute/vcopy/MI300X_A1_rocpd
 DEMO_DB  ?= demo/rocroof-demo.db
 AMD_DB   ?= demo/rocroof-demo-amd.db
 
-.PHONY: demo demo-amd test lint docs clean
+.PHONY: demo demo-amd test test-large lint docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,10 @@ test: $(VENV)/.installed
 	$(BIN)/ruff check plugin tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+## test-large: the slow robustness tests (SIGKILL during 10^5-dispatch ingests), excluded from make test
+test-large: $(VENV)/.installed
+	$(BIN)/python -m pytest -q -m large
 
 ## docs: regenerate docs/schema.md from the schema and view definitions
 docs: $(VENV)/.installed

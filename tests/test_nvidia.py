@@ -644,6 +644,23 @@ def test_plan_without_nsys_gives_the_sidecar_to_the_ncu_run(tmp_path: Path) -> N
     assert runs[0].env == env
 
 
+def test_a_run_pinned_to_one_gpu_gets_its_own_ncu_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nsight Compute's lock file lives in $TMPDIR: one directory per pinned GPU lets two GPUs profile at once
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    pair = NsightPair(nsys="none")
+    runs = pair.plan(APP, tmp_path / "a", Device("sm_90"), resolve_metrics("dram"), {"CUDA_VISIBLE_DEVICES": "1"})
+    assert runs[0].env["TMPDIR"] == str(tmp_path / "tmp" / "rocroof-ncu-lock-1")
+    assert (tmp_path / "tmp" / "rocroof-ncu-lock-1").is_dir()
+    uuid = {"CUDA_VISIBLE_DEVICES": "GPU-1b2c/x"}
+    assert pair.plan(APP, tmp_path / "b", Device("sm_90"), resolve_metrics("dram"), uuid)[0].env["TMPDIR"].endswith(
+        "rocroof-ncu-lock-GPU-1b2c_x"
+    )
+    for env in ({}, {"CUDA_VISIBLE_DEVICES": "0,1"}, {"CUDA_VISIBLE_DEVICES": "1", "TMPDIR": "/scratch"}):
+        run = pair.plan(APP, tmp_path / "c", Device("sm_90"), resolve_metrics("dram"), dict(env))[0]
+        assert run.env.get("TMPDIR") == env.get("TMPDIR")
+
+
 def test_plan_refuses_an_amd_gpu(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="gfx942 is an AMD architecture"):
         NsightPair(nsys="none").plan(APP, tmp_path / "o", Device("gfx942"), resolve_metrics("dram"), {})

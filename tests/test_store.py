@@ -11,6 +11,8 @@ import hashlib
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,8 @@ from rocroof.store.docs import schema_markdown
 from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION, migration_table
 
 from .conftest import REPO, VCOPY_BYTES, fixture_path
+from .parallel import ingest_at_once
+from .store_rows import row_counts
 
 ALL_TABLES = [t.name for t in schema.metadata.sorted_tables] + ["rocroof_migration"]
 
@@ -616,3 +620,52 @@ def test_replacing_a_recorded_workload_keeps_its_bytes(db_path: Path) -> None:
     assert len(rows) == 3
     assert rows["dram_read_bytes"].tolist() == pytest.approx([VCOPY_BYTES] * 3, rel=0.01)
     assert rows["dram_write_bytes"].tolist() == pytest.approx([VCOPY_BYTES] * 3, rel=0.01)
+
+
+# ---- several writers at once (parallel sweep points, one file) ------------------------------------
+
+
+def test_several_processes_ingest_into_one_new_sqlite_file_at_once(tmp_path: Path) -> None:
+    h200 = REPO / "examples" / "h200"
+    vcopy = fixture_path("rocprof-compute", "vcopy", "MI300X_A1_rocpd")
+    captures = [h200 / "dense-prefill", h200 / "moe-prefill", vcopy, h200 / "dense-prefill"]
+    db = tmp_path / "sweep.db"
+    # the file does not exist yet: the writers also race to create the schema (one transaction per step)
+    outputs = ingest_at_once(str(db), captures, tmp_path / "sync")
+    assert sorted(int(o.split()[1]) for o in outputs if o.startswith("stored")) == [1, 2, 3], outputs
+    assert [o.startswith("duplicate") and "dense-prefill" in o for o in outputs].count(True) == 1, outputs
+    sequential = tmp_path / "one-by-one.db"
+    store = Store(sequential)
+    for path in captures[:3]:
+        store.write_run(build_run(read_capture(path), source_path=str(path)))
+    assert row_counts(str(db)) == {**row_counts(str(sequential)), "run_label": 3}  # a worker label each
+    with connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        names = [r[0] for r in conn.execute("SELECT name FROM rocroof_migration")]
+    assert sorted(names) == [name for name, _ in MIGRATIONS]  # each step once
+
+
+def test_a_writer_waits_for_another_process_and_says_so_when_it_waits_too_long(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Store(db_path).write_run(_frames(sha="1" * 64))
+    monkeypatch.setattr(store_mod, "WRITE_TIMEOUT_S", 20)
+    other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process in the middle of its ingest
+    release = threading.Timer(0.5, lambda: other.execute("COMMIT"))
+    release.start()
+    started = time.monotonic()
+    rid = Store(db_path).write_run(_frames(sha="2" * 64))  # queues behind it
+    assert time.monotonic() - started >= 0.4 and rid == 2
+    release.join()
+
+    monkeypatch.setattr(store_mod, "WRITE_TIMEOUT_S", 1)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(InputError, match=r"another process kept the database locked for 1 s") as err:
+            Store(db_path).write_run(_frames(sha="3" * 64))
+        assert "\n" not in str(err.value)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert _counts(db_path)["run"] == 2

@@ -416,6 +416,152 @@ def collect(
 
 
 @cli.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Print the points (id, labels, command, environment); run nothing.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "slurm"]),
+    default="local",
+    show_default=True,
+    help="local: on this machine. slurm: one batch job per point (not available yet).",
+)
+@click.option(
+    "--gpus",
+    metavar="IDS",
+    default=None,
+    help="GPUs to use, e.g. 0,1: one point per GPU at a time, pinned with CUDA_/HIP_/ROCR_VISIBLE_DEVICES.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Points at once (default: the number of --gpus, else 1).",
+)
+@click.option(
+    "--point",
+    "only",
+    multiple=True,
+    metavar="ID",
+    help="Only this point: an id from --dry-run or a unique prefix of one (repeatable).",
+)
+@click.option(
+    "--db",
+    "db",
+    default=None,
+    help="Results database (file or URL), instead of the sweep file's db. [default: the file's db, else env "
+    "ROCROOF_DB, else rocroof.db]",
+)
+def sweep(
+    file: Path,
+    dry_run: bool,
+    executor: str,
+    gpus: str | None,
+    jobs: int | None,
+    only: tuple[str, ...],
+    db: str | None,
+) -> None:
+    """Run a sweep file: one command over a matrix of values, each point profiled and stored.
+
+    FILE (configs/sweeps/*.yaml, version: 1) gives the command template with {placeholders},
+    the matrix of their values (and env sets), the profiler (rocprofv3, ncu, or replay of
+    recorded captures), repeats, labels, out, db and on_error (stop | skip). Each point is
+    profiled like 'rocroof collect' into OUT/<point id> and stored in its own transaction,
+    labelled with its matrix values, repeat, sweep=<name> and sweep_point=<point id>.
+
+    A rerun resumes: points already in the database are skipped, failed and interrupted ones run
+    again (a capture finished before an interruption is only ingested). Ctrl-C stops cleanly;
+    nothing is stored half.
+
+    \b
+    Examples:
+      rocroof sweep configs/sweeps/h200-tiny.yaml --dry-run
+      rocroof sweep configs/sweeps/h200-tiny.yaml --gpus 0,1
+      rocroof sweep configs/sweeps/replay-examples.yaml --db examples.db
+      rocroof sweep configs/sweeps/h200-tiny.yaml --point 87c1489    # one point again
+    """
+    import signal
+    import threading
+
+    from rich.progress import TaskID
+
+    from .report import render_frame
+    from .sweep import SweepEvent, expand, load_sweep, make_executor, parse_gpus, run_sweep, select
+    from .sweep.run import raise_for_failures
+    from .sweep.text import describe_points, header, result_line, summary_counts, summary_frame
+
+    spec = load_sweep(file)
+    points = expand(spec)
+    if only:
+        points = select(points, only, spec)
+    gpu_ids = parse_gpus(gpus)
+    runner = make_executor(executor, gpus=gpu_ids, jobs=jobs, profiles=not spec.profiler.replay)
+    target = db or spec.db or os.environ.get("ROCROOF_DB") or DEFAULT_DB
+    head = header(spec, points, target, gpu_ids, jobs)
+    if dry_run:
+        _echo(head + "\n\n" + describe_points(points, spec))
+        return
+    _stderr().print(_printable(head), markup=False, highlight=False, soft_wrap=True)
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM (a batch system's stop) winds down like Ctrl-C
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, interrupt) if main_thread else None
+    lock = threading.Lock()
+    try:
+        with _progress() as progress:
+            overall = progress.add_task(f"sweep {spec.name}", total=len(points), detail="")
+            tasks: dict[str, TaskID] = {}
+
+            def on_event(event: SweepEvent) -> None:
+                with lock:
+                    point = event.point
+                    if event.kind == "start" and point is not None:
+                        where = f" gpu {event.gpu}" if event.gpu is not None else ""
+                        values = " ".join(f"{k}={v}" for k, v in point.params.items())
+                        values = values if len(values) <= 48 else values[:45] + "..."
+                        tasks[point.id] = progress.add_task(
+                            _printable(f"  {point.id}{where} {values}"), total=None, detail="starting"
+                        )
+                    elif event.kind == "stage" and point is not None and point.id in tasks:
+                        progress.update(tasks[point.id], detail=_printable(event.detail))
+                    elif event.kind == "end" and point is not None and event.result is not None:
+                        task = tasks.pop(point.id, None)
+                        if task is not None:
+                            progress.remove_task(task)
+                        progress.advance(overall)
+                        line = _printable(result_line(event.result))
+                        progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+                    elif event.kind == "stopping":
+                        progress.console.print(_printable(event.detail), markup=False, highlight=False, soft_wrap=True)
+
+            outcome = run_sweep(spec, points, db=target, executor=runner, on_event=on_event)
+    except KeyboardInterrupt:
+        _stderr().print(
+            "Interrupted: points stored so far stay stored, nothing is stored half; rerun the same command to resume.",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise click.exceptions.Exit(130) from None
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+    _echo(render_frame(summary_frame(outcome), "table").rstrip("\n"))
+    _echo(summary_counts(outcome))
+    if outcome.interrupted:
+        left = outcome.counts["interrupted"] + outcome.counts["not-run"]
+        _stderr().print(
+            f"Interrupted: {left} point(s) not stored; rerun the same command to resume (stored points are skipped).",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise click.exceptions.Exit(130)
+    raise_for_failures(outcome)
+
+
+@cli.command()
 @_db_option
 @_format_option
 @click.option("--notes", "notes_for", type=int, default=None, metavar="RUN", help="Show all notes of one run instead.")
@@ -665,6 +811,65 @@ def diff(run_a: str, run_b: str, db: str, fmt: str, top: int) -> None:
 
     names = (describe(a), describe(b))
     _echo(render_diff(diff_runs(store, a, b), fmt, top=top, names=names).rstrip("\n"))
+
+
+# ---- rocroof merge ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
+@click.option(
+    "--into",
+    "into",
+    required=True,
+    metavar="DB",
+    help="Target database: a SQLite file (created when absent) or a URL (postgresql://user@host/db).",
+)
+def merge(sources: tuple[str, ...], into: str) -> None:
+    """Copy every run of the SOURCE databases, with all its rows, into one database.
+
+    SOURCEs and the target are SQLite files or URLs (postgresql://...), in any mix. Each run is
+    copied in one transaction and gets a new run id; a run whose content the target already
+    holds (same raw capture) is skipped and named. All databases must be at this rocroof's
+    schema version: run 'rocroof db upgrade --db X' on an older one first.
+
+    \b
+    Examples:
+      rocroof merge alice.db bob.db --into team.db
+      rocroof merge sweep-*.db --into postgresql://rocroof@dbhost/rocroof
+      rocroof merge postgresql://rocroof@dbhost/rocroof --into snapshot.db
+    """
+    from .store.merge import MergedRun
+    from .store.merge import merge as merge_databases
+
+    def report_run(r: MergedRun) -> None:
+        what = f"run {r.source_run_id} of {r.source}" + (f" ({r.source_path})" if r.source_path else "")
+        if r.run_id is not None:
+            _echo(f"Copied {what} as run {r.run_id} ({r.rows:,} rows)")
+        elif r.existing_run_id is not None:
+            _echo(f"Skipped {what}: already stored as run {r.existing_run_id} (same content)")
+        else:
+            _echo(f"Skipped {what}: stored by another writer meanwhile (same content)")
+
+    done = merge_databases(list(sources), into, on_run=report_run)
+    copied = [r.run_id for r in done if r.run_id is not None]
+    ids = f" (run ids {min(copied)}–{max(copied)})" if len(copied) > 1 else f" (run {copied[0]})" if copied else ""
+    _echo(f"Merged {len(copied)} run(s) into {_shown_db(into)}{ids}; skipped {len(done) - len(copied)} already there.")
+
+
+def _shown_db(target: str) -> str:
+    """A database as messages name it: a URL without its password."""
+    if "://" not in target:
+        return target
+    import sqlalchemy as sa
+
+    try:
+        return sa.make_url(target).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return target
+
+
+# ---- end of rocroof merge -----------------------------------------------------------------------
 
 
 @cli.command()

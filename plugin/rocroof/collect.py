@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +59,7 @@ def make_plan(
     output_format: str | None = None,
     sidecar: bool = True,
     dry_run: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> CollectPlan:
     """Plan a capture.
 
@@ -73,6 +74,9 @@ def make_plan(
         output_format: force rocprofv3's ``csv`` or ``rocpd``.
         sidecar: ask the llama.cpp hook for the op-metadata JSON in the trace pass.
         dry_run: only plan; the profiler need not be installed when ``arch`` is given.
+        env: environment for the application, added to every run and recorded in the manifest
+            (``rocroof sweep``: the point's variables and GPU pinning). A marker-hook variable set
+            here (``GGML_CUDA_MARKERS``, ``GGML_CUDA_OP_META``) replaces collect's default.
 
     Raises:
         ProfilerNotFound: no profiler (and no ``arch`` for a dry run).
@@ -100,9 +104,11 @@ def make_plan(
         prof.locate()
         device = prof.detect()
         sdk = prof.version()
-    env = {k: v for k, v in HOOK_ENV.items() if k not in os.environ}
-    if sidecar and "GGML_CUDA_OP_META" not in os.environ:
+    extra = dict(env or {})
+    env = {k: v for k, v in HOOK_ENV.items() if k not in os.environ and k not in extra}
+    if sidecar and "GGML_CUDA_OP_META" not in os.environ and "GGML_CUDA_OP_META" not in extra:
         env["GGML_CUDA_OP_META"] = str(out_dir / "trace" / "ggml-op-meta.json")
+    env = {**extra, **env}
     spec = counters or ("roofline" if prof.name.startswith("ncu") else "dram")
     names = prof.resolve_counters(spec, device.arch)
     runs = prof.plan(app, out_dir, device, names, env, sdk_version=sdk)

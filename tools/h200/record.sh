@@ -7,7 +7,7 @@
 #   .device/whl/*.whl              SQLAlchemy, gguf and their pure-Python needs, for python3 there
 #   .device/debs/*.deb             libdw1, libelf1 (+ lzma, bz2, zstd) for nsys' QdstrmImporter
 #
-#   OUT=/tmp/rec bash tools/h200/record.sh [all|overhead]
+#   OUT=/tmp/rec bash tools/h200/record.sh [all|overhead|sweep]
 #
 # "all": build with GGML_CUDA_MARKERS=ON, write the tiny models (tools/models), run
 # `rocroof collect --profiler ncu` for each example case, then time llama-bench with the hook
@@ -15,6 +15,10 @@
 # the decode case with GGML_CUDA_DISABLE_FUSION=1, for rocroof diff). "overhead": build with and
 # without the option, then time
 # llama-bench in round-robin over: graphs on, hook compiled in but off, hook on, no option.
+# "sweep": build with the hook, write the tiny models, re-record the moe-prefill example case on
+# GPU 0, then run configs/sweeps/h200-tiny.yaml with the local executor on every GPU
+# (--gpus 0,1,...) until SWEEP_DEADLINE (s since start; then Ctrl-C, which stops it cleanly), and
+# print each point's GPU as its nsys report saw it (PCI bus id) beside nvidia-smi's list.
 # Results land in $OUT: log.txt, captures.tar.gz (raw exports, no .ncu-rep/.nsys-rep), bench.tar.gz.
 set -uo pipefail
 mode="${1:-all}"
@@ -97,6 +101,46 @@ if [ "$mode" = overhead ]; then
     done
     tar czf "$OUT/bench.tar.gz" -C $W bench
   done
+  step "done"
+  exit 0
+fi
+
+if [ "$mode" = sweep ]; then
+  step "build with the hook, models"
+  build $W/build-on ON "$(nproc)" &
+  bp=$!
+  models
+  wait $bp
+  B=$W/build-on/bin
+  [ -x $B/llama-bench ] || { tail -40 $W/build-on.log; exit 1; }
+  nvidia-smi --query-gpu=index,pci.bus_id,name --format=csv
+  gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)
+  step "collect moe-prefill (GPU 0)"
+  CUDA_VISIBLE_DEVICES=0 timeout 200 python3 -m rocroof collect --profiler ncu --out $W/cap/moe-prefill --db $W/r.db \
+    --label case=moe-prefill --counters roofline -- $B/llama-bench -m $W/models/moe-tiny.gguf -p 64 -n 0 -r 1 2>&1 | tail -5
+  tar czf "$OUT/captures.tar.gz" -C $W/cap --exclude='*.ncu-rep' --exclude='*.nsys-rep' --exclude='*.qdstrm' .
+  step "sweep configs/sweeps/h200-tiny.yaml --gpus $gpus"
+  left=$(( ${SWEEP_DEADLINE:-545} - ($(date +%s) - T0) ))
+  (while sleep 2; do nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name --format=csv,noheader \
+    | sed "s/^/$(($(date +%s) - T0)) /"; done) > $W/apps.log 2>&1 &
+  mon=$!
+  (cd $W && PATH=$B:$PATH PYTHONUNBUFFERED=1 timeout -s INT -k 30 $left \
+    python3 -m rocroof sweep "$ROOT/configs/sweeps/h200-tiny.yaml" --gpus "$gpus" 2>&1 | tr '\r' '\n' | grep -v '^ *$' | tail -60)
+  kill $mon
+  step "pinning: GPU processes seen every 2 s (t, bus id, pid, name): first/last sighting per pid"
+  awk '{k=$2" "$3" "$4; if(!(k in a)){a[k]=$1; o[++n]=k} b[k]=$1} END{for(i=1;i<=n;i++) print o[i], a[o[i]]"s-"b[o[i]]"s"}' $W/apps.log
+  step "pinning: each point's GPU in its nsys report"
+  python3 - $W/rocroof-out/sweeps/h200-tiny <<'PY'
+import json, sqlite3, sys
+from pathlib import Path
+for st in sorted(Path(sys.argv[1]).glob("*.json")):
+    db = st.with_suffix("") / "trace" / "nsys.sqlite"
+    gpus = sqlite3.connect(db).execute("SELECT busLocation, cuDevice FROM TARGET_INFO_GPU").fetchall() if db.exists() else []
+    s = json.loads(st.read_text())
+    print(st.stem, "state", s.get("state"), "sweep gpu", s.get("gpu"), "nsys saw", gpus)
+PY
+  tar czf "$OUT/sweep.tar.gz" -C $W --exclude='*.ncu-rep' --exclude='*.nsys-rep' --exclude='*.qdstrm' \
+    rocroof-out rocroof-sweeps.db
   step "done"
   exit 0
 fi

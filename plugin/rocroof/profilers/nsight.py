@@ -17,6 +17,12 @@ A capture is two application runs, exactly as on AMD:
 Metric names are Nsight Compute's (``ncu --query-metrics``); the FLOP counters are the SASS
 thread-instruction counters its roofline section uses (FADD/FMUL/FFMA, HADD/HMUL/HFMA,
 DADD/DMUL/DFMA): tensor-core work is not among them.
+
+Nsight Compute serialises profiling across the whole host through a lock file,
+``$TMPDIR/nsight-compute-lock``. When the environment pins the application to one GPU
+(``CUDA_VISIBLE_DEVICES=<one id>``, as ``rocroof sweep --gpus`` does), the ncu run gets a
+``TMPDIR`` of its own per GPU (:func:`ncu_lock_dir`), so points on different GPUs profile at once
+while two runs on the same GPU still wait for each other.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -84,6 +91,23 @@ def parse_smi(text: str) -> list[Device]:
         if sep and re.fullmatch(r"\s*\d+\.\d+\s*", cc):
             devices.append(Device(arch="sm_" + cc.strip().replace(".", ""), name=name.strip()))
     return devices
+
+
+def ncu_lock_dir(env: dict[str, str]) -> Path | None:
+    """The ``TMPDIR`` that scopes Nsight Compute's lock file to the one GPU ``env`` pins, or None.
+
+    Args:
+        env: the application's environment; ``CUDA_VISIBLE_DEVICES`` holding one id (an index or a
+            UUID) pins it. No pinning, several GPUs, or a ``TMPDIR`` already given: None (ncu's
+            host-wide lock applies).
+
+    Returns:
+        ``<system temp>/rocroof-ncu-lock-<id>`` (characters outside ``[A-Za-z0-9_.-]`` become ``_``).
+    """
+    gpu = env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if not gpu or "," in gpu or "TMPDIR" in env:
+        return None
+    return Path(tempfile.gettempdir()) / ("rocroof-ncu-lock-" + re.sub(r"[^A-Za-z0-9_.-]", "_", gpu))
 
 
 class NsightPair:
@@ -274,6 +298,10 @@ class NsightPair:
         ncu_dir = out_dir / self.counter_label
         rep = ncu_dir / "ncu"
         counter_env = dict(env) if nsys is None else {k: v for k, v in env.items() if k != "GGML_CUDA_OP_META"}
+        lock_dir = ncu_lock_dir(counter_env)
+        if lock_dir is not None:  # ncu's lock per GPU, not per host (module docstring)
+            lock_dir.mkdir(parents=True, exist_ok=True)
+            counter_env["TMPDIR"] = str(lock_dir)
         argv = [
             self.ncu,
             "--nvtx",

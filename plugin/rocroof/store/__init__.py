@@ -1,18 +1,25 @@
-"""The results database: a SQLite file by default, any SQLAlchemy URL (PostgreSQL) for teams.
+"""The results database: a SQLite file by default, a PostgreSQL server by URL for teams.
 
 :class:`Store` writes each run in one transaction (a failed ingest leaves the database as it
 was), refuses to ingest the same raw output twice (content hash) unless asked to replace it,
-and opens read-only for queries.
+and opens read-only for queries. Several processes may write one database at once: a SQLite
+file is in WAL mode and its writers queue for up to :data:`WRITE_TIMEOUT_S`; PostgreSQL
+writers run side by side.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import decimal
+import importlib.util
 import math
+import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import sqlalchemy as sa
@@ -25,6 +32,15 @@ from . import migrations, schema
 Progress = Callable[[str, int, int], None]
 
 INSERT_CHUNK = 20_000
+#: How long a SQLite writer waits for another process's write transaction (parallel sweep points
+#: ingesting into one file queue up; each holds the lock only while it inserts one run).
+WRITE_TIMEOUT_S = 600
+#: How long a SQLite reader waits (WAL readers wait only for a checkpoint or a journal switch).
+READ_TIMEOUT_S = 30
+#: The PostgreSQL driver (psycopg 3; ``pip install 'rocroof[postgres]'``).
+PG_DRIVER = "psycopg"
+_PG_INSTALL = "pip install 'rocroof[postgres]' (or: pip install 'psycopg[binary]')"
+_PG_READ_ONLY = "-c default_transaction_read_only=on"
 _TABLE_ORDER = [
     "agent",
     "pass",
@@ -42,9 +58,39 @@ _TABLE_ORDER = [
 ]
 
 
+class CopiedRun(NamedTuple):
+    """What :meth:`Store.copy_run` did: the new run id, or the id of the run that already held that content."""
+
+    run_id: int | None
+    existing_run_id: int | None
+    rows: int
+
+
 def is_url(target: str) -> bool:
     """True for an SQLAlchemy URL (``postgresql://...``), False for a file path."""
     return "://" in target
+
+
+def _database_url(target: str) -> sa.URL:
+    """``target`` as an SQLAlchemy URL; ``postgresql://`` and ``postgres://`` get the psycopg 3 driver.
+
+    Raises:
+        InputError: not a URL, or a PostgreSQL driver other than psycopg 3 (read-only queries rely on
+            its extended-protocol execution to refuse several statements at once).
+    """
+    try:
+        url = sa.make_url(target)
+    except sa.exc.ArgumentError as exc:
+        raise InputError(f"{target}: not a database URL ({exc})") from exc
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername=f"postgresql+{PG_DRIVER}")
+    elif url.get_backend_name() == "postgresql" and url.get_driver_name() != PG_DRIVER:
+        shown = url.render_as_string(hide_password=True)
+        raise InputError(
+            f"{shown}: rocroof talks to PostgreSQL through psycopg 3; write the URL as postgresql://... "
+            f"(not {url.drivername}://)"
+        )
+    return url
 
 
 class Store:
@@ -64,25 +110,38 @@ class Store:
         self.target = str(target)
         self.read_only = read_only
         if is_url(self.target):
-            try:
-                url = sa.make_url(self.target)
-            except sa.exc.ArgumentError as exc:
-                raise InputError(f"{self.target}: not a database URL ({exc})") from exc
+            url = _database_url(self.target)
             if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
                 # sqlite:///file.db is a file: open it like one (read-only mode, WAL, checks)
                 self.target = str(url.database)
         if is_url(self.target):
+            self.location = sa.make_url(self.target).render_as_string(hide_password=True)  # as the user wrote it
             kwargs: dict[str, Any] = {}
-            if read_only and url.get_backend_name() == "postgresql":
-                kwargs["connect_args"] = {"options": "-c default_transaction_read_only=on"}
-            self.location = url.render_as_string(hide_password=True)
+            if url.get_backend_name() == "postgresql":
+                # a connection per use, closed after it: no session outlives a query (SET ...), no
+                # pooled connection is left for the garbage collector when a command ends
+                kwargs["poolclass"] = sa.pool.NullPool
+                if read_only:  # every transaction read-only; user options (search_path...) kept
+                    options = " ".join(filter(None, [str(url.query.get("options") or ""), _PG_READ_ONLY]))
+                    kwargs["connect_args"] = {"options": options}
+                if importlib.util.find_spec(PG_DRIVER) is None:
+                    raise InputError(f"{self.location}: the PostgreSQL driver is not installed; {_PG_INSTALL}")
             try:
                 self.engine = sa.create_engine(url, **kwargs)
             except (sa.exc.NoSuchModuleError, ImportError) as exc:
-                hint = " (pip install 'psycopg[binary]')" if url.get_backend_name() == "postgresql" else ""
+                hint = f" ({_PG_INSTALL})" if url.get_backend_name() == "postgresql" else ""
                 raise InputError(
                     f"{self.location}: no database driver for {url.drivername!r}{hint}: {exc}".rstrip()
                 ) from exc
+            location = self.location
+
+            @sa.event.listens_for(self.engine, "handle_error")
+            def _connect_failed(ctx: sa.engine.ExceptionContext) -> None:
+                # a server that is down, a wrong password or database: one line, not a traceback
+                if ctx.connection is None and isinstance(ctx.original_exception, Exception):
+                    reason = str(ctx.original_exception).strip().splitlines() or ["no reason given"]
+                    raise InputError(f"{location}: cannot connect ({reason[0]})") from ctx.original_exception
+
         else:
             path = Path(self.target).expanduser()
             self.location = str(path)
@@ -96,7 +155,7 @@ class Store:
                 uri = f"file:{path.resolve().as_posix()}?mode=ro"
 
                 def connect() -> sqlite3.Connection:
-                    conn = sqlite3.connect(uri, uri=True, timeout=30)
+                    conn = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S)
                     conn.execute("PRAGMA query_only = ON")
                     return conn
 
@@ -104,13 +163,14 @@ class Store:
             else:
                 if path.parent and not path.parent.exists():
                     raise InputError(f"{path}: directory {path.parent} does not exist")
-                self.engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
+                # the busy timeout lets writers of parallel processes queue up (WAL: readers never wait)
+                self.engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": WRITE_TIMEOUT_S})
 
                 @sa.event.listens_for(self.engine, "connect")
                 def _pragmas(dbapi_conn: Any, _record: Any) -> None:
                     cur = dbapi_conn.cursor()
                     cur.execute("PRAGMA foreign_keys = ON")
-                    cur.execute("PRAGMA busy_timeout = 30000")
+                    cur.execute(f"PRAGMA busy_timeout = {WRITE_TIMEOUT_S * 1000}")
                     cur.close()
 
     def close(self) -> None:
@@ -131,11 +191,28 @@ class Store:
             with self.engine.connect() as conn:  # refuse before changing anything (journal mode included)
                 migrations.refuse_foreign_or_newer(conn, self.location)
             if self.engine.dialect.name == "sqlite" and not self.read_only:
-                with self.engine.connect() as conn:
-                    conn.exec_driver_sql("PRAGMA journal_mode = WAL")  # readers do not block the writer
+                self._use_wal()
             return migrations.upgrade(self.engine, self.location, recreate_views=recreate_views)
         except sa.exc.DatabaseError as exc:
             raise SchemaError(f"{self.location}: cannot open the database ({_reason(exc)})") from exc
+
+    def _use_wal(self) -> None:
+        """Put the SQLite file in WAL mode (readers do not block the writer; writers queue).
+
+        Switching needs the file to itself and SQLite does not wait for that (no busy handler):
+        processes opening a new file at once retry until one of them has switched it.
+        """
+        deadline = time.monotonic() + WRITE_TIMEOUT_S
+        while True:
+            try:
+                with self.engine.connect() as conn:
+                    if conn.exec_driver_sql("PRAGMA journal_mode").scalar() != "wal":
+                        conn.exec_driver_sql("PRAGMA journal_mode = WAL")
+                    return
+            except sa.exc.OperationalError as exc:
+                if not _is_locked(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.02)
 
     def preflight(self) -> None:
         """Check, without changing anything, that :meth:`write_run` can use this database.
@@ -234,7 +311,7 @@ class Store:
         total = sum(len(frames.tables.get(name, ())) for name in _TABLE_ORDER)
         done = 0
         replace_id: int | None = None
-        with self.engine.begin() as conn:
+        with self.begin_write() as conn:
             digest = frames.run.get("content_sha256")
             if digest:
                 old = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.content_sha256 == digest)).scalar()
@@ -282,13 +359,83 @@ class Store:
                         progress(name, done, total)
         return run_id
 
+    @contextlib.contextmanager
+    def begin_write(self) -> Iterator[sa.Connection]:
+        """A write transaction (committed at the end of the block, rolled back on an error).
+
+        On SQLite it takes the write lock first (``BEGIN IMMEDIATE``), waiting up to
+        :data:`WRITE_TIMEOUT_S` for other processes' writes; what it reads (the content-hash
+        check) then cannot change before it writes. PostgreSQL writers do not wait for each other.
+
+        Raises:
+            InputError: the SQLite file stayed locked by another writer for the whole timeout.
+        """
+        try:
+            with self.engine.begin() as conn:
+                if conn.dialect.name == "sqlite":
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                yield conn
+        except sa.exc.OperationalError as exc:
+            if _is_locked(exc):
+                raise InputError(
+                    f"{self.location}: another process kept the database locked for {WRITE_TIMEOUT_S} s "
+                    f"({_reason(exc)}); try again when it has finished"
+                ) from exc
+            raise
+
+    def copy_run(self, source: Store, run_id: int) -> CopiedRun:
+        """Copy run ``run_id`` of ``source`` with all its rows into this database, in one transaction.
+
+        The copy gets a new run id and keeps everything else (ingest time, labels, notes). A run
+        whose content hash this database already holds is not copied. Both schemas must be
+        current (see :func:`rocroof.store.merge.merge`).
+
+        Raises:
+            InputError: ``source`` has no such run.
+        """
+        with source.engine.connect() as src:
+            found = src.execute(sa.select(schema.run).where(schema.run.c.run_id == run_id)).mappings().first()
+            if found is None:
+                raise InputError(f"{source.location}: no run {run_id}")
+            row = {k: v for k, v in found.items() if k != "run_id"}
+            digest = row.get("content_sha256")
+            try:
+                with self.begin_write() as conn:
+                    if digest:
+                        old = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.content_sha256 == digest))
+                        existing = old.scalar()
+                        if existing is not None:
+                            return CopiedRun(None, int(existing), 0)
+                    result = conn.execute(schema.run.insert().values(**row))
+                    new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+                    copied = 0
+                    for table in schema.metadata.sorted_tables:
+                        if table is schema.run or "run_id" not in table.c:
+                            continue
+                        names = [c.name for c in table.columns]
+                        at = names.index("run_id")
+                        stmt = sa.select(table).where(table.c.run_id == run_id).order_by(*table.primary_key.columns)
+                        for part in src.execution_options(yield_per=INSERT_CHUNK).execute(stmt).partitions():
+                            _insert_many(conn, table, names, [(*r[:at], new_id, *r[at + 1 :]) for r in part])
+                            copied += len(part)
+                    return CopiedRun(new_id, None, copied)
+            except sa.exc.IntegrityError as exc:
+                if not digest or "content_sha256" not in str(exc.orig):
+                    raise
+                # stored by another writer between the check and the insert
+                with self.engine.connect() as conn:
+                    existing = conn.execute(
+                        sa.select(schema.run.c.run_id).where(schema.run.c.content_sha256 == digest)
+                    ).scalar()
+                return CopiedRun(None, None if existing is None else int(existing), 0)
+
     def delete_run(self, run_id: int) -> None:
         """Delete a run and all its rows (one transaction).
 
         Raises:
             InputError: no such run.
         """
-        with self.engine.begin() as conn:
+        with self.begin_write() as conn:
             if conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.run_id == run_id)).scalar() is None:
                 raise InputError(f"{self.location}: no run {run_id}")
             _delete_run(conn, run_id)
@@ -327,7 +474,10 @@ class Store:
 
         On SQLite an authorizer admits only reads (``SELECT``, read-only ``PRAGMA``s): besides
         writes to the database, ``ATTACH``, ``VACUUM INTO`` and setting ``PRAGMA``s are refused,
-        since they would create files or change the connection.
+        since they would create files or change the connection. On PostgreSQL the statement must
+        begin like a read (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``, ``SHOW``, ``EXPLAIN``: no
+        ``COPY ... TO`` a server file, ``SET``, ``DO``, ``CALL``), runs alone (the extended
+        protocol refuses a second statement) in a ``READ ONLY`` transaction, and is rolled back.
 
         Args:
             sql: one statement.
@@ -349,6 +499,8 @@ class Store:
         denied: list[str] = []
         try:
             with self.engine.connect() as conn:
+                if conn.dialect.name == "postgresql":
+                    return _pg_query(conn, sql)
                 dbapi = conn.connection.dbapi_connection
                 guard = isinstance(dbapi, sqlite3.Connection)
                 if guard:
@@ -372,6 +524,43 @@ class Store:
                     f"the database is opened read-only; statements that write are refused ({msg})"
                 ) from exc
             raise QueryError(f"query failed: {msg}") from exc
+
+
+#: The statements a read-only query on PostgreSQL may be (its first word).
+_PG_READ_STATEMENTS = ("SELECT", "WITH", "VALUES", "TABLE", "SHOW", "EXPLAIN")
+#: Whitespace, comments and opening parentheses before a statement's first word.
+_LEADING_WORD = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/|\()*([A-Za-z_]*)", re.S)
+
+
+def _pg_query(conn: sa.Connection, sql: str) -> pd.DataFrame:
+    """One user statement on PostgreSQL, read-only (see :meth:`Store.query`); the transaction is rolled back."""
+    match = _LEADING_WORD.match(sql)
+    word = match.group(1).upper() if match else ""
+    if word not in _PG_READ_STATEMENTS:
+        raise QueryError(
+            f"refused: rocroof query only reads (give one {', '.join(_PG_READ_STATEMENTS[:-1])} or "
+            f"{_PG_READ_STATEMENTS[-1]} statement, not one beginning with {word or sql.strip()[:12]!r}); "
+            "the database was not changed"
+        )
+    conn.exec_driver_sql("SET TRANSACTION READ ONLY")  # besides the connection's default_transaction_read_only
+    cur: Any = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a psycopg cursor
+    try:
+        # prepare=True: psycopg sends Parse/Bind/Execute, which takes exactly one statement ("SELECT 1;
+        # SET default_transaction_read_only = off; COMMIT; DELETE ..." fails whole, before running)
+        cur.execute(sql, prepare=True)
+        if cur.description is None:
+            raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
+        return _to_frame(cur.fetchall(), [d[0] for d in cur.description])
+    except conn.dialect.loaded_dbapi.Error as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if getattr(exc, "sqlstate", None) == "25006":  # read_only_sql_transaction
+            raise QueryError(f"refused: rocroof query only reads ({msg}); the database was not changed") from exc
+        if "multiple commands" in msg:
+            raise QueryError(f"query failed: give one statement at a time ({msg})") from exc
+        raise QueryError(f"query failed: {msg}") from exc
+    finally:
+        cur.close()
+        conn.rollback()  # whatever the statement did to the session (SET ...) is undone
 
 
 #: Introspection pragmas a read-only query may use with an argument (``PRAGMA table_info(run)``).
@@ -452,6 +641,11 @@ def _read_only_authorizer(denied: list[str]) -> Callable[[int, str | None, str |
     return authorize
 
 
+def _is_locked(exc: sa.exc.DBAPIError) -> bool:
+    """True for SQLite's "database is locked" (a busy timeout that ran out)."""
+    return isinstance(exc.orig, sqlite3.OperationalError) and "locked" in str(exc.orig)
+
+
 def _reason(exc: sa.exc.DBAPIError) -> str:
     """The driver's first message line of a database error."""
     return str(exc.orig).strip().splitlines()[0] if exc.orig is not None and str(exc.orig).strip() else str(exc)
@@ -465,7 +659,7 @@ def _to_frame(rows: Sequence[Any], columns: list[str]) -> pd.DataFrame:
     """
     df = pd.DataFrame([tuple(r) for r in rows], columns=columns, dtype=object)
     for i in range(len(columns)):
-        values = df.iloc[:, i].tolist()
+        values = [_from_decimal(v) if isinstance(v, decimal.Decimal) else v for v in df.iloc[:, i].tolist()]
         present = [v for v in values if v is not None]
         exact_int = all(isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 for v in present)
         if present and exact_int:
@@ -473,6 +667,13 @@ def _to_frame(rows: Sequence[Any], columns: list[str]) -> pd.DataFrame:
         elif present:
             df.isetitem(i, pd.Series(values))
     return df
+
+
+def _from_decimal(value: decimal.Decimal) -> int | float:
+    """A PostgreSQL ``NUMERIC`` (``SUM``/``AVG`` of integers...) as SQLite would give it: int when whole."""
+    if value.is_finite() and int(value.as_tuple().exponent) >= 0:
+        return int(value)
+    return float(value)
 
 
 def _delete_run(conn: sa.Connection, run_id: int) -> None:
@@ -506,41 +707,58 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
 
 def _chunks(df: pd.DataFrame, table: sa.Table, run_id: int) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
     """Rows of ``df`` for ``table`` as ``(column names, tuples)`` chunks, ``run_id`` first."""
-    cols = [c.name for c in table.columns if c.name in df.columns and c.name != "run_id"]
+    cols = [c for c in table.columns if c.name in df.columns and c.name != "run_id"]
     n = len(df)
     for start in range(0, n, INSERT_CHUNK):
         part = df.iloc[start : start + INSERT_CHUNK]
-        values = [_py_list(part[c]) for c in cols]
-        yield ["run_id", *cols], list(zip([run_id] * len(part), *values, strict=True))
+        values = [_py_list(part[c.name], whole=isinstance(c.type, sa.Integer)) for c in cols]
+        yield ["run_id", *(c.name for c in cols)], list(zip([run_id] * len(part), *values, strict=True))
 
 
 def _insert_many(conn: sa.Connection, table: sa.Table, names: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """Bulk insert through the driver's ``executemany``.
+    """Bulk insert: ``COPY ... FROM STDIN`` on PostgreSQL, the driver's ``executemany`` elsewhere.
 
     SQLAlchemy's per-row parameter handling is the bottleneck for millions of rows; dialects with
-    named parameters take the Core path.
+    named parameters take the Core path. COPY is ~20x faster than psycopg's (pipelined)
+    executemany; its errors are raised as SQLAlchemy's, like those of the other paths.
     """
+    quote = conn.dialect.identifier_preparer.quote
+    columns = ", ".join(quote(n) for n in names)
+    if conn.dialect.name == "postgresql" and conn.dialect.driver == PG_DRIVER:
+        sql = f"COPY {quote(table.name)} ({columns}) FROM STDIN"
+        dbapi_error = conn.dialect.loaded_dbapi.Error
+        try:
+            with conn.connection.dbapi_connection.cursor() as cur, cur.copy(sql) as copy:  # type: ignore[union-attr]
+                for row in rows:
+                    copy.write_row(row)
+        except dbapi_error as exc:
+            raise sa.exc.DBAPIError.instance(sql, None, exc, dbapi_error) from exc
+        return
     placeholder = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(conn.dialect.paramstyle)
     if placeholder is None:
         conn.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in rows])
         return
-    quote = conn.dialect.identifier_preparer.quote
-    sql = (
-        f"INSERT INTO {quote(table.name)} ({', '.join(quote(n) for n in names)}) "
-        f"VALUES ({', '.join([placeholder] * len(names))})"
-    )
+    sql = f"INSERT INTO {quote(table.name)} ({columns}) VALUES ({', '.join([placeholder] * len(names))})"
     conn.exec_driver_sql(sql, rows)
 
 
-def _py_list(col: pd.Series) -> list[Any]:
-    """Column values as Python scalars with None for missing (sqlite3 rejects numpy types)."""
+def _py_list(col: pd.Series, *, whole: bool = False) -> list[Any]:
+    """Column values as Python scalars with None for missing (sqlite3 rejects numpy types).
+
+    ``whole``: the column is an integer column; whole floats (a float column with NULLs, e.g.
+    ``8.0``) become ints, as SQLite would store them and as PostgreSQL's ``COPY`` needs them.
+    """
     if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
-        return [
+        out = [
             None
             if (v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)))
             else (v.item() if hasattr(v, "item") else _text(v) if isinstance(v, str) else v)
             for v in col.tolist()
         ]
-    mask = col.isna().to_numpy()
-    values = col.astype(object).tolist() if str(col.dtype) in ("Int64", "boolean") else col.tolist()
-    return [None if m else (v.item() if hasattr(v, "item") else v) for v, m in zip(values, mask, strict=True)]
+    else:
+        mask = col.isna().to_numpy()
+        values = col.astype(object).tolist() if str(col.dtype) in ("Int64", "boolean") else col.tolist()
+        out = [None if m else (v.item() if hasattr(v, "item") else v) for v, m in zip(values, mask, strict=True)]
+    if whole and (col.dtype == object or col.dtype.kind == "f"):
+        out = [int(v) if isinstance(v, float) and v.is_integer() else v for v in out]
+    return out

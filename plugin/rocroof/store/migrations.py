@@ -6,6 +6,10 @@ objects: they are dropped and re-created after every upgrade.
 
 When the schema changes, freeze the DDL of the existing steps and append a new step; never
 edit an applied step.
+
+Several processes may upgrade one database at once (parallel ingests into a new file or a
+team server): each step runs under :func:`write_lock` and is skipped when another process
+applied it meanwhile.
 """
 
 from __future__ import annotations
@@ -62,6 +66,24 @@ MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+#: ``pg_advisory_xact_lock`` key that serialises rocroof's schema changes on a PostgreSQL server.
+_PG_LOCK_KEY = 0x726F63726F6F66  # "rocroof"
+
+
+def write_lock(conn: sa.Connection) -> None:
+    """Make the transaction just begun on ``conn`` wait for, then exclude, other rocroof writers.
+
+    SQLite: ``BEGIN IMMEDIATE`` takes the database's write lock now (waiting up to the busy
+    timeout), so what the transaction reads first cannot change before it writes, and DDL runs
+    inside the transaction (Python's sqlite3 leaves it in autocommit otherwise). PostgreSQL: a
+    transaction-scoped advisory lock, held until commit or rollback.
+    """
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_LOCK_KEY)))
+
+
 def applied(conn: sa.Connection) -> dict[str, str]:
     """``{name: applied_at}`` of the migrations recorded in the database (empty if none)."""
     if not sa.inspect(conn).has_table("rocroof_migration"):
@@ -89,7 +111,8 @@ def check(conn: sa.Connection, location: str) -> int:
     pending = [n for n in known if n not in done]
     if pending:
         raise SchemaError(
-            f"{location}: schema is out of date ({len(pending)} pending migration(s)); run 'rocroof db upgrade'"
+            f"{location}: schema is out of date ({len(pending)} pending migration(s)); "
+            f"run 'rocroof db upgrade --db {location}'"
         )
     return len(done)
 
@@ -125,22 +148,30 @@ def upgrade(engine: sa.Engine, location: str, *, recreate_views: bool = False) -
     """Apply pending migrations (one transaction each) and (re-)create the views.
 
     Views are re-created when a migration ran, when one is missing, or when asked
-    (``rocroof db upgrade``); a release that changes a view adds a migration step.
+    (``rocroof db upgrade``); a release that changes a view adds a migration step. A database
+    with nothing to do is only read (no lock is taken).
 
     Returns:
-        The names of the migrations applied now.
+        The names of the migrations applied now (not those another process applied meanwhile).
 
     Raises:
         SchemaError: the database holds a newer schema or foreign tables.
     """
-    with engine.begin() as conn:
+    known = [name for name, _ in MIGRATIONS]
+    with engine.connect() as conn:
         done = refuse_foreign_or_newer(conn, location)
+        if not recreate_views and all(n in done for n in known) and not _missing_views(conn):
+            return []
+    with engine.begin() as conn:
+        write_lock(conn)
+        refuse_foreign_or_newer(conn, location)  # again, now that no other rocroof is changing it
         migration_table.create(conn, checkfirst=True)
     ran = []
     for name, step in MIGRATIONS:
-        if name in done:
-            continue
         with engine.begin() as conn:
+            write_lock(conn)
+            if name in applied(conn):
+                continue
             step(conn)
             conn.execute(
                 migration_table.insert().values(
@@ -149,7 +180,12 @@ def upgrade(engine: sa.Engine, location: str, *, recreate_views: bool = False) -
             )
         ran.append(name)
     with engine.begin() as conn:
-        existing = set(sa.inspect(conn).get_view_names())
-        if recreate_views or ran or any(v.name not in existing for v in views.VIEWS):
+        write_lock(conn)
+        if recreate_views or ran or _missing_views(conn):
             views.create_all(conn)
     return ran
+
+
+def _missing_views(conn: sa.Connection) -> list[str]:
+    existing = set(sa.inspect(conn).get_view_names())
+    return [v.name for v in views.VIEWS if v.name not in existing]

@@ -19,6 +19,16 @@ def _c(name: str, type_: Any, doc: str, **kw: Any) -> sa.Column[Any]:
     return sa.Column(name, type_, info={"doc": doc}, **kw)
 
 
+def _str(length: int) -> sa.String:
+    """``VARCHAR(length)``, the size to expect; ``TEXT`` on PostgreSQL.
+
+    SQLite does not enforce the length and PostgreSQL would: whatever one store holds must fit the
+    other (``rocroof merge`` copies runs between them), so PostgreSQL gets unbounded ``TEXT``, which it
+    stores and compares exactly like ``VARCHAR``.
+    """
+    return sa.String(length).with_variant(sa.Text(), "postgresql")
+
+
 def _run_fk() -> sa.Column[Any]:
     return sa.Column(
         "run_id",
@@ -33,31 +43,31 @@ run = sa.Table(
     "run",
     metadata,
     _c("run_id", sa.Integer, "Run id, assigned at ingest.", primary_key=True, autoincrement=True),
-    _c("created_at", sa.String(32), "Ingest time, ISO 8601 UTC.", nullable=False),
+    _c("created_at", _str(32), "Ingest time, ISO 8601 UTC.", nullable=False),
     _c(
         "source_format",
-        sa.String(64),
+        _str(64),
         "Detected input format (rocprofv3-csv, rocpd, rocprof-compute, ...).",
         nullable=False,
     ),
     _c("source_path", sa.Text, "Path the capture was ingested from."),
-    _c("content_sha256", sa.String(64), "SHA-256 of the raw input files; refuses double ingests.", unique=True),
-    _c("profiler", sa.String(64), "Profiler that produced the data (rocprofv3, rocprof-compute, ncu+nsys, ...)."),
-    _c("profiler_version", sa.String(64), "Profiler version, when recorded."),
+    _c("content_sha256", _str(64), "SHA-256 of the raw input files; refuses double ingests.", unique=True),
+    _c("profiler", _str(64), "Profiler that produced the data (rocprofv3, rocprof-compute, ncu+nsys, ...)."),
+    _c("profiler_version", _str(64), "Profiler version, when recorded."),
     _c("command", sa.Text, "The profiled application command line, when recorded."),
-    _c("host", sa.String(255), "Host name, when recorded."),
-    _c("gpu_arch", sa.String(64), "GPU architecture of the dispatches (gfx942, sm_90, ...)."),
-    _c("gpu_name", sa.String(255), "GPU product name."),
+    _c("host", _str(255), "Host name, when recorded."),
+    _c("gpu_arch", _str(64), "GPU architecture of the dispatches (gfx942, sm_90, ...)."),
+    _c("gpu_name", _str(255), "GPU product name."),
     _c(
         "timing_source",
-        sa.String(32),
+        _str(32),
         "Where durations come from: trace (a trace pass), counter_pass, merged_counters, "
         "profiler (the source's own per-kernel time) or none.",
     ),
     _c("serialised_timings", sa.Boolean, "True when durations come from a counter pass (kernels serialised)."),
     _c(
         "attribution_method",
-        sa.String(32),
+        _str(32),
         "Dominant dispatch->op method: profiler, kernel_rename, nvtx_stack, launch_api, "
         "enqueue_order or none (per dispatch in dispatch.attribution_method).",
     ),
@@ -69,17 +79,17 @@ run = sa.Table(
     ),
     _c(
         "cache_control",
-        sa.String(32),
+        _str(32),
         "Cache flushing between kernels under the counter profiler (all, none), if known.",
     ),
-    _c("rocroof_version", sa.String(32), "rocroof version that ingested the run."),
+    _c("rocroof_version", _str(32), "rocroof version that ingested the run."),
 )
 
 run_label = sa.Table(
     "run_label",
     metadata,
     _run_fk(),
-    _c("key", sa.String(255), "Label key (``rocroof ingest --label key=value``).", nullable=False),
+    _c("key", _str(255), "Label key (``rocroof ingest --label key=value``).", nullable=False),
     _c("value", sa.Text, "Label value.", nullable=False),
     sa.PrimaryKeyConstraint("run_id", "key"),
 )
@@ -89,8 +99,8 @@ run_note = sa.Table(
     metadata,
     _run_fk(),
     _c("note_index", sa.Integer, "0-based index within the run.", nullable=False),
-    _c("severity", sa.String(16), "info, warning or error.", nullable=False),
-    _c("code", sa.String(64), "Stable key, e.g. missing-counter, pass-mismatch, dram-bytes-unknown.", nullable=False),
+    _c("severity", _str(16), "info, warning or error.", nullable=False),
+    _c("code", _str(64), "Stable key, e.g. missing-counter, pass-mismatch, dram-bytes-unknown.", nullable=False),
     _c("message", sa.Text, "One line for humans.", nullable=False),
     sa.PrimaryKeyConstraint("run_id", "note_index"),
 )
@@ -99,7 +109,7 @@ run_setting = sa.Table(
     "run_setting",
     metadata,
     _run_fk(),
-    _c("key", sa.String(255), "Setting or system fact (e.g. sysinfo.csv columns, rocpd metadata).", nullable=False),
+    _c("key", _str(255), "Setting or system fact (e.g. sysinfo.csv columns, rocpd metadata).", nullable=False),
     _c("value", sa.Text, "Its value as text."),
     sa.PrimaryKeyConstraint("run_id", "key"),
 )
@@ -109,12 +119,12 @@ agent = sa.Table(
     metadata,
     _run_fk(),
     _c("agent_index", sa.Integer, "Run-local agent number (0-based; not rocprofv3's -A index).", nullable=False),
-    _c("agent_label", sa.String(64), "The agent as traces name it ('Agent 4', '2', 'GPU 0').", nullable=False),
+    _c("agent_label", _str(64), "The agent as traces name it ('Agent 4', '2', 'GPU 0').", nullable=False),
     _c("node_id", sa.BigInteger, "KFD node id / absolute index."),
     _c("logical_node_id", sa.BigInteger, "Logical node id (rocprofv3 'Agent N' numbering)."),
-    _c("agent_type", sa.String(16), "GPU or CPU."),
-    _c("gfx_arch", sa.String(64), "gfx target or sm_XY."),
-    _c("product_name", sa.String(255), "Product name."),
+    _c("agent_type", _str(16), "GPU or CPU."),
+    _c("gfx_arch", _str(64), "gfx target or sm_XY."),
+    _c("product_name", _str(255), "Product name."),
     _c("cu_count", sa.Integer, "Compute units (AMD) / SMs (NVIDIA)."),
     _c("simd_count", sa.Integer, "SIMDs."),
     _c("num_xcc", sa.Integer, "Accelerator complex dies (XCDs)."),
@@ -128,7 +138,7 @@ pass_ = sa.Table(
     metadata,
     _run_fk(),
     _c("pass_index", sa.Integer, "0-based, in run order.", nullable=False),
-    _c("kind", sa.String(16), "trace (timings), counter (counters; kernels serialised) or merged.", nullable=False),
+    _c("kind", _str(16), "trace (timings), counter (counters; kernels serialised) or merged.", nullable=False),
     _c("label", sa.Text, "Pass label (sub-directory or file).", nullable=False),
     _c("source", sa.Text, "File or directory it was read from."),
     _c("is_timing_pass", sa.Boolean, "True for the pass whose dispatches carry the run's timings.", nullable=False),
@@ -175,7 +185,7 @@ dispatch = sa.Table(
     _c("range_index", sa.Integer, "Innermost marker range open at launch (see ``marker_range``)."),
     _c("op_index", sa.Integer, "The ggml op invocation (see ``op_invocation``); NULL = unattributed."),
     _c("kernel_ordinal", sa.Integer, "0-based position of the kernel inside its op invocation."),
-    _c("attribution_method", sa.String(32), "profiler, kernel_rename, nvtx_stack, launch_api, enqueue_order or none."),
+    _c("attribution_method", _str(32), "profiler, kernel_rename, nvtx_stack, launch_api, enqueue_order or none."),
     _c(
         "timing_dispatch_index",
         sa.Integer,
@@ -189,7 +199,7 @@ counter_value = sa.Table(
     metadata,
     _run_fk(),
     _c("dispatch_index", sa.Integer, "The dispatch record (of the pass that measured it).", nullable=False),
-    _c("counter_name", sa.String(255), "Counter name as collected (e.g. TCC_EA0_RDREQ_sum).", nullable=False),
+    _c("counter_name", _str(255), "Counter name as collected (e.g. TCC_EA0_RDREQ_sum).", nullable=False),
     _c(
         "value",
         sa.Float,
@@ -204,7 +214,7 @@ counter_instance = sa.Table(
     metadata,
     _run_fk(),
     _c("dispatch_index", sa.Integer, "The dispatch record.", nullable=False),
-    _c("counter_name", sa.String(255), "Counter name without the [i] suffix.", nullable=False),
+    _c("counter_name", _str(255), "Counter name without the [i] suffix.", nullable=False),
     _c("instance", sa.Integer, "0-based hardware instance (e.g. TCC channel).", nullable=False),
     _c("value", sa.Float, "Value of this instance.", nullable=False),
     sa.PrimaryKeyConstraint("run_id", "dispatch_index", "counter_name", "instance"),
@@ -216,7 +226,7 @@ marker_range = sa.Table(
     _run_fk(),
     _c("range_index", sa.Integer, "Run-local index.", nullable=False),
     _c("pass_index", sa.Integer, "The pass it was recorded in.", nullable=False),
-    _c("kind", sa.String(8), "range (push/pop or start/stop) or mark (instant).", nullable=False),
+    _c("kind", _str(8), "range (push/pop or start/stop) or mark (instant).", nullable=False),
     _c("process_id", sa.BigInteger, "OS process id."),
     _c("thread_id", sa.BigInteger, "OS thread id."),
     _c("start_ns", sa.BigInteger, "Host start time, ns."),
@@ -234,7 +244,7 @@ op_invocation = sa.Table(
     _run_fk(),
     _c("op_index", sa.Integer, "Run-local index, in invocation order.", nullable=False),
     _c("invocation", sa.BigInteger, "The ggml invocation id as emitted (monotonic per process).", nullable=False),
-    _c("op", sa.String(64), "ggml op of the range / head node (ggml_op_desc: MUL_MAT, SILU, ...).", nullable=False),
+    _c("op", _str(64), "ggml op of the range / head node (ggml_op_desc: MUL_MAT, SILU, ...).", nullable=False),
     _c(
         "op_list",
         sa.Text,
@@ -247,8 +257,8 @@ op_invocation = sa.Table(
     _c("layer", sa.Integer, "Layer number parsed from a '-<n>' node-name suffix."),
     _c("from_marker", sa.Boolean, "Seen as a profiler marker range.", nullable=False),
     _c("from_metadata", sa.Boolean, "Present in the ggml op metadata JSON.", nullable=False),
-    _c("dtype", sa.String(32), "Output tensor type (f32, ...)."),
-    _c("quant", sa.String(32), "src0 type (the weight quantisation for matmuls)."),
+    _c("dtype", _str(32), "Output tensor type (f32, ...)."),
+    _c("quant", _str(32), "src0 type (the weight quantisation for matmuls)."),
     _c("ne", sa.Text, "Output shape [ne0, ne1, ne2, ne3] (JSON)."),
     _c("src_ne", sa.Text, "Source shapes (JSON)."),
     _c("src_types", sa.Text, "Source types (JSON)."),
@@ -275,9 +285,9 @@ op_node = sa.Table(
     _run_fk(),
     _c("op_index", sa.Integer, "The op invocation.", nullable=False),
     _c("node_index", sa.Integer, "0 = head node; fused groups list every node.", nullable=False),
-    _c("ggml_op", sa.String(64), "ggml op of the node.", nullable=False),
-    _c("dtype", sa.String(32), "Output type."),
-    _c("quant", sa.String(32), "src0 type."),
+    _c("ggml_op", _str(64), "ggml op of the node.", nullable=False),
+    _c("dtype", _str(32), "Output type."),
+    _c("quant", _str(32), "src0 type."),
     _c("ne", sa.Text, "Output shape (JSON)."),
     _c("src_ne", sa.Text, "Source shapes (JSON)."),
     _c("src_types", sa.Text, "Source types (JSON)."),
@@ -298,10 +308,10 @@ op_operand = sa.Table(
     _run_fk(),
     _c("op_index", sa.Integer, "The op invocation.", nullable=False),
     _c("node_index", sa.Integer, "The node (-1 for the group's graph inputs/outputs).", nullable=False),
-    _c("role", sa.String(8), "src, dst (per node), in, out (graph edges of the group).", nullable=False),
+    _c("role", _str(8), "src, dst (per node), in, out (graph edges of the group).", nullable=False),
     _c("operand_index", sa.Integer, "Position among operands of that role.", nullable=False),
     _c("name", sa.Text, "Tensor name (storage root name for inputs)."),
-    _c("ggml_type", sa.String(32), "ggml type name."),
+    _c("ggml_type", _str(32), "ggml type name."),
     _c("ne", sa.Text, "Shape (JSON)."),
     _c("bytes", sa.BigInteger, "ggml_nbytes, bytes."),
     _c("tensor_id", sa.BigInteger, "Tensor id (address; dedup key)."),
@@ -340,7 +350,7 @@ op_model = sa.Table(
     _c("flops", sa.Float, "Modelled floating-point operations (multiply-add = 2; rocroof.model); NULL if no model."),
     _c("model_note", sa.Text, "What the model assumed or could not know (empty when nothing)."),
     _c("evaluation", sa.Integer, "Graph evaluation (one llama_decode) the op belongs to, 0-based (rocroof.graph)."),
-    _c("block_part", sa.String(16), "Part of the transformer block: attention, ffn, moe, input, output."),
+    _c("block_part", _str(16), "Part of the transformer block: attention, ffn, moe, input, output."),
     _c("on_critical_path", sa.Boolean, "On the longest dependency chain (by time) of its graph evaluation."),
     sa.PrimaryKeyConstraint("run_id", "op_index"),
 )
@@ -363,13 +373,13 @@ run_ceiling = sa.Table(
     _run_fk(),
     _c(
         "name",
-        sa.String(32),
+        _str(32),
         "dram_gbps, fp16_matrix_tflops, bf16_matrix_tflops, fp32_vector_tflops, llc_bytes, compute_units.",
         nullable=False,
     ),
     _c("value", sa.Float, "The ceiling, in the unit its name gives (GB/s = 1e9 B/s, TFLOP/s = 1e12 FLOP/s)."),
     _c("source", sa.Text, "Where the value comes from (datasheet page, roofline.csv measurement...)."),
-    _c("mark", sa.String(16), "verified, derived, unverified or measured."),
+    _c("mark", _str(16), "verified, derived, unverified or measured."),
     sa.PrimaryKeyConstraint("run_id", "name"),
 )
 

@@ -36,8 +36,15 @@ def _f(x: ColumnElement[Any]) -> ColumnElement[Any]:
 
 
 def _strict_sum(x: ColumnElement[Any]) -> ColumnElement[Any]:
-    """SUM that is NULL when any input row is NULL."""
-    return sa.case((sa.func.count(x) == sa.func.count(), sa.func.sum(x)), else_=sa.null())
+    """SUM that is NULL when any input row is NULL.
+
+    A sum of integers stays an integer: PostgreSQL's SUM(bigint) is NUMERIC (a decimal to its
+    drivers), SQLite's an INTEGER.
+    """
+    total: ColumnElement[Any] = sa.func.sum(x)
+    if isinstance(x.type, sa.Integer):
+        total = sa.cast(total, sa.BigInteger)
+    return sa.case((sa.func.count(x) == sa.func.count(), total), else_=sa.null())
 
 
 def _bound_sum(bound: ColumnElement[Any], value: ColumnElement[Any]) -> ColumnElement[Any]:
@@ -233,7 +240,7 @@ def _op_roofline() -> sa.Select[Any]:
         (m.c.flops / sa.func.nullif(_f(v.c.duration_ns), 0.0) / 1e3).label("achieved_tflops"),
         m.c.evaluation,
         m.c.block_part,
-        m.c.on_critical_path,
+        sa.cast(m.c.on_critical_path, sa.Integer).label("on_critical_path"),  # 0/1 on SQLite and PostgreSQL alike
         m.c.model_note,
     ).select_from(v.outerjoin(m, sa.and_(m.c.run_id == v.c.run_id, m.c.op_index == v.c.op_index)))
 
@@ -250,7 +257,7 @@ _ROOFLINE_DOCS = {
     "achieved_tflops": "flops / duration_ns, TFLOP/s (1e12 FLOP/s).",
     "evaluation": "Graph evaluation (one llama_decode), 0-based.",
     "block_part": "attention, ffn, moe, input or output.",
-    "on_critical_path": "On the longest dependency chain by time of its evaluation.",
+    "on_critical_path": "1 when on the longest dependency chain by time of its evaluation, else 0.",
     "model_note": "What the model assumed or could not know.",
 }
 

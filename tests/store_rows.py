@@ -1,0 +1,36 @@
+"""The rows of a results database as comparable frames: per table, per run, through rocroof's own reader."""
+
+from __future__ import annotations
+
+import pandas as pd
+import sqlalchemy as sa
+
+from rocroof.store import Store, schema
+
+
+def table_rows(target: str, run_id: int | None = None) -> dict[str, pd.DataFrame]:
+    """Every table (or one run's rows of it) with SQLAlchemy's result types, in key order.
+
+    Ingest times are left out (each ingest records its own); with ``run_id`` the ``run_id``
+    column too, so that a run can be compared with its copy under another id.
+    """
+    store = Store(target, read_only=True)
+    try:
+        out = {}
+        for table in schema.metadata.sorted_tables:
+            stmt = sa.select(*(c for c in table.columns if c.name not in ("created_at", "run_id")))
+            stmt = stmt.add_columns(table.c.run_id) if run_id is None else stmt.where(table.c.run_id == run_id)
+            out[table.name] = store.frame(stmt.order_by(*table.primary_key.columns))
+        return out
+    finally:
+        store.close()
+
+
+def row_counts(target: str) -> dict[str, int]:
+    """Rows per table of a SQLite file or a URL."""
+    store = Store(target, read_only=True)
+    try:
+        names = [t.name for t in schema.metadata.sorted_tables]
+        return {n: int(store.query(f'SELECT COUNT(*) AS n FROM "{n}"')["n"][0]) for n in names}
+    finally:
+        store.close()

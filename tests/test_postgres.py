@@ -1,0 +1,457 @@
+"""PostgreSQL as the results database: same schema, migrations, views, reports and read-only queries as SQLite.
+
+The tests that need a server take it from ``ROCROOF_TEST_PG_URL`` (a database whose role may
+create databases; each test gets a database of its own, dropped afterwards). ``.ci/run`` starts
+a throw-away server for them (``.ci/postgres``). Without the variable they skip, except in CI
+(``CI`` or ``ROCROOF_REQUIRE_PG`` set), where they fail: CI must run them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import math
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from rocroof.cli import cli
+from rocroof.diff import diff_runs, render_diff
+from rocroof.errors import DuplicateRunError, InputError, QueryError, SchemaError
+from rocroof.pipeline import RunFrames, build_run
+from rocroof.readers import read_capture
+from rocroof.report import build_report, render
+from rocroof.store import Store, schema, views
+from rocroof.store.merge import merge
+from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION
+
+from .conftest import REPO, VCOPY_BYTES, fixture_path
+from .parallel import ingest_at_once
+from .store_rows import row_counts, table_rows
+from .test_store import BIG_NS, _frames
+
+DECODE = REPO / "examples" / "h200" / "dense500m-decode"
+VIEW_KEYS = {
+    "dispatch_dram": ["run_id", "dispatch_index"],
+    "op_invocation_summary": ["run_id", "op_index"],
+    "op_roofline": ["run_id", "op_index"],
+    "op_summary": ["run_id", "op"],
+    "kernel_summary": ["run_id", "kernel_name"],
+}
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    url = os.environ.get("ROCROOF_TEST_PG_URL")
+    if not url:
+        if os.environ.get("CI") or os.environ.get("ROCROOF_REQUIRE_PG"):
+            pytest.fail("ROCROOF_TEST_PG_URL is not set: CI must run the PostgreSQL tests (.ci/run starts a server)")
+        pytest.skip(
+            "no PostgreSQL server: set ROCROOF_TEST_PG_URL, e.g. export ROCROOF_TEST_PG_URL=$(.ci/postgres start "
+            "/tmp/rocroof-pg)"
+        )
+    return url
+
+
+def _admin(server: str) -> sa.Engine:
+    url = sa.make_url(server).set(drivername="postgresql+psycopg")
+    return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+
+
+@contextlib.contextmanager
+def _new_database(server: str) -> Iterator[str]:
+    """A new, empty database on the test server (dropped afterwards), as a postgresql:// URL."""
+    name = f"rocroof_test_{uuid.uuid4().hex[:12]}"
+    admin = _admin(server)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield sa.make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """An empty database of the test's own."""
+    with _new_database(pg_server) as url:
+        yield url
+
+
+def _execute(url: str, *statements: str) -> None:
+    """Run statements on the database as another program would (committed)."""
+    engine = _admin(url)
+    try:
+        with engine.connect() as conn:
+            for sql in statements:
+                conn.exec_driver_sql(sql)
+    finally:
+        engine.dispose()
+
+
+def _ingest(target: str, frames: list[RunFrames], labels: dict[str, str]) -> list[int]:
+    store = Store(target)
+    try:
+        return [store.write_run(f, labels=labels) for f in frames]
+    finally:
+        store.close()
+
+
+def _sorted(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    return df.sort_values(keys, na_position="first", kind="stable").reset_index(drop=True)
+
+
+def _views(target: str) -> dict[str, pd.DataFrame]:
+    """Every view through the user's path (Store.query), in key order."""
+    store = Store(target, read_only=True)
+    try:
+        return {v.name: _sorted(store.query(f"SELECT * FROM {v.name}"), VIEW_KEYS[v.name]) for v in views.VIEWS}
+    finally:
+        store.close()
+
+
+def _assert_same_values(a: Any, b: Any, where: str) -> None:
+    """Equal JSON-like values; floats to 1e-12 (sums may add in another order); None only where None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _assert_same_values(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_same_values(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float | int) and not isinstance(b, bool):
+        assert math.isclose(a, b, rel_tol=1e-12), f"{where}: {a} != {b}"
+    else:
+        assert a == b and type(a) is type(b), f"{where}: {a!r} != {b!r}"
+
+
+def _assert_same_store(sqlite_db: str, pg: str, run_ids: list[int]) -> None:
+    """Tables, views and reports of the two stores hold the same rows and values, NULLs included."""
+    lite, post = table_rows(sqlite_db), table_rows(pg)
+    for name, df in lite.items():
+        assert len(df) == len(post[name]), name
+        pd.testing.assert_frame_equal(df, post[name], check_exact=True, obj=name)
+    lite_views, post_views = _views(sqlite_db), _views(pg)
+    for name, df in lite_views.items():
+        assert list(df.columns) == list(post_views[name].columns), name
+        pd.testing.assert_frame_equal(df, post_views[name], check_exact=False, rtol=1e-12, obj=name)
+    ro_lite, ro_pg = Store(sqlite_db, read_only=True), Store(pg, read_only=True)
+    try:
+        for rid in run_ids:
+            for by in ("op", "kernel", "dispatch", "invocation"):
+                a = json.loads(render(build_report(ro_lite, rid, by=by), "json"))
+                b = json.loads(render(build_report(ro_pg, rid, by=by), "json"))
+                _assert_same_values(a, b, f"run {rid} by {by}")
+            assert render(build_report(ro_lite, rid, by="op"), "markdown") == render(
+                build_report(ro_pg, rid, by="op"), "markdown"
+            )
+    finally:
+        ro_lite.close()
+        ro_pg.close()
+
+
+# ---- a real run, both ways --------------------------------------------------------------------
+
+
+def test_a_recorded_run_round_trips_row_for_row_as_in_sqlite(pg_url: str, tmp_path: Path) -> None:
+    amd = fixture_path("rocprof-compute", "vcopy", "MI300X_A1_rocpd")
+    frames = [build_run(read_capture(p), source_path=str(p)) for p in (DECODE, amd)]
+    lite = str(tmp_path / "same.db")
+    labels = {"model": "dense500m", "who": "ci"}
+    assert _ingest(lite, frames, labels) == _ingest(pg_url, frames, labels) == [1, 2]
+
+    counts = row_counts(pg_url)
+    assert counts["counter_value"] > 2 * 20_000  # several insert chunks
+    assert counts["counter_instance"] > 0 and counts["op_model"] > 0 and counts["op_edge"] > 0
+    _assert_same_store(lite, pg_url, [1, 2])
+
+    ro = Store(pg_url, read_only=True)
+    try:
+        vcopy = ro.query("SELECT dram_read_bytes, dram_write_bytes, op FROM dispatch_dram WHERE run_id = 2")
+        assert vcopy["dram_read_bytes"].tolist() == pytest.approx([VCOPY_BYTES] * 3, rel=0.01)
+        assert vcopy["op"].isna().all()  # no ggml markers: unattributed, NULL (not '')
+        total = ro.query("SELECT SUM(duration_ns) AS ns, AVG(duration_ns) AS mean FROM dispatch_dram WHERE run_id = 1")
+        assert str(total["ns"].dtype) == "Int64" and isinstance(total["mean"][0], float)  # NUMERIC made plain
+        assert render_diff(diff_runs(ro, 1, 1), "markdown").count("No change beyond run-to-run noise") == 1
+    finally:
+        ro.close()
+
+
+def test_unknown_stays_null_and_values_keep_their_types(pg_url: str, tmp_path: Path) -> None:
+    frames = _frames()
+    frames.run["profiler_version"] = "v" * 100  # longer than VARCHAR(64): SQLite keeps it, so must PostgreSQL
+    labels = {"k" * 300: "long key"}
+    lite = str(tmp_path / "hand.db")
+    _ingest(lite, [frames], labels)
+    _ingest(pg_url, [frames], labels)
+    _assert_same_store(lite, pg_url, [1])
+
+    ro = Store(pg_url, read_only=True)
+    try:
+        d = ro.query("SELECT * FROM dispatch_dram ORDER BY dispatch_index").to_dict("records")
+        assert d[0]["start_ns"] == BIG_NS and isinstance(d[0]["start_ns"], int)  # beyond 2**53, exact
+        assert pd.isna(d[1]["dram_read_bytes"])
+        assert (d[1]["dram_bytes_min"], d[1]["dram_bytes_max"]) == (5000, 8000)
+        assert pd.isna(d[2]["duration_ns"]) and pd.isna(d[2]["achieved_gbps"])  # unknown time: NULL, not 0
+        mm = ro.query("SELECT * FROM op_summary WHERE op = 'MUL_MAT'").to_dict("records")[0]
+        assert pd.isna(mm["dram_read_bytes"]) and mm["duration_ns"] == 3000 and isinstance(mm["duration_ns"], int)
+        run = ro.frame(sa.select(schema.run)).to_dict("records")[0]
+        assert run["serialised_timings"] is False and run["dram_peak_gbps"] == 100.0 and run["host"] is None
+        raw = ro.query("SELECT is_timing_pass FROM pass ORDER BY pass_index")
+        assert raw["is_timing_pass"].tolist() == [True, False]  # BOOLEAN on PostgreSQL
+    finally:
+        ro.close()
+
+
+def test_the_command_line_works_against_a_url(pg_url: str) -> None:
+    runner = CliRunner()
+
+    def ok(*args: str) -> str:
+        result = runner.invoke(cli, [*args, "--db", pg_url])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert "Stored run 1" in ok("ingest", str(DECODE), "--label", "model=dense500m")
+    assert "already stored as run 1" in runner.invoke(cli, ["ingest", str(DECODE), "--db", pg_url]).output
+    assert json.loads(ok("runs", "--format", "json"))[0]["labels"] == "model=dense500m"
+    assert "MUL_MAT" in ok("report", "--by", "op")
+    assert json.loads(ok("query", "SELECT COUNT(*) AS n FROM op_invocation", "--format", "json")) == [{"n": 500}]
+    assert "No change beyond run-to-run noise" in ok("diff", "1", "1")
+    assert "digraph" in ok("graph", "--evaluation", "1")
+    assert f"knows schema version {SCHEMA_VERSION}" in ok("db", "status")
+    assert ok("db", "upgrade").strip() == "schema is up to date"
+    # ROCROOF_DB names the database as well as --db
+    env_result = runner.invoke(cli, ["runs", "--format", "csv"], env={"ROCROOF_DB": pg_url})
+    assert env_result.exit_code == 0 and "dense500m-decode" in env_result.output
+
+
+# ---- migrations ---------------------------------------------------------------------------------
+
+
+def test_migrations_and_db_status_on_postgres(pg_url: str) -> None:
+    runner = CliRunner()
+    names = [name for name, _ in MIGRATIONS]
+    status = runner.invoke(cli, ["db", "status", "--db", pg_url]).output
+    assert all(f"{n}: pending" in status for n in names)
+    assert runner.invoke(cli, ["db", "upgrade", "--db", pg_url]).output.strip() == f"applied {', '.join(names)}"
+    status = runner.invoke(cli, ["db", "status", "--db", pg_url]).output
+    assert all(f"{n}: applied 20" in status for n in names)
+    assert Store(pg_url, read_only=True).check() == SCHEMA_VERSION
+
+    # a database one migration behind: readers ask for db upgrade, which brings it (and the views) back
+    _execute(
+        pg_url,
+        "DROP VIEW op_roofline",
+        "DROP TABLE op_model, op_edge, run_ceiling",
+        "DELETE FROM rocroof_migration WHERE name = '0002_model'",
+    )
+    with pytest.raises(SchemaError, match=r"out of date \(1 pending.*rocroof db upgrade --db postgresql"):
+        Store(pg_url, read_only=True).check()
+    result = runner.invoke(cli, ["report", "--db", pg_url])
+    assert result.exit_code == 1 and "out of date" in result.output and len(result.output.splitlines()) == 1
+    assert runner.invoke(cli, ["db", "upgrade", "--db", pg_url]).output.strip() == "applied 0002_model"
+    assert Store(pg_url, read_only=True).query("SELECT COUNT(*) AS n FROM op_roofline")["n"][0] == 0
+
+    # a newer rocroof's database is refused for writing and reading, and left alone
+    _execute(pg_url, "INSERT INTO rocroof_migration VALUES ('0999_future', '2030-01-01T00:00:00+00:00')")
+    with pytest.raises(SchemaError, match="newer rocroof"):
+        Store(pg_url).write_run(_frames())
+    with pytest.raises(SchemaError, match="newer rocroof"):
+        Store(pg_url, read_only=True).check()
+    assert "0999_future: applied" in runner.invoke(cli, ["db", "status", "--db", pg_url]).output
+    assert row_counts(pg_url)["run"] == 0
+
+
+def test_a_foreign_postgres_database_is_refused(pg_url: str) -> None:
+    _execute(pg_url, "CREATE TABLE customers (id integer PRIMARY KEY)")
+    for call in (lambda: Store(pg_url).write_run(_frames()), lambda: Store(pg_url, read_only=True).check()):
+        with pytest.raises(SchemaError, match="not a rocroof database"):
+            call()
+    engine = _admin(pg_url)
+    with engine.connect() as conn:
+        assert sa.inspect(conn).get_table_names() == ["customers"]
+    engine.dispose()
+
+
+# ---- read-only queries ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pg_run(pg_server: str) -> Iterator[str]:
+    """A database holding the hand-made run, shared by the tests that must not change it."""
+    with _new_database(pg_server) as url:
+        Store(url).write_run(_frames())
+        yield url
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("DELETE FROM run", "beginning with 'DELETE'"),
+        ("INSERT INTO run_label VALUES (1, 'k', 'v')", "beginning with 'INSERT'"),
+        ("UPDATE run SET host = 'x'", "beginning with 'UPDATE'"),
+        ("DROP TABLE dispatch", "beginning with 'DROP'"),
+        ("CREATE TEMP TABLE t AS SELECT 1", "beginning with 'CREATE'"),
+        ("TRUNCATE run CASCADE", "beginning with 'TRUNCATE'"),
+        ("COPY run TO '/tmp/rocroof-copy.csv'", "beginning with 'COPY'"),  # a file on the server
+        ("SET default_transaction_read_only = off", "beginning with 'SET'"),
+        ("DO $$ BEGIN DELETE FROM run; END $$", "beginning with 'DO'"),
+        ("BEGIN", "beginning with 'BEGIN'"),
+        ("  -- a comment\n  COMMIT", "beginning with 'COMMIT'"),
+        ("WITH x AS (DELETE FROM run RETURNING run_id) SELECT * FROM x", "read-only transaction"),
+        ("SELECT * INTO TABLE copy_of_run FROM run", "read-only transaction"),
+        ("SELECT nextval('run_run_id_seq')", "read-only transaction"),
+        ("EXPLAIN ANALYZE DELETE FROM run", "read-only transaction"),
+        ("SELECT 1; DELETE FROM run", "one statement at a time"),
+        ("SELECT 1; SET default_transaction_read_only = off; COMMIT; DELETE FROM run", "one statement at a time"),
+    ],
+)
+def test_query_on_postgres_refuses_what_writes(pg_run: str, sql: str, words: str) -> None:
+    before = row_counts(pg_run)
+    ro = Store(pg_run, read_only=True)
+    with pytest.raises(QueryError) as err:
+        ro.query(sql)
+    message = str(err.value)
+    assert words in message and "\n" not in message
+    assert "refused" in message or "one statement" in message
+    assert row_counts(pg_run) == before
+    assert ro.query("SELECT COUNT(*) AS n FROM dispatch")["n"][0] == 5  # the store still reads
+    result = CliRunner().invoke(cli, ["query", sql, "--db", pg_run])
+    assert result.exit_code == 1 and result.output.startswith("Error: ") and len(result.output.splitlines()) == 1
+    assert row_counts(pg_run) == before
+    assert not _admin_tables(pg_run) - {t.name for t in schema.metadata.sorted_tables} - {"rocroof_migration"}
+
+
+def _admin_tables(url: str) -> set[str]:
+    engine = _admin(url)
+    try:
+        with engine.connect() as conn:
+            return set(sa.inspect(conn).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_query_on_postgres_leaves_the_session_read_only(pg_run: str) -> None:
+    ro = Store(pg_run, read_only=True)
+    # set_config is a SELECT: it runs, and the rollback after every query undoes it
+    assert ro.query("SELECT set_config('default_transaction_read_only', 'off', false) AS v")["v"][0] == "off"
+    assert ro.query("SELECT current_setting('default_transaction_read_only') AS v")["v"][0] == "on"
+    assert ro.query("SELECT current_setting('transaction_read_only') AS v")["v"][0] == "on"
+    with pytest.raises(QueryError, match="refused"):
+        ro.query("WITH x AS (DELETE FROM run RETURNING 1) SELECT * FROM x")
+    # reads of every kind still work: comments, parentheses, VALUES, TABLE, SHOW, EXPLAIN, a literal %
+    assert ro.query("/* c */ (SELECT 1 AS a) UNION ALL (SELECT 2)")["a"].tolist() == [1, 2]
+    assert ro.query("VALUES (1, 'x')").shape == (1, 2)
+    assert len(ro.query("TABLE run_note")) == 1
+    assert ro.query("SHOW transaction_read_only").iloc[0, 0] == "on"
+    assert len(ro.query("EXPLAIN SELECT * FROM op_summary")) > 0
+    assert ro.query("SELECT 'a%b' AS x")["x"][0] == "a%b"
+    with pytest.raises(QueryError, match='query failed: relation "nope" does not exist'):
+        ro.query("SELECT * FROM nope")
+
+
+def test_query_needs_a_read_only_store_on_postgres_too(pg_url: str) -> None:
+    with pytest.raises(QueryError, match="read-only"):
+        Store(pg_url).query("SELECT 1")
+
+
+# ---- several writers at once --------------------------------------------------------------------------
+
+
+def test_concurrent_ingests_into_one_new_postgres_database(pg_url: str, tmp_path: Path) -> None:
+    h200 = REPO / "examples" / "h200"
+    amd = fixture_path("rocprof-compute", "vcopy", "MI300X_A1_rocpd")
+    captures = [h200 / "dense-prefill", h200 / "moe-prefill", amd, h200 / "dense-prefill"]
+    # the database is empty: the writers also race to create the schema
+    outputs = ingest_at_once(pg_url, captures, tmp_path / "sync")
+    stored = [o for o in outputs if o.startswith("stored")]
+    duplicates = [o for o in outputs if o.startswith("duplicate")]
+    assert len(stored) == 3 and len(duplicates) == 1, outputs
+    assert "dense-prefill" in duplicates[0]
+    assert sorted(int(o.split()[1]) for o in stored) == sorted(set(int(o.split()[1]) for o in stored))
+
+    lite = str(tmp_path / "sequential.db")
+    _ingest(lite, [build_run(read_capture(p), source_path=str(p)) for p in captures[:3]], {})
+    expected = {t: n for t, n in row_counts(lite).items() if t not in ("run_label",)}
+    got = {t: n for t, n in row_counts(pg_url).items() if t not in ("run_label",)}
+    assert got == expected
+    assert [name for name, when in Store(pg_url, read_only=True).status() if when] == [n for n, _ in MIGRATIONS]
+
+
+# ---- merge -----------------------------------------------------------------------------------------
+
+
+def test_merge_sqlite_files_into_postgres_and_back(pg_url: str, tmp_path: Path) -> None:
+    amd = fixture_path("rocprof-compute", "vcopy", "MI300X_A1_rocpd")
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    _ingest(a, [build_run(read_capture(DECODE), source_path=str(DECODE))], {"who": "alice"})
+    _ingest(b, [build_run(read_capture(p), source_path=str(p)) for p in (amd, DECODE)], {"who": "bob"})
+    Store(pg_url).write_run(_frames())  # the team store already holds a run: new ids follow it
+
+    done = merge([a, b], pg_url)
+    assert [(r.source_run_id, r.run_id, r.existing_run_id) for r in done] == [(1, 2, None), (1, 3, None), (2, None, 2)]
+    assert done[0].rows > 80_000 and done[2].skipped
+    assert [r.skipped for r in merge([a, b], pg_url)] == [True, True, True]
+
+    # and back into a new SQLite file: the same rows as the sources, run by run
+    back = str(tmp_path / "back.db")
+    assert [r.run_id for r in merge([pg_url], back)] == [1, 2, 3]
+    copied = table_rows(back, 2)  # run 1 of a.db, by way of the server
+    for name, df in table_rows(a, 1).items():
+        pd.testing.assert_frame_equal(df, copied[name], check_exact=True, obj=name)
+    ro = Store(back, read_only=True)
+    assert ro.query("SELECT value FROM run_label WHERE run_id = 3")["value"].tolist() == ["bob"]
+    with pytest.raises(DuplicateRunError):
+        Store(back).write_run(build_run(read_capture(DECODE), source_path=str(DECODE)))
+
+
+def test_merge_into_an_out_of_date_postgres_database_asks_for_an_upgrade(pg_url: str, tmp_path: Path) -> None:
+    a = str(tmp_path / "a.db")
+    _ingest(a, [_frames()], {})
+    Store(pg_url).upgrade()
+    _execute(pg_url, "DELETE FROM rocroof_migration WHERE name = '0002_model'")
+    result = CliRunner().invoke(cli, ["merge", a, "--into", pg_url])
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1
+    assert "out of date" in result.output and "rocroof db upgrade --db" in result.output
+    assert row_counts(pg_url)["run"] == 0
+
+
+# ---- without a server ---------------------------------------------------------------------------------
+
+
+def test_a_missing_driver_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a))
+    with pytest.raises(InputError, match=r"PostgreSQL driver is not installed; pip install 'rocroof\[postgres\]'"):
+        Store("postgresql://someone@dbhost/rocroof")
+    result = CliRunner().invoke(cli, ["runs", "--db", "postgresql://someone:secret@dbhost/rocroof"])
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1
+    assert "rocroof[postgres]" in result.output and "secret" not in result.output
+
+
+def test_an_unreachable_server_is_one_line(tmp_path: Path) -> None:
+    url = f"postgresql://someone:secret@/rocroof?host={tmp_path}"  # no server listens there
+    for args in (["runs"], ["ingest", str(DECODE)], ["db", "status"], ["query", "SELECT 1"]):
+        result = CliRunner().invoke(cli, [*args, "--db", url])
+        assert result.exit_code == 1, args
+        assert result.output.startswith("Error: postgresql://someone:***@/rocroof"), result.output
+        assert "cannot connect" in result.output
+        assert len(result.output.splitlines()) == 1 and "secret" not in result.output
+
+
+def test_other_postgres_drivers_are_refused_with_the_url_to_use() -> None:
+    with pytest.raises(InputError, match=r"through psycopg 3; write the URL as postgresql://"):
+        Store("postgresql+psycopg2://someone@dbhost/rocroof")
+    assert Store("postgres://someone@dbhost/rocroof").engine.dialect.driver == "psycopg"
+    assert Store("postgresql://someone@dbhost/rocroof").engine.dialect.driver == "psycopg"
