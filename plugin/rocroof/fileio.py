@@ -292,6 +292,51 @@ def parse_int(
             the signed 64-bit range.
     """
     s = series.reset_index(drop=True)
+    runs = _runs(s)
+    if runs is not None:
+        # parse each run of equal cells once; a bad cell is always the first of its run, so on an
+        # error the whole column is parsed again below to name its first bad row
+        heads, run_of_row = runs
+        try:
+            values, exact = _parse_int(
+                path, s.iloc[heads], first_row, column, required=required, allow_float_text=allow_float_text
+            )
+        except ParseError:
+            pass
+        else:
+            return (
+                values.iloc[run_of_row].reset_index(drop=True),
+                exact.iloc[run_of_row].reset_index(drop=True),
+            )
+    return _parse_int(path, s, first_row, column, required=required, allow_float_text=allow_float_text)
+
+
+def _runs(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(first position of each run, run number of each row)`` for runs of equal consecutive cells.
+
+    None when compressing does not pay (fewer than two rows per run on average). A NaN cell never
+    equals its neighbour, so it is a run of its own; ``pd.NA`` cannot be compared: None.
+    """
+    n = len(s)
+    if n < 64:
+        return None
+    cells = s.to_numpy(dtype=object)
+    try:
+        change = np.empty(n, dtype=bool)
+        change[0] = True
+        np.not_equal(cells[1:], cells[:-1], out=change[1:])
+    except (TypeError, ValueError):
+        return None
+    heads = np.flatnonzero(change)
+    if 2 * len(heads) > n:
+        return None
+    return heads, np.cumsum(change) - 1
+
+
+def _parse_int(
+    path: Path, series: pd.Series, first_row: int, column: str, *, required: bool, allow_float_text: bool
+) -> tuple[pd.Series, pd.Series]:
+    s = series.reset_index(drop=True)
     fast = _fast_int(s)
     if fast is not None:
         return fast, pd.Series(np.ones(len(fast), dtype=bool))
@@ -308,7 +353,8 @@ def parse_int(
     if bool(is_int.any()):
         ints = text[is_int]
         try:
-            as_py = [int(v) for v in ints]
+            # more digits than any int64 has is too big; int() also refuses text over 4300 digits
+            as_py = [int(v) if len(v) <= 24 else _INT64_MAX + 1 for v in ints]
         except ValueError:  # pragma: no cover - regex guarantees digits
             as_py = []
         too_big = pd.Series([not _INT64_MIN <= v <= _INT64_MAX for v in as_py], index=ints.index, dtype=bool)
@@ -345,6 +391,9 @@ def _fast_int(s: pd.Series) -> pd.Series | None:
     """
     if not len(s):
         return None
+    ascii_ints = _ascii_ints(s)
+    if ascii_ints is not None:
+        return pd.Series(pd.array(ascii_ints, dtype="Int64"))
     try:
         values = pd.to_numeric(s, errors="raise")
     except (ValueError, TypeError, OverflowError):
@@ -353,6 +402,29 @@ def _fast_int(s: pd.Series) -> pd.Series | None:
     if kind != "i" or bool(values.isna().any()):  # floats, uint64 (above int64), missing cells: slow path
         return None
     return values.astype("Int64").reset_index(drop=True)
+
+
+def _ascii_ints(s: pd.Series) -> np.ndarray | None:
+    """int64 values of a column of ASCII integer text (surrounding white space allowed), else None.
+
+    numpy's bytes -> int64 cast parses like Python's ``int``: it takes ``1_000`` and ignores
+    trailing NUL bytes, which are not integers here, so cells holding ``_`` or NUL are left to
+    the other paths, like missing cells, float text and values outside int64.
+    """
+    cells = s.to_numpy(dtype=object)
+    try:
+        joined = "".join(cells)
+    except TypeError:  # a missing cell (NaN, None, pd.NA) or a non-string value
+        return None
+    if not joined.isascii() or "_" in joined or "\x00" in joined:
+        return None
+    if max(map(len, cells)) > 64:  # the cast allocates rows x the longest cell; an int64 needs 20 characters
+        return None
+    try:
+        values: np.ndarray = cells.astype("S").astype(np.int64)
+    except (ValueError, OverflowError, TypeError):
+        return None
+    return values
 
 
 def _float_text_int(text: str) -> tuple[int | None, bool]:
@@ -380,6 +452,20 @@ def parse_float(path: Path, series: pd.Series, first_row: int, column: str, *, r
     Raises:
         ParseError: a cell that is not a finite number, or a missing required cell.
     """
+    s = series.reset_index(drop=True)
+    runs = _runs(s)
+    if runs is not None:  # each run of equal cells once, as in parse_int
+        heads, run_of_row = runs
+        try:
+            values = _parse_float(path, s.iloc[heads], first_row, column, required=required)
+        except ParseError:
+            pass
+        else:
+            return values.iloc[run_of_row].reset_index(drop=True)
+    return _parse_float(path, s, first_row, column, required=required)
+
+
+def _parse_float(path: Path, series: pd.Series, first_row: int, column: str, *, required: bool) -> pd.Series:
     s = series.reset_index(drop=True)
     try:  # vectorised path: every cell is a finite number
         fast = pd.to_numeric(s, errors="raise")

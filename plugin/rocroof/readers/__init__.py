@@ -64,6 +64,8 @@ def _read_manifest(path: Path) -> dict[str, object]:
         data = json.loads(read_text(path, limit_bytes=16 << 20))
     except json.JSONDecodeError as exc:
         raise ParseError(path, f"invalid JSON: {exc.msg}", exc.lineno) from exc
+    except RecursionError as exc:  # json.loads recurses once per nesting level
+        raise ParseError(path, "invalid JSON: nested too deeply (expected the rocroof collect manifest)") from exc
     if not isinstance(data, dict):
         raise ParseError(path, "expected a JSON object (the rocroof collect manifest)")
     return data

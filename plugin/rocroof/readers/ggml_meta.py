@@ -24,7 +24,6 @@ signed 64-bit two's complement when above 2**63-1; integer columns are nullable 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +294,8 @@ def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParseError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from exc
+    except RecursionError as exc:  # json.loads recurses once per nesting level
+        raise ParseError(path, "invalid JSON: nested too deeply (expected ggml op metadata rows)") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise ParseError(path, "expected a JSON object with a 'rows' list (ggml op metadata / GGML_ROOFLINE_OUT)")
     notes: list[Note] = []
@@ -342,9 +343,12 @@ def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
             if not isinstance(k, dict):
                 raise ParseError(path, f"{where}.kernels[{j}]: expected an object")
             t = k.get("gpu_time_us")
-            # json.loads accepts NaN and Infinity, which are no durations
-            if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
-                raise ParseError(path, f"{where}.kernels[{j}].gpu_time_us: expected a non-negative number")
+            # json.loads accepts NaN and Infinity, which are no durations (they fail the range test, and so
+            # does a time whose ns would not fit in 64 bits: 2**63 ns is 292 years)
+            if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t < 2**63 / 1e3:
+                raise ParseError(
+                    path, f"{where}.kernels[{j}].gpu_time_us: expected a non-negative number of microseconds"
+                )
             gpu_ns += float(t) * 1000.0
             kernels.append(
                 {

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParseError
-from ..fileio import column_map, is_gzip, logical_name, open_binary, parse_str, pick, read_csv, require
+from ..fileio import column_map, is_gzip, logical_name, open_binary, parse_int, parse_str, pick, read_csv, require
 from ..records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -111,6 +111,18 @@ def _number(text: pd.Series) -> pd.Series:
     return pd.to_numeric(cleaned.where(~cleaned.isin(["", "n/a", "N/A", "nan"]), None), errors="coerce")
 
 
+def _whole(path: Path, values: pd.Series, column: str, first_row: int) -> pd.Series:
+    """Numbers rounded to ``Int64``; ParseError naming the first row outside the signed 64-bit range."""
+    rounded = values.round()
+    bad = rounded.notna() & ~((rounded >= -(2**63)) & (rounded < 2**63))
+    if bool(bad.any()):
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ParseError(
+            path, f"column {column!r} has {values.iloc[pos]:g}; expected a number within 64 bits", first_row + pos
+        )
+    return pd.Series(pd.array(rounded, dtype="Int64"))
+
+
 def _innermost_ggml(cell: object) -> tuple[int | None, str | None]:
     """``(thread id, innermost ggml range message)`` of an NVTX stack cell."""
     if not isinstance(cell, str) or not cell.strip():
@@ -163,23 +175,24 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
     else:
         first_row = 2
     disp = pd.DataFrame({"kernel_name": parse_str(df[name_col])})
-    disp["dispatch_id"] = pd.array(_number(df[id_col]).round(), dtype="Int64")
+    disp["dispatch_id"] = _whole(path, _number(df[id_col]), id_col, first_row)
     if bool(disp["kernel_name"].isna().any()):
         pos = int(np.flatnonzero(disp["kernel_name"].isna().to_numpy())[0])
         raise ParseError(path, f"column {name_col!r} is empty; expected a kernel name", first_row + pos)
     dur_col = pick(cols, "gpu__time_duration.sum")
     if dur_col is not None:
         dur_scale = unit_scale(units[dur_col]) or 1.0
-        disp["duration_ns"] = pd.array((_number(df[dur_col]) * dur_scale).round(), dtype="Int64")
+        disp["duration_ns"] = _whole(path, _number(df[dur_col]) * dur_scale, dur_col, first_row)
     for target, alias in (("process_id", "Process ID"), ("stream_id", "Stream"), ("queue_id", "Context")):
         col = pick(cols, alias)
         if col is not None:
-            disp[target] = pd.array(_number(df[col]).round(), dtype="Int64")
+            disp[target] = _whole(path, _number(df[col]), col, first_row)
     for target, alias in (("grid", "Grid Size"), ("workgroup", "Block Size")):
         col = pick(cols, alias)
         if col is not None:
-            xyz = df[col].astype(str).str.extract(r"\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)").astype("Int64")
-            disp[f"{target}_x"], disp[f"{target}_y"], disp[f"{target}_z"] = xyz[0], xyz[1], xyz[2]
+            xyz = df[col].astype(str).str.extract(r"\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)")
+            for i, axis in enumerate("xyz"):
+                disp[f"{target}_{axis}"] = parse_int(path, xyz[i], first_row, col)[0]
     if "workgroup_x" in disp and "grid_x" in disp:
         # ncu's Grid Size counts blocks; rocroof's grid sizes count work-items (threads)
         for a in "xyz":
@@ -274,7 +287,7 @@ def _has_kernel_table(path: Path) -> bool:
         return False
     try:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError, MemoryError):  # damage: text that is not UTF-8, SQLITE_NOMEM
         return False
     finally:
         conn.close()
@@ -291,9 +304,48 @@ def read_nsys_sqlite(path: Path, label: str) -> tuple[PassData, pd.DataFrame, di
         ParseError: not an nsys export, or a query failure.
     """
     with sqlite_file(path) as plain:
-        result = _read_nsys(plain, label)
+        try:
+            result = _read_nsys(plain, label)
+        except ParseError as exc:
+            if exc.path == str(path):
+                raise
+            raise ParseError(path, exc.reason, exc.row) from exc  # the user's file, not the decompressed copy
     result[0].source = str(path)
     return result
+
+
+def _ints(path: Path, table: str, frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column of an nsys table as ``Int64``; ParseError naming the table and column when it is not one."""
+    if column not in frame.columns:
+        raise ParseError(path, f"{table} has no column {column!r}; is this a complete nsys SQLite export?")
+    values = frame[column]
+    try:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return values.astype("Int64")
+    except (ValueError, TypeError, OverflowError) as exc:
+        bad = next((v for v in values if not _is_int(v)), None)
+        raise ParseError(path, f"{table}.{column} holds {bad!r}, not an integer") from exc
+
+
+def _floats(path: Path, table: str, frame: pd.DataFrame, column: str) -> pd.Series:
+    """A numeric column of an nsys table as float64 (NaN when missing or not finite)."""
+    if column not in frame.columns:
+        raise ParseError(path, f"{table} has no column {column!r}; is this a complete nsys SQLite export?")
+    values = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    bad = frame[column].notna() & values.isna()
+    if bool(bad.any()):
+        raise ParseError(path, f"{table}.{column} holds {frame[column][bad].iloc[0]!r}, not a number")
+    return values.where(np.isfinite(values.fillna(0.0)))
+
+
+def _is_int(value: object) -> bool:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return True
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, float):
+        return value.is_integer() and -(2**63) <= value < 2**63
+    return isinstance(value, int | np.integer) and -(2**63) <= int(value) < 2**63
 
 
 def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str, str]]:
@@ -316,7 +368,6 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
         pids = (
             pd.read_sql_query("SELECT globalPid, pid FROM PROCESSES", conn) if "PROCESSES" in tables else pd.DataFrame()
         )
-        pid_of = dict(zip(pids.get("globalPid", []), pids.get("pid", []), strict=True))
         runtime = pd.DataFrame()
         if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
             runtime = pd.read_sql_query(
@@ -332,37 +383,53 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
                 conn,
             )
         gpus = pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", conn) if "TARGET_INFO_GPU" in tables else None
-    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+    except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError) as exc:
         raise ParseError(path, f"query failed ({exc}); is this a complete nsys SQLite export?") from exc
+    except MemoryError as exc:  # SQLITE_NOMEM: a damaged page can claim a record of any size
+        raise ParseError(path, "SQLite ran out of memory reading it; the file is damaged or cut short") from exc
     finally:
         conn.close()
 
+    # every value is checked, so that a damaged export is a ParseError naming the table and column
+    kt = "CUPTI_ACTIVITY_KIND_KERNEL"
+
+    def ints(frame: pd.DataFrame, column: str, table: str = kt) -> pd.Series:
+        return _ints(path, table, frame, column)
+
+    pid_of: dict[int, int] = {}
+    if len(pids):
+        process_ids = ints(pids, "pid", "PROCESSES")
+        for g, p in zip(ints(pids, "globalPid", "PROCESSES"), process_ids, strict=True):
+            if pd.notna(g) and pd.notna(p):
+                pid_of[int(g)] = int(p)
+
     def pid(global_id: pd.Series) -> pd.Series:
-        gpid = global_id.astype("Int64") & ~0xFFFFFF if len(global_id) else global_id
+        gpid = global_id & ~0xFFFFFF if len(global_id) else global_id
         return pd.array([pid_of.get(int(g)) if pd.notna(g) else None for g in gpid], dtype="Int64")
 
     def tid(global_tid: pd.Series) -> pd.Series:
-        return (global_tid.astype("Int64") & 0xFFFFFF).astype("Int64")
+        return (global_tid & 0xFFFFFF).astype("Int64")
 
+    block = {a: ints(k, f"block{a.upper()}") for a in "xyz"}
     disp = pd.DataFrame(
         {
             "kernel_name": k["name"],
-            "start_ns": k["start"].astype("Int64"),
-            "end_ns": k["end"].astype("Int64"),
+            "start_ns": ints(k, "start"),
+            "end_ns": ints(k, "end"),
             "agent_label": k["deviceId"].astype(str),
-            "queue_id": k["contextId"].astype("Int64"),
-            "stream_id": k["streamId"].astype("Int64"),
-            "correlation_id": k["correlationId"].astype("Int64"),
-            "process_id": pid(k["globalPid"]),
-            "vgpr_count": k["registersPerThread"].astype("Int64"),
-            "lds_bytes": (k["staticSharedMemory"] + k["dynamicSharedMemory"]).astype("Int64"),
-            "scratch_bytes": k["localMemoryPerThread"].astype("Int64"),
-            "workgroup_x": k["blockX"].astype("Int64"),
-            "workgroup_y": k["blockY"].astype("Int64"),
-            "workgroup_z": k["blockZ"].astype("Int64"),
-            "grid_x": (k["gridX"] * k["blockX"]).astype("Int64"),
-            "grid_y": (k["gridY"] * k["blockY"]).astype("Int64"),
-            "grid_z": (k["gridZ"] * k["blockZ"]).astype("Int64"),
+            "queue_id": ints(k, "contextId"),
+            "stream_id": ints(k, "streamId"),
+            "correlation_id": ints(k, "correlationId"),
+            "process_id": pid(ints(k, "globalPid")),
+            "vgpr_count": ints(k, "registersPerThread"),
+            "lds_bytes": ints(k, "staticSharedMemory") + ints(k, "dynamicSharedMemory"),
+            "scratch_bytes": ints(k, "localMemoryPerThread"),
+            "workgroup_x": block["x"],
+            "workgroup_y": block["y"],
+            "workgroup_z": block["z"],
+            "grid_x": ints(k, "gridX") * block["x"],
+            "grid_y": ints(k, "gridY") * block["y"],
+            "grid_z": ints(k, "gridZ") * block["z"],
         }
     )
     disp["dispatch_id"] = pd.array(np.arange(1, len(disp) + 1), dtype="Int64")
@@ -370,15 +437,17 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
     disp["grid_size"] = disp["grid_x"] * disp["grid_y"] * disp["grid_z"]
     launches = empty_frame(LAUNCH_COLUMNS)
     if len(runtime):
-        wanted = runtime[runtime["correlationId"].isin(set(k["correlationId"]))]
+        rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
+        wanted = runtime[ints(runtime, "correlationId", rt).isin(set(disp["correlation_id"].dropna()))]
+        gtid = ints(wanted, "globalTid", rt)
         launches = conform(
             pd.DataFrame(
                 {
-                    "correlation_id": wanted["correlationId"].astype("Int64"),
-                    "process_id": pid(wanted["globalTid"]),
-                    "thread_id": tid(wanted["globalTid"]),
-                    "start_ns": wanted["start"].astype("Int64"),
-                    "end_ns": wanted["end"].astype("Int64"),
+                    "correlation_id": ints(wanted, "correlationId", rt),
+                    "process_id": pid(gtid),
+                    "thread_id": tid(gtid),
+                    "start_ns": ints(wanted, "start", rt),
+                    "end_ns": ints(wanted, "end", rt),
                     "api_name": wanted["api_name"],
                 }
             ),
@@ -388,15 +457,18 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
         disp["thread_id"] = pd.array(by_corr["thread_id"].reindex(disp["correlation_id"]).to_numpy(), dtype="Int64")
     markers = empty_frame(MARKER_COLUMNS)
     if len(nvtx):
-        is_mark = nvtx["eventType"] == 34
-        end = nvtx["end"].where(~is_mark, nvtx["start"])
+        nt = "NVTX_EVENTS"
+        is_mark = (ints(nvtx, "eventType", nt) == 34).fillna(False).to_numpy(dtype=bool)
+        start = ints(nvtx, "start", nt)
+        end = ints(nvtx, "end", nt).where(~is_mark, start)
+        gtid = ints(nvtx, "globalTid", nt)
         markers = conform(
             pd.DataFrame(
                 {
-                    "process_id": pid(nvtx["globalTid"]),
-                    "thread_id": tid(nvtx["globalTid"]),
-                    "start_ns": nvtx["start"].astype("Int64"),
-                    "end_ns": end.astype("Int64"),
+                    "process_id": pid(gtid),
+                    "thread_id": tid(gtid),
+                    "start_ns": start,
+                    "end_ns": end,
                     "message": nvtx["message"],
                     "kind": np.where(is_mark, "mark", "range"),
                 }
@@ -406,24 +478,31 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
     agents = empty_frame(AGENT_COLUMNS)
     facts: dict[str, str] = {}
     if gpus is not None and len(gpus):
+        gt = "TARGET_INFO_GPU"
+        clock = _floats(path, gt, gpus, "clockRate")
         agents = conform(
             pd.DataFrame(
                 {
                     "agent_label": gpus["id"].astype(str),
-                    "node_id": gpus["id"].astype("Int64"),
+                    "node_id": ints(gpus, "id", gt),
                     "agent_type": "GPU",
-                    "gfx_arch": "sm_" + gpus["computeMajor"].astype(str) + gpus["computeMinor"].astype(str),
-                    "product_name": gpus["name"],
-                    "cu_count": gpus["smCount"].astype("Int64"),
-                    "wave_size": gpus["threadsPerWarp"].astype("Int64"),
-                    "max_clock_mhz": gpus["clockRate"].astype(float) / 1e6,
+                    "gfx_arch": "sm_"
+                    + ints(gpus, "computeMajor", gt).astype(str)
+                    + ints(gpus, "computeMinor", gt).astype(str),
+                    "product_name": gpus["name"] if "name" in gpus.columns else None,
+                    "cu_count": ints(gpus, "smCount", gt),
+                    "wave_size": ints(gpus, "threadsPerWarp", gt),
+                    "max_clock_mhz": clock / 1e6,
                 }
             ),
             AGENT_COLUMNS,
         )
-        row = gpus.iloc[0]
-        facts["nsys_gpu_memory_bandwidth_gbps"] = f"{float(row['memoryBandwidth']) / 1e9:.1f}"
-        facts["nsys_gpu_l2_bytes"] = str(int(row["l2CacheSize"]))
+        bandwidth = _floats(path, gt, gpus, "memoryBandwidth").iloc[0]
+        l2 = ints(gpus, "l2CacheSize", gt).iloc[0]
+        if pd.notna(bandwidth):
+            facts["nsys_gpu_memory_bandwidth_gbps"] = f"{float(bandwidth) / 1e9:.1f}"
+        if pd.notna(l2):
+            facts["nsys_gpu_l2_bytes"] = str(int(l2))
     p = PassData(
         kind="trace",
         label=label,

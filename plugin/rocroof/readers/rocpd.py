@@ -97,7 +97,7 @@ def is_rocpd(path: Path) -> bool:
         return False
     try:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError, MemoryError):  # damaged (MemoryError: SQLITE_NOMEM)
         return _names_rocpd_table(path)
     finally:
         conn.close()
@@ -111,6 +111,13 @@ def _names_rocpd_table(path: Path) -> bool:
     except OSError:
         return False
     return b"rocpd_kernel_dispatch" in head
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, in words (sqlite3 reports SQLITE_NOMEM as a MemoryError without a message)."""
+    if isinstance(exc, MemoryError):
+        return "SQLite ran out of memory: a damaged page can claim a record of any size"
+    return str(exc)
 
 
 def _logical_name(name: str) -> str:
@@ -141,8 +148,8 @@ def _open(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, str]]]:
     try:
         try:
             src = _resolve(conn, path)
-        except sqlite3.Error as exc:
-            raise ParseError(path, f"cannot read the rocpd database ({exc}); {_DAMAGED}") from exc
+        except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
+            raise ParseError(path, f"cannot read the rocpd database ({_reason(exc)}); {_DAMAGED}") from exc
         yield conn, src
     finally:
         conn.close()
@@ -165,25 +172,58 @@ def _resolve(conn: sqlite3.Connection, path: Path) -> dict[str, str]:
     return out
 
 
+#: Rows converted per step: a large result (8 counter rows per dispatch...) is turned into columns
+#: chunk by chunk, so that its Python row tuples never all exist at once.
+FETCH_ROWS = 200_000
+
+
 def _query(conn: sqlite3.Connection, path: Path, sql: str) -> pd.DataFrame:
     try:
-        return pd.read_sql_query(sql, conn)
-    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+        parts = [_shared_strings(part) for part in pd.read_sql_query(sql, conn, chunksize=FETCH_ROWS)]
+        if len(parts) == 1:
+            return parts[0]
+        if all(p.dtypes.equals(parts[0].dtypes) for p in parts):
+            return pd.concat(parts, ignore_index=True)
+        # the chunks typed a column differently (NULLs or mixed values in part of it): read the result
+        # whole, so that every column gets the type of one read
+        del parts
+        return _shared_strings(pd.read_sql_query(sql, conn))
+    except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError, MemoryError) as exc:
         # pandas wraps the sqlite3 error in a message that repeats the whole statement
         cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else exc
-        raise ParseError(path, f"rocpd query failed ({cause}); {_DAMAGED}, or not a rocpd schema 3 database") from exc
+        raise ParseError(
+            path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 database"
+        ) from exc
+
+
+def _shared_strings(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with each repeated value of a text column held once (same values and dtypes).
+
+    sqlite3 returns a new string object per row: a guid or counter name repeated on millions of
+    rows would take that many copies.
+    """
+    for name in df.columns:
+        col = df[name]
+        if len(col) < 2 or col.dtype == object or not pd.api.types.is_string_dtype(col.dtype):
+            continue
+        codes = col.astype("category")
+        if 2 * len(codes.cat.categories) < len(col):
+            df[name] = codes.astype(col.dtype)
+    return df
 
 
 def _conform(df: pd.DataFrame, columns: dict[str, str], path: Path, what: str) -> pd.DataFrame:
     """:func:`conform`, with a ParseError naming the column when a value has the wrong type."""
     try:
-        return conform(df, columns)
+        with np.errstate(invalid="ignore", over="ignore"):  # 1e308 in an integer column: no stray warning
+            return conform(df, columns)
     except (ValueError, TypeError, OverflowError):
         for name, dtype in columns.items():
             if name not in df.columns or dtype == "object":
                 continue
             try:
-                df[name].astype(dtype)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    df[name].astype(dtype)
             except (ValueError, TypeError, OverflowError) as exc:
                 bad = next((v for v in df[name] if not _castable(v, dtype)), None)
                 kind = "a number" if dtype.startswith("float") else "an integer"
@@ -193,7 +233,8 @@ def _conform(df: pd.DataFrame, columns: dict[str, str], path: Path, what: str) -
 
 def _castable(value: object, dtype: str) -> bool:
     try:
-        pd.Series([value]).astype(dtype)
+        with np.errstate(invalid="ignore", over="ignore"):
+            pd.Series([value]).astype(dtype)
     except (ValueError, TypeError, OverflowError):
         return False
     return True
@@ -216,6 +257,10 @@ def _message(path: Path, table: str, row_id: object, event_id: object, extdata: 
     except json.JSONDecodeError as exc:
         raise ParseError(
             path, f"rocpd_event id {event_id} ({table} id {row_id}): extdata is not valid JSON ({exc.msg})"
+        ) from exc
+    except RecursionError as exc:  # json.loads recurses once per nesting level
+        raise ParseError(
+            path, f"rocpd_event id {event_id} ({table} id {row_id}): extdata is not valid JSON (nested too deeply)"
         ) from exc
     msg = data.get("message") if isinstance(data, dict) else None
     return None if msg is None else str(msg)
@@ -246,8 +291,8 @@ def read_metadata(path: Path) -> dict[str, str]:
                 if row and row[0]:
                     meta["host"] = str(row[0])
             return meta
-        except sqlite3.Error as exc:
-            raise ParseError(path, f"rocpd query failed ({exc}); {_DAMAGED}") from exc
+        except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
+            raise ParseError(path, f"rocpd query failed ({_reason(exc)}); {_DAMAGED}") from exc
 
 
 def _int_or_none(value: object) -> int | None:
@@ -287,7 +332,7 @@ def read_agents(path: Path) -> pd.DataFrame:
             try:
                 loaded = json.loads(rec.extdata)
                 extra = loaded if isinstance(loaded, dict) else {}
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 extra = {}  # agent details are optional: a bad extdata loses them, nothing else
         rows.append(
             {
@@ -328,8 +373,8 @@ def read_pass(path: Path, label: str, keep_instances: bool = True) -> PassData:
     with _open(path) as (conn, src):
         try:
             return _read_pass(conn, src, path, label, keep_instances)
-        except sqlite3.Error as exc:
-            raise ParseError(path, f"rocpd query failed ({exc}); {_DAMAGED}") from exc
+        except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
+            raise ParseError(path, f"rocpd query failed ({_reason(exc)}); {_DAMAGED}") from exc
 
 
 def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label: str, keep_instances: bool) -> PassData:

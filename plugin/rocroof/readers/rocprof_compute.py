@@ -515,14 +515,17 @@ def _agents(passes: list[PassData], sysinfo: dict[str, str]) -> pd.DataFrame:
 
     def num(key: str) -> int | None:
         try:
-            return int(float(sysinfo[key]))
-        except (KeyError, ValueError):
+            value = int(float(sysinfo[key]))
+        except (KeyError, ValueError, OverflowError):  # missing, not a number, inf
             return None
+        return value if -(2**63) <= value < 2**63 else None  # agent counts are 64-bit integers
 
     clock = None
     try:
         clock = float(sysinfo["max_sclk"]) or None
     except (KeyError, ValueError):
+        clock = None
+    if clock is not None and not math.isfinite(clock):
         clock = None
     rows = [
         {

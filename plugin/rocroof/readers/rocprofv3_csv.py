@@ -109,7 +109,8 @@ def read_agents(paths: list[Path]) -> pd.DataFrame:
         node = require(path, cols, "agent node id", "Node_Id")
         out = pd.DataFrame(
             {
-                "node_id": parse_int(path, df[node], 2, node)[0],
+                # the agent's key: kernel records name their agent by it
+                "node_id": parse_int(path, df[node], 2, node, required=True)[0],
             }
         )
         for target, aliases in {

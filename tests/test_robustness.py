@@ -1,0 +1,333 @@
+"""Robustness of ingest: a real SIGKILL mid-ingest, double ingests, and safe YAML/JSON parsing.
+
+Captures come from ``benchmarks/generate.py`` (see :mod:`tests.synthetic`). The kill tests run
+the ingest in a child process and kill it with SIGKILL at random points (the seed is printed);
+afterwards the database must hold the whole run or none of it, ``rocroof db status`` must work
+and a later ingest must succeed. The 10^5-dispatch variants are marked ``large``:
+
+    .venv/bin/python -m pytest -m large
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rocroof import peaks
+from rocroof.cli import cli
+from rocroof.errors import ConfigError, ParseError
+from rocroof.readers import MANIFEST, ggml_meta, read_capture
+from rocroof.readers import rocprof_compute as rc
+
+from . import synthetic
+from .synthetic import of_run, row_counts, run_ids
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: The ingest a killed child runs: the library calls ``rocroof ingest`` makes, with a line on
+#: stdout before the write transaction and after each chunk of rows inserted.
+CHILD = r"""
+import sys
+from pathlib import Path
+from rocroof.pipeline import build_run
+from rocroof.readers import read_capture
+from rocroof.store import Store
+
+capture, db = Path(sys.argv[1]), sys.argv[2]
+frames = build_run(read_capture(capture), source_path=str(capture))
+print("writing", flush=True)
+store = Store(db)
+store.write_run(frames, progress=lambda stage, done, total: print("progress", stage, done, flush=True))
+store.close()
+print("done", flush=True)
+"""
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("captures")
+
+
+def cli_run(*args: object) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+class Child:
+    """The ingest child, with its stdout lines read by a thread (``seen`` keeps all of them)."""
+
+    def __init__(self, capture: Path, db: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(capture), str(db)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=REPO,
+        )
+        self.lines: queue.Queue[tuple[float, str]] = queue.Queue()
+        self.seen: list[str] = []
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.seen.append(line.strip())
+            self.lines.put((time.monotonic(), line.strip()))
+        self.lines.put((time.monotonic(), "<eof>"))
+
+    def wait_for(self, prefix: str, count: int = 1, timeout: float = 600) -> bool:
+        """Wait for the ``count``-th line starting with ``prefix``; False when the child ended first."""
+        seen = 0
+        deadline = time.monotonic() + timeout
+        while True:
+            _, line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            if line == "<eof>":
+                return False
+            if line.startswith(prefix):
+                seen += 1
+                if seen >= count:
+                    return True
+
+    def finish(self) -> int:
+        status = self.proc.wait()
+        self.thread.join()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        return status
+
+
+def _reference(capture: Path, db: Path) -> tuple[dict[str, int], float, float, int]:
+    """Row counts of a complete ingest, its wall time, its write time and its progress lines."""
+    t0 = time.monotonic()
+    child = Child(capture, db)
+    stamps = []
+    while True:
+        t, line = child.lines.get(timeout=600)
+        stamps.append((t, line))
+        if line == "<eof>":
+            break
+    assert child.finish() == 0
+    t_write = next(t for t, line in stamps if line == "writing")
+    t_done = next(t for t, line in stamps if line == "done")
+    progress = sum(1 for _, line in stamps if line.startswith("progress"))
+    counts = row_counts(db)
+    (rid,) = run_ids(counts)
+    return of_run(counts, rid), t_done - t0, t_done - t_write, progress
+
+
+def _kill_trials(capture: Path, tmp_path: Path, small: Path, trials: int, seed: int) -> list[str]:
+    """Kill ingests of ``capture`` at random points; check the database after each; return where they died."""
+    expected, t_full, t_write, n_progress = _reference(capture, tmp_path / "reference.db")
+    rng = random.Random(seed)
+    where = []
+    for trial in range(trials):
+        db = tmp_path / f"trial{trial}.db"
+        # another run is stored first: a killed ingest must not touch it
+        code, out = cli_run("ingest", small, "--db", db)
+        assert code == 0, out
+        before = row_counts(db)
+        (other,) = run_ids(before)
+        mode = ("anytime", "write", "progress")[trial % 3]
+        child = Child(capture, db)
+        if mode == "anytime":
+            time.sleep(rng.uniform(0.2, t_full))
+        elif mode == "write":
+            if child.wait_for("writing"):
+                time.sleep(rng.uniform(0.0, t_write))
+        else:
+            child.wait_for("progress", rng.randint(1, max(1, n_progress)))
+        child.proc.send_signal(signal.SIGKILL)
+        status = child.finish()
+        died = "finished" if "done" in child.seen else "writing" if "writing" in child.seen else "before writing"
+        where.append(f"trial {trial} ({mode}, seed {seed}): status {status}, {died}")
+
+        # the database opens read-only (a fresh process would: db status) without recovery trouble
+        code, out = cli_run("db", "status", "--db", db)
+        assert code == 0, (where[-1], out)
+        code, out = cli_run("runs", "--db", db)
+        assert code == 0, (where[-1], out)
+        after = row_counts(db)
+        assert of_run(after, other) == of_run(before, other), where[-1]
+        victim = run_ids(after) - {other}
+        assert len(victim) <= 1, (where[-1], after)
+        for rid in victim:  # all or nothing
+            assert of_run(after, rid) == expected, where[-1]
+        if not victim:
+            leftover = {t: n for t, per in after.items() for r, n in per.items() if r != other}
+            assert not leftover, (where[-1], leftover)
+
+        # a later ingest works (refused as a duplicate if the run made it, then replaced)
+        code, out = cli_run("ingest", capture, "--db", db)
+        if victim:
+            assert code == 1 and "already stored" in out, (where[-1], out)
+            code, out = cli_run("ingest", capture, "--db", db, "--replace")
+        assert code == 0, (where[-1], out)
+        final = row_counts(db)
+        assert len(run_ids(final)) == 2 and of_run(final, other) == of_run(before, other)
+        (new,) = run_ids(final) - {other}
+        assert of_run(final, new) == expected
+    return where
+
+
+def test_sigkill_during_ingest_leaves_the_whole_run_or_none(tmp_path: Path, cache: Path) -> None:
+    capture = synthetic.capture("csv", 3_000, cache)
+    small = synthetic.capture("rocpd", 50, cache)
+    seed = int(os.environ.get("ROCROOF_KILL_SEED", random.randrange(1 << 30)))
+    where = _kill_trials(capture, tmp_path, small, trials=3, seed=seed)
+    print("\n".join(where))
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("fmt", ["csv", "rocpd"])
+def test_sigkill_during_a_large_ingest_leaves_the_whole_run_or_none(tmp_path: Path, cache: Path, fmt: str) -> None:
+    capture = synthetic.capture(fmt, 100_000, cache)
+    small = synthetic.capture("nvidia", 50, cache)
+    seed = int(os.environ.get("ROCROOF_KILL_SEED", random.randrange(1 << 30)))
+    where = _kill_trials(capture, tmp_path, small, trials=6, seed=seed)
+    print("\n".join(where))
+    assert any("writing" in w for w in where), where  # some kills landed inside the write transaction
+
+
+# ---- the same capture twice ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", synthetic.FORMATS)
+def test_the_same_capture_again_is_refused_or_replaced_never_duplicated(tmp_path: Path, cache: Path, fmt: str) -> None:
+    capture = synthetic.capture(fmt, 400, cache)
+    db = tmp_path / "r.db"
+    assert cli_run("ingest", capture, "--db", db)[0] == 0
+    first = row_counts(db)
+    (rid,) = run_ids(first)
+    code, out = cli_run("ingest", capture, "--db", db)
+    assert code == 1 and f"already stored as run {rid}" in out, out
+    # the same files elsewhere are the same capture (the hash covers names relative to the capture)
+    moved = synthetic.capture(fmt, 400, cache, dest=tmp_path / "elsewhere")
+    code, out = cli_run("ingest", moved, "--db", db)
+    assert code == 1 and "already stored" in out, out
+    assert row_counts(db) == first
+    code, out = cli_run("ingest", capture, "--db", db, "--replace")
+    assert code == 0, out
+    replaced = row_counts(db)
+    (new,) = run_ids(replaced)
+    assert new != rid and of_run(replaced, new) == of_run(first, rid)
+
+
+def test_two_ingests_of_one_capture_at_once_store_it_once(tmp_path: Path, cache: Path) -> None:
+    capture = synthetic.capture("csv", 2_000, cache)
+    db = tmp_path / "r.db"
+    assert cli_run("db", "upgrade", "--db", db)[0] == 0  # both find the schema; they race on the run only
+    cmd = [sys.executable, "-m", "rocroof", "ingest", str(capture), "--db", str(db)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 1], outs
+    loser = outs[[p.returncode for p in procs].index(1)]
+    assert "already stored" in loser or "stored by another ingest meanwhile" in loser, loser
+    assert "Traceback" not in loser
+    assert len(run_ids(row_counts(db))) == 1
+
+
+# ---- YAML and JSON are parsed safely ----------------------------------------------------------------
+
+
+#: PyYAML entry points that can build arbitrary Python objects (or take a loader that can).
+UNSAFE_YAML = {
+    "load",
+    "load_all",
+    "full_load",
+    "full_load_all",
+    "unsafe_load",
+    "unsafe_load_all",
+    "Loader",
+    "FullLoader",
+    "UnsafeLoader",
+    "Constructor",
+    "FullConstructor",
+    "UnsafeConstructor",
+}
+
+
+def test_yaml_is_only_read_with_the_safe_loader() -> None:
+    unsafe = []
+    for path in sorted((REPO / "plugin" / "rocroof").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            name = node.value.id if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) else None
+            if name == "yaml" and isinstance(node, ast.Attribute) and node.attr in UNSAFE_YAML:
+                unsafe.append(f"{path.relative_to(REPO)}:{node.lineno}: yaml.{node.attr}")
+            if isinstance(node, ast.ImportFrom) and node.module == "yaml":
+                unsafe += [
+                    f"{path.relative_to(REPO)}:{node.lineno}: from yaml import {a.name}"
+                    for a in node.names
+                    if a.name in UNSAFE_YAML
+                ]
+    assert not unsafe, unsafe
+
+
+def test_yaml_tags_that_build_python_objects_are_refused(tmp_path: Path) -> None:
+    table = tmp_path / "peaks.yaml"
+    table.write_text("gpus: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        peaks.load_peaks(table)
+
+
+def test_a_peaks_table_over_4_mib_is_refused(tmp_path: Path) -> None:
+    table = tmp_path / "peaks.yaml"
+    table.write_text("gpus: []\n" + "#" * (4 << 20))
+    with pytest.raises(ConfigError, match="larger than 4 MiB"):
+        peaks.load_peaks(table)
+
+
+def test_metadata_json_over_the_size_limit_is_refused_before_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    meta = tmp_path / "meta.json"
+    meta.write_text('{"rows": [' + ",".join(['{"invocation": 1, "ggml_op": "ADD"}'] * 200) + "]}")
+    monkeypatch.setattr(ggml_meta, "MAX_JSON_BYTES", 1024)
+    with pytest.raises(ParseError, match="larger than 1024 bytes") as err:
+        ggml_meta.read_metadata(meta)
+    assert err.value.path == str(meta)
+
+
+def test_the_default_json_limit_is_what_the_docs_say() -> None:
+    assert ggml_meta.MAX_JSON_BYTES == 1 << 30
+
+
+def test_a_deeply_nested_metadata_json_is_a_parse_error(tmp_path: Path) -> None:
+    meta = tmp_path / "meta.json"
+    meta.write_text('{"rows": [' + "[" * 100_000 + "]" * 100_000 + "]}")
+    with pytest.raises(ParseError, match="meta.json"):
+        ggml_meta.read_metadata(meta)
+
+
+def test_a_manifest_over_16_mib_is_refused(tmp_path: Path, cache: Path) -> None:
+    capture = synthetic.capture("csv", 50, cache, dest=tmp_path / "cap")
+    (capture / MANIFEST).write_text('{"command": "' + "x" * (16 << 20) + '"}')
+    with pytest.raises(ParseError, match="larger than"):
+        read_capture(capture)
+
+
+def test_a_deeply_nested_manifest_is_a_parse_error(tmp_path: Path, cache: Path) -> None:
+    capture = synthetic.capture("csv", 50, cache, dest=tmp_path / "cap")
+    (capture / MANIFEST).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ParseError, match=MANIFEST):
+        read_capture(capture)
+
+
+def test_perfmon_text_over_4_mib_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "perfmon").mkdir()
+    (tmp_path / "perfmon" / "pmc_perf_0.txt").write_text("pmc: A\n" + "#" * (4 << 20))
+    with pytest.raises(ParseError, match="larger than"):
+        rc._requested(tmp_path, "pmc_perf_0")
