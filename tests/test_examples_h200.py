@@ -141,20 +141,47 @@ def test_decode_matmuls_read_their_weights_once(db: Store) -> None:
     assert df["dram_read_bytes"].sum() == pytest.approx(total_weights, rel=0.02)
 
 
-def test_moe_routing_comes_from_the_sidecar(db: Store) -> None:
+#: moe-tiny preset: 8 experts of n_embd 512 x n_ff_exp 768, Q8_0 (gate, up and down are the same size)
+EXPERT_BYTES = q8_0_bytes(768, 512)  # 417,792 B
+
+
+def test_moe_routing_comes_from_the_sidecar_for_every_expert_matmul(db: Store) -> None:
     df = db.query(
         "SELECT node_name, m, n_experts, top_k, experts_used, tokens_per_expert FROM op_invocation "
         f"WHERE run_id={run_id(db, 'moe-prefill')} AND op='MUL_MAT_ID'"
     )
-    assert len(df) > 0
+    # 4 layers: gate, up, down each, except the last layer, which keeps one token and fuses gate+up
+    assert len(df) == 3 * 3 + 2
     assert (df["n_experts"] == 8).all() and (df["top_k"] == 2).all()  # moe-tiny: 8 experts, 2 used
-    routed = df[df["experts_used"] > 0]
-    assert len(routed) >= 2
-    for _, row in routed.iterrows():
+    assert df["experts_used"].notna().all()  # the strided expert ids of a 64-token batch are read too
+    assert sorted(set(df["m"])) == [1, 64]  # llama-bench -p 64; the last layer keeps only the last token
+    for _, row in df.iterrows():
         counts = json.loads(row["tokens_per_expert"])
         assert len(counts) == 8
         assert sum(counts) == row["m"] * row["top_k"]  # every token goes to top_k experts
         assert row["experts_used"] == sum(1 for c in counts if c > 0)
+
+
+def test_moe_dram_reads_grow_by_one_expert_per_expert_used(db: Store) -> None:
+    """Measured DRAM reads of the expert matmuls scale with experts_used by one expert's Q8_0 bytes."""
+    df = db.query(
+        "SELECT s.node_name, i.m, i.experts_used, s.dram_read_bytes FROM op_invocation_summary s "
+        "JOIN op_invocation i ON i.run_id = s.run_id AND i.invocation = s.invocation "
+        f"WHERE s.run_id={run_id(db, 'moe-prefill')} AND s.op='MUL_MAT_ID'"
+    )
+    batch = df[df["m"] == 64]
+    for kind in ("ffn_moe_gate", "ffn_moe_up", "ffn_moe_down"):
+        rows = batch[batch["node_name"].str.startswith(kind + "-")].sort_values("experts_used")
+        assert len(rows) == 3 and rows["experts_used"].nunique() == 3  # three layers, routed differently
+        used, read = rows["experts_used"].to_numpy(), rows["dram_read_bytes"].to_numpy()
+        slope = (read[-1] - read[0]) / (used[-1] - used[0])
+        assert slope == pytest.approx(EXPERT_BYTES, rel=0.02), kind  # bytes per extra expert used
+    single = df[df["m"] == 1].set_index("node_name")
+    # one token: the fused gate+up op reads two matrices of each used expert, down one
+    gate_up = single.loc["ffn_moe_gate-3"]
+    assert gate_up["dram_read_bytes"] / (2 * gate_up["experts_used"] * EXPERT_BYTES) == pytest.approx(1.0, abs=0.03)
+    down = single.loc["ffn_moe_down-3"]
+    assert down["dram_read_bytes"] / (down["experts_used"] * EXPERT_BYTES) == pytest.approx(1.0, abs=0.03)
 
 
 def test_the_examples_hold_no_environment_or_paths() -> None:

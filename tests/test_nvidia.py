@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from rocroof.attribution import normalise_kernel_name
 from rocroof.cli import cli
 from rocroof.collect import execute, make_plan
-from rocroof.errors import ConfigError, InputError, ParseError, ProfilerNotFound
+from rocroof.errors import ConfigError, InputError, ParseError, ProfilerFailed, ProfilerNotFound
 from rocroof.pipeline import build_run
 from rocroof.profilers import choose_profiler
 from rocroof.profilers.base import Device
@@ -774,6 +774,26 @@ def test_collect_with_ncu_and_nsys_then_ingest(tmp_path: Path) -> None:
     assert "missing-counter" not in codes  # the recorded CSV holds every metric of the dram preset
     requested = ro.query(f"SELECT requested_counters FROM pass WHERE run_id={run_id} AND pass_index=1")
     assert requested["requested_counters"].iloc[0].split() == list(DRAM_METRICS)
+
+
+def test_nsys_exiting_0_without_its_report_is_a_failed_run_with_the_log_named(tmp_path: Path) -> None:
+    # seen on the H200: nsys profile exits 0 when its importer cannot load libdw, and writes no report
+    pair = _pair(tmp_path)
+    out = tmp_path / "cap"
+    plan = make_plan(APP, out, counters="dram", arch="sm_90", profiler=pair)
+    fake = FakeNsight(pair.ncu, pair.nsys)
+
+    def importer_broken(argv: Sequence[str], env: dict[str, str], log: Path) -> int:
+        if tuple(argv[:2]) == (pair.nsys, "profile"):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text("QdstrmImporter: error while loading shared libraries: libdw.so.1\n")
+            return 0
+        return fake(argv, env, log)
+
+    with pytest.raises(ProfilerFailed) as err:
+        execute(plan, APP, runner=importer_broken)
+    assert "wrote no nsys.nsys-rep" in str(err.value) and "libdw.so.1" in str(err.value)
+    assert str(out / "trace" / "nsys.log") in str(err.value)
 
 
 def test_collect_with_cache_control_none_records_it(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ BAD_FILES = [
     (
         HEAD + "repeat: 2\n",
         "{f}:6: repeat: unknown key (did you mean 'repeats'?); expected one of: version, name, command, matrix, "
-        "profiler, repeats, labels, out, db, on_error",
+        "profiler, repeats, labels, out, db, on_error, slurm",
     ),
     (
         "version: 1\ncommand: app {model}\nmatrix:\n  model: m.gguf\nprofiler: ncu\n",
@@ -201,7 +201,7 @@ BAD_FILES = [
     (
         "- a\n",
         "{f}: expected a mapping of sweep keys (version, name, command, matrix, profiler, repeats, labels, out, db, "
-        "on_error), got a list",
+        "on_error, slurm), got a list",
     ),
 ]
 
@@ -418,10 +418,11 @@ def test_dry_run_of_the_replay_sweep_names_each_capture(monkeypatch: pytest.Monk
     ("args", "message"),
     [
         (
-            ["--executor", "slurm"],
-            "Error: --executor slurm: not available yet (it will submit one 'rocroof sweep FILE --point ID' job per "
-            "point); use --executor local, or run those commands from your own batch script\n",
+            ["--executor", "slurm", "--gpus", "0"],
+            "Error: --gpus: with --executor slurm each array task gets its GPU from Slurm (--gres=gpu:1, or slurm.gres "
+            "in the sweep file); leave out --gpus\n",
         ),
+        (["--wait"], "Error: --wait: only for --executor slurm (the local executor runs the points and waits)\n"),
         (
             ["--jobs", "2"],
             "Error: --jobs 2 without --gpus would profile 2 points on the same GPU at once; give the GPUs to use "

@@ -415,27 +415,58 @@ def collect(
     _echo(_ingest_one(capture_dir, db, label_map, [], arch, False, True, False))
 
 
-@cli.command()
+class _SweepGroup(click.Group):
+    """``rocroof sweep FILE ...`` runs the sweep (the ``run`` command); ``rocroof sweep status FILE`` reports on it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Send anything that is not a subcommand's name (a sweep file, an option, --help) to ``run``."""
+        if not args or args[0] not in self.commands:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+class _SweepRunCommand(click.Command):
+    """``run``, whose usage line reads ``rocroof sweep [OPTIONS] FILE`` (``run`` may be left out)."""
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """``Usage: rocroof sweep [OPTIONS] FILE``."""
+        path = ctx.parent.command_path if ctx.parent is not None else ctx.command_path
+        formatter.write_usage(path, " ".join(self.collect_usage_pieces(ctx)))
+
+
+@cli.group(cls=_SweepGroup, short_help="Run a sweep file, or show where its points stand (sweep status FILE).")
+def sweep() -> None:
+    """Run a sweep file (rocroof sweep FILE), or show where its points stand (rocroof sweep status FILE)."""
+
+
+@sweep.command("run", cls=_SweepRunCommand)
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--dry-run", is_flag=True, help="Print the points (id, labels, command, environment); run nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the points (id, labels, command, environment), and with --executor slurm the batch script; run "
+    "and submit nothing.",
+)
 @click.option(
     "--executor",
     type=click.Choice(["local", "slurm"]),
     default="local",
     show_default=True,
-    help="local: on this machine. slurm: one batch job per point (not available yet).",
+    help="local: on this machine. slurm: one job array, one task per pending point, each running "
+    "'rocroof sweep FILE --point ID' on a node (sbatch must be on PATH).",
 )
 @click.option(
     "--gpus",
     metavar="IDS",
     default=None,
-    help="GPUs to use, e.g. 0,1: one point per GPU at a time, pinned with CUDA_/HIP_/ROCR_VISIBLE_DEVICES.",
+    help="Local: GPUs to use, e.g. 0,1: one point per GPU at a time, pinned with CUDA_/HIP_/ROCR_VISIBLE_DEVICES. "
+    "(Slurm gives each task its GPU: --gres=gpu:1.)",
 )
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
     default=None,
-    help="Points at once (default: the number of --gpus, else 1).",
+    help="Points at once (local: default the number of --gpus, else 1; slurm: array tasks at once, --array=...%N).",
 )
 @click.option(
     "--point",
@@ -451,7 +482,21 @@ def collect(
     help="Results database (file or URL), instead of the sweep file's db. [default: the file's db, else env "
     "ROCROOF_DB, else rocroof.db]",
 )
-def sweep(
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Slurm: wait for the job array, showing each point as it starts and ends, then print the summary "
+    "(Ctrl-C stops waiting, not the jobs). Without it rocroof returns once the array is submitted.",
+)
+@click.option(
+    "--sbatch-arg",
+    "sbatch_args",
+    multiple=True,
+    metavar="OPT",
+    help="Slurm: one more sbatch option for the array (repeatable), after the sweep file's slurm: section, "
+    "e.g. --sbatch-arg=--constraint=mi300x.",
+)
+def sweep_run(
     file: Path,
     dry_run: bool,
     executor: str,
@@ -459,18 +504,27 @@ def sweep(
     jobs: int | None,
     only: tuple[str, ...],
     db: str | None,
+    wait: bool,
+    sbatch_args: tuple[str, ...],
 ) -> None:
     """Run a sweep file: one command over a matrix of values, each point profiled and stored.
 
     FILE (configs/sweeps/*.yaml, version: 1) gives the command template with {placeholders},
     the matrix of their values (and env sets), the profiler (rocprofv3, ncu, or replay of
-    recorded captures), repeats, labels, out, db and on_error (stop | skip). Each point is
-    profiled like 'rocroof collect' into OUT/<point id> and stored in its own transaction,
-    labelled with its matrix values, repeat, sweep=<name> and sweep_point=<point id>.
+    recorded captures), repeats, labels, out, db, on_error (stop | skip) and slurm (partition,
+    account, qos, time, gres, extra). Each point is profiled like 'rocroof collect' into
+    OUT/<point id> and stored in its own transaction, labelled with its matrix values, repeat,
+    sweep=<name> and sweep_point=<point id>.
 
     A rerun resumes: points already in the database are skipped, failed and interrupted ones run
     again (a capture finished before an interruption is only ingested). Ctrl-C stops cleanly;
     nothing is stored half.
+
+    With --executor slurm the pending points become one job array (script, submission record and
+    task logs in OUT/slurm/); each task runs 'rocroof sweep FILE --point ID' on its node with this
+    Python, in this directory, into the same database (give a file every node can reach, or a
+    PostgreSQL URL). 'rocroof sweep status FILE' shows each point: pending, running, done or failed
+    with the reason. ('rocroof sweep run FILE' is the same as 'rocroof sweep FILE'.)
 
     \b
     Examples:
@@ -478,6 +532,9 @@ def sweep(
       rocroof sweep configs/sweeps/h200-tiny.yaml --gpus 0,1
       rocroof sweep configs/sweeps/replay-examples.yaml --db examples.db
       rocroof sweep configs/sweeps/h200-tiny.yaml --point 87c1489    # one point again
+      rocroof sweep configs/sweeps/h200-tiny.yaml --executor slurm --dry-run   # the batch script
+      rocroof sweep configs/sweeps/h200-tiny.yaml --executor slurm --jobs 4 --wait
+      rocroof sweep status configs/sweeps/h200-tiny.yaml
     """
     import signal
     import threading
@@ -494,11 +551,14 @@ def sweep(
     if only:
         points = select(points, only, spec)
     gpu_ids = parse_gpus(gpus)
-    runner = make_executor(executor, gpus=gpu_ids, jobs=jobs, profiles=not spec.profiler.replay)
+    runner = make_executor(
+        executor, gpus=gpu_ids, jobs=jobs, profiles=not spec.profiler.replay, wait=wait, sbatch_args=sbatch_args
+    )
     target = db or spec.db or os.environ.get("ROCROOF_DB") or DEFAULT_DB
     head = header(spec, points, target, gpu_ids, jobs)
     if dry_run:
-        _echo(head + "\n\n" + describe_points(points, spec))
+        more = runner.describe(spec, points, target)
+        _echo(head + "\n\n" + describe_points(points, spec) + (f"\n\n{more}" if more else ""))
         return
     _stderr().print(_printable(head), markup=False, highlight=False, soft_wrap=True)
 
@@ -532,7 +592,7 @@ def sweep(
                         progress.advance(overall)
                         line = _printable(result_line(event.result))
                         progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
-                    elif event.kind == "stopping":
+                    elif event.kind in ("stopping", "info"):
                         progress.console.print(_printable(event.detail), markup=False, highlight=False, soft_wrap=True)
 
             outcome = run_sweep(spec, points, db=target, executor=runner, on_event=on_event)
@@ -551,14 +611,65 @@ def sweep(
     _echo(summary_counts(outcome))
     if outcome.interrupted:
         left = outcome.counts["interrupted"] + outcome.counts["not-run"]
-        _stderr().print(
-            f"Interrupted: {left} point(s) not stored; rerun the same command to resume (stored points are skipped).",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+        queued = outcome.counts["submitted"]
+        text = f"Interrupted: {left} point(s) not stored; rerun the same command to resume (stored points are skipped)."
+        if queued:
+            text = (
+                f"Stopped waiting: {queued} point(s) are still queued or running as batch jobs; 'rocroof sweep status "
+                f"{file}' shows where they stand."
+            )
+        _stderr().print(text, markup=False, highlight=False, soft_wrap=True)
         raise click.exceptions.Exit(130)
     raise_for_failures(outcome)
+
+
+@sweep.command("status")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option(
+    "--point",
+    "only",
+    multiple=True,
+    metavar="ID",
+    help="Only this point: an id or a unique prefix of one (repeatable).",
+)
+@click.option(
+    "--db",
+    "db",
+    default=None,
+    help="Results database (file or URL). [default: the one the last submission wrote to, else the sweep file's db, "
+    "env ROCROOF_DB, rocroof.db]",
+)
+@_format_option
+def sweep_status(file: Path, only: tuple[str, ...], db: str | None, fmt: str) -> None:
+    """Show where each point of a sweep stands: done, running, pending or failed, with the reason.
+
+    Reads the last job array submitted with --executor slurm (OUT/slurm/*.json): Slurm's queue
+    (squeue; sacct where accounting is kept) for pending and running tasks, the database for the
+    points stored (done, with their run), and each point's status file OUT/<point>.json and task
+    log for the reason a point failed. Points outside that array are done (stored), failed
+    (their status file says so) or not submitted. Without any submission it still tells what the
+    database holds. Changes nothing.
+
+    \b
+    Examples:
+      rocroof sweep status configs/sweeps/h200-tiny.yaml
+      rocroof sweep status configs/sweeps/h200-tiny.yaml --format json     # for scripts
+      rocroof sweep status configs/sweeps/h200-tiny.yaml --point 87c1489
+    """
+    from .report import render_frame
+    from .sweep import expand, load_sweep, select
+    from .sweep.slurm import sweep_status as status_of
+
+    spec = load_sweep(file)
+    points = expand(spec)
+    if only:
+        points = select(points, only, spec)
+    status = status_of(spec, points, db=db, default_db=spec.db or os.environ.get("ROCROOF_DB") or DEFAULT_DB)
+    if fmt in ("table", "markdown"):
+        _echo(status.heading() + "\n")
+    _echo(render_frame(status.frame(), fmt), nl=False)  # type: ignore[arg-type]
+    if fmt in ("table", "markdown"):
+        _echo("\n" + status.summary())
 
 
 @cli.command()
@@ -784,17 +895,28 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
     help="markdown pastes into a PR review; table for terminals; csv/json give every node.",
 )
 @click.option("--top", type=int, default=15, show_default=True, help="Largest node changes to list.")
-def diff(run_a: str, run_b: str, db: str, fmt: str, top: int) -> None:
+@click.option(
+    "--min-change",
+    type=click.FloatRange(0, 100, max_open=True),
+    default=5.0,
+    show_default=True,
+    metavar="PCT",
+    help="Changes under PCT % of A's time are noise, whatever the spread.",
+)
+def diff(run_a: str, run_b: str, db: str, fmt: str, top: int, min_change: float) -> None:
     """Compare RUN_B against RUN_A per ggml op: time and DRAM bytes, with noise told apart.
 
     Nodes are matched by op, node name and shapes. A node evaluated several times (decode
     tokens, repetitions) gives its own spread: a change smaller than twice the standard error
-    of the difference (or under 1%) is reported as noise, not as a gain.
+    of the difference, or under --min-change (5%: repeats of one run on the H200 moved small
+    kernels by up to 6%), is reported as noise, not as a gain. When nodes appear in one run only
+    (fusion on vs off, another model) the whole graph's time per evaluation is compared too.
 
     \b
     Examples:
       rocroof diff 3 4                          # Markdown for a PR comment
       rocroof diff 3 latest --format table --top 30
+      rocroof diff 3 4 --min-change 2            # call 2% changes real (quiet machine, many samples)
     """
     from .diff import diff_runs, render_diff
     from .store import Store
@@ -810,7 +932,7 @@ def diff(run_a: str, run_b: str, db: str, fmt: str, top: int) -> None:
         return " ".join(x for x in (str(path or ""), f"[{text}]" if text else "") if x)
 
     names = (describe(a), describe(b))
-    _echo(render_diff(diff_runs(store, a, b), fmt, top=top, names=names).rstrip("\n"))
+    _echo(render_diff(diff_runs(store, a, b, min_change=min_change / 100), fmt, top=top, names=names).rstrip("\n"))
 
 
 # ---- rocroof merge ------------------------------------------------------------------------------

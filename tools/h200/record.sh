@@ -115,10 +115,15 @@ if [ "$mode" = sweep ]; then
   [ -x $B/llama-bench ] || { tail -40 $W/build-on.log; exit 1; }
   nvidia-smi --query-gpu=index,pci.bus_id,name --format=csv
   gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)
+  if [ -f .device/sweep.tar.gz ]; then  # resume a sweep recorded on an earlier machine (its database and out dir)
+    tar xzf .device/sweep.tar.gz -C $W
+    step "resuming the sweep of .device/sweep.tar.gz"
+  else
   step "collect moe-prefill (GPU 0)"
   CUDA_VISIBLE_DEVICES=0 timeout 200 python3 -m rocroof collect --profiler ncu --out $W/cap/moe-prefill --db $W/r.db \
     --label case=moe-prefill --counters roofline -- $B/llama-bench -m $W/models/moe-tiny.gguf -p 64 -n 0 -r 1 2>&1 | tail -5
   tar czf "$OUT/captures.tar.gz" -C $W/cap --exclude='*.ncu-rep' --exclude='*.nsys-rep' --exclude='*.qdstrm' .
+  fi
   step "sweep configs/sweeps/h200-tiny.yaml --gpus $gpus"
   left=$(( ${SWEEP_DEADLINE:-545} - ($(date +%s) - T0) ))
   (while sleep 2; do nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name --format=csv,noheader \

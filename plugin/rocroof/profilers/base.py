@@ -47,6 +47,8 @@ class PlannedRun:
         argv: the full command line.
         env: environment variables set on top of the caller's.
         log_name: file under ``label`` that receives the command's stdout and stderr.
+        output: the report the run must leave (None: not checked). A profiler that exits 0 without
+            it (Nsight Systems does when its importer cannot load a library) is a failed run.
     """
 
     label: str
@@ -55,6 +57,7 @@ class PlannedRun:
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     log_name: str = "profiler.log"
+    output: Path | None = None
 
 
 class Profiler(Protocol):
@@ -110,10 +113,19 @@ def subprocess_runner(argv: Sequence[str], env: dict[str, str], log: Path) -> in
 
 
 def run_checked(run: PlannedRun, runner: Runner, log: Path) -> None:
-    """Run one planned run; raise :class:`ProfilerFailed` with the log's tail on failure."""
+    """Run one planned run; raise :class:`ProfilerFailed` with the log's tail on failure.
+
+    Raises:
+        ProfilerFailed: a non-zero exit status, or status 0 without the run's ``output`` report.
+    """
     status = runner(run.argv, run.env, log)
-    if status != 0:
+    missing = status == 0 and run.output is not None and not run.output.exists()
+    if status != 0 or missing:
         tail = ""
         if log.is_file():
             tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-20:])
+        if missing:
+            assert run.output is not None
+            last = tail.strip().splitlines()[-1] if tail.strip() else "empty"
+            tail += f"\nit wrote no {run.output.name} (its log {log} ends: {last})"
         raise ProfilerFailed(list(run.argv), status, tail or f"see {log}")

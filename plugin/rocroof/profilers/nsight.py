@@ -275,6 +275,7 @@ class NsightPair:
                     ),
                     env=dict(env),
                     log_name="nsys.log",
+                    output=Path(str(report) + ".nsys-rep"),
                 )
             )
             runs.append(
@@ -327,6 +328,7 @@ class NsightPair:
                 argv=tuple(argv),
                 env=counter_env,
                 log_name="ncu.log",
+                output=Path(str(rep) + ".ncu-rep"),
             )
         )
         export = shlex.join([self.ncu, "--import", str(rep) + ".ncu-rep", "--csv", "--page", "raw"])

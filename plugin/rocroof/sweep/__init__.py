@@ -2,7 +2,8 @@
 
 ``rocroof sweep FILE`` reads a sweep file (:mod:`.spec`), expands it into points with stable
 ids (:mod:`.expand`), skips the points the database already holds, and runs the others through
-an executor (:mod:`.executors`: the local one runs several at once, one per GPU); each point is
+an executor (:mod:`.executors`: the local one runs several at once, one per GPU; :mod:`.slurm`
+submits them as a Slurm job array whose tasks run ``rocroof sweep FILE --point ID``); each point is
 profiled like ``rocroof collect`` (or, for ``profiler: replay``, a recorded capture is read) and
 ingested in its own transaction, labelled with its matrix values and ``sweep_point=<id>``
 (:mod:`.run`). A rerun resumes: stored points are skipped, failed and interrupted ones run again.

@@ -3,10 +3,11 @@
 The sweep (:func:`rocroof.sweep.run.run_sweep`) decides *what* is pending and how one point is
 run (:class:`~rocroof.sweep.run.PointRunner`: profile, then ingest in one transaction); an
 executor decides *where*: :class:`LocalExecutor` runs up to ``jobs`` points at once in threads
-of this process, one per GPU, pinned by environment. A batch executor (Slurm) implements the
-same :class:`Executor` protocol by submitting ``rocroof sweep FILE --point ID`` for each point
-(the same :class:`~rocroof.sweep.run.PointRunner` then runs on the node) and reporting each
-point's outcome from the database label ``sweep_point`` and the point's status file
+of this process, one per GPU, pinned by environment. A batch executor
+(:class:`rocroof.sweep.slurm.SlurmExecutor`) implements the same :class:`Executor` protocol by
+submitting ``rocroof sweep FILE --point ID`` for each point (the same
+:class:`~rocroof.sweep.run.PointRunner` then runs on the node) and reporting each point's
+outcome from the database label ``sweep_point`` and the point's status file
 (:func:`rocroof.sweep.run.read_status`).
 """
 
@@ -30,7 +31,7 @@ EXECUTORS = ("local", "slurm")
 #: HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES within what it left (one GPU: index 0).
 PIN_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
-EventKind = Literal["start", "stage", "end", "stopping"]
+EventKind = Literal["start", "stage", "end", "stopping", "info"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class SweepEvent:
     Attributes:
         kind: ``start`` (a point began; ``gpu`` set when pinned), ``stage`` (``detail`` says what it
             does now), ``end`` (``result`` is its outcome), ``stopping`` (the sweep winds down:
-            ``detail`` says why; ``point`` is None).
+            ``detail`` says why; ``point`` is None), ``info`` (news about the whole sweep, such as a
+            batch job's id: ``detail``; ``point`` is None).
         point: the point.
         detail: words for the display.
         gpu: the GPU the point is pinned to.
@@ -87,9 +89,30 @@ class Executor(Protocol):
       points stop (they are not marked done; the store's transaction leaves no half run), and
       return;
     * with ``sweep.on_error == "stop"``, start no point after a failed one (running ones finish).
+
+    A batch executor returns ``submitted`` for points it handed to the batch system and did not
+    wait for.
+
+    Attributes:
+        name: ``--executor`` name.
+        runs_here: True when points run in this process (the profiler must then be installed
+            here); False when they run elsewhere (a batch job on a compute node).
     """
 
     name: str
+    runs_here: bool
+
+    def preflight(self, sweep: Sweep) -> None:
+        """Check, before anything is written, that this executor can run ``sweep`` here.
+
+        Raises:
+            RocroofError: it cannot (e.g. the batch system's commands are not installed).
+        """
+        ...
+
+    def describe(self, sweep: Sweep, points: Sequence[Point], db: str) -> str:
+        """For ``--dry-run``: what the executor would do with ``points`` beyond running them ('' for nothing)."""
+        ...
 
     def run(
         self,
@@ -97,10 +120,11 @@ class Executor(Protocol):
         points: Sequence[Point],
         work: PointWork,
         *,
+        db: str,
         on_event: EventSink,
         cancel: threading.Event,
     ) -> list[PointResult]:
-        """Run ``points`` (see the class docstring for the contract)."""
+        """Run ``points`` (see the class docstring for the contract); ``db`` is where ``work`` stores them."""
         ...
 
 
@@ -156,6 +180,7 @@ class LocalExecutor:
     """
 
     name = "local"
+    runs_here = True
 
     def __init__(self, gpus: Sequence[str] = (), jobs: int | None = None, *, poll_s: float = 0.1) -> None:
         self.gpus = list(gpus)
@@ -169,12 +194,20 @@ class LocalExecutor:
             )
         self.poll_s = poll_s
 
+    def preflight(self, sweep: Sweep) -> None:
+        """Nothing to check: the points run in this process (run_sweep checks the profiler)."""
+
+    def describe(self, sweep: Sweep, points: Sequence[Point], db: str) -> str:
+        """Nothing beyond the points themselves: ''."""
+        return ""
+
     def run(
         self,
         sweep: Sweep,
         points: Sequence[Point],
         work: PointWork,
         *,
+        db: str,
         on_event: EventSink,
         cancel: threading.Event,
     ) -> list[PointResult]:
@@ -252,26 +285,43 @@ class LocalExecutor:
         return [results[i] for i in range(len(points))]
 
 
-def make_executor(name: str, *, gpus: Sequence[str] = (), jobs: int | None = None, profiles: bool = True) -> Executor:
+def make_executor(
+    name: str,
+    *,
+    gpus: Sequence[str] = (),
+    jobs: int | None = None,
+    profiles: bool = True,
+    wait: bool = False,
+    sbatch_args: Sequence[str] = (),
+) -> Executor:
     """The executor for ``--executor NAME``.
 
     Args:
-        name: ``local`` (``slurm`` is planned).
-        gpus: ``--gpus``.
-        jobs: ``--jobs``.
-        profiles: whether the points run a profiler (False for replay): several points at once
+        name: ``local`` or ``slurm``.
+        gpus: ``--gpus`` (local only: Slurm hands each array task its GPU).
+        jobs: ``--jobs``: points at once (local), or array tasks at once (slurm: ``--array=...%N``).
+        profiles: whether the points run a profiler (False for replay): several local points at once
             without ``--gpus`` would profile on the same GPU and are refused.
+        wait: ``--wait`` (slurm only): wait for the array job and report each point's outcome.
+        sbatch_args: ``--sbatch-arg`` (slurm only): more sbatch options for the array job.
 
     Raises:
-        ConfigError: an unknown or unavailable executor, bad ``--jobs``/``--gpus``.
+        ConfigError: an unknown executor, bad ``--jobs``/``--gpus``, or an option the executor does not take.
     """
     if name == "slurm":
-        raise ConfigError(
-            "--executor slurm: not available yet (it will submit one 'rocroof sweep FILE --point ID' job per point); "
-            "use --executor local, or run those commands from your own batch script"
-        )
+        if gpus:
+            raise ConfigError(
+                "--gpus: with --executor slurm each array task gets its GPU from Slurm (--gres=gpu:1, or slurm.gres in "
+                "the sweep file); leave out --gpus"
+            )
+        from .slurm import SlurmExecutor
+
+        return SlurmExecutor(jobs=jobs, wait=wait, sbatch_args=sbatch_args)
     if name != "local":
         raise ConfigError(f"--executor {name!r}: expected one of {', '.join(EXECUTORS)}")
+    for given, option in ((wait, "--wait"), (bool(sbatch_args), "--sbatch-arg")):
+        if given:
+            raise ConfigError(f"{option}: only for --executor slurm (the local executor runs the points and waits)")
     if profiles and not gpus and jobs is not None and jobs > 1:
         raise ConfigError(
             f"--jobs {jobs} without --gpus would profile {jobs} points on the same GPU at once; give the GPUs to "

@@ -16,8 +16,9 @@ logs stay there) and the point starts afresh.
 
 **One process per point.** A lock file ``<out>/.locks/<id>`` (``flock``) keeps two sweeps (or
 batch jobs) from running the same point at once; the database is checked again under it.
-Replay points write nothing under ``out``: the database's content hash already refuses a
-capture stored twice.
+Replay points take no lock (the database's content hash already refuses a capture stored
+twice) and do not create ``out``: they write their status file only where ``out`` exists
+(a batch executor creates it for its scripts and logs, and reads the files back).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from .executors import EventSink, Executor, LocalExecutor, Slot, SweepEvent, pin
 from .expand import Point, expand
 from .spec import ProfilerSpec, Sweep
 
-Status = Literal["done", "skipped", "failed", "interrupted", "not-run"]
-STATUSES: tuple[Status, ...] = ("done", "skipped", "failed", "interrupted", "not-run")
+Status = Literal["done", "skipped", "failed", "interrupted", "not-run", "submitted"]
+STATUSES: tuple[Status, ...] = ("done", "skipped", "failed", "interrupted", "not-run", "submitted")
 #: Builds the profiler backend of a sweep (tests pass fakes).
 ProfilerFactory = Callable[[ProfilerSpec], Profiler]
 VENDORS = {"rocprofv3": "amd", "ncu": "nvidia"}
@@ -60,7 +61,8 @@ class PointResult:
         point: the point.
         status: ``done`` (stored now), ``skipped`` (already stored, or being run by another
             process), ``failed``, ``interrupted`` (Ctrl-C; not stored, resumes on a rerun) or
-            ``not-run`` (the sweep stopped before it).
+            ``not-run`` (the sweep stopped before it) or ``submitted`` (handed to a batch system
+            that runs it later; ``detail`` names the job).
         run_id: the stored run (done, or skipped because stored).
         detail: the error (failed) or the reason (skipped), one line.
         gpu: the GPU it ran on, when pinned.
@@ -180,7 +182,10 @@ def read_status(sweep: Sweep, point: Point) -> dict[str, Any]:
 
 
 def _write_status(sweep: Sweep, point: Point, **fields: Any) -> None:
-    """Replace the status file atomically; a status that cannot be written does not fail the point."""
+    """Replace the status file atomically; a status that cannot be written does not fail the point.
+
+    Nothing is written when ``out`` does not exist (a replay sweep run here does not create it).
+    """
     path = status_path(sweep, point)
     doc = {
         "point": point.id,
@@ -432,25 +437,23 @@ class PointRunner:
         except (PointInterrupted, KeyboardInterrupt) as exc:
             if isinstance(exc, KeyboardInterrupt):
                 slot.cancel.set()
-            if not replay:
-                _write_status(self.sweep, point, state="interrupted", attempt=attempt, gpu=slot.gpu)
+            _write_status(self.sweep, point, state="interrupted", attempt=attempt, gpu=slot.gpu)
             return result("interrupted", detail="interrupted; a rerun resumes it")
         except DuplicateRunError as exc:
             m = re.search(r"as run (\d+)", str(exc))
             run = int(m.group(1)) if m else None
             where = f"run {run}" if run is not None else "another run"
-            return result("skipped", run_id=run, detail=f"the same capture is already stored as {where} (other labels)")
+            detail = f"the same capture is already stored as {where} (other labels)"
+            _write_status(self.sweep, point, state="skipped", attempt=attempt, gpu=slot.gpu, run_id=run, detail=detail)
+            return result("skipped", run_id=run, detail=detail)
         except (RocroofError, OSError, sa.exc.DBAPIError) as exc:
             if slot.cancel.is_set():
-                if not replay:
-                    _write_status(self.sweep, point, state="interrupted", attempt=attempt, gpu=slot.gpu)
+                _write_status(self.sweep, point, state="interrupted", attempt=attempt, gpu=slot.gpu)
                 return result("interrupted", detail="interrupted; a rerun resumes it")
             detail = _one_line(exc)
-            if not replay:
-                _write_status(self.sweep, point, state="failed", attempt=attempt, gpu=slot.gpu, error=detail)
+            _write_status(self.sweep, point, state="failed", attempt=attempt, gpu=slot.gpu, error=detail)
             return result("failed", detail=detail)
-        if not replay:
-            _write_status(self.sweep, point, state="done", attempt=attempt, gpu=slot.gpu, run_id=run_id)
+        _write_status(self.sweep, point, state="done", attempt=attempt, gpu=slot.gpu, run_id=run_id)
         return result("done", run_id=run_id)
 
     def _stage(self, point: Point, slot: Slot, text: str) -> None:
@@ -538,9 +541,9 @@ def run_sweep(
     """Run the points of ``sweep`` that ``db`` does not hold yet.
 
     Skips the points the database already holds (label ``sweep_point``), checks that the
-    profiler is installed, creates or upgrades the database (once, before points run in
-    parallel), then hands the rest to ``executor``. A profiler that is missing stops it before
-    anything is written.
+    executor can run here and that the profiler is installed (when the points run in this
+    process), creates or upgrades the database (once, before points run in parallel), then hands
+    the rest to ``executor``. A profiler that is missing stops it before anything is written.
 
     Args:
         sweep: from :func:`~rocroof.sweep.spec.load_sweep`.
@@ -559,6 +562,7 @@ def run_sweep(
         SchemaError: a database this rocroof cannot write.
         ProfilerNotFound: the profiler is not installed (nothing has run).
         InputError: ``out`` cannot be created.
+        RocroofError: the executor's own errors (e.g. a batch submission that failed).
     """
     t0 = time.monotonic()
     points = expand(sweep) if points is None else list(points)
@@ -585,8 +589,11 @@ def run_sweep(
             sink(SweepEvent("end", p, result=results[p.id]))
         else:
             pending.append(p)
+    if pending:
+        executor.preflight(sweep)
     if pending and not sweep.profiler.replay:
-        (make_profiler or default_profiler)(sweep.profiler).locate()
+        if executor.runs_here:  # a batch job finds the profiler on its node
+            (make_profiler or default_profiler)(sweep.profiler).locate()
         if sweep.out.exists() and not sweep.out.is_dir():
             raise InputError(f"{sweep.out}: the sweep's out is a file; it must be a directory")
         try:
@@ -602,7 +609,7 @@ def run_sweep(
                 store.close()
         work = PointRunner(sweep, db, runner=runner, make_profiler=make_profiler, on_event=sink)
         try:
-            ran = executor.run(sweep, pending, work, on_event=sink, cancel=cancel)
+            ran = executor.run(sweep, pending, work, db=db, on_event=sink, cancel=cancel)
         except KeyboardInterrupt:  # a second Ctrl-C: leave now, without orphaned profilers
             cancel.set()
             kill_running_commands()

@@ -37,7 +37,24 @@ PROFILERS = ("rocprofv3", "ncu", "replay")
 ON_ERROR = ("stop", "skip")
 #: Labels the sweep sets itself on every run; neither the matrix nor ``labels`` may use them.
 RESERVED = ("sweep", "sweep_point", "sweep_gpu", "repeat")
-TOP_KEYS = ("version", "name", "command", "matrix", "profiler", "repeats", "labels", "out", "db", "on_error")
+TOP_KEYS = (
+    "version",
+    "name",
+    "command",
+    "matrix",
+    "profiler",
+    "repeats",
+    "labels",
+    "out",
+    "db",
+    "on_error",
+    "slurm",
+)
+#: Keys of the ``slurm`` section (``rocroof sweep FILE --executor slurm``).
+SLURM_KEYS = ("partition", "account", "qos", "time", "gres", "extra")
+#: sbatch options the Slurm executor sets itself; ``slurm.extra`` may not give them.
+SLURM_OWN = ("--array", "--output", "--error", "--chdir", "--wrap", "--parsable", "--job-name", "--gres")
+SLURM_OWN_SHORT = {"-a": "--array", "-o": "--output", "-e": "--error", "-D": "--chdir", "-J": "--job-name"}
 #: Options of each profiler (``profiler: {name: ..., <option>: ...}``).
 PROFILER_OPTIONS: dict[str, tuple[str, ...]] = {
     "rocprofv3": ("counters", "output_format", "arch", "sidecar"),
@@ -51,6 +68,12 @@ ENV_AXIS = "env"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _ARCH = re.compile(r"gfx[0-9a-f]{3,5}|sm_\d{2,3}[a-z]?")
+#: Slurm's names (partitions, accounts, QOS; a comma-separated list of partitions is one value).
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_.:+-]+(,[A-Za-z0-9_.:+-]+)*")
+#: Slurm's --time: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]].
+_SLURM_TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE", re.IGNORECASE)
+#: ``--gres`` values: ``gpu:1``, ``gpu:mi300x:1``, several separated by commas.
+_SLURM_GRES = re.compile(r"[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*(,[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*)*")
 #: ``{name}`` placeholders; ``{{`` and ``}}`` are literal braces.
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 
@@ -122,6 +145,28 @@ class ProfilerSpec:
 
 
 @dataclass(frozen=True)
+class SlurmSpec:
+    """The ``slurm`` section: how ``--executor slurm`` asks for resources (every key optional).
+
+    Attributes:
+        partition: ``--partition`` (one name or several separated by commas), or None.
+        account: ``--account``, or None.
+        qos: ``--qos``, or None.
+        time: ``--time`` of each array task, in Slurm's notation (``30``, ``1:30:00``, ``2-00:00:00``), or None.
+        gres: ``--gres`` of each task: None means ``gpu:1`` when the sweep profiles and none for
+            replay; ``none`` asks for none (GPUs come from ``extra`` or the partition).
+        extra: further sbatch arguments, one per ``#SBATCH`` line (``--constraint=mi300x``).
+    """
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None
+    gres: str | None = None
+    extra: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Sweep:
     """A validated sweep file.
 
@@ -136,6 +181,7 @@ class Sweep:
         out: output root; point ``P`` writes its capture to ``out/P``.
         db: the database (file or URL) named in the file, or None.
         on_error: ``stop`` or ``skip``.
+        slurm: the ``slurm`` section (resources of ``--executor slurm``'s array tasks).
     """
 
     path: Path
@@ -148,6 +194,7 @@ class Sweep:
     out: Path
     db: str | None
     on_error: str
+    slurm: SlurmSpec = field(default_factory=SlurmSpec)
 
     @property
     def placeholders(self) -> list[str]:
@@ -329,6 +376,7 @@ def load_sweep(path: str | Path) -> Sweep:
     on_error = data.get("on_error", "stop")
     if on_error not in ON_ERROR:
         raise doc.error(("on_error",), f"expected stop or skip, got {describe(on_error)}")
+    slurm = _slurm(doc, data.get("slurm"), profiler) if "slurm" in data else SlurmSpec()
     sweep = Sweep(
         path=path,
         name=name,
@@ -340,6 +388,7 @@ def load_sweep(path: str | Path) -> Sweep:
         out=out if out is not None else Path("rocroof-out") / "sweeps" / name,
         db=db,
         on_error=on_error,
+        slurm=slurm,
     )
     known = sweep.placeholders
     for i, word in enumerate(command):
@@ -440,6 +489,70 @@ def _profiler(doc: _Doc, value: Any, given: bool) -> ProfilerSpec:
             "missing; replay needs the recorded capture of each point, e.g. capture: examples/h200/{case}",
         )
     return ProfilerSpec(name=name, options=options)
+
+
+def _slurm(doc: _Doc, value: Any, profiler: ProfilerSpec) -> SlurmSpec:
+    key: KeyPath = ("slurm",)
+    if value is None:
+        return SlurmSpec()
+    if not isinstance(value, dict):
+        raise doc.error(key, f"expected a mapping of sbatch settings ({', '.join(SLURM_KEYS)}), got {describe(value)}")
+    found: dict[str, Any] = {}
+    for raw, v in value.items():
+        opt = str(raw)
+        k = (*key, opt)
+        if opt not in SLURM_KEYS:
+            raise _unknown(doc, key, opt, SLURM_KEYS, "slurm setting")
+        if opt in ("partition", "account", "qos"):
+            text = _scalar(doc, k, v, f"a {opt} name")
+            if not _SLURM_NAME.fullmatch(text):
+                raise doc.error(k, f"expected a {opt} name (letters, digits, '_', '.', '-'), got {describe(v)}")
+            found[opt] = text
+        elif opt == "time":
+            # YAML 1.1 reads 1:30:00 as the base-60 number 5400: take the text as written
+            text = doc.raw.get(k, str(v)) if isinstance(v, int) and not isinstance(v, bool) else v
+            if not isinstance(text, str) or not _SLURM_TIME.fullmatch(text.strip()):
+                raise doc.error(
+                    k,
+                    f"expected a Slurm time limit (minutes, H:MM:SS or D-HH:MM:SS, e.g. 30 or 2:00:00), got "
+                    f"{doc.describe(k, v)}",
+                )
+            found[opt] = text.strip()
+        elif opt == "gres":
+            text = _string(doc, k, v, "a generic resource such as gpu:1 or gpu:mi300x:1 (none: ask for no GPU)")
+            if not _SLURM_GRES.fullmatch(text):
+                raise doc.error(k, f"expected a generic resource such as gpu:1 or gpu:mi300x:1, got {describe(v)}")
+            if profiler.replay and text != "none":
+                raise doc.error(k, "replay points ingest recorded captures and use no GPU; remove slurm.gres")
+            found[opt] = text
+        else:  # extra
+            items = v if isinstance(v, list) else [v]
+            args = []
+            for i, arg in enumerate(items):
+                ki = (*k, i) if isinstance(v, list) else k
+                text = _string(doc, ki, arg, "sbatch arguments such as --constraint=mi300x (a list of them)")
+                if not text.startswith("-") or any(c.isspace() for c in text):
+                    raise doc.error(
+                        ki,
+                        f"expected one sbatch option without spaces (it becomes an #SBATCH line), such as "
+                        f"--constraint=mi300x, got {describe(arg)}",
+                    )
+                reason = slurm_own_option(text)
+                if reason:
+                    raise doc.error(ki, reason)
+                args.append(text)
+            found[opt] = tuple(args)
+    return SlurmSpec(**found)
+
+
+def slurm_own_option(arg: str) -> str:
+    """Why ``arg`` may not be an extra sbatch argument ('' when it may): the executor sets it itself."""
+    name = arg.split("=", 1)[0] if arg.startswith("--") else SLURM_OWN_SHORT.get(arg[:2], "")
+    if name == "--gres":
+        return "--gres is set from slurm.gres (default gpu:1 when the sweep profiles); give it there"
+    if name in SLURM_OWN:
+        return f"{name} is set by rocroof (the array, its logs, directory and job name); leave it out"
+    return ""
 
 
 def _matrix(doc: _Doc, value: Any) -> tuple[Axis, ...]:

@@ -19,6 +19,7 @@ STATUS_WORD = {
     "failed": "FAILED",
     "interrupted": "stopped",
     "not-run": "not run",
+    "submitted": "queued",
 }
 
 
@@ -105,7 +106,7 @@ def summary_frame(outcome: SweepOutcome) -> pd.DataFrame:
 
 
 def summary_counts(outcome: SweepOutcome) -> str:
-    """``3 done, 1 skipped (already stored), 0 failed`` (and interrupted / not run when any), time, database."""
+    """``3 done, 1 skipped (already stored), 0 failed`` (and interrupted / not run / submitted when any), time, db."""
     c = outcome.counts
     stored = sum(1 for r in outcome.results if r.status == "skipped" and r.run_id is not None)
     parts = [f"{c['done']} done", f"{c['skipped']} skipped ({stored} already stored)", f"{c['failed']} failed"]
@@ -113,4 +114,6 @@ def summary_counts(outcome: SweepOutcome) -> str:
         parts.append(f"{c['interrupted']} stopped")
     if c["not-run"]:
         parts.append(f"{c['not-run']} not run")
+    if c["submitted"]:
+        parts.append(f"{c['submitted']} submitted (queued or running as batch jobs)")
     return f"{', '.join(parts)} in {outcome.seconds:.1f} s; database {outcome.db}"

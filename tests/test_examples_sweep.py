@@ -1,0 +1,106 @@
+"""The recorded H200 sweep (examples/h200-sweep, configs/sweeps/h200-tiny.yaml on 2 GPUs): replay it
+and check what ``rocroof diff`` says about repeats and about fusion on vs off.
+
+Expected values come from the Nsight Systems exports read here with sqlite3: the ggml NVTX ranges
+after the last ``ggml reset`` mark (nodes per graph evaluation) and the kernel durations of the
+CUDA activity table (GPU time per evaluation), not from rocroof.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rocroof.diff import diff_runs
+from rocroof.store import Store
+from rocroof.sweep import load_sweep, run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "h200-sweep"
+SWEEP = ROOT / "configs" / "sweeps" / "replay-h200-sweep.yaml"
+DECODE_TOKENS = 8  # h200-tiny.yaml: decode = llama-bench -p 0 -n 8
+
+
+def cases() -> list[str]:
+    return sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
+
+
+def nsys_graph(case: str) -> tuple[int, float]:
+    """(ggml ranges after the reset mark, summed kernel ns launched after it), via sqlite3."""
+    raw = gzip.decompress((EXAMPLES / case / "trace" / "nsys.sqlite.gz").read_bytes())
+    con = sqlite3.connect(":memory:")
+    con.deserialize(raw)
+    events = con.execute(
+        "SELECT n.eventType, n.start, COALESCE(n.text, s.value) FROM NVTX_EVENTS n "
+        "LEFT JOIN StringIds s ON s.id = n.textId"
+    ).fetchall()
+    reset = max(start for kind, start, msg in events if kind == 34 and msg == "ggml reset")
+    ranges = sum(1 for kind, start, msg in events if kind == 59 and start > reset and msg.startswith("ggml:"))
+    ns = con.execute(
+        "SELECT SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "ON r.correlationId = k.correlationId WHERE r.start > ?",
+        (reset,),
+    ).fetchone()[0]
+    return ranges, float(ns)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, dict[str, int]]:
+    path = tmp_path_factory.mktemp("sweep") / "s.db"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)  # the sweep file's capture paths are relative to the repository root
+        outcome = run_sweep(load_sweep(SWEEP), db=str(path))
+    assert [r.status for r in outcome.results] == ["done"] * len(cases())
+    store = Store(path, read_only=True)
+    labels = store.query("SELECT run_id, value FROM run_label WHERE key = 'case'")
+    return store, dict(zip(labels["value"], labels["run_id"].astype(int), strict=True))
+
+
+def test_the_replay_sweep_names_every_recorded_point() -> None:
+    matrix = yaml.safe_load(SWEEP.read_text())["matrix"]["case"]
+    assert sorted(matrix) == cases()
+    # 2 models x prefill/decode x fusion on/off x 2 repeats, less the one point the recording stopped in
+    assert len(cases()) == 15 and "moe-tiny-decode-no-fusion-r2" not in cases()
+
+
+@pytest.mark.parametrize("model", ["dense-tiny", "moe-tiny"])
+def test_fusion_off_regroups_the_decode_graph_and_costs_gpu_time(db: tuple[Store, dict[str, int]], model: str) -> None:
+    store, run = db
+    on, off = f"{model}-decode-fusion-r1", f"{model}-decode-no-fusion-r1"
+    t = diff_runs(store, run[on], run[off]).total.iloc[0]
+    (ranges_on, ns_on), (ranges_off, ns_off) = nsys_graph(on), nsys_graph(off)
+    assert t["nodes_a"] == ranges_on // DECODE_TOKENS and t["nodes_b"] == ranges_off // DECODE_TOKENS
+    assert t["nodes_b"] > t["nodes_a"]  # unfused: each op of a fused group is its own node again
+    # the whole-graph time per evaluation is the summed kernel time over the decoded tokens
+    assert t["us_per_eval_all_a"] == pytest.approx(ns_on / DECODE_TOKENS / 1e3, rel=1e-6)
+    assert t["us_per_eval_all_b"] == pytest.approx(ns_off / DECODE_TOKENS / 1e3, rel=1e-6)
+    assert t["delta_pct_all"] == pytest.approx(100 * (ns_off / ns_on - 1), abs=1e-6)
+    assert t["delta_pct_all"] > 10  # measured: dense +19%, MoE +41%
+
+
+@pytest.mark.parametrize("case", ["dense-tiny-decode-fusion", "dense-tiny-decode-no-fusion", "moe-tiny-decode-fusion"])
+def test_two_repeats_differ_by_noise(db: tuple[Store, dict[str, int]], case: str) -> None:
+    store, run = db
+    d = diff_runs(store, run[f"{case}-r1"], run[f"{case}-r2"])
+    t = d.total.iloc[0]
+    (r1, ns1), (r2, ns2) = nsys_graph(f"{case}-r1"), nsys_graph(f"{case}-r2")
+    assert r1 == r2 and t["only_in_a"] == t["only_in_b"] == 0  # the same graph
+    assert t["delta_pct_all"] == pytest.approx(100 * (ns2 / ns1 - 1), abs=1e-6)
+    assert abs(t["delta_pct_all"]) < 3  # the same run twice: the whole graph within a few %
+    flagged = d.by_node["verdict"].isin(["faster", "slower"]).sum()
+    assert flagged <= 0.05 * t["matched_nodes"]  # at most 1 node in 20 called a change
+
+
+def test_the_sweep_captures_hold_no_environment_or_paths() -> None:
+    for path in EXAMPLES.rglob("*"):
+        if not path.is_file() or path.suffix == ".md":
+            continue
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        for needle in (b"PATH=", b"HOME=", b"/tmp/", b"/root", b"/home/", b"CONTAINER_NAME", b"127.0.0.1", b"GPU-"):
+            assert needle not in data, (path, needle)
