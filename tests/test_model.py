@@ -476,22 +476,38 @@ def test_moe_prefill_routing_scaled_or_flagged() -> None:
     out = model_invocations(meta).merge(ops, on="invocation")
     moe = out[out["op_list"].str.startswith("MUL_MAT_ID")]
     expert = 512 * 768 // 32 * 34  # 417,792 B per Q8_0 expert of [512 -> 768]
-    unread = moe[moe["experts_used"].isna()]
-    assert len(unread) == 9  # layers 0-2: gate, up, down
-    assert unread["model_note"].str.contains("experts_used unknown").all()
-    # 64 tokens x top-2 = 128 routings >= 8 experts: bound = all 8
-    gate = unread[unread["node_name"] == "ffn_moe_gate-0"].iloc[0]
-    assert gate["model_read_bytes"] == 8 * expert + 512 * 64 * 4 + 2 * 64 * 4  # experts, f32 tokens, i32 ids
-    routed = moe[moe["experts_used"] == 2]
-    assert len(routed) == 2 and (routed["model_note"] == "").all()
+    assert len(moe) == 11 and moe["experts_used"].notna().all() and (moe["model_note"] == "").all()
+    # layers 0-2, 64 tokens: the experts the routing used, the f32 tokens once, the i32 ids [2, 64]
+    for name, used in (("ffn_moe_gate-0", 8), ("ffn_moe_gate-1", 5), ("ffn_moe_gate-2", 3)):
+        row = moe[moe["node_name"] == name].iloc[0]
+        assert row["experts_used"] == used
+        assert row["model_read_bytes"] == used * expert + 512 * 64 * 4 + 2 * 64 * 4
     # last layer, 1 token: gate+up group reads 2 of 8 experts of each weight, the token once, 2 ids
-    group = routed[routed["op_list"] == "MUL_MAT_ID+MUL_MAT_ID+SWIGLU"].iloc[0]
+    group = moe[moe["op_list"] == "MUL_MAT_ID+MUL_MAT_ID+SWIGLU"].iloc[0]
+    assert group["experts_used"] == 2
     assert group["model_read_bytes"] == 2 * 2 * expert + 512 * 4 + 2 * 4
     assert group["model_write_bytes"] == 768 * 2 * 4  # SWIGLU output [768, 2, 1]
     # the top-k group's expert ids are read by the MUL_MAT_IDs after it: stored with the weights
     topk = out[(out["op_list"].str.startswith("SOFT_MAX+")) & (out["node_name"] == "ffn_moe_probs-0")].iloc[0]
     assert topk["model_read_bytes"] == 8 * 64 * 4  # router logits
     assert topk["model_write_bytes"] == 8 * 64 * 4 + 2 * 64 * 4  # argsort i32 [8,64] + weights f32 [2,64]
+
+
+def test_moe_routing_not_read_back_takes_the_bound_and_says_so() -> None:
+    meta, _ = read_metadata(MOE_PREFILL)
+    mm_id = meta.ops["op_list"].str.startswith("MUL_MAT_ID")
+    meta.ops["experts_used"] = meta.ops["experts_used"].astype("Int64").mask(mm_id)  # as an older hook left it
+    meta.ops["tokens_per_expert"] = meta.ops["tokens_per_expert"].mask(mm_id)
+    out = model_invocations(meta).merge(meta.ops[["invocation", "node_name", "op_list"]], on="invocation")
+    expert = 512 * 768 // 32 * 34
+    unread = out[out["op_list"].str.startswith("MUL_MAT_ID")]
+    assert unread["model_note"].str.contains("experts_used unknown").all()
+    # 64 tokens x top-2 = 128 routings >= 8 experts: bound = all 8
+    gate = unread[unread["node_name"] == "ffn_moe_gate-1"].iloc[0]
+    assert gate["model_read_bytes"] == 8 * expert + 512 * 64 * 4 + 2 * 64 * 4
+    # 1 token x top-2 = 2 routings: bound = 2 experts of each of the group's two weights
+    group = unread[unread["op_list"] == "MUL_MAT_ID+MUL_MAT_ID+SWIGLU"].iloc[0]
+    assert group["model_read_bytes"] == 2 * 2 * expert + 512 * 4 + 2 * 4
 
 
 # ---------------------------------------------------------------- frame shape
