@@ -16,6 +16,7 @@ import re
 import shlex
 import shutil
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -584,7 +585,8 @@ def test_locate_nsys(tmp_path: Path) -> None:
 def test_plan_builds_the_nsys_and_ncu_commands(tmp_path: Path) -> None:
     nsys = str(_tool(tmp_path / "bin", "nsys"))
     out = tmp_path / "cap"
-    pair = NsightPair(ncu="ncu", nsys=nsys, cache_control="none", nvtx_include=["ggml:MUL_MAT/", "regex:ggml:.*/"])
+    include = ["ggml:MUL_MAT/", "regex:ggml:.*/"]
+    pair = NsightPair(ncu="ncu", nsys=nsys, cache_control="none", nvtx_include=include, bandwidth_probe=False)
     env = {"GGML_CUDA_MARKERS": "1", "GGML_CUDA_OP_META": str(out / "trace" / "ggml-op-meta.json")}
     runs = pair.plan(APP, out, Device("sm_90"), resolve_metrics("dram"), env)
     assert [(r.label, r.kind) for r in runs] == [
@@ -631,7 +633,8 @@ def test_plan_builds_the_nsys_and_ncu_commands(tmp_path: Path) -> None:
     assert trace.env == env
     assert counter.env == {"GGML_CUDA_MARKERS": "1"}
     # default cache control: ncu's own (flush before each kernel)
-    default = NsightPair(nsys=nsys).plan(APP, out, Device("sm_90"), resolve_metrics("dram"), env)[2].argv
+    plain = NsightPair(nsys=nsys, bandwidth_probe=False)
+    default = plain.plan(APP, out, Device("sm_90"), resolve_metrics("dram"), env)[2].argv
     assert default[default.index("--cache-control") + 1] == "all"
     assert "--nvtx-include" not in default
 
@@ -639,7 +642,7 @@ def test_plan_builds_the_nsys_and_ncu_commands(tmp_path: Path) -> None:
 def test_plan_without_nsys_gives_the_sidecar_to_the_ncu_run(tmp_path: Path) -> None:
     out = tmp_path / "cap"
     env = {"GGML_CUDA_MARKERS": "1", "GGML_CUDA_OP_META": str(out / "trace" / "ggml-op-meta.json")}
-    runs = NsightPair(nsys="none").plan(APP, out, Device("sm_90"), resolve_metrics("dram"), env)
+    runs = NsightPair(nsys="none", bandwidth_probe=False).plan(APP, out, Device("sm_90"), resolve_metrics("dram"), env)
     assert [(r.label, r.kind) for r in runs] == [("ncu", "counter"), ("ncu", "export")]
     assert runs[0].env == env
 
@@ -648,7 +651,7 @@ def test_a_run_pinned_to_one_gpu_gets_its_own_ncu_lock(tmp_path: Path, monkeypat
     # Nsight Compute's lock file lives in $TMPDIR: one directory per pinned GPU lets two GPUs profile at once
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    pair = NsightPair(nsys="none")
+    pair = NsightPair(nsys="none", bandwidth_probe=False)
     runs = pair.plan(APP, tmp_path / "a", Device("sm_90"), resolve_metrics("dram"), {"CUDA_VISIBLE_DEVICES": "1"})
     assert runs[0].env["TMPDIR"] == str(tmp_path / "tmp" / "rocroof-ncu-lock-1")
     assert (tmp_path / "tmp" / "rocroof-ncu-lock-1").is_dir()
@@ -667,6 +670,15 @@ def test_plan_refuses_an_amd_gpu(tmp_path: Path) -> None:
 
 
 # ---- collect with a fake nsys/ncu that writes the recorded files ------------------------------
+
+
+PROBE_RESULT = {
+    "gbps_best": 4000.0,
+    "gbps_median": 3950.0,
+    "bytes_per_copy": 1 << 30,
+    "repeats": 10,
+    "device": "NVIDIA H200",
+}
 
 
 class FakeNsight:
@@ -690,7 +702,11 @@ class FakeNsight:
         meta = env.get("GGML_CUDA_OP_META")
         if meta is not None:
             self.sidecar_dir_ready.append(Path(meta).parent.is_dir())
-        if argv[0] == self.nsys and argv[1] == "profile":
+        if argv[1:3] == ("-m", "rocroof.bandwidth"):  # the probe: a result an H200 could give
+            probe = Path(argv[argv.index("--out") + 1])
+            probe.parent.mkdir(parents=True, exist_ok=True)
+            probe.write_text(json.dumps(PROBE_RESULT))
+        elif argv[0] == self.nsys and argv[1] == "profile":
             report = Path(argv[argv.index("-o") + 1])
             report.with_name(report.name + ".nsys-rep").write_bytes(b"fake nsys report")
         elif argv[0] == self.nsys and argv[1] == "export":
@@ -735,8 +751,15 @@ def test_collect_with_ncu_and_nsys_then_ingest(tmp_path: Path) -> None:
     assert capture_dir == out
 
     ran = [(argv[0], argv[1]) for argv, _ in fake.calls]
-    assert ran == [(pair.nsys, "profile"), (pair.nsys, "export"), (pair.ncu, "--nvtx"), ("sh", "-c")]
-    (trace_argv, trace_env), _, (ncu_argv, ncu_env), _ = fake.calls
+    assert ran == [
+        (sys.executable, "-m"),  # the bandwidth probe, in the application's GPU pinning
+        (pair.nsys, "profile"),
+        (pair.nsys, "export"),
+        (pair.ncu, "--nvtx"),
+        ("sh", "-c"),
+    ]
+    (probe_argv, probe_env), (trace_argv, trace_env), _, (ncu_argv, ncu_env), _ = fake.calls
+    assert probe_argv[1:3] == ("-m", "rocroof.bandwidth") and "GGML_CUDA_MARKERS" not in probe_env
     assert trace_env["GGML_CUDA_OP_META"] == str(out / "trace" / "ggml-op-meta.json")
     assert "GGML_CUDA_OP_META" not in ncu_env
     assert trace_env["GGML_CUDA_MARKERS"] == ncu_env["GGML_CUDA_MARKERS"] == "1"
@@ -758,6 +781,15 @@ def test_collect_with_ncu_and_nsys_then_ingest(tmp_path: Path) -> None:
     assert [(p["dir"], p["kind"]) for p in manifest["passes"]] == [("trace", "trace"), ("ncu", "counter")]
     assert manifest["passes"][1]["counters"] == list(DRAM_METRICS)
     assert [e["dir"] for e in manifest["exports"]] == ["trace", "ncu"]
+    assert manifest["probes"] == [
+        {
+            "dir": "probe",
+            "argv": list(probe_argv),
+            "output": "probe/bandwidth.json",
+            "wall_s": manifest["probes"][0]["wall_s"],
+            "error": None,
+        }
+    ]
 
     ro, run_id = _store(capture_dir, tmp_path / "r.db")
     _check_joined_run(ro, run_id, nsys_facts(out / "trace" / "nsys.sqlite"), counter_pass_label="ncu")
@@ -796,6 +828,26 @@ def test_nsys_exiting_0_without_its_report_is_a_failed_run_with_the_log_named(tm
     assert str(out / "trace" / "nsys.log") in str(err.value)
 
 
+def test_a_failed_bandwidth_probe_is_recorded_and_the_capture_goes_on(tmp_path: Path) -> None:
+    pair = _pair(tmp_path)
+    out = tmp_path / "cap"
+    plan = make_plan(APP, out, counters="dram", arch="sm_90", profiler=pair)
+    fake = FakeNsight(pair.ncu, pair.nsys)
+
+    def no_memory(argv: Sequence[str], env: dict[str, str], log: Path) -> int:
+        if tuple(argv[1:3]) == ("-m", "rocroof.bandwidth"):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text("rocroof bandwidth probe: cuMemAlloc_v2 failed: out of memory\n")
+            return 1
+        return fake(argv, env, log)
+
+    execute(plan, APP, runner=no_memory)
+    manifest = json.loads((out / "rocroof-collect.json").read_text())
+    assert "out of memory" in manifest["probes"][0]["error"]
+    assert [p["dir"] for p in manifest["passes"]] == ["trace", "ncu"]
+    assert not (out / "probe" / "bandwidth.json").exists()
+
+
 def test_collect_with_cache_control_none_records_it(tmp_path: Path) -> None:
     pair = _pair(tmp_path, cache_control="none")
     out = tmp_path / "cap"
@@ -815,7 +867,7 @@ def test_collect_default_counters_are_the_roofline_preset_and_missing_ones_are_n
     pair = _pair(tmp_path)
     out = tmp_path / "cap"
     plan = make_plan(APP, out, arch="sm_90", profiler=pair)
-    assert plan.runs[2].counters == DRAM_METRICS + FLOP_METRICS
+    assert plan.runs[3].counters == DRAM_METRICS + FLOP_METRICS  # after the probe, nsys and its export
     execute(plan, APP, runner=FakeNsight(pair.ncu, pair.nsys))
     frames = build_run(read_capture(out))
     missing = [n.message for n in frames.notes if n.code == "missing-counter"]
@@ -834,10 +886,10 @@ def test_collect_without_nsys_gives_the_sidecar_to_ncu_and_notes_it(tmp_path: Pa
     out = tmp_path / "cap"
     plan = make_plan(APP, out, counters="dram", arch="sm_90", profiler=pair)
     assert plan.output_format == "ncu-csv"
-    assert [(r.label, r.kind) for r in plan.runs] == [("ncu", "counter"), ("ncu", "export")]
+    assert [(r.label, r.kind) for r in plan.runs] == [("probe", "probe"), ("ncu", "counter"), ("ncu", "export")]
     fake = FakeNsight(pair.ncu, None)
     execute(plan, APP, runner=fake)
-    (ncu_argv, ncu_env), _ = fake.calls
+    _, (ncu_argv, ncu_env), _ = fake.calls
     assert ncu_argv[0] == pair.ncu
     assert ncu_env["GGML_CUDA_OP_META"] == str(out / "trace" / "ggml-op-meta.json")
     assert fake.sidecar_dir_ready == [True]  # the hook can create the file

@@ -148,7 +148,7 @@ BAD_FILES = [
     (
         "version: 1\ncommand: app\nprofiler:\n  name: ncu\n  cache_contrl: none\n",
         "{f}:5: profiler.cache_contrl: unknown option for ncu (did you mean 'cache_control'?); expected one of: "
-        "counters, cache_control, nvtx_include, nsys, arch, sidecar",
+        "counters, cache_control, nvtx_include, nsys, arch, sidecar, bandwidth_probe",
     ),
     (
         "version: 1\ncommand: app\nprofiler: {name: rocprofv3, cache_control: none}\n",
@@ -422,7 +422,19 @@ def test_dry_run_of_the_replay_sweep_names_each_capture(monkeypatch: pytest.Monk
             "Error: --gpus: with --executor slurm each array task gets its GPU from Slurm (--gres=gpu:1, or slurm.gres "
             "in the sweep file); leave out --gpus\n",
         ),
-        (["--wait"], "Error: --wait: only for --executor slurm (the local executor runs the points and waits)\n"),
+        (
+            ["--wait"],
+            "Error: --wait: only for --executor slurm (the local executor runs the points and waits anyway)\n",
+        ),
+        (
+            ["--sbatch-arg=--constraint=x"],
+            "Error: --sbatch-arg: only for --executor slurm (options for sbatch; the local executor submits nothing)\n",
+        ),
+        (
+            ["--gpus", "-1,a"],
+            "Error: --gpus '-1,a': '-1' is not a GPU id; expected indices as nvidia-smi / rocm-smi list them (0,1,...) "
+            "or UUIDs (GPU-..., MIG-...)\n",
+        ),
         (
             ["--jobs", "2"],
             "Error: --jobs 2 without --gpus would profile 2 points on the same GPU at once; give the GPUs to use "
@@ -835,7 +847,7 @@ def test_local_executor_pins_nvidia_points_with_cuda_visible_devices(tmp_path: P
         load_sweep(path),
         db=str(tmp_path / "r.db"),
         runner=fake,
-        make_profiler=lambda _s: NsightPair(ncu=str(ncu), nsys="none"),
+        make_profiler=lambda _s: NsightPair(ncu=str(ncu), nsys="none", bandwidth_probe=False),
         executor=LocalExecutor(["3", "5"]),
     )
     assert [r.status for r in outcome.results] == ["done", "done"], outcome.results
@@ -944,3 +956,28 @@ def test_a_second_ctrl_c_leaves_at_once_without_orphaned_profilers(
     with pytest.raises(KeyboardInterrupt):
         run(amd_sweep(tmp_path), tmp_path / "r.db", Recorder(), executor=SecondCtrlC(), cancel=cancel)
     assert killed == [True] and cancel.is_set()
+
+
+def test_sweep_files_that_would_expand_beyond_reason_are_refused_before_expanding(tmp_path: Path) -> None:
+    matrix = "".join(f"  k{i}: [{', '.join(str(j) for j in range(10))}]\n" for i in range(6))  # 10^6 combinations
+    path = write(tmp_path / "huge.yaml", "version: 1\ncommand: app\nmatrix:\n" + matrix + "profiler: {name: ncu}\n")
+    with pytest.raises(SweepFileError, match=r"huge.yaml:3: matrix: expands to 1,000,000 combination\(s\) x 1"):
+        load_sweep(path)
+    text = "version: 1\ncommand: app\nmatrix: {x: [1]}\nprofiler: {name: ncu}\nrepeats: 200001\n"
+    path = write(tmp_path / "rep.yaml", text)
+    with pytest.raises(SweepFileError, match=r"rep.yaml:5: repeats: .* = 200,001 points; a sweep file may hold"):
+        load_sweep(path)
+    # aliases could turn a few lines into gigabytes (a "billion laughs"): refused at the first one
+    bomb = "version: 1\ncommand: app\nx: &a [1, 1, 1]\ny: [*a, *a, *a]\nmatrix: {x: [1]}\nprofiler: {name: ncu}\n"
+    with pytest.raises(SweepFileError, match=r"bomb.yaml:4: not valid YAML: aliases \(\*name\) are not supported"):
+        load_sweep(write(tmp_path / "bomb.yaml", bomb))
+
+
+def test_a_database_password_is_never_printed(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "r.yaml",
+        "version: 1\ncommand: app {x}\nmatrix: {x: [1]}\nprofiler: {name: replay, capture: 'c/{x}'}\n",
+    )
+    result = CliRunner().invoke(cli, ["sweep", str(path), "--dry-run", "--db", "postgresql://alice:s3cret@h:1/x"])
+    assert result.exit_code == 0, result.output
+    assert "s3cret" not in result.output and "postgresql://alice:***@h:1/x" in result.output

@@ -262,3 +262,25 @@ def test_attach_refuses_files_that_are_neither_metadata_nor_a_fused_log(tmp_path
         "ingest", EXAMPLE_H200, "--attach", other, "--db", tmp_path / "r.db"
     )
     assert not (tmp_path / "r.db").exists() or run("runs", "--db", tmp_path / "r.db")[1].count("examples") == 0
+
+
+def test_a_database_that_refuses_writes_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # e.g. a read-only mount or an immutable file: SQLite raises "attempt to write a readonly database"
+    import sqlalchemy as sa
+
+    def refuse(self: Store, *args: object, **kwargs: object) -> int:
+        raise sa.exc.OperationalError("INSERT INTO run ...", {}, Exception("attempt to write a readonly database"))
+
+    monkeypatch.setattr(Store, "write_run", refuse)
+    capture = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense-prefill"
+    db = tmp_path / "ro.db"
+    result = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(db)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {db}: the database refused the command (attempt to write a readonly database); "
+        "no run is left half-written"
+    )
+    assert "Traceback" not in result.output
+    url = "postgresql://alice:s3cret@127.0.0.1:1/x"
+    result = CliRunner().invoke(cli, ["ingest", str(capture)], env={"ROCROOF_DB": url})
+    assert "s3cret" not in result.output

@@ -17,6 +17,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from sqlalchemy import exc as sa_exc
 
 from . import __version__
 from .errors import InputError, RocroofError
@@ -33,12 +34,44 @@ class RocroofGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; user errors become ``Error: <message>`` and exit status 1."""
+        args = [*getattr(ctx, "_protected_args", []), *ctx.args]  # the subcommand line, to name the database
         try:
             return super().invoke(ctx)
         except RocroofError as exc:
             if ctx.params.get("traceback") or os.environ.get("ROCROOF_TRACEBACK"):
                 raise
             raise click.ClickException(_printable(str(exc))) from None
+        except sa_exc.OperationalError as exc:  # the database refused: read-only, locked, full disk, gone
+            if os.environ.get("ROCROOF_TRACEBACK"):
+                raise
+            shown = _db_in_args(args) or "the database"
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
+            message = f"{shown}: the database refused the command ({reason}); no run is left half-written"
+            raise click.ClickException(_printable(message)) from None
+
+
+def _db_in_args(args: Sequence[str]) -> str | None:
+    """The database a command line names (``--into``, ``--db``, else ``ROCROOF_DB``), shown safely."""
+    for flag in ("--into", "--db"):
+        for i, a in enumerate(args):
+            if a == flag and i + 1 < len(args):
+                return _shown_db(args[i + 1])
+            if a.startswith(flag + "="):
+                return _shown_db(a.split("=", 1)[1])
+    env = os.environ.get("ROCROOF_DB")
+    return _shown_db(env) if env else None
+
+
+def _shown_db(target: str) -> str:
+    """A database file or URL as it may be printed: a URL's password hidden."""
+    if "://" not in target:
+        return target
+    try:
+        import sqlalchemy as sa
+
+        return sa.make_url(target).render_as_string(hide_password=True)
+    except Exception:  # not a URL after all: print it as given
+        return target
 
 
 def _printable(text: str) -> str:
@@ -322,6 +355,12 @@ def ingest(
     help="ncu: the nsys executable (default: PATH, then beside ncu); 'none' skips the trace run (durations then "
     "come from ncu's serialised replay).",
 )
+@click.option(
+    "--no-bandwidth-probe",
+    is_flag=True,
+    help="ncu: skip the copy-bandwidth probe (1 GiB device-to-device copies, about a second) that gives the run "
+    "a measured DRAM ceiling.",
+)
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Label the run (repeatable).")
 @click.option("--no-sidecar", is_flag=True, help="Do not ask the llama.cpp hook for the op-metadata JSON.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the commands; run nothing.")
@@ -336,6 +375,7 @@ def collect(
     cache_control: str,
     nvtx_include: tuple[str, ...],
     nsys: str | None,
+    no_bandwidth_probe: bool,
     labels: tuple[str, ...],
     no_sidecar: bool,
     dry_run: bool,
@@ -373,6 +413,7 @@ def collect(
         cache_control=cache_control,
         nvtx_include=nvtx_include,
         nsys=nsys,
+        bandwidth_probe=not no_bandwidth_probe,
     )
     plan = make_plan(
         list(app),
@@ -384,7 +425,8 @@ def collect(
         dry_run=dry_run,
     )
     lines = [
-        f"GPU {plan.device.arch}: {plan.profiler}, {sum(r.kind != 'export' for r in plan.runs)} application run(s), "
+        f"GPU {plan.device.arch}: {plan.profiler}, "
+        f"{sum(r.kind in ('trace', 'counter') for r in plan.runs)} application run(s), "
         f"output {plan.output_format}, raw output in {out_dir}"
     ]
     if plan.settings:
@@ -408,7 +450,10 @@ def collect(
     _stderr().print("\n".join(lines), markup=False, soft_wrap=True)  # commands stay whole, to copy
 
     def on_run(i: int, total: int, run: Any) -> None:
-        doing = "exporting the report" if run.kind == "export" else f"running the application under {run.argv[0]}"
+        doing = {
+            "export": "exporting the report",
+            "probe": "measuring the GPU's copy bandwidth (rocroof.bandwidth)",
+        }.get(run.kind, f"running the application under {run.argv[0]}")
         _stderr().print(f"[{i + 1}/{total}] {run.label}: {doing} ...", markup=False, soft_wrap=True)
 
     capture_dir = execute(plan, list(app), on_run=on_run)
@@ -531,7 +576,7 @@ def sweep_run(
       rocroof sweep configs/sweeps/h200-tiny.yaml --dry-run
       rocroof sweep configs/sweeps/h200-tiny.yaml --gpus 0,1
       rocroof sweep configs/sweeps/replay-examples.yaml --db examples.db
-      rocroof sweep configs/sweeps/h200-tiny.yaml --point 87c1489    # one point again
+      rocroof sweep configs/sweeps/h200-tiny.yaml --point 5ebe7e0    # only this point
       rocroof sweep configs/sweeps/h200-tiny.yaml --executor slurm --dry-run   # the batch script
       rocroof sweep configs/sweeps/h200-tiny.yaml --executor slurm --jobs 4 --wait
       rocroof sweep status configs/sweeps/h200-tiny.yaml
@@ -654,7 +699,7 @@ def sweep_status(file: Path, only: tuple[str, ...], db: str | None, fmt: str) ->
     Examples:
       rocroof sweep status configs/sweeps/h200-tiny.yaml
       rocroof sweep status configs/sweeps/h200-tiny.yaml --format json     # for scripts
-      rocroof sweep status configs/sweeps/h200-tiny.yaml --point 87c1489
+      rocroof sweep status configs/sweeps/h200-tiny.yaml --point 5ebe7e0
     """
     from .report import render_frame
     from .sweep import expand, load_sweep, select

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
+from .errors import InputError, ProfilerFailed
 from .profilers import choose_profiler
 from .profilers.base import Device, PlannedRun, Profiler, Runner, run_checked, subprocess_runner
 from .readers import MANIFEST
@@ -114,7 +114,7 @@ def make_plan(
     runs = prof.plan(app, out_dir, device, names, env, sdk_version=sdk)
     name = prof.name
     if prof.name.startswith("ncu"):
-        traced = runs[0].kind == "trace"
+        traced = any(r.kind == "trace" for r in runs)
         fmt = "nsys-sqlite+ncu-csv" if traced else "ncu-csv"
         name = prof.name if traced else "ncu"
     else:
@@ -140,11 +140,13 @@ def execute(
     """Run every planned run and write the manifest; return the capture directory.
 
     Raises:
-        ProfilerFailed: a run exited with an error (its log is kept under the output dir).
+        ProfilerFailed: a run exited with an error (its log is kept under the output dir); a failed
+            ``probe`` run (the optional bandwidth probe) is recorded in the manifest instead.
     """
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     wall_s: list[float] = []
+    probe_errors: dict[str, str] = {}
     for i, run in enumerate(plan.runs):
         if on_run:
             on_run(i, len(plan.runs), run)
@@ -153,7 +155,12 @@ def execute(
             # the hook fopen()s the file and creates no directory (without nsys no trace run creates it)
             Path(sidecar).parent.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
-        run_checked(run, runner, plan.out_dir / run.label / run.log_name)
+        try:
+            run_checked(run, runner, plan.out_dir / run.label / run.log_name)
+        except ProfilerFailed as exc:
+            if run.kind != "probe":
+                raise
+            probe_errors[run.label] = str(exc)  # an optional measurement: the capture goes on without it
         wall_s.append(round(time.monotonic() - t0, 3))
     manifest = {
         "tool": "rocroof collect",
@@ -175,7 +182,18 @@ def execute(
                 "wall_s": w,
             }
             for r, w in zip(plan.runs, wall_s, strict=True)
-            if r.kind != "export"
+            if r.kind not in ("export", "probe")
+        ],
+        "probes": [
+            {
+                "dir": r.label,
+                "argv": list(r.argv),
+                "output": str(r.output.relative_to(plan.out_dir)) if r.output else None,
+                "wall_s": w,
+                "error": probe_errors.get(r.label),
+            }
+            for r, w in zip(plan.runs, wall_s, strict=True)
+            if r.kind == "probe"
         ],
         "exports": [
             {"dir": r.label, "argv": list(r.argv), "wall_s": w}

@@ -168,6 +168,8 @@ def diff_runs(store: Store, run_a: int, run_b: int, *, min_change: float = MIN_R
                 "us_per_eval_b": tb if len(matched) else np.nan,
                 "delta_us": tb - ta if len(matched) else np.nan,
                 "delta_pct": 100 * (tb - ta) / ta if ta else np.nan,
+                "us_all_a": g.loc[g["n_a"] > 0, "mean_us_a"].sum(),
+                "us_all_b": g.loc[g["n_b"] > 0, "mean_us_b"].sum(),
                 "read_mb_per_eval_a": matched["read_mb_a"].sum(min_count=1),
                 "read_mb_per_eval_b": matched["read_mb_b"].sum(min_count=1),
                 "faster": int(counts.get("faster", 0)),
@@ -178,7 +180,7 @@ def diff_runs(store: Store, run_a: int, run_b: int, *, min_change: float = MIN_R
                 "only_b": int((g["n_a"] == 0).sum()),
             }
         )
-    by_op = pd.DataFrame(rows).sort_values("us_per_eval_a", ascending=False).reset_index(drop=True)
+    by_op = pd.DataFrame(rows).sort_values(["us_all_a", "us_all_b"], ascending=False).reset_index(drop=True)
     ta, tb = both["mean_us_a"].sum(), both["mean_us_b"].sum()
     all_a, all_b = m.loc[m["n_a"] > 0, "mean_us_a"].sum(), m.loc[m["n_b"] > 0, "mean_us_b"].sum()
     total = pd.DataFrame(
@@ -222,26 +224,30 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
     pct = "" if pd.isna(t["delta_pct"]) else f" ({t['delta_pct']:+.1f}%)"
     a_name = f" ({names[0]})" if names[0] else ""
     b_name = f" ({names[1]})" if names[1] else ""
-    head = [
-        f"{'**' if md else ''}rocroof diff{'**' if md else ''}: A = run {d.run_a}{a_name}, B = run {d.run_b}{b_name}",
-        "",
-        f"GPU time per graph evaluation over the {int(t['matched_nodes'])} nodes in both runs: "
-        f"{t['us_per_eval_a']:,.1f} µs → {t['us_per_eval_b']:,.1f} µs{pct}. Nodes faster {int(t['nodes_faster'])}, "
-        f"slower {int(t['nodes_slower'])}, within noise {int(t['nodes_noise'])}"
+    bold = "**" if md else ""
+    title = f"{bold}rocroof diff{bold}: A = run {d.run_a}{a_name}, B = run {d.run_b}{b_name}"
+    regrouped = bool(t["only_in_a"] or t["only_in_b"])
+    pct_all = "" if pd.isna(t["delta_pct_all"]) else f" ({t['delta_pct_all']:+.1f}%)"
+    whole = (
+        f"GPU time per graph evaluation, all nodes: {t['us_per_eval_all_a']:,.1f} µs in {int(t['nodes_a'])} nodes → "
+        f"{t['us_per_eval_all_b']:,.1f} µs in {int(t['nodes_b'])} nodes{pct_all}."
+    )
+    verdicts = (
+        f"Nodes faster {int(t['nodes_faster'])}, slower {int(t['nodes_slower'])}, within noise {int(t['nodes_noise'])}"
         + (f", unclear (one sample) {int(t['nodes_unclear'])}" if t["nodes_unclear"] else "")
-        + (
-            f"; only in A {int(t['only_in_a'])}, only in B {int(t['only_in_b'])}"
-            if t["only_in_a"] or t["only_in_b"]
-            else ""
+        + (f"; only in A {int(t['only_in_a'])}, only in B {int(t['only_in_b'])}" if regrouped else "")
+        + "."
+    )
+    if not t["matched_nodes"]:
+        matched = (
+            "No node is in both runs (different models, sizes or graphs): only whole-graph and per-op totals compare."
         )
-        + ".",
-    ]
-    if t["only_in_a"] or t["only_in_b"]:
-        pct_all = "" if pd.isna(t["delta_pct_all"]) else f" ({t['delta_pct_all']:+.1f}%)"
-        head.append(
-            f"Whole graph (all nodes, matched or not): {t['us_per_eval_all_a']:,.1f} µs in {int(t['nodes_a'])} nodes → "
-            f"{t['us_per_eval_all_b']:,.1f} µs in {int(t['nodes_b'])} nodes per evaluation{pct_all}."
+    else:
+        matched = (
+            f"{'Of that, the ' if regrouped else 'GPU time per graph evaluation over the '}{int(t['matched_nodes'])} "
+            f"nodes in both runs: {t['us_per_eval_a']:,.1f} µs → {t['us_per_eval_b']:,.1f} µs{pct}. {verdicts}"
         )
+    head = [title, ""] + ([whole, matched] if regrouped else [matched])
     head.append(f"Noise: under 2 standard errors of the difference or under {100 * t['min_change']:g}% of A's time.")
     head += [f"Note: {n}" for n in d.notes]
     changed = d.by_node[d.by_node["verdict"].isin(["faster", "slower"])]
@@ -255,8 +261,11 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
                 out[c] = out[c].map(lambda v: "—" if pd.isna(v) else f"{v:,.2f}")
         return out
 
-    by_op = cells(d.by_op).rename(
+    op_frame = d.by_op if (t["only_in_a"] or t["only_in_b"]) else d.by_op.drop(columns=["us_all_a", "us_all_b"])
+    by_op = cells(op_frame).rename(
         columns={
+            "us_all_a": "all nodes µs A",
+            "us_all_b": "all nodes µs B",
             "us_per_eval_a": "µs/eval A",
             "us_per_eval_b": "µs/eval B",
             "delta_us": "Δ µs",
@@ -282,7 +291,11 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
     )
     kind = "markdown" if md else "table"
     parts = ["\n".join(head), ""]
-    parts.append("**Per op type** (µs per evaluation: sum of the matched nodes' mean times)\n" if md else "Per op type")
+    parts.append(
+        "**Per op type** (µs per evaluation: sum of the node mean times; µs/eval and Δ over matched nodes)\n"
+        if md
+        else "Per op type"
+    )
     parts.append(render_frame(by_op, kind))  # type: ignore[arg-type]
     if len(changed):
         title = f"Nodes that changed beyond noise (largest first, {min(top, len(changed))} of {len(changed)})"

@@ -23,6 +23,7 @@ def choose_profiler(
     cache_control: str = "all",
     nvtx_include: Sequence[str] = (),
     nsys: str | None = None,
+    bandwidth_probe: bool = True,
 ) -> Profiler:
     """The backend for ``--profiler`` (``rocprofv3``, ``ncu``) or, when None, for the GPU.
 
@@ -36,6 +37,7 @@ def choose_profiler(
         cache_control: ncu's ``--cache-control`` (``all`` or ``none``; ncu only).
         nvtx_include: ncu ``--nvtx-include`` expressions (ncu only).
         nsys: the nsys executable, or ``none`` for no trace run (ncu only).
+        bandwidth_probe: measure the GPU's copy bandwidth first (ncu only; :mod:`rocroof.bandwidth`).
 
     Raises:
         ConfigError: an unknown name, or an option the chosen profiler does not have.
@@ -63,5 +65,7 @@ def choose_profiler(
     if name in ("ncu", "nsight"):
         if output_format:
             raise ConfigError("--output-format belongs to --profiler rocprofv3")
-        return NsightPair(nsys=nsys, cache_control=cache_control, nvtx_include=nvtx_include)
+        return NsightPair(
+            nsys=nsys, cache_control=cache_control, nvtx_include=nvtx_include, bandwidth_probe=bandwidth_probe
+        )
     raise ConfigError(f"--profiler {name!r}: expected one of {', '.join(PROFILERS)}")

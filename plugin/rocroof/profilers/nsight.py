@@ -31,10 +31,12 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..bandwidth import BANDWIDTH_FILE
 from ..errors import ConfigError, ProfilerFailed, ProfilerNotFound
 from .base import Device, PlannedRun
 
@@ -134,6 +136,7 @@ class NsightPair:
         cache_control: str = "all",
         nvtx_include: Sequence[str] = (),
         replay_mode: str = "kernel",
+        bandwidth_probe: bool = True,
     ) -> None:
         if cache_control not in CACHE_CONTROL:
             raise ConfigError(f"--cache-control {cache_control!r}: expected one of {', '.join(CACHE_CONTROL)}")
@@ -142,6 +145,7 @@ class NsightPair:
         self.cache_control = cache_control
         self.nvtx_include = tuple(nvtx_include)
         self.replay_mode = replay_mode
+        self.bandwidth_probe = bandwidth_probe
 
     @property
     def settings(self) -> dict[str, str]:
@@ -239,7 +243,12 @@ class NsightPair:
         env: dict[str, str],
         sdk_version: str | None = None,
     ) -> list[PlannedRun]:
-        """The nsys trace run and its export, then the ncu run and its CSV export.
+        """The bandwidth probe, the nsys trace run and its export, then the ncu run and its CSV export.
+
+        The probe (``python -m rocroof.bandwidth``, unless ``bandwidth_probe`` is off) times a
+        device-to-device copy on the GPU the application will use and writes
+        ``probe/bandwidth.json``: the run's measured DRAM ceiling. A failed probe does not fail the
+        capture (:func:`rocroof.collect.execute` records it).
 
         The op-metadata sidecar (``GGML_CUDA_OP_META`` in ``env``) is written by the trace run only.
 
@@ -252,6 +261,19 @@ class NsightPair:
             )
         metrics = list(dict.fromkeys(m for bundle in counters for m in bundle))
         runs: list[PlannedRun] = []
+        if self.bandwidth_probe:  # the measured DRAM ceiling (rocroof.bandwidth), pinned like the application
+            probe = out_dir / "probe" / BANDWIDTH_FILE
+            runs.append(
+                PlannedRun(
+                    label="probe",
+                    kind="probe",
+                    counters=(),
+                    argv=(sys.executable, "-m", "rocroof.bandwidth", "--out", str(probe)),
+                    env={k: v for k, v in env.items() if k.endswith("VISIBLE_DEVICES")},
+                    log_name="bandwidth.log",
+                    output=probe,
+                )
+            )
         nsys = self.locate_nsys()
         if nsys is not None:
             trace = out_dir / "trace"

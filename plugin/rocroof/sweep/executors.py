@@ -14,6 +14,7 @@ outcome from the database label ``sweep_point`` and the point's status file
 from __future__ import annotations
 
 import queue
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -150,17 +151,27 @@ def pin_env(gpu: str | None, vendor: str | None) -> dict[str, str]:
     return dict.fromkeys(PIN_VARIABLES, gpu)
 
 
+#: A GPU as CUDA_/HIP_/ROCR_VISIBLE_DEVICES take it: an index, or a GPU / MIG UUID.
+_GPU_ID = re.compile(r"\d{1,4}|(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z./-]*")
+
+
 def parse_gpus(text: str | None) -> list[str]:
     """``--gpus 0,1,3`` as a list of ids (indices or UUIDs).
 
     Raises:
-        ConfigError: an empty id or an id given twice.
+        ConfigError: an empty id, one that is neither an index nor a GPU/MIG UUID, or an id given twice.
     """
     if text is None:
         return []
     ids = [g.strip() for g in text.split(",")]
     if not text.strip() or any(not g for g in ids):
         raise ConfigError(f"--gpus {text!r}: expected GPU ids separated by commas, e.g. --gpus 0,1")
+    bad = [g for g in ids if not _GPU_ID.fullmatch(g)]
+    if bad:
+        raise ConfigError(
+            f"--gpus {text!r}: {bad[0]!r} is not a GPU id; expected indices as nvidia-smi / rocm-smi list them "
+            "(0,1,...) or UUIDs (GPU-..., MIG-...)"
+        )
     twice = sorted({g for g in ids if ids.count(g) > 1})
     if twice:
         raise ConfigError(f"--gpus {text!r}: GPU {twice[0]} is given twice (one point runs per GPU at a time)")
@@ -319,9 +330,12 @@ def make_executor(
         return SlurmExecutor(jobs=jobs, wait=wait, sbatch_args=sbatch_args)
     if name != "local":
         raise ConfigError(f"--executor {name!r}: expected one of {', '.join(EXECUTORS)}")
-    for given, option in ((wait, "--wait"), (bool(sbatch_args), "--sbatch-arg")):
-        if given:
-            raise ConfigError(f"{option}: only for --executor slurm (the local executor runs the points and waits)")
+    if wait:
+        raise ConfigError("--wait: only for --executor slurm (the local executor runs the points and waits anyway)")
+    if sbatch_args:
+        raise ConfigError(
+            "--sbatch-arg: only for --executor slurm (options for sbatch; the local executor submits nothing)"
+        )
     if profiles and not gpus and jobs is not None and jobs > 1:
         raise ConfigError(
             f"--jobs {jobs} without --gpus would profile {jobs} points on the same GPU at once; give the GPUs to "

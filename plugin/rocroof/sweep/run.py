@@ -161,6 +161,7 @@ def default_profiler(spec: ProfilerSpec) -> Profiler:
         cache_control=o.get("cache_control", "all"),
         nvtx_include=o.get("nvtx_include", ()),
         nsys=o.get("nsys"),
+        bandwidth_probe=o.get("bandwidth_probe", True),
     )
 
 
@@ -488,7 +489,7 @@ class PointRunner:
         def on_run(i: int, total: int, run: PlannedRun) -> None:
             if slot.cancel.is_set():
                 raise PointInterrupted()
-            doing = "export" if run.kind == "export" else "profile"
+            doing = {"export": "export", "probe": "bandwidth probe"}.get(run.kind, "profile")
             self._stage(point, slot, f"{run.label}: {doing} ({i + 1}/{total})")
 
         execute(plan, list(point.command), runner=self.runner or cancellable_runner(slot.cancel), on_run=on_run)

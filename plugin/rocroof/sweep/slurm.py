@@ -48,6 +48,7 @@ from ..errors import ConfigError, RocroofError
 from ..store import is_url
 from .executors import EventSink, PointWork, SweepEvent
 from .spec import Sweep, slurm_own_option
+from .text import shown_db
 
 if TYPE_CHECKING:
     from .expand import Point
@@ -606,7 +607,7 @@ class SweepStatus:
             ]
         if self.queue_error:
             lines.append(f"  Slurm could not be asked ({self.queue_error}): states from the database and status files")
-        lines.append(f"  database {self.db}")
+        lines.append(f"  database {shown_db(self.db)}")
         return "\n".join(lines)
 
     def summary(self) -> str:

@@ -58,7 +58,7 @@ SLURM_OWN_SHORT = {"-a": "--array", "-o": "--output", "-e": "--error", "-D": "--
 #: Options of each profiler (``profiler: {name: ..., <option>: ...}``).
 PROFILER_OPTIONS: dict[str, tuple[str, ...]] = {
     "rocprofv3": ("counters", "output_format", "arch", "sidecar"),
-    "ncu": ("counters", "cache_control", "nvtx_include", "nsys", "arch", "sidecar"),
+    "ncu": ("counters", "cache_control", "nvtx_include", "nsys", "arch", "sidecar", "bandwidth_probe"),
     "replay": ("capture", "arch"),
 }
 #: Options that do not change what is measured, left out of the point id.
@@ -131,8 +131,8 @@ class ProfilerSpec:
     Attributes:
         name: ``rocprofv3``, ``ncu`` or ``replay``.
         options: the validated options: ``counters`` (str), ``output_format``, ``cache_control``,
-            ``nsys``, ``arch`` (str), ``nvtx_include`` (tuple of str), ``sidecar`` (bool), ``capture``
-            (replay: the capture directory template).
+            ``nsys``, ``arch`` (str), ``nvtx_include`` (tuple of str), ``sidecar``, ``bandwidth_probe`` (bool),
+            ``capture`` (replay: the capture directory template).
     """
 
     name: str
@@ -246,8 +246,26 @@ def key_text(key: KeyPath) -> str:
     return out
 
 
+#: Most points one sweep file may expand to (matrix combinations x repeats): far above a real
+#: campaign (50 models x a few sizes x env sets), far below what would exhaust memory.
+MAX_POINTS = 100_000
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without aliases: ``*name`` could multiply a small file into gigabytes."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:  # type: ignore[override]
+        """Refuse an alias (with its line) before it is composed."""
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not supported in sweep files; write the values out", event.start_mark
+            )
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+
+
 def _parse(path: Path, text: str) -> _Doc:
-    loader = yaml.SafeLoader(text)
+    loader = _NoAliasLoader(text)
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
@@ -370,6 +388,16 @@ def load_sweep(path: str | Path) -> Sweep:
     matrix = _matrix(doc, data.get("matrix"))
     command = _command(doc, data.get("command"), "command" in data, profiler)
     repeats = _repeats(doc, data.get("repeats", 1), profiler)
+    combinations = 1
+    for axis in matrix:
+        combinations *= max(1, len(axis.entries))
+    if combinations * repeats > MAX_POINTS:
+        where = ("repeats",) if repeats > MAX_POINTS else ("matrix",)
+        raise doc.error(
+            where,
+            f"expands to {combinations:,} combination(s) x {repeats:,} repeat(s) = {combinations * repeats:,} points; "
+            f"a sweep file may hold at most {MAX_POINTS:,} (split it into several files)",
+        )
     labels = _labels(doc, data.get("labels"), matrix)
     out = Path(_string(doc, ("out",), data["out"], "a directory path")) if "out" in data else None
     db = _string(doc, ("db",), data["db"], "a database file or URL") if "db" in data else None
@@ -462,7 +490,7 @@ def _profiler(doc: _Doc, value: Any, given: bool) -> ProfilerSpec:
         elif opt == "nvtx_include":
             items = v if isinstance(v, list) else [v]
             options[opt] = tuple(_string(doc, k, e, "an NVTX range expression (or a list of them)") for e in items)
-        elif opt == "sidecar":
+        elif opt in ("sidecar", "bandwidth_probe"):
             if not isinstance(v, bool):
                 raise doc.error(k, f"expected true or false, got {doc.describe(k, v)}")
             options[opt] = v

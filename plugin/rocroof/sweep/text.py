@@ -23,6 +23,19 @@ STATUS_WORD = {
 }
 
 
+def shown_db(db: object) -> str:
+    """A database file or URL as it may be printed (logs, terminals): a URL's password hidden."""
+    text = str(db)
+    if "://" not in text:
+        return text
+    try:
+        import sqlalchemy as sa
+
+        return sa.make_url(text).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy parses: drop what could be a password
+        return text.split("@", 1)[-1] if "@" in text else text
+
+
 def _pairs(labels: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in labels.items())
 
@@ -42,7 +55,7 @@ def header(sweep: Sweep, points: Sequence[Point], db: str, gpus: Sequence[str] =
         total += f" = {len(combos)} combination(s) x {len(repeats)} repeats"
     lines = [
         f"Sweep {sweep.name} ({sweep.path}): {total}; profiler {_profiler_text(sweep)}; on_error {sweep.on_error}",
-        f"  database {db}; runs labelled sweep={sweep.name} sweep_point=<point>"
+        f"  database {shown_db(db)}; runs labelled sweep={sweep.name} sweep_point=<point>"
         + (f" {_pairs(sweep.labels)}" if sweep.labels else ""),
     ]
     if not sweep.profiler.replay:
@@ -116,4 +129,4 @@ def summary_counts(outcome: SweepOutcome) -> str:
         parts.append(f"{c['not-run']} not run")
     if c["submitted"]:
         parts.append(f"{c['submitted']} submitted (queued or running as batch jobs)")
-    return f"{', '.join(parts)} in {outcome.seconds:.1f} s; database {outcome.db}"
+    return f"{', '.join(parts)} in {outcome.seconds:.1f} s; database {shown_db(outcome.db)}"
