@@ -62,18 +62,6 @@ def _db_in_args(args: Sequence[str]) -> str | None:
     return _shown_db(env) if env else None
 
 
-def _shown_db(target: str) -> str:
-    """A database file or URL as it may be printed: a URL's password hidden."""
-    if "://" not in target:
-        return target
-    try:
-        import sqlalchemy as sa
-
-        return sa.make_url(target).render_as_string(hide_password=True)
-    except Exception:  # not a URL after all: print it as given
-        return target
-
-
 def _printable(text: str) -> str:
     """Text any terminal can print: undecodable bytes of file names become ``\\xNN``."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

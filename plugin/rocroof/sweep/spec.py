@@ -254,14 +254,14 @@ MAX_POINTS = 100_000
 class _NoAliasLoader(yaml.SafeLoader):
     """PyYAML's safe loader without aliases: ``*name`` could multiply a small file into gigabytes."""
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:  # type: ignore[override]
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         """Refuse an alias (with its line) before it is composed."""
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise yaml.composer.ComposerError(
                 None, None, "aliases (*name) are not supported in sweep files; write the values out", event.start_mark
             )
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        return super().compose_node(parent, index)
 
 
 def _parse(path: Path, text: str) -> _Doc:
