@@ -488,12 +488,12 @@ def test_status_without_a_submission_reads_the_database(tmp_path: Path) -> None:
     assert CliRunner().invoke(cli, ["sweep", str(path), "--point", expand(sweep)[1].id, "--db", str(db)]).exit_code == 0
     status = sweep_status(sweep, expand(sweep), db=str(db), default_db="unused.db")
     assert [(s.state, s.run_id) for s in status.states] == [
-        ("not submitted", None),
+        ("not run", None),  # nothing was submitted: a local sweep that has not run them yet
         ("done", 1),
-        ("not submitted", None),
+        ("not run", None),
     ]
     assert status.heading().startswith(f"Sweep replay: no Slurm submission recorded under {Path('out') / 'slurm'}")
-    assert status.summary() == "1 done, 2 not submitted"
+    assert status.summary() == "1 done, 2 not run"
 
 
 def test_slurm_executor_options() -> None:
@@ -651,3 +651,21 @@ def test_a_failing_point_shows_failed_with_its_reason(
     assert task_states(sub.job) == {0: "COMPLETED", 1: "FAILED"}  # the failed point's task exits 1
     table = CliRunner().invoke(cli, ["sweep", "status", "replay.yaml"])
     assert table.stdout.splitlines()[-1] == "1 done, 1 failed"
+
+
+def test_status_of_a_local_sweep_reads_the_point_status_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = replay_file(tmp_path, CASES)
+    sweep = load_sweep(path)
+    points = expand(sweep)
+    sweep.out.mkdir(parents=True)
+    (sweep.out / f"{points[0].id}.json").write_text(json.dumps({"state": "interrupted", "attempt": 1}))
+    (sweep.out / f"{points[1].id}.json").write_text(
+        json.dumps({"state": "profiling", "attempt": 1, "updated": "2026-11-30T14:48:27+00:00"})
+    )
+    status = sweep_status(sweep, points, db=str(tmp_path / "none.db"), default_db="unused.db")
+    assert [(s.state, s.detail) for s in status.states] == [
+        ("not run", "interrupted; a rerun resumes it"),
+        ("unknown", "profiling since 2026-11-30T14:48:27+00:00 and not stored (still running?)"),
+        ("not run", ""),
+    ]

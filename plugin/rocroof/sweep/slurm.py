@@ -635,7 +635,9 @@ def sweep_status(sweep: Sweep, points: Sequence[Point], *, db: str | None, defau
 
     Returns:
         One :class:`PointState` per point. Points outside the last array are ``done``,
-        ``failed`` (their status file says so) or ``not submitted``.
+        ``failed`` (their status file says so), ``not run`` (interrupted, or never started when
+        nothing was submitted), ``unknown`` (a status file left at profiling: a process still
+        running, or one killed) or ``not submitted``.
 
     Raises:
         SchemaError: a database that cannot be read.
@@ -665,8 +667,15 @@ def sweep_status(sweep: Sweep, points: Sequence[Point], *, db: str | None, defau
             states.append(PointState(p, "done", stored[p.id]))
         elif status.get("state") == "failed":
             states.append(PointState(p, "failed", None, "", str(status.get("error") or "failed")))
+        elif status.get("state") == "interrupted":
+            states.append(PointState(p, "not run", None, "", "interrupted; a rerun resumes it"))
+        elif status.get("state") in ("profiling", "captured"):
+            when = status.get("updated") or "?"
+            states.append(
+                PointState(p, "unknown", None, "", f"{status['state']} since {when} and not stored (still running?)")
+            )
         else:
-            states.append(PointState(p, "not submitted"))
+            states.append(PointState(p, "not submitted" if sub is not None else "not run"))
     return SweepStatus(sweep, target, sub, states, queue_error)
 
 
