@@ -709,6 +709,10 @@ def test_a_point_interrupted_before_its_ingest_resumes_without_profiling_again(
     again = run(path, db, second)
     assert [r.status for r in again.results] == ["done", "done"]
     assert second.models() == ["b.gguf"] * 3  # a's finished capture was only ingested
+    assert again.results[0].detail == (
+        f"ingested the capture already in {tmp_path / 'out' / a.id} (not profiled again; remove it to re-profile)"
+    )
+    assert again.results[1].detail == ""
     assert read_status(again.sweep, a)["state"] == "done"
     assert not (tmp_path / "out" / "attempts").exists()
 

@@ -423,6 +423,7 @@ class PointRunner:
     def _run(self, point: Point, slot: Slot, result: Callable[..., PointResult]) -> PointResult:
         replay = self.sweep.profiler.replay
         attempt = 1
+        reused = ""
         try:
             rid = stored_points(self.db, [point.id]).get(point.id)
             if rid is not None:
@@ -430,7 +431,11 @@ class PointRunner:
             if replay:
                 capture = point.capture_dir
             else:
+                left = read_status(self.sweep, point).get("state")
+                fresh = not capture_complete(point.capture_dir) or left == "failed"
                 capture, attempt = self._capture(point, slot)
+                if not fresh:
+                    reused = f"ingested the capture already in {capture} (not profiled again; remove it to re-profile)"
             if slot.cancel.is_set():
                 raise PointInterrupted()
             self._stage(point, slot, "ingesting")
@@ -455,7 +460,7 @@ class PointRunner:
             _write_status(self.sweep, point, state="failed", attempt=attempt, gpu=slot.gpu, error=detail)
             return result("failed", detail=detail)
         _write_status(self.sweep, point, state="done", attempt=attempt, gpu=slot.gpu, run_id=run_id)
-        return result("done", run_id=run_id)
+        return result("done", run_id=run_id, detail=reused)
 
     def _stage(self, point: Point, slot: Slot, text: str) -> None:
         self.on_event(SweepEvent("stage", point, text, gpu=slot.gpu))

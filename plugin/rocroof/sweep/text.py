@@ -91,7 +91,10 @@ def result_line(result: PointResult) -> str:
     p = result.point
     values = _pairs(p.params)
     gpu = f" [gpu {result.gpu}]" if result.gpu is not None else ""
-    tail = f"run {result.run_id}" if result.status == "done" else result.detail or STATUS_WORD[result.status]
+    if result.status == "done":
+        tail = f"run {result.run_id}" + (f"; {result.detail}" if result.detail else "")
+    else:
+        tail = result.detail or STATUS_WORD[result.status]
     secs = f" ({result.seconds:.1f} s)" if result.seconds is not None and result.status != "skipped" else ""
     return f"{STATUS_WORD[result.status]:<7} {p.id}{gpu} {values}: {tail}{secs}"
 
