@@ -35,7 +35,10 @@ def test_parse_range_name_with_colons_and_spaces() -> None:
 
 def test_parse_range_empty_name_and_big_invocation() -> None:
     assert parse_range("ggml:ADD::3") == GgmlRange(op="ADD", node_name="", invocation=3)
-    assert parse_range("ggml:ADD:x:18446744073709551615") == GgmlRange("ADD", "x", 2**64 - 1)
+    assert parse_range("ggml:ADD:x:9223372036854775807") == GgmlRange("ADD", "x", 2**63 - 1)
+    # beyond what the store's 64-bit invocation column holds: a plain marker, not a ggml range
+    assert parse_range("ggml:ADD:x:9223372036854775808") is None
+    assert parse_range("ggml:ADD:x:18446744073709551615") is None
 
 
 @pytest.mark.parametrize(

@@ -143,8 +143,9 @@ def test_merge_on_the_command_line(two_dbs: tuple[str, str], tmp_path: Path) -> 
     result = CliRunner().invoke(cli, ["merge", a, b, "--into", target])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    # 20 rows: 1 label, 1 note, 1 setting, 2 passes, 3 op invocations, 5 dispatches, 4 traffic rows, 3 counters
-    assert lines[0] == f"Copied run 1 of {a} (/captures/hand-made) as run 1 (20 rows)"
+    # 23 rows: 1 label, 1 note, 1 setting, 2 passes, 3 op invocations, 5 dispatches, 4 traffic rows, 3 counters,
+    # 3 op_total rows (MUL_MAT, ADD and the unattributed dispatch)
+    assert lines[0] == f"Copied run 1 of {a} (/captures/hand-made) as run 1 (23 rows)"
     assert lines[3] == f"Skipped run 2 of {b} (/captures/hand-made): already stored as run 2 (same content)"
     assert lines[-1] == f"Merged 3 run(s) into {target} (run ids 1–3); skipped 1 already there."
     again = CliRunner().invoke(cli, ["merge", a, "--into", target])

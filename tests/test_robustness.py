@@ -15,6 +15,7 @@ import os
 import queue
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -31,6 +32,7 @@ from rocroof.readers import MANIFEST, ggml_meta, read_capture
 from rocroof.readers import rocprof_compute as rc
 
 from . import synthetic
+from .parallel import ingest_at_once
 from .synthetic import of_run, row_counts, run_ids
 
 REPO = Path(__file__).resolve().parents[1]
@@ -237,6 +239,35 @@ def test_two_ingests_of_one_capture_at_once_store_it_once(tmp_path: Path, cache:
     assert "already stored" in loser or "stored by another ingest meanwhile" in loser, loser
     assert "Traceback" not in loser
     assert len(run_ids(row_counts(db))) == 1
+
+
+def test_four_processes_ingesting_into_one_new_sqlite_file_lose_nothing(tmp_path: Path, cache: Path) -> None:
+    """Four writers at once into a file that does not exist yet (WAL, busy timeout, retries): every run
+    is stored whole, as four ingests one after the other store them."""
+    captures = [
+        synthetic.capture("csv", 1_500, cache),
+        synthetic.capture("rocpd", 1_200, cache),
+        synthetic.capture("nvidia", 900, cache),
+        synthetic.capture("csv", 700, cache),
+    ]
+    db = tmp_path / "shared.db"
+    outputs = ingest_at_once(str(db), captures, tmp_path / "sync")
+    assert sorted(int(o.split()[1]) for o in outputs) == [1, 2, 3, 4], outputs
+    together = row_counts(db)
+    sequential = tmp_path / "one-by-one.db"
+    for i, capture in enumerate(captures):
+        code, out = cli_run("ingest", capture, "--db", sequential, "--label", f"worker={i}")
+        assert code == 0, out
+    one_by_one = row_counts(sequential)
+    # the same rows for the same capture, whatever run id the race gave it
+    by_capture = {
+        str(capture): of_run(together, int(o.split()[1])) for capture, o in zip(captures, outputs, strict=True)
+    }
+    for i, capture in enumerate(captures):
+        assert by_capture[str(capture)] == of_run(one_by_one, i + 1), capture
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
 
 
 # ---- YAML and JSON are parsed safely ----------------------------------------------------------------

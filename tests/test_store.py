@@ -669,3 +669,86 @@ def test_a_writer_waits_for_another_process_and_says_so_when_it_waits_too_long(
         other.execute("ROLLBACK")
         other.close()
     assert _counts(db_path)["run"] == 2
+
+
+# ---- 0003 and 0004: counter tables without rowid, op_total ----------------------------------------------
+
+
+def _old_layout(db_path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """A database as rocroof wrote it before 0003: counter tables with a rowid, ix_counter_name, no op_total."""
+    store = Store(db_path)
+    store.write_run(_frames(sha="1" * 64))
+    store.write_run(_frames(sha="2" * 64))
+    store.close()
+    with connect(db_path) as conn:
+        kept = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3").fetchall() for t in ("counter_value", "run")}
+        for name in ("counter_value", "counter_instance"):
+            (ddl,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+            conn.execute(f"ALTER TABLE {name} RENAME TO old_{name}")
+            conn.execute(ddl.replace("WITHOUT ROWID", ""))
+            conn.execute(f"INSERT INTO {name} SELECT * FROM old_{name}")
+            conn.execute(f"DROP TABLE old_{name}")
+        conn.execute("CREATE INDEX ix_counter_name ON counter_value (run_id, counter_name)")
+        conn.execute("CREATE INDEX ix_dispatch_kernel ON dispatch (run_id, kernel_name)")
+        conn.execute("DROP TABLE op_total")
+        conn.execute("DELETE FROM rocroof_migration WHERE name IN ('0003_counter_tables', '0004_op_total')")
+        conn.commit()
+    return kept
+
+
+def test_0003_and_0004_rebuild_the_counter_tables_and_fill_op_total(db_path: Path) -> None:
+    kept = _old_layout(db_path)
+    with pytest.raises(SchemaError, match="2 pending"):
+        Store(db_path, read_only=True).check()
+    assert Store(db_path).upgrade() == ["0003_counter_tables", "0004_op_total"]
+    with connect(db_path) as conn:
+        for name in ("counter_value", "counter_instance"):
+            (ddl,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+            assert "WITHOUT ROWID" in ddl, ddl
+        gone = "SELECT name FROM sqlite_master WHERE name IN ('ix_counter_name', 'ix_dispatch_kernel')"
+        assert conn.execute(gone).fetchall() == []
+        assert conn.execute("SELECT * FROM counter_value ORDER BY 1, 2, 3").fetchall() == kept["counter_value"]
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        cols = ", ".join(schema.OP_TOTAL_COLUMNS)
+        stored = conn.execute(f"SELECT {cols} FROM op_total ORDER BY run_id, row_index").fetchall()
+        view = conn.execute(f"SELECT {cols} FROM op_summary ORDER BY run_id, op").fetchall()
+    assert stored == view and {r[0] for r in stored} == {1, 2}
+    # a new run after the upgrade is stored and summed like the others
+    assert Store(db_path).write_run(_frames(sha="3" * 64)) == 3
+
+
+def test_op_total_holds_the_op_summary_of_each_run_and_the_report_reads_it(db_path: Path) -> None:
+    store = Store(db_path)
+    rid = store.write_run(_frames())
+    ro = Store(db_path, read_only=True)
+    cols = ", ".join(schema.OP_TOTAL_COLUMNS)
+    stored = ro.query(f"SELECT {cols} FROM op_total WHERE run_id = {rid} ORDER BY row_index")
+    view = ro.query(f"SELECT {cols} FROM op_summary WHERE run_id = {rid} ORDER BY op")
+    pd.testing.assert_frame_equal(stored, view)
+    # worked out by hand (the _frames comment): MUL_MAT has 2 invocations and 2 dispatches, ADD 1, one unattributed
+    assert stored["op"].tolist()[1:] == ["ADD", "MUL_MAT"] and pd.isna(stored["op"][0])
+    assert stored["dispatches"].tolist() == [1, 1, 2] and stored["invocations"].tolist() == [0, 1, 2]
+    report = build_report(ro, rid, by="op")
+    by_op = report.rows.set_index("op")
+    assert by_op.loc["MUL_MAT", "dispatches"] == 2 and by_op.loc["MUL_MAT", "invocations"] == 2
+    # without its op_total rows (a database written before they existed), the report sums the view
+    with connect(db_path) as conn:
+        conn.execute("DELETE FROM op_total")
+        conn.commit()
+    again = build_report(Store(db_path, read_only=True), rid, by="op")
+    pd.testing.assert_frame_equal(report.rows, again.rows)
+
+
+def test_a_read_only_store_cannot_write_even_past_the_authorizer(db_path: Path) -> None:
+    """rocroof query's store is read-only at the connection itself (mode=ro, query_only), not only by the authorizer."""
+    Store(db_path).write_run(_frames())
+    before = db_path.read_bytes()
+    ro = Store(db_path, read_only=True)
+    with ro.engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        assert isinstance(raw, sqlite3.Connection)
+        for sql in ("DELETE FROM run", "CREATE TABLE x (a INTEGER)", "PRAGMA user_version = 7"):
+            with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|query_only"):
+                raw.execute(sql)
+    ro.close()
+    assert db_path.read_bytes() == before

@@ -40,8 +40,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .markers import is_reset, parse_fused, parse_range
-from .records import Note, PassData
+from .markers import is_reset, parse_fused, parse_ranges
+from .memory import release_free_memory
+from .records import Note, PassData, match_rows
 
 #: Methods where the profiler recorded the dispatch's innermost range itself.
 REGION_METHODS = ("kernel_rename", "nvtx_stack")
@@ -73,12 +74,19 @@ class PassAttribution:
             the ranges open around them).
         fused: ``{invocation: (op_list, node_names)}`` from ``ggml-fused:`` marks.
         methods: dispatch count per method.
+        marker_invocation: per marker row, the ggml invocation of a ggml range (``<NA>`` for
+            other markers), as :func:`rocroof.markers.parse_range` reads the message.
+        marker_op: per marker row, the op of a ggml range (None for other markers).
+        marker_node: per marker row, the node name of a ggml range (None for other markers).
     """
 
     dispatch: pd.DataFrame
     marker_depth: pd.Series
     fused: dict[int, tuple[str, list[str]]] = field(default_factory=dict)
     methods: dict[str, int] = field(default_factory=dict)
+    marker_invocation: pd.Series | None = None
+    marker_op: np.ndarray | None = None
+    marker_node: np.ndarray | None = None
 
 
 def _sweep(
@@ -89,7 +97,8 @@ def _sweep(
     Ranges are closed intervals ``[start, end]`` in ns. Returns ``(seg_start, seg_inner,
     seg_inner_ggml, depth)``: segment k covers ``[seg_start[k], seg_start[k+1])``; inner
     indexes are positions in the input arrays (-1 = none); ``depth[i]`` is the number of
-    ranges that contain range i. O(R log R + R * D) for nesting depth D.
+    ranges that contain range i. O(R log R + R * D) for nesting depth D: one sort, then one
+    pass over the 2R open/close events with the open ranges on a stack.
 
     Back-to-back ranges may share a boundary (``end[a] == start[b]``): both contain that
     instant, so a is still open when b opens, but a does not contain b and does not count
@@ -103,44 +112,62 @@ def _sweep(
     # among opens, the longer (outer) range first so the inner one ends up innermost
     lengths = np.concatenate([-(ends - starts), np.zeros(n, dtype=ends.dtype)])
     order = np.lexsort((lengths, -kinds, times))
+    end_of = ends.tolist()
+    ggml = is_ggml.tolist()
     open_ids: list[int] = []
     open_ggml: list[int] = []
     depth = np.zeros(n, dtype=np.int64)
-    seg_start: list[int] = []
-    seg_inner: list[int] = []
-    seg_ggml: list[int] = []
-    for k in order:
-        t, kind, i = int(times[k]), int(kinds[k]), int(ids[k])  # numpy scalars -> int
-        if kind == 0:
-            # open ranges started at or before this one; they contain it if they end no earlier
-            depth[i] = sum(1 for j in open_ids if ends[j] >= ends[i])
-            open_ids.append(i)
-            if is_ggml[i]:
-                open_ggml.append(i)
-        else:
-            if open_ids and open_ids[-1] == i:
-                open_ids.pop()
+    seg_start = np.empty(2 * n, dtype=np.int64)
+    seg_inner = np.empty(2 * n, dtype=np.int64)
+    seg_ggml = np.empty(2 * n, dtype=np.int64)
+    segments = 0
+    last = None
+    # the events a block at a time: Python ints for one block only, segments straight into arrays
+    for lo in range(0, 2 * n, _SWEEP_BLOCK):
+        block = order[lo : lo + _SWEEP_BLOCK]
+        out_start: list[int] = []
+        out_inner: list[int] = []
+        out_ggml: list[int] = []
+        for t, kind, i in zip(times[block].tolist(), kinds[block].tolist(), ids[block].tolist(), strict=True):
+            if kind == 0:
+                # open ranges started at or before this one; they contain it if they end no earlier
+                e = end_of[i]
+                depth[i] = sum(1 for j in open_ids if end_of[j] >= e)
+                open_ids.append(i)
+                if ggml[i]:
+                    open_ggml.append(i)
             else:
-                open_ids.remove(i)
-            if is_ggml[i]:
-                if open_ggml and open_ggml[-1] == i:
-                    open_ggml.pop()
+                if open_ids and open_ids[-1] == i:
+                    open_ids.pop()
                 else:
-                    open_ggml.remove(i)
-        inner = open_ids[-1] if open_ids else -1
-        inner_g = open_ggml[-1] if open_ggml else -1
-        if seg_start and seg_start[-1] == t:
-            seg_inner[-1], seg_ggml[-1] = inner, inner_g
-        else:
-            seg_start.append(t)
-            seg_inner.append(inner)
-            seg_ggml.append(inner_g)
-    return (
-        np.asarray(seg_start, dtype=np.int64),
-        np.asarray(seg_inner, dtype=np.int64),
-        np.asarray(seg_ggml, dtype=np.int64),
-        depth,
-    )
+                    open_ids.remove(i)
+                if ggml[i]:
+                    if open_ggml and open_ggml[-1] == i:
+                        open_ggml.pop()
+                    else:
+                        open_ggml.remove(i)
+            inner = open_ids[-1] if open_ids else -1
+            inner_g = open_ggml[-1] if open_ggml else -1
+            if last == t:  # events at one instant make one segment: the last state wins
+                if out_start:
+                    out_inner[-1], out_ggml[-1] = inner, inner_g
+                else:
+                    seg_inner[segments - 1], seg_ggml[segments - 1] = inner, inner_g
+            else:
+                out_start.append(t)
+                out_inner.append(inner)
+                out_ggml.append(inner_g)
+                last = t
+        k = len(out_start)
+        seg_start[segments : segments + k] = out_start
+        seg_inner[segments : segments + k] = out_inner
+        seg_ggml[segments : segments + k] = out_ggml
+        segments += k
+    return seg_start[:segments].copy(), seg_inner[:segments].copy(), seg_ggml[:segments].copy(), depth
+
+
+#: Open/close events of :func:`_sweep` turned into Python values at a time.
+_SWEEP_BLOCK = 1 << 16
 
 
 def _match_launches(d: pd.DataFrame, launches: pd.DataFrame, todo: np.ndarray) -> tuple[np.ndarray, Any, Any]:
@@ -148,180 +175,190 @@ def _match_launches(d: pd.DataFrame, launches: pd.DataFrame, todo: np.ndarray) -
 
     Correlation ids are per process (each process counts its own API calls), so a dispatch
     matches the call with its (process, correlation id); the process is ignored only where
-    the dispatch or the call does not record it.
+    the dispatch or the call does not record it. When several calls share a key, the first one
+    (in ``launches`` order) is the launch. A sort-based join (:func:`rocroof.records.match_rows`).
 
     Returns:
-        ``(rows, start_ns, thread_id)``: matched dispatch positions, with the host start time
-        and thread of their launching call.
+        ``(rows, start_ns, thread_id)``: matched dispatch positions (ascending), with the host
+        start time and thread of their launching call (nullable ``Int64``).
     """
-    key = pd.DataFrame(
-        {
-            "row": np.arange(len(d), dtype=np.int64),
-            "process_id": d["process_id"].astype("Int64").to_numpy(),
-            "correlation_id": d["correlation_id"].astype("Int64").to_numpy(),
-        }
-    )
-    key = key[todo & key["correlation_id"].notna().to_numpy()]
-    calls = launches.loc[launches["correlation_id"].notna(), ["process_id", "correlation_id", "start_ns", "thread_id"]]
-    calls = calls.astype({"process_id": "Int64", "correlation_id": "Int64"})
-    known = key["process_id"].notna()
-    exact = key[known].merge(
-        calls[calls["process_id"].notna()].drop_duplicates(["process_id", "correlation_id"]),
-        on=["process_id", "correlation_id"],
-        how="inner",
-    )
-    loose = pd.concat(
-        [
-            # dispatch process unknown: any call with that id (the first one)
-            key[~known]
-            .drop(columns="process_id")
-            .merge(calls.drop_duplicates("correlation_id").drop(columns="process_id"), on="correlation_id"),
-            # call process unknown
-            key[known]
-            .drop(columns="process_id")
-            .merge(
-                calls[calls["process_id"].isna()].drop_duplicates("correlation_id").drop(columns="process_id"),
-                on="correlation_id",
-            ),
-        ],
-        ignore_index=True,
-    )
-    loose = loose[~loose["row"].isin(exact["row"])]
-    hits = pd.concat([exact.drop(columns="process_id"), loose], ignore_index=True).drop_duplicates("row")
-    hits = hits.sort_values("row")
-    return hits["row"].to_numpy(dtype=np.int64), hits["start_ns"].to_numpy(), hits["thread_id"].to_numpy()
+    d_corr = d["correlation_id"].astype("Int64")
+    rows = np.flatnonzero(todo & d_corr.notna().to_numpy(dtype=bool))
+    c_corr = launches["correlation_id"].astype("Int64")
+    calls = np.flatnonzero(c_corr.notna().to_numpy(dtype=bool))
+    empty = np.zeros(0, dtype=np.int64)
+    if not len(rows) or not len(calls):
+        return empty, pd.array(empty, dtype="Int64"), pd.array(empty, dtype="Int64")
+    d_pid = d["process_id"].astype("Int64")
+    c_pid = launches["process_id"].astype("Int64")
+    corr_r = d_corr.to_numpy(dtype=np.int64, na_value=0)[rows]
+    corr_c = c_corr.to_numpy(dtype=np.int64, na_value=0)[calls]
+    pid_r = d_pid.to_numpy(dtype=np.int64, na_value=0)[rows]
+    pid_c = c_pid.to_numpy(dtype=np.int64, na_value=0)[calls]
+    known_r = d_pid.notna().to_numpy(dtype=bool)[rows]
+    known_c = c_pid.notna().to_numpy(dtype=bool)[calls]
+    hit = np.full(len(rows), -1, dtype=np.int64)
+    if known_r.any() and known_c.any():  # process known on both sides
+        among = np.flatnonzero(known_c)
+        found = match_rows([pid_c[among], corr_c[among]], [pid_r[known_r], corr_r[known_r]])
+        hit[known_r] = np.where(found >= 0, among[np.clip(found, 0, None)], -1)
+    if (~known_r).any():  # dispatch process unknown: any call with that id
+        hit[~known_r] = match_rows([corr_c], [corr_r[~known_r]])
+    loose = known_r & (hit < 0)
+    if loose.any() and (~known_c).any():  # call process unknown
+        among = np.flatnonzero(~known_c)
+        found = match_rows([corr_c[among]], [corr_r[loose]])
+        hit[loose] = np.where(found >= 0, among[np.clip(found, 0, None)], -1)
+    matched = hit >= 0
+    picked = calls[hit[matched]]
+    start = launches["start_ns"].astype("Int64").array[picked]
+    thread = launches["thread_id"].astype("Int64").array[picked]
+    return rows[matched], start, thread
 
 
-def _rows_or_na(rows: np.ndarray) -> Any:
-    """Marker rows as a nullable integer array, -1 becoming ``<NA>``."""
-    arr = pd.array(rows, dtype="Int64")
-    arr[rows < 0] = pd.NA
-    return arr
+#: The thread key of a missing thread id (see :func:`_thread_keys`).
+_NO_THREAD = np.iinfo(np.int64).min
 
 
-def _thread_key(pid: pd.Series, tid: pd.Series) -> pd.Series:
-    """Threads are matched on the thread id alone.
+def _thread_keys(tid: pd.Series) -> np.ndarray:
+    """Threads are matched on the thread id alone, as int64 keys (missing ids share one key).
 
     Linux thread ids are unique host-wide, and not every source records the pid.
     """
-    return tid.astype("Int64").astype(str)
+    keys: np.ndarray = tid.astype("Int64").to_numpy(dtype=np.int64, na_value=_NO_THREAD)
+    return keys
+
+
+def _int64_or_na(values: np.ndarray, known: np.ndarray) -> Any:
+    """A nullable ``Int64`` array of ``values``, ``<NA>`` where not ``known``."""
+    return pd.arrays.IntegerArray(values.astype(np.int64, copy=False), ~known)
 
 
 def attribute_pass(p: PassData) -> PassAttribution:
     """Attribute the dispatches of one pass to marker ranges and ggml op invocations.
+
+    Every step is vectorised over the pass's dispatches and markers: O((N + M) log M) for N
+    dispatches and M markers (a sort of each thread's ranges, a binary search per dispatch),
+    plus O(M * D) for the nesting depth D of the ranges.
 
     Returns:
         The :class:`PassAttribution` of the pass.
     """
     d = p.dispatches
     n = len(d)
-    out = pd.DataFrame(
-        {
-            "range_row": pd.array([pd.NA] * n, dtype="Int64"),
-            "ggml_range_row": pd.array([pd.NA] * n, dtype="Int64"),
-            "invocation": d["invocation"].astype("Int64").reset_index(drop=True),
-            "op": pd.Series([None] * n, dtype=object),
-            "node_name": pd.Series([None] * n, dtype=object),
-            "kernel_ordinal": pd.array([pd.NA] * n, dtype="Int64"),
-            "launch_ns": pd.array([pd.NA] * n, dtype="Int64"),
-            "method": pd.Series(["none"] * n, dtype=object),
-        }
-    )
-    out.loc[out["invocation"].notna(), "method"] = "profiler"
+    given = d["invocation"].astype("Int64").reset_index(drop=True)
+    has_inv = np.array(given.notna().to_numpy(dtype=bool))  # copies: pandas hands out read-only views
+    invocation = np.array(given.to_numpy(dtype=np.int64, na_value=0))
+    range_row = np.full(n, -1, dtype=np.int64)
+    ggml_row = np.full(n, -1, dtype=np.int64)
+    op = np.full(n, None, dtype=object)
+    node_name = np.full(n, None, dtype=object)
+    launch_ns = np.zeros(n, dtype=np.int64)
+    launched = np.zeros(n, dtype=bool)
+    method = np.full(n, "none", dtype=object)
+    method[has_inv] = "profiler"
 
     m = p.markers.reset_index(drop=True)
-    parsed = [parse_range(msg) if kind == "range" else None for msg, kind in zip(m["message"], m["kind"], strict=True)]
-    m_inv = pd.array([g.invocation if g else pd.NA for g in parsed], dtype="Int64")
-    m_op = [g.op if g else None for g in parsed]
-    m_name = [g.node_name if g else None for g in parsed]
-    is_ggml = np.array([g is not None for g in parsed], dtype=bool)
-    depth = pd.Series(np.zeros(len(m), dtype=np.int64))
+    kinds = m["kind"].to_numpy(dtype=object)
+    is_range_row = kinds == "range"
+    messages = m["message"].to_numpy(dtype=object)
+    is_ggml, m_inv_values, m_op, m_name = parse_ranges(np.where(is_range_row, messages, None))
+    m_inv = _int64_or_na(m_inv_values, is_ggml)
+    depth = np.zeros(len(m), dtype=np.int64)
     fused: dict[int, tuple[str, list[str]]] = {}
-    for msg, kind in zip(m["message"], m["kind"], strict=True):
-        if kind == "mark":
-            grp = parse_fused(msg)
-            if grp is not None:
-                fused[grp.invocation] = (grp.op_list, list(grp.node_names))
+    for msg in messages[kinds == "mark"].tolist():
+        grp = parse_fused(msg)
+        if grp is not None:
+            fused[grp.invocation] = (grp.op_list, list(grp.node_names))
 
-    ranges = m.index[m["kind"] == "range"].to_numpy()
+    ranges = np.flatnonzero(is_range_row)
     # innermost range / ggml range by host time, per thread: (segment starts, marker rows, ggml marker rows)
-    segments: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    segments: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     if len(ranges):
-        rkey = _thread_key(m.loc[ranges, "process_id"], m.loc[ranges, "thread_id"]).to_numpy()
-        for key in pd.unique(rkey):
-            sel = ranges[rkey == key]
-            starts = m.loc[sel, "start_ns"].to_numpy(dtype=np.int64)
-            ends = m.loc[sel, "end_ns"].to_numpy(dtype=np.int64)
-            seg_start, seg_inner, seg_ggml, dep = _sweep(starts, ends, is_ggml[sel])
-            depth.iloc[sel] = dep
-            segments[str(key)] = (
+        rkey = _thread_keys(m["thread_id"].iloc[ranges])
+        range_start = m["start_ns"].iloc[ranges].to_numpy(dtype=np.int64)
+        range_end = m["end_ns"].iloc[ranges].to_numpy(dtype=np.int64)
+        by_thread = np.argsort(rkey, kind="stable")
+        bounds = np.flatnonzero(np.diff(rkey[by_thread])) + 1
+        for group in np.split(by_thread, bounds):
+            sel = ranges[group]
+            seg_start, seg_inner, seg_ggml, dep = _sweep(range_start[group], range_end[group], is_ggml[sel])
+            depth[sel] = dep
+            segments[int(rkey[group[0]])] = (
                 seg_start,
                 np.where(seg_inner >= 0, sel[np.clip(seg_inner, 0, None)], -1),
                 np.where(seg_ggml >= 0, sel[np.clip(seg_ggml, 0, None)], -1),
             )
 
-    def locate(rows: np.ndarray, t: np.ndarray, key: str, method: str) -> None:
+    release_free_memory()  # the sweeps' temporaries
+
+    def locate(rows: np.ndarray, t: np.ndarray, key: int, how: str) -> None:
         """Attribute dispatch ``rows`` launched on thread ``key`` at host times ``t``."""
         seg_start, inner, inner_g = segments[key]
         k = np.searchsorted(seg_start, t, side="right") - 1
-        r = np.where(k >= 0, inner[np.clip(k, 0, None)], -1)
-        g = np.where(k >= 0, inner_g[np.clip(k, 0, None)], -1)
-        out.loc[rows, "range_row"] = _rows_or_na(r)
-        out.loc[rows, "ggml_range_row"] = _rows_or_na(g)
-        out.loc[rows, "method"] = method
+        range_row[rows] = np.where(k >= 0, inner[np.clip(k, 0, None)], -1)
+        ggml_row[rows] = np.where(k >= 0, inner_g[np.clip(k, 0, None)], -1)
+        method[rows] = how
 
     # 2. launch API calls, joined by correlation id
-    todo = (out["method"] == "none").to_numpy()
-    launch_thread = pd.Series(pd.array([pd.NA] * n, dtype="Int64"))
+    todo = method == "none"
+    launch_thread = np.full(n, _NO_THREAD, dtype=np.int64)
+    has_launch_thread = np.zeros(n, dtype=bool)
     if len(p.launches) and todo.any():
         rows, start, thr = _match_launches(d, p.launches, todo)
         if len(rows):
-            out.loc[rows, "launch_ns"] = pd.array(start, dtype="Int64")
-            launch_thread[rows] = pd.array(thr, dtype="Int64")
+            start_known = pd.array(start, dtype="Int64")
+            known = ~np.asarray(pd.isna(start_known), dtype=bool)
+            launch_ns[rows[known]] = start_known[known].to_numpy(dtype=np.int64)
+            launched[rows[known]] = True
+            thr_known = pd.array(thr, dtype="Int64")
+            tk = ~np.asarray(pd.isna(thr_known), dtype=bool)
+            launch_thread[rows[tk]] = thr_known[tk].to_numpy(dtype=np.int64)
+            has_launch_thread[rows[tk]] = True
+        del rows, start, thr
+        release_free_memory()  # the join's temporaries
     # 2b. --kernel-rename regions, only where no launch record exists: rocprofv3 pushes roctx marks
     # on its rename stack and never pops them (rocm-systems PR #8141), so a ggml-fused mark inside a
     # range makes that range's name stick to later kernels; the launch time is the better witness
-    region = d["region"].reset_index(drop=True)
-    has_region = (out["method"] == "none") & region.notna() & out["launch_ns"].isna()
-    if bool(has_region.any()):
-        first_row_of = {}
-        for i, (msg, g) in enumerate(zip(m["message"], parsed, strict=True)):
-            if g is not None and msg not in first_row_of:
-                first_row_of[msg] = i
-        for pos in np.flatnonzero(has_region.to_numpy()):
-            i = int(pos)
-            g = parse_range(region.iloc[i])
-            if g is None:
-                continue
-            out.at[i, "invocation"] = g.invocation
-            out.at[i, "op"] = g.op
-            out.at[i, "node_name"] = g.node_name
-            row = first_row_of.get(region.iloc[i])
-            if row is not None:
-                out.at[i, "range_row"] = row
-                out.at[i, "ggml_range_row"] = row
-            out.at[i, "method"] = p.region_method
+    region = d["region"].reset_index(drop=True).to_numpy(dtype=object)
+    has_region = (method == "none") & ~np.asarray(pd.isna(region), dtype=bool) & ~launched
+    if has_region.any():
+        candidates = np.flatnonzero(has_region)
+        r_ggml, r_inv, r_op, r_name = parse_ranges(region[candidates])
+        rows = candidates[r_ggml]
+        invocation[rows] = r_inv[r_ggml]
+        has_inv[rows] = True
+        op[rows] = r_op[r_ggml]
+        node_name[rows] = r_name[r_ggml]
+        method[rows] = p.region_method
+        # the first ggml range row with the region's message, when the pass recorded the ranges
+        ggml_rows = np.flatnonzero(is_ggml)
+        first_row_of = pd.Series(ggml_rows, index=messages[ggml_rows]).groupby(level=0, sort=False).first()
+        found = first_row_of.reindex(region[rows]).to_numpy(dtype=np.float64)
+        at = ~np.isnan(found)
+        range_row[rows[at]] = found[at].astype(np.int64)
+        ggml_row[rows[at]] = found[at].astype(np.int64)
 
     # a dispatch whose launch is known stays out of the enqueue-order fallback, even if no range held it
-    todo = (out["method"] == "none").to_numpy()
-    launched = out["launch_ns"].notna().to_numpy()
+    todo = method == "none"
     if segments and (todo & launched).any():
-        thread_of_dispatch = launch_thread.where(launch_thread.notna(), d["thread_id"].reset_index(drop=True))
-        tkey = thread_of_dispatch.astype("Int64").astype(str).to_numpy()
+        thread_of_dispatch = np.where(has_launch_thread, launch_thread, _thread_keys(d["thread_id"]))
         for key in segments:
-            rows = np.flatnonzero(todo & launched & (tkey == key))
+            rows = np.flatnonzero(todo & launched & (thread_of_dispatch == key))
             if len(rows):
-                locate(rows, out.loc[rows, "launch_ns"].to_numpy(dtype=np.int64), key, "launch_api")
+                locate(rows, launch_ns[rows], key, "launch_api")
 
     # 3. enqueue order by correlation id (no launch record). On one thread the roctx call with the
     # next lower correlation id came just before the launch, so the launch happened after that
     # call's start: attribute at that instant (ranges that closed before it cannot hold the launch;
     # one that closed between it and the launch cannot be told from one still open).
-    todo = (out["method"] == "none").to_numpy() & ~launched & d["correlation_id"].notna().to_numpy()
+    d_corr = d["correlation_id"].astype("Int64").reset_index(drop=True)
+    todo = (method == "none") & ~launched & d_corr.notna().to_numpy(dtype=bool)
     events = m[m["correlation_id"].notna()]
     if todo.any() and segments and len(events):
-        ekey = _thread_key(events["process_id"], events["thread_id"]).to_numpy()
-        dkey = _thread_key(d["process_id"], d["thread_id"]).reset_index(drop=True).to_numpy()
+        ekey = _thread_keys(events["thread_id"])
+        dkey = _thread_keys(d["thread_id"].reset_index(drop=True))
+        corr_of_dispatch = d_corr.to_numpy(dtype=np.int64, na_value=0)
         for key in segments:
             mine = events[ekey == key]
             rows = np.flatnonzero(todo & (dkey == key))
@@ -330,27 +367,45 @@ def attribute_pass(p: PassData) -> PassAttribution:
             order = np.argsort(mine["correlation_id"].to_numpy(dtype=np.int64), kind="stable")
             corr = mine["correlation_id"].to_numpy(dtype=np.int64)[order]
             t_call = mine["start_ns"].to_numpy(dtype=np.int64)[order]
-            j = np.searchsorted(corr, d["correlation_id"].iloc[rows].to_numpy(dtype=np.int64), side="left") - 1
+            j = np.searchsorted(corr, corr_of_dispatch[rows], side="left") - 1
             if (j >= 0).any():
                 locate(rows[j >= 0], t_call[j[j >= 0]], key, "enqueue_order")
 
     # invocation / op / node name from the ggml range
-    g_rows = out["ggml_range_row"]
-    have = g_rows.notna().to_numpy() & ~out["method"].isin(REGION_METHODS).to_numpy()
+    have = (ggml_row >= 0) & ~np.isin(method, REGION_METHODS)
     if have.any():
-        idx = g_rows[have].to_numpy(dtype=np.int64)
-        out.loc[have, "invocation"] = m_inv[idx]
-        out.loc[have, "op"] = [m_op[i] for i in idx]
-        out.loc[have, "node_name"] = [m_name[i] for i in idx]
+        idx = ggml_row[have]
+        invocation[have] = m_inv_values[idx]
+        has_inv[have] = is_ggml[idx]
+        op[have] = m_op[idx]
+        node_name[have] = m_name[idx]
     # no ggml range held the launch: the dispatch is unattributed, whatever located it
-    lost = out["invocation"].isna().to_numpy() & out["method"].isin(["launch_api", "enqueue_order"]).to_numpy()
-    out.loc[lost, "method"] = "none"
+    lost = ~has_inv & ((method == "launch_api") | (method == "enqueue_order"))
+    method[lost] = "none"
+    out = pd.DataFrame(
+        {
+            "range_row": _int64_or_na(range_row, range_row >= 0),
+            "ggml_range_row": _int64_or_na(ggml_row, ggml_row >= 0),
+            "invocation": _int64_or_na(invocation, has_inv),
+            "op": pd.Series(op, dtype=object),
+            "node_name": pd.Series(node_name, dtype=object),
+            "kernel_ordinal": pd.array(np.zeros(n, dtype=np.int64), dtype="Int64"),  # set below
+            "launch_ns": _int64_or_na(launch_ns, launched),
+            "method": pd.Series(method, dtype=object),
+        }
+    )
     _kernel_ordinals(out)
+    marker_depth = pd.Series(depth)
     if len(m):
-        _mark_depths(m, depth)
-    methods = out["method"].value_counts().to_dict()
+        _mark_depths(m, marker_depth)
     return PassAttribution(
-        dispatch=out, marker_depth=depth, fused=fused, methods={str(k): int(v) for k, v in methods.items()}
+        dispatch=out,
+        marker_depth=marker_depth,
+        fused=fused,
+        methods={str(k): int(v) for k, v in out["method"].value_counts().items()},
+        marker_invocation=pd.Series(m_inv),
+        marker_op=m_op,
+        marker_node=m_name,
     )
 
 
@@ -365,27 +420,39 @@ def _mark_depths(m: pd.DataFrame, depth: pd.Series) -> None:
     is_range = (m["kind"] == "range").to_numpy()
     if not is_mark.any() or not is_range.any():
         return
-    thread = m["thread_id"].astype("Int64").astype(str).to_numpy()
-    for key in pd.unique(thread[is_mark]):
+    thread = _thread_keys(m["thread_id"])
+    for key in pd.unique(thread[is_mark]).tolist():
         same = thread == key
         marks = np.flatnonzero(is_mark & same)
         ranges = is_range & same
         if not ranges.any():
             continue
-        starts = np.sort(m.loc[ranges, "start_ns"].to_numpy(dtype=np.int64))
-        ends = np.sort(m.loc[ranges, "end_ns"].to_numpy(dtype=np.int64))
-        t = m.loc[marks, "start_ns"].to_numpy(dtype=np.int64)
+        starts = np.sort(m["start_ns"].to_numpy()[ranges].astype(np.int64))
+        ends = np.sort(m["end_ns"].to_numpy()[ranges].astype(np.int64))
+        t = m["start_ns"].to_numpy()[marks].astype(np.int64)
         inside = np.searchsorted(starts, t, side="right") - np.searchsorted(ends, t, side="left")
         depth.iloc[marks] = inside
 
 
 def _kernel_ordinals(out: pd.DataFrame) -> None:
+    """Set ``kernel_ordinal``: each dispatch's position among those of its invocation.
+
+    In dispatch order; unattributed dispatches are numbered among themselves. A stable sort,
+    no grouped copy of the frame.
+    """
     inv = out["invocation"]
-    attributed = inv.notna()
-    ordinal = pd.Series(np.zeros(len(out), dtype=np.int64))
-    if bool(attributed.any()):
-        ordinal[attributed] = out[attributed].groupby("invocation").cumcount().to_numpy()
-    if bool((~attributed).any()):
+    attributed = inv.notna().to_numpy(dtype=bool)
+    ordinal = np.zeros(len(out), dtype=np.int64)
+    rows = np.flatnonzero(attributed)
+    if len(rows):
+        values = inv.to_numpy(dtype=np.int64, na_value=0)[rows]
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        starts = np.ones(len(ordered), dtype=bool)
+        starts[1:] = ordered[1:] != ordered[:-1]
+        first_of_group = np.maximum.accumulate(np.where(starts, np.arange(len(ordered)), 0))
+        ordinal[rows[order]] = np.arange(len(ordered)) - first_of_group
+    if (~attributed).any():
         ordinal[~attributed] = np.arange(int((~attributed).sum()))
     out["kernel_ordinal"] = pd.array(ordinal, dtype="Int64")
 
@@ -435,6 +502,14 @@ def normalise_kernel_name(name: object) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
+def _normalised_names(names: pd.Series) -> np.ndarray:
+    """:func:`normalise_kernel_name` of each name, computed once per distinct name."""
+    codes, uniques = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=False)
+    table = np.array([*(normalise_kernel_name(u) for u in uniques), ""], dtype=object)[:-1]
+    out: np.ndarray = table[codes]
+    return out
+
+
 def join_pass(
     primary: PassData,
     primary_attr: PassAttribution,
@@ -465,10 +540,10 @@ def join_pass(
 
     pk = keys(pa, len(primary.dispatches))
     pk["prow"] = np.arange(len(pk))
-    pk["pname"] = primary.dispatches["kernel_name"].map(normalise_kernel_name).to_numpy()
+    pk["pname"] = _normalised_names(primary.dispatches["kernel_name"])
     ok = keys(oa, len(other.dispatches))
     ok["orow"] = np.arange(len(ok))
-    ok["oname"] = other.dispatches["kernel_name"].map(normalise_kernel_name).to_numpy()
+    ok["oname"] = _normalised_names(other.dispatches["kernel_name"])
     merged = ok.merge(pk.drop_duplicates(["k1", "k2"]), on=["k1", "k2"], how="left")
     same = merged["pname"] == merged["oname"]
     matched = merged["prow"].notna() & same

@@ -99,6 +99,25 @@ def counters_for(arch: str | None) -> tuple[str, ...]:
     }.get(family(arch) or "", ())
 
 
+def _bare(name: str) -> str:
+    return name[:-4] if name.endswith("_sum") else name
+
+
+#: Every counter a formula reads (``X`` and ``X_sum`` alike), and FETCH_SIZE / WRITE_SIZE.
+_INPUT_BASES = frozenset(
+    _bare(n) for arch in ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201", "sm_90") for n in counters_for(arch)
+) | {"FETCH_SIZE", "WRITE_SIZE"}
+
+
+def is_input_counter(name: str) -> bool:
+    """True for a counter that some DRAM formula reads (``TCC_EA0_RDREQ_sum``, ``FETCH_SIZE``...).
+
+    :func:`dram_bytes` needs only these columns: the pipeline leaves the other counters out of
+    the wide table it builds.
+    """
+    return _bare(str(name)) in _INPUT_BASES
+
+
 @dataclass
 class _Side:
     value: pd.Series
@@ -123,14 +142,21 @@ class _Counters:
         return out
 
     def missing(self, names: tuple[str, ...]) -> pd.Series:
-        """Per row: the comma-joined names of missing counters ("" when all present)."""
-        parts = [self.get(n).isna().map({True: n, False: ""}) for n in names]
-        if not parts:
+        """Per row: the comma-joined names of missing counters ("" when all present).
+
+        Computed per combination of missing counters (a bit mask per row), not per row.
+        """
+        if not names:
             return pd.Series("", index=self.wide.index)
-        joined = parts[0]
-        for p in parts[1:]:
-            joined = joined.str.cat(p, sep=",")
-        return joined.str.replace(r",+", ",", regex=True).str.strip(",")
+        mask = np.zeros(self.n, dtype=np.int64)
+        for bit, name in enumerate(names):
+            mask |= self.get(name).isna().to_numpy(dtype=np.int64) << bit
+        combos, which = np.unique(mask, return_inverse=True)
+        texts = np.array(
+            [",".join(n for bit, n in enumerate(names) if int(combo) >> bit & 1) for combo in combos.tolist()] + [""],
+            dtype=object,
+        )[:-1]
+        return pd.Series(texts[which.reshape(-1)], index=self.wide.index, dtype=object)
 
 
 def _nan(index: pd.Index) -> pd.Series:
@@ -146,15 +172,16 @@ def _need(c: _Counters, names: tuple[str, ...], value: pd.Series, what: str) -> 
     miss = c.missing(names)
     has = miss == ""
     value = value.where(has)
-    note = miss.map(
-        lambda m: (
+    texts = {
+        m: (
             ""
             if not m
             else f"{what} unknown: counter(s) {m.replace(',', ', ')} not collected for the dispatch "
             "(absent from the capture, or no counter-pass row matched it)"
         )
-    )
-    return _exact(value, note)
+        for m in pd.unique(miss)
+    }
+    return _exact(value, miss.map(texts))
 
 
 def _tcc_ea(c: _Counters) -> tuple[_Side, _Side, str]:
@@ -349,16 +376,25 @@ def dram_bytes(wide: pd.DataFrame, arch: pd.Series) -> pd.DataFrame:
         out.loc[idx, "dram_write_bytes"] = write.value
         out.loc[idx, "dram_write_bytes_min"] = write.low
         out.loc[idx, "dram_write_bytes_max"] = write.high
-        notes = []
-        for r_note, w_note, r_val, w_val in zip(read.note, write.note, read.value, write.value, strict=True):
+        # one note per combination of the two sides' notes (a handful), not per dispatch
+        r_codes, r_texts = pd.factorize(read.note.to_numpy(dtype=object), use_na_sentinel=False)
+        w_codes, w_texts = pd.factorize(write.note.to_numpy(dtype=object), use_na_sentinel=False)
+        unknown = np.isnan(read.value.to_numpy(dtype=np.float64)) | np.isnan(write.value.to_numpy(dtype=np.float64))
+        no_formula = unknown if fam is None else np.zeros(len(idx), dtype=bool)
+        key = (r_codes.astype(np.int64) * max(len(w_texts), 1) + w_codes) * 2 + no_formula
+        combos, which = np.unique(key, return_inverse=True)
+        texts: list[str | None] = []
+        for combo in combos.tolist():
+            r_note, w_note = r_texts[combo // 2 // max(len(w_texts), 1)], w_texts[combo // 2 % max(len(w_texts), 1)]
             parts = [n for n in (r_note, w_note) if n]
-            if fam is None and (np.isnan(r_val) or np.isnan(w_val)):
+            if combo % 2:
                 # keep a FETCH_SIZE/WRITE_SIZE note of the side that is known
                 parts.append(
                     f"no DRAM byte formula for architecture {arch_name or 'unknown'!r} "
                     "(known: gfx90a, gfx942, gfx950, gfx10/11/12, NVIDIA sm_*); use --arch if it was not recorded"
                 )
-            notes.append("; ".join(dict.fromkeys(parts)) or None)
-        out.loc[idx, "dram_bytes_note"] = pd.Series(notes, index=idx, dtype=object)
+            texts.append("; ".join(dict.fromkeys(parts)) or None)
+        lookup = np.array([*texts, None], dtype=object)[:-1]
+        out.loc[idx, "dram_bytes_note"] = pd.Series(lookup[which.reshape(-1)], index=idx, dtype=object)
         out.loc[idx, "dram_formula"] = formula or None
     return out

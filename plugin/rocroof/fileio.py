@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -131,7 +131,13 @@ class _TailTracker:
         return len(fields) < n_columns
 
 
-def read_csv_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[pd.DataFrame, int]]:
+def read_csv_chunks(
+    path: Path,
+    chunk_rows: int = CHUNK_ROWS,
+    *,
+    numbers: Iterable[str] = (),
+    skip_second_row: bool = False,
+) -> Iterator[tuple[pd.DataFrame, int]]:
     """Read a CSV file as all-string columns, in chunks.
 
     Column names keep their spelling; use :func:`column_map` for case-insensitive access.
@@ -141,6 +147,10 @@ def read_csv_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[
     Args:
         path: the CSV file (gzip accepted).
         chunk_rows: rows per chunk.
+        numbers: header names of columns typed by the C parser instead (thousands separators
+            ``,`` dropped): int64 or float64 when every cell of the chunk is a number, else
+            strings as the other columns (the caller converts those itself).
+        skip_second_row: leave out row 2 (Nsight Compute's units row); data starts at row 3.
 
     Yields:
         ``(chunk, first_row)`` where ``first_row`` is the file row number of the chunk's first
@@ -149,20 +159,26 @@ def read_csv_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[
     Raises:
         ParseError: empty file, bad UTF-8, damaged gzip, or a row with too many fields.
     """
+    typed = set(numbers)
+    dtype: Any = str
+    if typed:  # the other columns as strings; the typed ones left out: inferred
+        dtype = {name: str for name in read_header(path) if name not in typed}
     fh = open_binary(path)
     tail = _TailTracker(fh)
     try:
         reader = pd.read_csv(
             tail,
-            dtype=str,
+            dtype=dtype,
+            thousands="," if typed else None,
             keep_default_na=False,
             na_filter=False,
             chunksize=chunk_rows,
             encoding="utf-8",
             encoding_errors="strict",
             skipinitialspace=False,
+            skiprows=[1] if skip_second_row else None,
         )
-        first = 2
+        first = 3 if skip_second_row else 2
         pending: pd.DataFrame | None = None
         for chunk in reader:  # hold one chunk back: the last one is checked for truncation first
             if pending is not None:
@@ -195,6 +211,104 @@ def read_csv_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[
         raise ParseError(path, f"cannot read file: {exc}") from exc
     finally:
         fh.close()
+
+
+class NotPlain(Exception):
+    """A CSV file that :func:`read_csv_plain` cannot read exactly; read it with :func:`read_csv_chunks`."""
+
+
+def read_csv_plain(
+    path: Path,
+    ints: Iterable[str],
+    floats: Iterable[str] = (),
+    strings: Iterable[str] = (),
+    chunk_rows: int = CHUNK_ROWS,
+) -> Iterator[tuple[pd.DataFrame, int]]:
+    """Read a CSV file whose numbers are all plain, typed by the C parser (the fast path of big files).
+
+    Columns in ``ints`` must hold integer text in every row (ASCII digits, an optional sign,
+    surrounding blanks: what :func:`parse_int` reads exactly) and come back as int64; those in
+    ``floats`` finite numbers (float64); every other column comes back as a categorical of its
+    cell text (a code per row, one string per distinct value: no string per cell), except those in
+    ``strings`` (mostly distinct values, e.g. marker messages), which come back as text. Anything
+    else (an empty or float-looking cell in an integer column, a value beyond int64, text that is
+    not UTF-8, a malformed or cut-short row) raises :class:`NotPlain` while iterating, and the
+    caller reads the file again with :func:`read_csv_chunks` + :func:`parse_int`, which give the
+    same values for plain files and name the file and row of what is wrong in the others.
+
+    Args:
+        path: the CSV file (gzip accepted).
+        ints: header names (as spelled in the file) of integer columns.
+        floats: header names of number columns.
+        strings: header names of text columns read as strings rather than categoricals.
+        chunk_rows: rows per chunk.
+
+    Yields:
+        ``(chunk, first_row)``, as :func:`read_csv_chunks`.
+
+    Raises:
+        NotPlain: see above; chunks already yielded are to be discarded.
+    """
+    ints, floats, texts = set(ints), set(floats), set(strings)
+    header = read_header(path)
+    numeric = ints | floats
+    dtypes: dict[str, Any] = {name: "category" for name in header if name not in numeric}
+    dtypes.update({name: object for name in texts if name in dtypes})
+    if len(set(header)) != len(header) or not numeric <= set(header):
+        raise NotPlain(f"{path}: repeated or missing header names")
+    fh = open_binary(path)
+    tail = _TailTracker(fh)
+    try:
+        reader = pd.read_csv(
+            tail,
+            dtype=dtypes,
+            na_filter=False,
+            chunksize=chunk_rows,
+            encoding="utf-8",
+            encoding_errors="strict",
+        )
+        first = 2
+        pending: pd.DataFrame | None = None
+        for chunk in reader:  # hold one chunk back: the last one is checked for truncation first
+            if list(chunk.columns) != header:
+                raise NotPlain(f"{path}: columns {list(chunk.columns)} differ from the header")
+            for name in ints:
+                if chunk[name].dtype.kind != "i":
+                    raise NotPlain(f"{path}: column {name!r} is not all plain integers")
+            for name in floats:
+                col = chunk[name]
+                if col.dtype.kind not in "if" or not bool(np.isfinite(col.to_numpy(dtype=np.float64)).all()):
+                    raise NotPlain(f"{path}: column {name!r} is not all finite numbers")
+            if pending is not None:
+                yield pending, first
+                first += len(pending)
+            pending = chunk
+        if pending is not None:
+            if len(pending) and tail.last_row_is_short(len(header)):
+                raise NotPlain(f"{path}: the last row is cut short")
+            yield pending, first
+    except NotPlain:
+        raise
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
+        raise NotPlain(f"{path}: {exc}") from exc
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise NotPlain(f"{path}: {exc}") from exc
+    finally:
+        fh.close()
+
+
+def categorical_text(column: pd.Series) -> np.ndarray:
+    """A column of cell text of :func:`read_csv_plain` as :func:`parse_str` gives it: None for empty cells.
+
+    For a categorical, one lookup per distinct value: the strings are shared, not copied per row.
+    """
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        texts: np.ndarray = parse_str(column).to_numpy(dtype=object)
+        return texts
+    cats = [None if c == "" else str(c) for c in column.cat.categories]
+    table = np.array([*cats, None], dtype=object)
+    by_code: np.ndarray = table[column.cat.codes.to_numpy()]
+    return by_code
 
 
 def read_csv(path: Path) -> pd.DataFrame:

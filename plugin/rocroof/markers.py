@@ -19,8 +19,11 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from .errors import ParseError
 from .fileio import open_binary
@@ -71,9 +74,55 @@ def parse_range(message: str | None) -> GgmlRange | None:
     if not sep or not _OP_RE.fullmatch(op):
         return None
     name, sep, inv = tail.rpartition(":")
-    if not sep or not _INV_RE.fullmatch(inv):
+    if not sep or not _INV_RE.fullmatch(inv) or not _fits(inv):
         return None
     return GgmlRange(op=op, node_name=name, invocation=int(inv))
+
+
+#: ``ggml:<OP>:<node name>:<invocation>`` as one expression (the same grammar as :func:`parse_range`).
+_RANGE_RE = re.compile(r"ggml:([A-Za-z0-9_]+):(.*):([0-9]+)", re.DOTALL)
+_INT64_MAX = 2**63 - 1
+
+
+def _fits(digits: str) -> bool:
+    """True when the ASCII digits ``digits`` stand for a number that a signed 64-bit integer holds."""
+    return len(digits) < 19 or int(digits) <= _INT64_MAX
+
+
+def parse_ranges(messages: Sequence[object]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`parse_range` of many messages at once.
+
+    Args:
+        messages: message texts (None, NaN or any non-string is not a range).
+
+    Returns:
+        ``(is_ggml, invocation, op, node_name)``: a bool array, an int64 array (0 where not a
+        ggml range) and two object arrays (None where not a ggml range), one entry per message.
+    """
+    n = len(messages)
+    is_ggml = np.zeros(n, dtype=bool)
+    invocation = np.zeros(n, dtype=np.int64)
+    op = np.full(n, None, dtype=object)
+    node = np.full(n, None, dtype=object)
+    match = _RANGE_RE.fullmatch
+    # one string object per distinct op and node name (a graph repeats its node names every
+    # evaluation): 10^6 ranges then hold a few hundred names, not 2x10^6 copies
+    seen: dict[str, str] = {}
+    for i, text in enumerate(messages):
+        if type(text) is not str or not text.startswith(RANGE_PREFIX):
+            continue
+        m = match(text)
+        if m is None:
+            continue
+        inv = m.group(3)
+        if not _fits(inv):
+            continue
+        is_ggml[i] = True
+        invocation[i] = int(inv)
+        name, node_name = m.group(1, 2)
+        op[i] = seen.setdefault(name, name)
+        node[i] = seen.setdefault(node_name, node_name)
+    return is_ggml, invocation, op, node
 
 
 def parse_fused(message: str | None) -> FusedGroup | None:
@@ -89,7 +138,7 @@ def parse_fused(message: str | None) -> FusedGroup | None:
         return None
     body = message[start + len(FUSED_PREFIX) :].rstrip("\r\n")
     parts = body.split(":", 2)
-    if len(parts) != 3 or not _INV_RE.fullmatch(parts[0]):
+    if len(parts) != 3 or not _INV_RE.fullmatch(parts[0]) or not _fits(parts[0]):
         return None
     ops = tuple(parts[1].split("+"))
     if not all(_OP_RE.fullmatch(op) for op in ops):

@@ -19,9 +19,10 @@ import pandas as pd
 
 from . import __version__
 from .attribution import PassAttribution, attribute_pass, join_pass, reset_cutoff
-from .dram import base_arch, dram_bytes
+from .dram import base_arch, dram_bytes, is_input_counter
 from .errors import InputError
-from .markers import is_reset, parse_range
+from .markers import is_reset, parse_ranges
+from .memory import release_free_memory
 from .peaks import find_peak
 from .records import AGENT_COLUMNS, Capture, Note, PassData, conform
 
@@ -79,11 +80,12 @@ def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd
             )
             hit = len(agents) - 1
         lookup[text] = hit
-    result = [
-        lookup.get(str(v).strip()) if v is not None and not (isinstance(v, float) and np.isnan(v)) else None
-        for v in values
-    ]
-    return pd.Series(pd.array(result, dtype="Int64")), agents
+    # per distinct label, not per dispatch: a pass of 10^6 dispatches names a handful of agents
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    hits = [lookup.get(str(v).strip()) for v in uniques]
+    table = np.array([-1 if h is None else h for h in hits] + [-1], dtype=np.int64)  # code -1: missing label
+    result = table[codes]
+    return pd.Series(pd.arrays.IntegerArray(result, result < 0)), agents
 
 
 def _durations(p: PassData, notes: list[Note]) -> pd.Series:
@@ -271,7 +273,8 @@ def build_run(
                 "_invocation": a["invocation"],
                 "kernel_ordinal": a["kernel_ordinal"],
                 "attribution_method": a["method"],
-            }
+            },
+            copy=False,  # the pass's columns are shared, not copied (copy-on-write)
         )
         if i == timing:
             frame["timing_dispatch_index"] = frame["dispatch_index"]
@@ -294,7 +297,8 @@ def build_run(
                 disp_frames[i]["timing_dispatch_index"].astype("Int64") + offsets[timing]
             )
         timing_rows = disp_frames[timing]["dispatch_index"]
-    dispatches = pd.concat(disp_frames, ignore_index=True) if disp_frames else pd.DataFrame()
+    dispatches = _concat(disp_frames)
+    del disp_frames
 
     # marker ranges
     range_frames = []
@@ -303,15 +307,17 @@ def build_run(
     for i, (p, attr) in enumerate(zip(passes, attrs, strict=True)):
         range_offsets.append(r_offset)
         m = p.markers.reset_index(drop=True)
-        inv = [
-            g.invocation if (g := parse_range(msg)) and k == "range" else None
-            for msg, k in zip(m["message"], m["kind"], strict=True)
-        ]
+        inv = attr.marker_invocation
+        if inv is None:  # an attribution made elsewhere: read the ggml ranges here
+            is_ggml, values, _, _ = parse_ranges(
+                np.where(m["kind"].to_numpy(dtype=object) == "range", m["message"], None)
+            )
+            inv = pd.Series(pd.arrays.IntegerArray(values, ~is_ggml))
         range_frames.append(
             pd.DataFrame(
                 {
                     "range_index": np.arange(r_offset, r_offset + len(m), dtype=np.int64),
-                    "pass_index": i,
+                    "pass_index": np.full(len(m), i, dtype=np.int64),
                     "kind": m["kind"],
                     "process_id": m["process_id"],
                     "thread_id": m["thread_id"],
@@ -320,61 +326,96 @@ def build_run(
                     "message": m["message"],
                     "depth": attr.marker_depth.to_numpy(dtype=np.int64) if len(m) else np.zeros(0, dtype=np.int64),
                     "correlation_id": m["correlation_id"],
-                    "invocation": pd.array(inv, dtype="Int64"),
-                }
+                    "invocation": inv.array,
+                },
+                copy=False,
             )
         )
         r_offset += len(m)
     if len(dispatches):
         shift = np.repeat(np.asarray(range_offsets, dtype=np.int64), [len(p.dispatches) for p in passes])
         dispatches["range_index"] = (dispatches["_range_row"].astype("Int64") + shift).astype("Int64")
-    ranges = pd.concat(range_frames, ignore_index=True) if range_frames else pd.DataFrame()
+    ranges = _concat(range_frames)
+    del range_frames
 
     # op invocations
     fused: dict[int, tuple[str, list[str]]] = dict(capture.fused_groups)
     for attr in attrs:
         fused.update(attr.fused)
     ops, nodes, operands = _op_tables(passes, attrs, timing, capture, fused, notes)
-    inv_to_op = (
-        pd.Series(ops["op_index"].to_numpy(), index=ops["invocation"].to_numpy())
-        if len(ops)
-        else pd.Series(dtype="int64")
-    )
+    # what the run's rows need of the attributions is in the dispatch frame now: let the rest go
+    del attrs, attrs0
+    attr = a = None  # type: ignore[assignment]
+    release_free_memory()
     if len(dispatches):
-        dispatches["op_index"] = pd.array(
-            [inv_to_op.get(int(v)) if pd.notna(v) else None for v in dispatches["_invocation"]], dtype="Int64"
-        )
-        dispatches = dispatches.drop(columns=["_range_row", "_invocation"])
+        inv = dispatches["_invocation"].astype("Int64")
+        known = inv.notna().to_numpy(dtype=bool)
+        op_index = np.full(len(dispatches), -1, dtype=np.int64)
+        if len(ops) and known.any():
+            pos = pd.Index(ops["invocation"].to_numpy(dtype=np.int64)).get_indexer(
+                inv.to_numpy(dtype=np.int64, na_value=0)[known]
+            )
+            op_index[known] = np.where(pos >= 0, ops["op_index"].to_numpy(dtype=np.int64)[np.clip(pos, 0, None)], -1)
+        dispatches["op_index"] = pd.arrays.IntegerArray(op_index, op_index < 0)
+        del dispatches["_range_row"], dispatches["_invocation"]  # in place: no copy of the frame
 
-    # counters
+    # counters (their columns shared with the passes', not copied)
     cv_frames, ci_frames = [], []
+    cv_passes: list[int] = []  # the pass of each counter frame, in order
     for i, p in enumerate(passes):
         if len(p.counters):
-            c = p.counters[["row", "counter_name", "value"]].copy()
-            c["dispatch_index"] = c["row"].to_numpy() + offsets[i]
-            cv_frames.append(c.drop(columns="row"))
+            cv_passes.append(i)
+            c = p.counters.reset_index(drop=True)
+            rows = c["row"].to_numpy()
+            cv_frames.append(
+                pd.DataFrame(
+                    {
+                        "counter_name": c["counter_name"],
+                        "value": c["value"],
+                        # the first pass's rows are its dispatch indexes: the same array, no copy
+                        "dispatch_index": rows if offsets[i] == 0 else rows.astype(np.int64) + offsets[i],
+                    },
+                    copy=False,
+                )
+            )
         if len(p.instances):
-            inst = p.instances[["row", "counter_name", "instance", "value"]].copy()
-            inst["dispatch_index"] = inst["row"].to_numpy() + offsets[i]
-            ci_frames.append(inst.drop(columns="row"))
+            inst = p.instances.reset_index(drop=True)
+            ci_frames.append(
+                pd.DataFrame(
+                    {
+                        "counter_name": inst["counter_name"],
+                        "instance": inst["instance"],
+                        "value": inst["value"],
+                        "dispatch_index": inst["row"].to_numpy(dtype=np.int64) + offsets[i],
+                    },
+                    copy=False,
+                )
+            )
     counter_values = (
-        pd.concat(cv_frames, ignore_index=True)
-        if cv_frames
-        else pd.DataFrame(columns=["counter_name", "value", "dispatch_index"])
+        _concat(cv_frames) if cv_frames else pd.DataFrame(columns=["counter_name", "value", "dispatch_index"])
     )
     counter_instances = (
-        pd.concat(ci_frames, ignore_index=True)
+        _concat(ci_frames)
         if ci_frames
         else pd.DataFrame(columns=["counter_name", "instance", "value", "dispatch_index"])
     )
+    cv_lengths = [len(f) for f in cv_frames]
+    del cv_frames, ci_frames
 
     # DRAM bytes per timing dispatch
     dram = pd.DataFrame()
     if timing_rows is not None and len(timing_rows):
-        dram = _dram(dispatches, counter_values, agents, timing, notes)
+        starts = np.cumsum([0, *cv_lengths]).tolist()
+        spans = [(k, starts[j], starts[j + 1]) for j, k in enumerate(cv_passes)]
+        dram = _dram(dispatches, counter_values, spans, agents, timing, notes)
 
     # run row
-    tdisp = dispatches[dispatches["pass_index"] == timing] if timing is not None and len(dispatches) else dispatches
+    # the timing pass's dispatches, only the columns the run row needs (not a copy of every column)
+    columns = [c for c in ("agent_index", "attribution_method", "op_index", "duration_ns") if c in dispatches]
+    if timing is not None and len(dispatches):
+        tdisp = dispatches[columns][(dispatches["pass_index"] == timing).to_numpy(dtype=bool)]
+    else:
+        tdisp = dispatches[columns] if len(dispatches) else dispatches
     arch, name = _run_gpu(tdisp, agents)
     peak_gbps, peak_source = capture.dram_peak_gbps, capture.dram_peak_source
     if peak_gbps is None:
@@ -456,6 +497,7 @@ def build_run(
         "dram_traffic": dram,
         **extra,
     }
+    release_free_memory()
     return RunFrames(run=run, tables=tables, notes=_dedupe(notes), settings=dict(capture.sysinfo))
 
 
@@ -502,33 +544,86 @@ def _run_gpu(tdisp: pd.DataFrame, agents: pd.DataFrame) -> tuple[str | None, str
     return arch, name
 
 
+#: Counter values and dispatches handled at a time when computing DRAM bytes (bounds the memory it needs).
+_DRAM_CHUNK = 1 << 16
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Frames one after the other with a fresh index; a single frame is not copied."""
+    if not frames:
+        return pd.DataFrame()
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    return pd.concat(frames, ignore_index=True)
+
+
 def _dram(
     dispatches: pd.DataFrame,
     counter_values: pd.DataFrame,
+    spans: list[tuple[int, int, int]],
     agents: pd.DataFrame,
     timing: int | None,
     notes: list[Note],
 ) -> pd.DataFrame:
-    tdisp = dispatches[dispatches["pass_index"] == timing]
+    """DRAM bytes of each timing-pass dispatch from the counters of every pass joined to it.
+
+    A counter measured in several passes comes from the timing pass, else from the earliest
+    pass. Only the counters a DRAM formula reads are gathered (:func:`rocroof.dram.is_input_counter`),
+    into one row per timing dispatch and one column per counter: O(counter values).
+    """
     if not len(counter_values):
         return pd.DataFrame()
-    cv = counter_values.merge(
-        dispatches[["dispatch_index", "pass_index", "timing_dispatch_index"]], on="dispatch_index", how="left"
+    is_timing = (dispatches["pass_index"] == timing).to_numpy(dtype=bool)
+    timing_index = dispatches["dispatch_index"].to_numpy(dtype=np.int64)[is_timing]
+    n_timing = len(timing_index)
+    first_timing = int(timing_index[0]) if n_timing else 0  # the timing pass's rows are contiguous
+    names = counter_values["counter_name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        all_codes, labels = names.cat.codes.to_numpy(), list(names.cat.categories)
+    else:
+        factor, uniques = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=True)
+        all_codes, labels = factor, list(uniques)
+    wanted = [j for j, name in enumerate(labels) if isinstance(name, str) and is_input_counter(name)]
+    column_of = np.full(len(labels) + 1, -1, dtype=np.int64)  # code -1 (a missing name) stays out
+    column_of[wanted] = np.arange(len(wanted))
+    k = max(len(wanted), 1)
+    wide = np.full(n_timing * k, np.nan)
+    filled = np.zeros(n_timing * k, dtype=bool)
+    target_of = dispatches["timing_dispatch_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)
+    all_rows = counter_values["dispatch_index"].to_numpy(dtype=np.int64)
+    all_values = counter_values["value"].to_numpy(dtype=np.float64)
+    # spans: (pass, first row, end row) of each pass's counter rows; the timing pass's come first,
+    # then the others in pass order; a (dispatch, counter) already filled keeps its value
+    for _, start, stop in sorted(spans, key=lambda span: (span[0] != timing, span[0])):
+        for lo in range(start, stop, _DRAM_CHUNK):
+            hi = min(lo + _DRAM_CHUNK, stop)
+            col = column_of[all_codes[lo:hi]]
+            target = target_of[all_rows[lo:hi]]
+            sel = np.flatnonzero((col >= 0) & (target >= 0))
+            flat = (target[sel] - first_timing) * k + col[sel]
+            if len(flat) > 1 and not bool((np.diff(flat) > 0).all()):
+                flat, first = np.unique(flat, return_index=True)  # the first row of each (dispatch, counter)
+                sel = sel[first]
+            fresh = ~filled[flat]
+            wide[flat[fresh]] = all_values[lo:hi][sel[fresh]]
+            filled[flat[fresh]] = True
+    table = wide.reshape(n_timing, k)
+    present = [j for j in range(len(wanted)) if filled.reshape(n_timing, k)[:, j].any()]
+    del filled, wide
+    gfx = agents.set_index("agent_index")["gfx_arch"]
+    arch_of_agent = np.array([*[a if isinstance(a, str) else "" for a in gfx.tolist()], ""], dtype=object)
+    position = pd.Index(gfx.index.to_numpy(dtype=np.int64)).get_indexer(
+        dispatches["agent_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)[is_timing]
     )
-    cv = cv[cv["timing_dispatch_index"].notna()]
-    cv["is_timing"] = cv["pass_index"] == timing
-    # a counter measured in several passes: the timing pass wins, then the earliest pass
-    cv = cv.sort_values(["is_timing", "pass_index"], ascending=[False, True]).drop_duplicates(
-        ["timing_dispatch_index", "counter_name"]
-    )
-    wide = cv.pivot(index="timing_dispatch_index", columns="counter_name", values="value")
-    wide.index = wide.index.astype(np.int64)
-    wide = wide.reindex(tdisp["dispatch_index"].to_numpy())
-    arch_of_agent = agents.set_index("agent_index")["gfx_arch"]
-    arch = tdisp.set_index("dispatch_index")["agent_index"].map(
-        lambda a: arch_of_agent.get(int(a)) if pd.notna(a) else None
-    )
-    out = dram_bytes(wide, arch.astype(object).where(arch.notna(), ""))
+    arch = arch_of_agent[position]  # position -1: no agent -> ""
+    parts = []
+    for lo in range(0, n_timing, _DRAM_CHUNK):  # the formulas a chunk of dispatches at a time
+        index = pd.Index(timing_index[lo : lo + _DRAM_CHUNK], name="dispatch_index")
+        frame = pd.DataFrame({labels[wanted[j]]: table[lo : lo + _DRAM_CHUNK, j] for j in present}, index=index)
+        parts.append(dram_bytes(frame, pd.Series(arch[lo : lo + _DRAM_CHUNK], index=index, dtype=object)))
+    if not parts:
+        return pd.DataFrame()
+    out = pd.concat(parts) if len(parts) > 1 else parts[0]
     out.index.name = "dispatch_index"
     out = out.reset_index()
     for text, count in out["dram_bytes_note"].dropna().value_counts().items():
@@ -543,6 +638,22 @@ def _dram(
     return out
 
 
+def _marker_ggml(p: PassData, a: PassAttribution) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(is_ggml, invocation, op, node_name)`` per marker row of a pass (see :func:`parse_ranges`)."""
+    if a.marker_invocation is not None and a.marker_op is not None and a.marker_node is not None:
+        inv = a.marker_invocation.astype("Int64")
+        return (
+            inv.notna().to_numpy(dtype=bool),
+            inv.to_numpy(dtype=np.int64, na_value=0),
+            np.asarray(a.marker_op, dtype=object),
+            np.asarray(a.marker_node, dtype=object),
+        )
+    m = p.markers
+    return parse_ranges(
+        np.where(m["kind"].to_numpy(dtype=object) == "range", m["message"].to_numpy(dtype=object), None)
+    )
+
+
 def _op_tables(
     passes: list[PassData],
     attrs: list[PassAttribution],
@@ -551,131 +662,120 @@ def _op_tables(
     fused: dict[int, tuple[str, list[str]]],
     notes: list[Note],
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    records: dict[int, dict[str, Any]] = {}
+    # every ggml invocation seen: per pass (the timing pass first) its ranges, then its dispatches'
+    # invocations (regions, the profiler's own); the first sighting of an invocation names it
     order = ([timing] if timing is not None else []) + [i for i in range(len(passes)) if i != timing]
+    inv_parts: list[np.ndarray] = []
+    op_parts: list[np.ndarray] = []
+    name_parts: list[np.ndarray] = []
     for i in order:
-        m = passes[i].markers
-        for msg, kind in zip(m["message"], m["kind"], strict=True):
-            if kind != "range":
-                continue
-            g = parse_range(msg)
-            if g is None or g.invocation in records:
-                continue
-            records[g.invocation] = {
-                "invocation": g.invocation,
-                "op": g.op,
-                "op_list": g.op,
-                "node_name": g.node_name,
-                "from_marker": True,
-                "from_metadata": False,
-            }
-        for inv, op, name in zip(
-            attrs[i].dispatch["invocation"], attrs[i].dispatch["op"], attrs[i].dispatch["node_name"], strict=True
-        ):
-            if pd.notna(inv) and int(inv) not in records and op is not None:
-                records[int(inv)] = {
-                    "invocation": int(inv),
-                    "op": op,
-                    "op_list": op,
-                    "node_name": name,
-                    "from_marker": True,
-                    "from_metadata": False,
-                }
+        is_ggml, marker_inv, op, name = _marker_ggml(passes[i], attrs[i])
+        inv_parts.append(marker_inv[is_ggml])
+        op_parts.append(op[is_ggml])
+        name_parts.append(name[is_ggml])
+        dd = attrs[i].dispatch
+        d_op = dd["op"].to_numpy(dtype=object)
+        d_inv = dd["invocation"].astype("Int64")
+        sel = d_inv.notna().to_numpy(dtype=bool) & np.array([o is not None for o in d_op], dtype=bool)
+        inv_parts.append(d_inv.to_numpy(dtype=np.int64, na_value=0)[sel])
+        op_parts.append(d_op[sel])
+        name_parts.append(dd["node_name"].to_numpy(dtype=object)[sel])
+    all_inv = np.concatenate(inv_parts) if inv_parts else np.zeros(0, dtype=np.int64)
+    invocations, first = np.unique(all_inv, return_index=True)  # sorted, first sighting of each
+    base_op = np.concatenate(op_parts)[first] if len(first) else np.zeros(0, dtype=object)
+    base_name = np.concatenate(name_parts)[first] if len(first) else np.zeros(0, dtype=object)
+    del inv_parts, op_parts, name_parts, all_inv
     meta = capture.op_metadata
     nodes = pd.DataFrame()
     operands = pd.DataFrame()
-    if meta is not None and len(meta.ops):
-        marker_invs = set(records)
-        meta_cols = [
-            "dtype",
-            "quant",
-            "ne",
-            "src_ne",
-            "src_types",
-            "op_params",
-            "metadata_bytes",
-            "dst_bytes",
-            "dst_storage_id",
-            "out_storage_id",
-            "m",
-            "n",
-            "k",
-            "n_experts",
-            "top_k",
-            "experts_used",
-            "tokens_per_expert",
-        ]
-        disagree = 0
-        for row in meta.ops.to_dict("records"):
-            inv = int(row["invocation"])
-            rec = records.get(inv)
-            if rec is None:
-                rec = {
-                    "invocation": inv,
-                    "op": row["op"],
-                    "op_list": row["op_list"],
-                    "node_name": row["node_name"],
-                    "from_marker": False,
-                    "from_metadata": True,
-                }
-                records[inv] = rec
-            else:
-                rec["from_metadata"] = True
-                if rec["op"] != row["op"]:
-                    disagree += 1
-                if row.get("is_fused"):
-                    rec["op_list"] = row["op_list"]
-                rec["node_name"] = rec.get("node_name") or row["node_name"]
-            for col in meta_cols:
-                rec[col] = row.get(col)
-            rec["metadata_gpu_time_ns"] = row.get("gpu_time_ns")
-        if marker_invs and disagree:
-            notes.append(
-                Note(
-                    "warning",
-                    "metadata-mismatch",
-                    f"{disagree} op invocation(s) name a different op in the metadata JSON than in the markers",
-                )
-            )
-        if marker_invs:
-            only_meta = len(set(meta.ops["invocation"].astype(int)) - marker_invs)
-            if only_meta:
-                notes.append(
-                    Note(
-                        "info",
-                        "metadata-only",
-                        f"{only_meta} invocation(s) of the metadata JSON have no profiler marker "
-                        "(e.g. warm-up dropped)",
-                    )
-                )
-        nodes = meta.nodes.copy()
-        operands = meta.operands.copy()
-    unmatched = 0
-    for inv, (op_list, names) in fused.items():
+    if meta is None or not len(meta.ops):
+        return _op_frame(invocations, base_op, base_name, fused, notes), nodes, operands
+    records: dict[int, dict[str, Any]] = {
+        inv: {
+            "invocation": inv,
+            "op": op,
+            "op_list": op,
+            "node_name": name,
+            "from_marker": True,
+            "from_metadata": False,
+        }
+        for inv, op, name in zip(invocations.tolist(), base_op.tolist(), base_name.tolist(), strict=True)
+    }
+    # op metadata: merged invocation by invocation
+    marker_invs = set(records)
+    meta_cols = [
+        "dtype",
+        "quant",
+        "ne",
+        "src_ne",
+        "src_types",
+        "op_params",
+        "metadata_bytes",
+        "dst_bytes",
+        "dst_storage_id",
+        "out_storage_id",
+        "m",
+        "n",
+        "k",
+        "n_experts",
+        "top_k",
+        "experts_used",
+        "tokens_per_expert",
+    ]
+    disagree = 0
+    for row in meta.ops.to_dict("records"):
+        inv = int(row["invocation"])
         rec = records.get(inv)
         if rec is None:
-            unmatched += 1
-            continue
-        rec["op_list"] = op_list
-        rec["node_names"] = "|".join(names)
-    if unmatched:
+            rec = {
+                "invocation": inv,
+                "op": row["op"],
+                "op_list": row["op_list"],
+                "node_name": row["node_name"],
+                "from_marker": False,
+                "from_metadata": True,
+            }
+            records[inv] = rec
+        else:
+            rec["from_metadata"] = True
+            if rec["op"] != row["op"]:
+                disagree += 1
+            if row.get("is_fused"):
+                rec["op_list"] = row["op_list"]
+            rec["node_name"] = rec.get("node_name") or row["node_name"]
+        for col in meta_cols:
+            rec[col] = row.get(col)
+        rec["metadata_gpu_time_ns"] = row.get("gpu_time_ns")
+    if marker_invs and disagree:
         notes.append(
             Note(
-                "warning" if unmatched == len(fused) else "info",
-                "fused-unmatched",
-                f"{unmatched} of {len(fused)} ggml-fused group(s) name an invocation this capture has no op for"
-                + (" (is the log from another run?)" if unmatched == len(fused) else " (e.g. warm-up)"),
+                "warning",
+                "metadata-mismatch",
+                f"{disagree} op invocation(s) name a different op in the metadata JSON than in the markers",
             )
         )
+    if marker_invs:
+        only_meta = len(set(meta.ops["invocation"].astype(int)) - marker_invs)
+        if only_meta:
+            notes.append(
+                Note(
+                    "info",
+                    "metadata-only",
+                    f"{only_meta} invocation(s) of the metadata JSON have no profiler marker (e.g. warm-up dropped)",
+                )
+            )
+    nodes = meta.nodes.copy()
+    operands = meta.operands.copy()
+    _fused_note(fused, set(records), notes)
+    for inv, (op_list, names) in fused.items():
+        rec = records.get(inv)
+        if rec is not None:
+            rec["op_list"] = op_list
+            rec["node_names"] = "|".join(names)
     ops = pd.DataFrame(sorted(records.values(), key=lambda r: r["invocation"]))
     if not len(ops):
         return pd.DataFrame(), pd.DataFrame(), pd.DataFrame()
-    ops["op_index"] = np.arange(len(ops))
-    ops["is_fused"] = ops["op_list"].str.contains(r"\+", regex=True)
-    ops["layer"] = pd.array(
-        [int(mm.group(1)) if isinstance(n, str) and (mm := _LAYER_RE.search(n)) else None for n in ops["node_name"]],
-        dtype="Int64",
-    )
+    ops = _finish_ops(ops)
     inv_to_op = dict(zip(ops["invocation"].astype(int), ops["op_index"], strict=True))
     for frame in (nodes, operands):
         if len(frame):
@@ -685,3 +785,64 @@ def _op_tables(
     if len(operands):
         operands = operands[operands["op_index"].notna()].drop(columns="invocation")
     return ops, nodes, operands
+
+
+def _fused_note(fused: dict[int, tuple[str, list[str]]], known: set[int] | np.ndarray, notes: list[Note]) -> None:
+    """Note the ``ggml-fused:`` groups whose invocation the run has no op for."""
+    have = known if isinstance(known, set) else set(np.asarray(known).tolist())
+    unmatched = sum(1 for inv in fused if inv not in have)
+    if unmatched:
+        notes.append(
+            Note(
+                "warning" if unmatched == len(fused) else "info",
+                "fused-unmatched",
+                f"{unmatched} of {len(fused)} ggml-fused group(s) name an invocation this capture has no op for"
+                + (" (is the log from another run?)" if unmatched == len(fused) else " (e.g. warm-up)"),
+            )
+        )
+
+
+def _op_frame(
+    invocations: np.ndarray,
+    op: np.ndarray,
+    node_name: np.ndarray,
+    fused: dict[int, tuple[str, list[str]]],
+    notes: list[Note],
+) -> pd.DataFrame:
+    """``op_invocation`` rows of a run without op metadata, from its sorted distinct invocations."""
+    _fused_note(fused, invocations, notes)
+    if not len(invocations):
+        return pd.DataFrame()
+    op_list = op.copy()
+    node_names = np.full(len(invocations), None, dtype=object)
+    if fused:  # parse_fused keeps invocations within int64
+        keys = np.fromiter(fused, dtype=np.int64, count=len(fused))
+        at = np.searchsorted(invocations, keys)
+        for pos, inv in zip(at.tolist(), keys.tolist(), strict=True):
+            if pos < len(invocations) and invocations[pos] == inv:
+                op_list[pos], names = fused[inv]
+                node_names[pos] = "|".join(names)
+    columns: dict[str, Any] = {
+        "invocation": invocations.astype(np.int64),
+        "op": op,
+        "op_list": op_list,
+        "node_name": node_name,
+        "from_marker": np.ones(len(invocations), dtype=bool),
+        "from_metadata": np.zeros(len(invocations), dtype=bool),
+    }
+    if any(v is not None for v in node_names.tolist()):
+        columns["node_names"] = node_names
+    return _finish_ops(pd.DataFrame(columns))
+
+
+def _finish_ops(ops: pd.DataFrame) -> pd.DataFrame:
+    """Add ``op_index`` (row order), ``is_fused`` and ``layer`` (a ``-<n>`` node-name suffix)."""
+    ops["op_index"] = np.arange(len(ops))
+    ops["is_fused"] = ops["op_list"].str.contains(r"\+", regex=True)
+    names = ops["node_name"].to_numpy(dtype=object)
+    codes, uniques = pd.factorize(names, use_na_sentinel=True)
+    layers = [int(mm.group(1)) if isinstance(n, str) and (mm := _LAYER_RE.search(n)) else -1 for n in uniques]
+    layers = [v if v < 2**63 else -1 for v in layers]  # digits beyond any layer count: unknown
+    layer = np.array([*layers, -1], dtype=np.int64)[codes]  # code -1: no name
+    ops["layer"] = pd.arrays.IntegerArray(layer, layer < 0)
+    return ops

@@ -50,6 +50,7 @@ never 0.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -138,7 +139,9 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
 def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     """Return ``df`` with exactly ``columns``, in order, cast to their dtypes.
 
-    Missing columns are added as all-missing. Extra columns are dropped.
+    Missing columns are added as all-missing. Extra columns are dropped. A categorical column
+    (the big readers' counter and kernel names: a code per row) stays categorical where an
+    ``object`` column is asked for: same values, one string per distinct value.
 
     Args:
         df: a frame from a reader.
@@ -155,7 +158,9 @@ def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     for name, dtype in columns.items():
         if name in df.columns:
             col = df[name]
-            if dtype == "object":
+            if dtype == "object" and isinstance(col.dtype, pd.CategoricalDtype):
+                out[name] = col.reset_index(drop=True)
+            elif dtype == "object":
                 out[name] = col.astype(object).where(col.notna(), None).reset_index(drop=True)
             else:
                 out[name] = col.astype(dtype).reset_index(drop=True)
@@ -166,7 +171,86 @@ def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
                 out[name] = pd.Series(np.full(n, np.nan), dtype="float64")
             else:
                 out[name] = pd.Series([pd.NA] * n, dtype=dtype)
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)  # the columns built above (copy-on-write: no second copy)
+
+
+def stack_frames(chunks: list[pd.DataFrame]) -> pd.DataFrame:
+    """Frames with the same columns one after the other, with a fresh index.
+
+    Built a column at a time, each column's parts released once it is built (``chunks`` is
+    emptied): the memory of the chunks plus one column, not of two whole copies.
+    """
+    if not chunks:
+        return pd.DataFrame()
+    if len(chunks) == 1:
+        only = chunks.pop()
+        return only.reset_index(drop=True)
+    columns = list(chunks[0].columns)
+    parts = {c: [chunk[c] for chunk in chunks] for c in columns}
+    chunks.clear()
+    out = {c: pd.concat(parts.pop(c), ignore_index=True) for c in columns}
+    return pd.DataFrame(out, copy=False)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a numeric array, sorted (``np.unique`` without its slow hash path)."""
+    if not len(values):
+        return np.asarray(values)
+    ordered = np.sort(values)
+    keep = np.ones(len(ordered), dtype=bool)
+    keep[1:] = ordered[1:] != ordered[:-1]
+    return ordered[keep]
+
+
+def match_rows(table: list[np.ndarray], query: list[np.ndarray]) -> np.ndarray:
+    """For each query key, the first row of ``table`` with the same key; -1 where none has it.
+
+    Keys are tuples of int64 columns (``table`` and ``query`` hold the same number of columns,
+    each of their own length). A sort-based join, O((T + Q) log(T + Q)), without Python objects
+    per row: the columns are ranked together so that a key becomes one int64.
+
+    Args:
+        table: the key columns of the rows to find.
+        query: the key columns of the rows to look up.
+
+    Returns:
+        An int64 array of ``table`` positions, one per query row.
+    """
+    n_table = len(table[0]) if table else 0
+    n_query = len(query[0]) if query else 0
+    if not n_table or not n_query:
+        return np.full(n_query, -1, dtype=np.int64)
+    if len(table) > 1:
+        firsts_t, firsts_q = table[0], query[0]
+        values = distinct(firsts_t)
+        if len(values) <= 64:  # a few processes: look up the other columns per value of the first
+            out = np.full(n_query, -1, dtype=np.int64)
+            for v in values.tolist():
+                t_sel = np.flatnonzero(firsts_t == v)
+                q_sel = np.flatnonzero(firsts_q == v)
+                if len(q_sel):
+                    hit = match_rows([c[t_sel] for c in table[1:]], [c[q_sel] for c in query[1:]])
+                    out[q_sel] = np.where(hit >= 0, t_sel[np.clip(hit, 0, None)], -1)
+            return out
+        key_t = np.zeros(n_table, dtype=np.int64)
+        key_q = np.zeros(n_query, dtype=np.int64)
+        for col_t, col_q in zip(table, query, strict=True):
+            # densify the key so far, then append this column's rank: both stay below (T + Q) ** 2
+            _, dense = np.unique(np.concatenate([key_t, key_q]), return_inverse=True)
+            values, rank = np.unique(np.concatenate([col_t, col_q]), return_inverse=True)
+            combined = dense.reshape(-1).astype(np.int64) * len(values) + rank.reshape(-1)
+            key_t, key_q = combined[:n_table], combined[n_table:]
+    else:
+        key_t, key_q = table[0], query[0]
+    order = np.argsort(key_t, kind="stable")
+    sorted_keys = key_t[order]
+    firsts = np.ones(len(order), dtype=bool)
+    firsts[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    order, sorted_keys = order[firsts], sorted_keys[firsts]
+    at = np.searchsorted(sorted_keys, key_q)
+    found = at < len(sorted_keys)
+    found[found] = sorted_keys[at[found]] == key_q[found]
+    return np.where(found, order[np.clip(at, 0, len(order) - 1)], -1).astype(np.int64)
 
 
 Severity = Literal["info", "warning", "error"]
@@ -265,7 +349,9 @@ class Capture:
         sysinfo: free-form key/values about the system (e.g. rocprof-compute ``sysinfo.csv``).
         dram_peak_gbps: a measured or recorded DRAM bandwidth ceiling in GB/s (1e9 B/s).
         dram_peak_source: where that ceiling came from.
-        content_sha256: hash of the raw input files, to refuse double ingests.
+        content_sha256: hash of the raw input files, to refuse double ingests (a property:
+            :func:`rocroof.readers.read_capture` computes it on a second thread while the
+            capture is processed; reading it waits for that).
         files_read: the files that were read (what the hash covers).
     """
 
@@ -283,5 +369,19 @@ class Capture:
     sysinfo: dict[str, str] = field(default_factory=dict)
     dram_peak_gbps: float | None = None
     dram_peak_source: str | None = None
-    content_sha256: str = ""
     files_read: list[str] = field(default_factory=list)
+    _content_sha256: str = field(default="", repr=False)
+    _hash_job: Future[str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def content_sha256(self) -> str:
+        """SHA-256 (hex) of the raw input files; waits for the hash when it is still being computed."""
+        if self._hash_job is not None:
+            job, self._hash_job = self._hash_job, None
+            self._content_sha256 = job.result()
+        return self._content_sha256
+
+    @content_sha256.setter
+    def content_sha256(self, value: str) -> None:
+        self._hash_job = None
+        self._content_sha256 = value

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 from rich import box
@@ -138,7 +139,14 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     Returns:
         The :class:`Report`.
     """
-    rows = store.frame(sa.text(f"SELECT * FROM {_VIEW[by]} WHERE run_id = :rid"), {"rid": run_id})
+    rows = pd.DataFrame()
+    if by == "op":  # stored with the run (the op_summary view sums every dispatch: seconds for 10^6)
+        stored = ", ".join(schema.OP_TOTAL_COLUMNS)
+        rows = store.frame(
+            sa.text(f"SELECT {stored} FROM op_total WHERE run_id = :rid ORDER BY row_index"), {"rid": run_id}
+        )
+    if not len(rows):  # a run without them (or no dispatches at all): the view
+        rows = store.frame(sa.text(f"SELECT * FROM {_VIEW[by]} WHERE run_id = :rid"), {"rid": run_id})
     run_row = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
     notes_df = store.frame(
         sa.select(schema.run_note).where(schema.run_note.c.run_id == run_id).order_by(schema.run_note.c.note_index)
@@ -189,7 +197,20 @@ def _with_roofline(
     from .roofline import add_roofline_columns, per_op_sums
 
     if by == "op":
-        inv = store.frame(sa.text("SELECT * FROM op_roofline WHERE run_id = :rid"), {"rid": run_id})
+        modelled = store.frame(sa.text("SELECT 1 AS one FROM op_model WHERE run_id = :rid LIMIT 1"), {"rid": run_id})
+        if len(modelled):
+            inv = store.frame(sa.text("SELECT * FROM op_roofline WHERE run_id = :rid"), {"rid": run_id})
+        else:  # no model: every modelled column is unknown; the invocations need not be read
+            ops = rows["op"].dropna().unique().tolist() if "op" in rows else []
+            inv = pd.DataFrame(
+                {
+                    "op": ops,
+                    **dict.fromkeys(
+                        ("model_read_bytes", "model_write_bytes", "flops", "dram_bytes", "duration_ns"), np.nan
+                    ),
+                    "model_note": None,
+                }
+            )
         if len(inv):
             rows = rows.merge(per_op_sums(inv), on="op", how="left")
     if "dram_bytes" not in rows:

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +29,7 @@ import pandas as pd
 from ..errors import InputError, ParseError
 from ..fileio import logical_name, read_text
 from ..markers import file_has_fused_lines, read_fused_log
+from ..memory import release_free_memory
 from ..records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame
 from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprofv3_csv
 
@@ -363,7 +365,12 @@ def read_capture(
         raise InputError(f"{path}: no kernel dispatches recorded (did the application launch any GPU kernel?)")
     capture.notes = notes + capture.notes
     used = list(dict.fromkeys(used))
-    capture.content_sha256 = _hash_files(used, root)
+    # the hash reads every input file again: on a second thread (hashlib releases the GIL), while
+    # the caller attributes the capture; Capture.content_sha256 waits for it
+    release_free_memory()  # what reading freed (chunks of text) goes back before the next stage
+    hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocroof-hash")
+    capture._hash_job = hasher.submit(_hash_files, used, root)
+    hasher.shutdown(wait=False)
     capture.files_read = [str(u) for u in used]
     return capture
 
@@ -386,7 +393,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
             raise ParseError(
                 f,
                 "not an Nsight Compute raw export: expected the CSV of 'ncu --import REPORT --csv --page raw' "
-                "(header with \"Kernel Name\" and metric columns); the file is empty, damaged or another CSV",
+                '(header with "Kernel Name" and metric columns); the file is empty, damaged or another CSV',
             )
     if reps and not ncu:
         raise InputError(

@@ -19,11 +19,14 @@ the low 24 bits are the thread id, the rest is the process's ``globalPid`` (tabl
 from __future__ import annotations
 
 import contextlib
+import csv
 import gzip
+import io
 import re
 import shutil
 import sqlite3
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +34,18 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParseError
-from ..fileio import column_map, is_gzip, logical_name, open_binary, parse_int, parse_str, pick, read_csv, require
+from ..fileio import (
+    column_map,
+    is_gzip,
+    logical_name,
+    open_binary,
+    parse_int,
+    parse_str,
+    pick,
+    read_csv_chunks,
+    read_header,
+    require,
+)
 from ..records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -41,6 +55,7 @@ from ..records import (
     PassData,
     conform,
     empty_frame,
+    stack_frames,
 )
 
 NVTX_COLUMN = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
@@ -129,15 +144,17 @@ def _innermost_ggml(cell: object) -> tuple[int | None, str | None]:
         return None, None
     head = cell.strip().split(None, 1)[0]
     tid = int(head) if head.isdigit() else None
-    message = None
-    for entry in _STACK_ENTRY.findall(cell):
+    # the quoted entries, innermost last: the last one whose message is a ggml range
+    for entry in reversed(_STACK_ENTRY.findall(cell)):
+        if "ggml:" not in entry:
+            continue
         # "<domain>:<message>:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"; the message may hold colons
         body = entry.split(":", 1)[1] if entry.startswith("<") or ":" in entry else entry
         parts = body.rsplit(":", 6)
         text = parts[0] if len(parts) == 7 else body
         if text.startswith("ggml:"):
-            message = text
-    return tid, message
+            return tid, text
+    return tid, None
 
 
 def is_ncu_csv(path: Path) -> bool:
@@ -153,8 +170,34 @@ def is_ncu_csv(path: Path) -> bool:
     return '"Kernel Name"' in first and ("gpu__time_duration" in first or "Push/Pop_Range" in first)
 
 
+def _units_row(path: Path, header: list[str], id_col: str) -> list[str] | None:
+    """Row 2 of an Nsight Compute raw export when it is the units row (its ID cell empty), else None."""
+    try:
+        with open_binary(path) as fh:
+            fh.readline()
+            second = fh.readline()
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
+        return None  # the reader reports the damage
+    text = second.decode("utf-8", errors="replace")
+    try:
+        cells = next(csv.reader(io.StringIO(text)), [])
+    except csv.Error:
+        return None
+    if not cells or len(cells) < len(header):
+        return None
+    units = dict(zip(header, cells, strict=False))
+    return [units.get(name, "") for name in header] if units.get(id_col, "x").strip() == "" else None
+
+
+def _numeric(column: pd.Series) -> pd.Series:
+    """A column of a chunk as numbers: as the C parser typed it, else by :func:`_number`."""
+    if column.dtype.kind in "iuf":
+        return column.reset_index(drop=True)
+    return _number(column).reset_index(drop=True)
+
+
 def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
-    """Read an Nsight Compute raw-page CSV as one counter pass.
+    """Read an Nsight Compute raw-page CSV as one counter pass, a chunk of rows at a time.
 
     Returns:
         ``(pass, facts)``: facts hold the GPU (``CC``, device name when present).
@@ -162,66 +205,120 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
     Raises:
         ParseError: a missing required column, or a row without a kernel name / duration.
     """
-    df = read_csv(path)
-    cols = column_map(df.columns)
+    header = read_header(path)
+    cols = column_map(header)
     name_col = require(path, cols, "kernel name", "Kernel Name")
     id_col = require(path, cols, "kernel id", "ID")
-    units = pd.Series([""] * len(df.columns), index=df.columns)
-    # the units row: its ID cell is empty and its metric cells hold unit names
-    if len(df) and str(df[id_col].iloc[0]).strip() == "":
-        units = df.iloc[0].fillna("").astype(str)
-        df = df.iloc[1:].reset_index(drop=True)
-        first_row = 3
-    else:
-        first_row = 2
-    disp = pd.DataFrame({"kernel_name": parse_str(df[name_col])})
-    disp["dispatch_id"] = _whole(path, _number(df[id_col]), id_col, first_row)
-    if bool(disp["kernel_name"].isna().any()):
-        pos = int(np.flatnonzero(disp["kernel_name"].isna().to_numpy())[0])
-        raise ParseError(path, f"column {name_col!r} is empty; expected a kernel name", first_row + pos)
+    unit_cells = _units_row(path, header, id_col)
+    units = pd.Series(unit_cells if unit_cells is not None else [""] * len(header), index=header).fillna("")
     dur_col = pick(cols, "gpu__time_duration.sum")
-    if dur_col is not None:
-        dur_scale = unit_scale(units[dur_col]) or 1.0
-        disp["duration_ns"] = _whole(path, _number(df[dur_col]) * dur_scale, dur_col, first_row)
-    for target, alias in (("process_id", "Process ID"), ("stream_id", "Stream"), ("queue_id", "Context")):
-        col = pick(cols, alias)
-        if col is not None:
-            disp[target] = _whole(path, _number(df[col]), col, first_row)
-    for target, alias in (("grid", "Grid Size"), ("workgroup", "Block Size")):
-        col = pick(cols, alias)
-        if col is not None:
-            xyz = df[col].astype(str).str.extract(r"\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)")
-            for i, axis in enumerate("xyz"):
-                disp[f"{target}_{axis}"] = parse_int(path, xyz[i], first_row, col)[0]
-    if "workgroup_x" in disp and "grid_x" in disp:
-        # ncu's Grid Size counts blocks; rocroof's grid sizes count work-items (threads)
-        for a in "xyz":
-            disp[f"grid_{a}"] = disp[f"grid_{a}"] * disp[f"workgroup_{a}"]
-        disp["workgroup_size"] = disp["workgroup_x"] * disp["workgroup_y"] * disp["workgroup_z"]
-        disp["grid_size"] = disp["grid_x"] * disp["grid_y"] * disp["grid_z"]
-    nvtx = pick(cols, NVTX_COLUMN)
-    if nvtx is not None:
-        parsed = [_innermost_ggml(c) for c in df[nvtx]]
-        disp["thread_id"] = pd.array([t for t, _ in parsed], dtype="Int64")
-        disp["region"] = [msg for _, msg in parsed]
-    disp["agent_label"] = parse_str(df[pick(cols, "Device") or name_col]) if pick(cols, "Device") else "0"
-    counters = []
-    rows = np.arange(len(df), dtype=np.int64)
-    for col in df.columns:
+    metrics = []  # (column, scale): counters of each dispatch
+    for col in header:
         if str(col).strip().lower() in _META or "__" not in str(col) or str(col).startswith("device__attribute"):
             continue  # device attributes repeat on every row: facts of the GPU, not counters of a dispatch
         scale = unit_scale(units[col])
-        values = _number(df[col])
-        if values.notna().sum() == 0 or scale is None:
-            continue
-        counters.append(pd.DataFrame({"row": rows, "counter_name": str(col), "value": values * scale}))
-    counter_frame = (
-        pd.concat(counters, ignore_index=True).dropna(subset=["value"]) if counters else empty_frame(COUNTER_COLUMNS)
+        if scale is not None:
+            metrics.append((col, scale))
+    id_like = [c for c in (pick(cols, "Process ID"), pick(cols, "Stream"), pick(cols, "Context")) if c]
+    numbers = [id_col, *id_like, *(m for m, _ in metrics), *([dur_col] if dur_col else [])]
+    nvtx = pick(cols, NVTX_COLUMN)
+    device = pick(cols, "Device")
+    frames: list[pd.DataFrame] = []
+    values: dict[str, list[np.ndarray]] = {m: [] for m, _ in metrics}
+    rows: dict[str, list[np.ndarray]] = {m: [] for m, _ in metrics}
+    facts: dict[str, str] = {}
+    offset = 0
+    for chunk, first_row in read_csv_chunks(path, numbers=numbers, skip_second_row=unit_cells is not None):
+        if not facts and len(chunk):
+            facts = _ncu_facts(chunk, cols)
+        disp = pd.DataFrame({"kernel_name": parse_str(chunk[name_col])})
+        disp["dispatch_id"] = _whole(path, _numeric(chunk[id_col]), id_col, first_row)
+        if bool(disp["kernel_name"].isna().any()):
+            pos = int(np.flatnonzero(disp["kernel_name"].isna().to_numpy())[0])
+            raise ParseError(path, f"column {name_col!r} is empty; expected a kernel name", first_row + pos)
+        if dur_col is not None:
+            dur_scale = unit_scale(units[dur_col]) or 1.0
+            disp["duration_ns"] = _whole(path, _numeric(chunk[dur_col]) * dur_scale, dur_col, first_row)
+        for target, alias in (("process_id", "Process ID"), ("stream_id", "Stream"), ("queue_id", "Context")):
+            column = pick(cols, alias)
+            if column is not None:
+                disp[target] = _whole(path, _numeric(chunk[column]), column, first_row)
+        for target, alias in (("grid", "Grid Size"), ("workgroup", "Block Size")):
+            column = pick(cols, alias)
+            if column is not None:
+                xyz = _dims(chunk[column])
+                for i, axis in enumerate("xyz"):
+                    disp[f"{target}_{axis}"] = parse_int(path, xyz[i], first_row, column)[0]
+        if "workgroup_x" in disp and "grid_x" in disp:
+            # ncu's Grid Size counts blocks; rocroof's grid sizes count work-items (threads)
+            for a in "xyz":
+                disp[f"grid_{a}"] = disp[f"grid_{a}"] * disp[f"workgroup_{a}"]
+            disp["workgroup_size"] = disp["workgroup_x"] * disp["workgroup_y"] * disp["workgroup_z"]
+            disp["grid_size"] = disp["grid_x"] * disp["grid_y"] * disp["grid_z"]
+        if nvtx is not None:
+            parsed = [_innermost_ggml(c) for c in chunk[nvtx]]
+            disp["thread_id"] = pd.array([t for t, _ in parsed], dtype="Int64")
+            disp["region"] = pd.Series([msg for _, msg in parsed], dtype=object)
+        disp["agent_label"] = parse_str(chunk[device]) if device else "0"
+        frames.append(conform(disp, DISPATCH_COLUMNS))
+        local = np.arange(offset, offset + len(chunk), dtype=np.int64)
+        for col, scale in metrics:
+            v = (_numeric(chunk[col]) * scale).to_numpy(dtype=np.float64, na_value=np.nan)
+            keep = ~np.isnan(v)
+            values[col].append(v[keep])
+            rows[col].append(local[keep])
+        offset += len(chunk)
+    dispatches = stack_frames(frames) if frames else empty_frame(DISPATCH_COLUMNS)
+    # a kernel's ID is unique in a report (per profiled process): a repeated row is damage
+    repeated = dispatches.duplicated(subset=["process_id", "dispatch_id"], keep="first")
+    if bool(repeated.any()):
+        pos = int(np.flatnonzero(repeated.to_numpy())[0])
+        raise ParseError(
+            path,
+            f"kernel ID {dispatches['dispatch_id'].iloc[pos]} appears twice (expected one row per profiled kernel)",
+            (3 if unit_cells is not None else 2) + pos,
+        )
+    counter_frame = empty_frame(COUNTER_COLUMNS)
+    present = [m for m, _ in metrics if sum(len(v) for v in values[m])]
+    if present:  # counter-major, as the columns come: one row per dispatch and counter measured
+        code_parts = [np.full(sum(len(v) for v in values[m]), j, dtype=np.int32) for j, m in enumerate(present)]
+        counter_frame = pd.DataFrame(
+            {
+                "row": np.concatenate([r for m in present for r in rows[m]]),
+                "counter_name": pd.Categorical.from_codes(
+                    np.concatenate(code_parts), categories=[str(m) for m in present]
+                ),
+                "value": np.concatenate([v for m in present for v in values[m]]),
+            },
+            copy=False,
+        )
+    del values, rows
+    return (
+        PassData(
+            kind="counter",
+            label=label,
+            source=str(path),
+            dispatches=dispatches,
+            counters=counter_frame,
+            region_method="nvtx_stack",
+        ),
+        facts,
     )
+
+
+def _dims(column: pd.Series) -> pd.DataFrame:
+    """``(x, y, z)`` text of each ``(x, y, z)`` cell, computed once per distinct cell."""
+    codes, uniques = pd.factorize(column.to_numpy(dtype=object), use_na_sentinel=False)
+    parsed = pd.Series(uniques, dtype=object).astype(str).str.extract(r"\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)")
+    return pd.DataFrame({i: parsed[i].to_numpy(dtype=object)[codes] for i in range(3)})
+
+
+def _ncu_facts(chunk: pd.DataFrame, cols: dict[str, str]) -> dict[str, str]:
+    """Facts of the GPU from the first kernel row: CC, device attributes, host name."""
     facts: dict[str, str] = {}
     cc = pick(cols, "CC")
-    if cc is not None and len(df):
-        major_minor = str(df[cc].iloc[0]).strip()
+    if cc is not None:
+        major_minor = str(chunk[cc].iloc[0]).strip()
         if re.fullmatch(r"\d+\.\d+", major_minor):
             facts["gfx_arch"] = "sm_" + major_minor.replace(".", "")
     for fact, column in (
@@ -232,22 +329,12 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
         ("gpu_name", "device__attribute_display_name"),
     ):
         col = pick(cols, column)
-        if col is not None and len(df):
-            facts[fact] = str(df[col].iloc[0]).replace(",", "").strip()
+        if col is not None:
+            facts[fact] = str(chunk[col].iloc[0]).replace(",", "").strip()
     host = pick(cols, "Host Name")
-    if host is not None and len(df):
-        facts["host"] = str(df[host].iloc[0])
-    return (
-        PassData(
-            kind="counter",
-            label=label,
-            source=str(path),
-            dispatches=conform(disp, DISPATCH_COLUMNS),
-            counters=conform(counter_frame, COUNTER_COLUMNS),
-            region_method="nvtx_stack",
-        ),
-        facts,
-    )
+    if host is not None:
+        facts["host"] = str(chunk[host].iloc[0])
+    return facts
 
 
 @contextlib.contextmanager
@@ -348,6 +435,47 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int | np.integer) and -(2**63) <= int(value) < 2**63
 
 
+#: Rows fetched and converted per step (bounds the Python objects alive at once).
+FETCH_ROWS = 50_000
+
+
+def _query(conn: sqlite3.Connection, sql: str) -> pd.DataFrame:
+    """A query's rows, fetched a chunk at a time; typed as one read would type them."""
+    parts = list(pd.read_sql_query(sql, conn, chunksize=FETCH_ROWS))
+    if len(parts) <= 1:
+        return parts[0] if parts else pd.read_sql_query(sql, conn)
+    if all(p.dtypes.equals(parts[0].dtypes) for p in parts):
+        return stack_frames(parts)
+    del parts  # the chunks typed a column differently (NULLs in part of it): read it whole, as before
+    return pd.read_sql_query(sql, conn)
+
+
+def _strings(conn: sqlite3.Connection, ids_sql: str) -> dict[object, object]:
+    """``{id: value}`` of the StringIds rows whose id the query ``ids_sql`` names (the first row of an id)."""
+    out: dict[object, object] = {}
+    for key, value in conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({ids_sql}) ORDER BY rowid"):
+        out.setdefault(key, value)
+    return out
+
+
+def _names(first: pd.Series, second: pd.Series | None, strings: dict[object, object]) -> pd.Series:
+    """``COALESCE(name of first id, name of second id)`` per row, looked up once per distinct pair of ids."""
+    pairs = pd.DataFrame({"a": first.astype(object), "b": second.astype(object) if second is not None else None})
+    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(pairs), use_na_sentinel=False)
+    table = []
+    for a, b in uniques:
+        name = strings.get(a) if _is_key(a) else None
+        if name is None and second is not None and _is_key(b):
+            name = strings.get(b)
+        table.append(name)
+    return pd.Series(np.array([*table, None], dtype=object)[:-1][codes], dtype=object)
+
+
+def _is_key(value: object) -> bool:
+    """A value that can be a StringIds id (a number or text; not NULL/NaN)."""
+    return value is not None and not (isinstance(value, float) and np.isnan(value))
+
+
 def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str, str]]:
     try:
         conn = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True)
@@ -357,30 +485,46 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
             raise ParseError(path, "not an nsys SQLite export (no CUPTI_ACTIVITY_KIND_KERNEL table)")
-        k = pd.read_sql_query(
-            "SELECT k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId, k.globalPid, "
-            "COALESCE(d.value, s.value) AS name, k.registersPerThread, k.gridX, k.gridY, k.gridZ, k.blockX, "
-            "k.blockY, k.blockZ, k.staticSharedMemory, k.dynamicSharedMemory, k.localMemoryPerThread "
-            "FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds d ON d.id = k.demangledName "
-            "LEFT JOIN StringIds s ON s.id = k.shortName ORDER BY k.correlationId, k.start",
+        # names by id from StringIds (a handful of kernels), not a string per row
+        k = _query(
             conn,
+            "SELECT k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId, k.globalPid, "
+            "k.demangledName AS demangled_id, k.shortName AS short_id, k.registersPerThread, k.gridX, k.gridY, "
+            "k.gridZ, k.blockX, k.blockY, k.blockZ, k.staticSharedMemory, k.dynamicSharedMemory, "
+            "k.localMemoryPerThread FROM CUPTI_ACTIVITY_KIND_KERNEL k ORDER BY k.correlationId, k.start",
         )
+        names = (
+            _strings(
+                conn,
+                "SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION "
+                "SELECT DISTINCT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            )
+            if "StringIds" in tables
+            else {}
+        )
+        k["name"] = _names(k.pop("demangled_id"), k.pop("short_id"), names)
         pids = (
             pd.read_sql_query("SELECT globalPid, pid FROM PROCESSES", conn) if "PROCESSES" in tables else pd.DataFrame()
         )
         runtime = pd.DataFrame()
         if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-            runtime = pd.read_sql_query(
-                "SELECT r.start, r.end, r.globalTid, r.correlationId, s.value AS api_name "
-                "FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId",
+            runtime = _query(
                 conn,
+                "SELECT r.start, r.end, r.globalTid, r.correlationId, r.nameId AS name_id "
+                "FROM CUPTI_ACTIVITY_KIND_RUNTIME r",
             )
+            api = (
+                _strings(conn, "SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+                if "StringIds" in tables
+                else {}
+            )
+            runtime["api_name"] = _names(runtime.pop("name_id"), None, api)
         nvtx = pd.DataFrame()
         if "NVTX_EVENTS" in tables:
-            nvtx = pd.read_sql_query(
+            nvtx = _query(
+                conn,
                 "SELECT e.start, e.end, e.eventType, e.globalTid, COALESCE(e.text, s.value) AS message "
                 "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (34, 59, 60)",
-                conn,
             )
         gpus = pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", conn) if "TARGET_INFO_GPU" in tables else None
     except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError) as exc:
@@ -405,7 +549,9 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
 
     def pid(global_id: pd.Series) -> pd.Series:
         gpid = global_id & ~0xFFFFFF if len(global_id) else global_id
-        return pd.array([pid_of.get(int(g)) if pd.notna(g) else None for g in gpid], dtype="Int64")
+        codes, uniques = pd.factorize(gpid, use_na_sentinel=True)  # a few processes: looked up once each
+        table = np.array([*(pid_of.get(int(g)) for g in uniques), None], dtype=object)
+        return pd.array(table[codes], dtype="Int64")
 
     def tid(global_tid: pd.Series) -> pd.Series:
         return (global_tid & 0xFFFFFF).astype("Int64")

@@ -32,12 +32,14 @@ not JSON) is a :class:`~rocroof.errors.ParseError` naming the file.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -54,6 +56,7 @@ from ..records import (
     PassData,
     conform,
     empty_frame,
+    stack_frames,
 )
 
 _TABLES = (
@@ -174,12 +177,14 @@ def _resolve(conn: sqlite3.Connection, path: Path) -> dict[str, str]:
 
 #: Rows converted per step: a large result (8 counter rows per dispatch...) is turned into columns
 #: chunk by chunk, so that its Python row tuples never all exist at once.
-FETCH_ROWS = 200_000
+FETCH_ROWS = 50_000
 
 
-def _query(conn: sqlite3.Connection, path: Path, sql: str) -> pd.DataFrame:
+def _query(conn: sqlite3.Connection, path: Path, sql: str, params: Sequence[object] = ()) -> pd.DataFrame:
     try:
-        parts = [_shared_strings(part) for part in pd.read_sql_query(sql, conn, chunksize=FETCH_ROWS)]
+        parts = [
+            _shared_strings(part) for part in pd.read_sql_query(sql, conn, params=list(params), chunksize=FETCH_ROWS)
+        ]
         if len(parts) == 1:
             return parts[0]
         if all(p.dtypes.equals(parts[0].dtypes) for p in parts):
@@ -187,13 +192,41 @@ def _query(conn: sqlite3.Connection, path: Path, sql: str) -> pd.DataFrame:
         # the chunks typed a column differently (NULLs or mixed values in part of it): read the result
         # whole, so that every column gets the type of one read
         del parts
-        return _shared_strings(pd.read_sql_query(sql, conn))
+        return _shared_strings(pd.read_sql_query(sql, conn, params=list(params)))
     except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError, MemoryError) as exc:
         # pandas wraps the sqlite3 error in a message that repeats the whole statement
         cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else exc
         raise ParseError(
             path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 database"
         ) from exc
+
+
+def _chunked(
+    conn: sqlite3.Connection,
+    path: Path,
+    sql: str,
+    params: Sequence[object],
+    shape: Any,
+) -> pd.DataFrame:
+    """Run a query a chunk of :data:`FETCH_ROWS` rows at a time and stack the chunks ``shape`` makes.
+
+    ``shape(chunk)`` gives each chunk its final columns and dtypes, so that a raw chunk lives only
+    while it is shaped and the result is built column by column (never two whole copies).
+
+    Raises:
+        ParseError: the query fails (damaged database), or ``shape`` finds a bad value.
+    """
+    try:
+        chunks = [
+            shape(_shared_strings(part))
+            for part in pd.read_sql_query(sql, conn, params=list(params), chunksize=FETCH_ROWS)
+        ]
+    except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError, MemoryError) as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else exc
+        raise ParseError(
+            path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 database"
+        ) from exc
+    return stack_frames(chunks)
 
 
 def _shared_strings(df: pd.DataFrame) -> pd.DataFrame:
@@ -240,6 +273,10 @@ def _castable(value: object, dtype: str) -> bool:
     return True
 
 
+#: A marker's extdata as rocprofv3 writes it: one "message" string with no escapes or control characters.
+_SIMPLE_MESSAGE = re.compile(r'\{[ \t\n\r]*"message"[ \t\n\r]*:[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*\}')
+
+
 def _message(path: Path, table: str, row_id: object, event_id: object, extdata: object) -> str | None:
     """The ``$.message`` of a marker event's ``extdata`` (None when absent)."""
     if extdata is None or (isinstance(extdata, float) and np.isnan(extdata)):
@@ -250,6 +287,9 @@ def _message(path: Path, table: str, row_id: object, event_id: object, extdata: 
         except UnicodeDecodeError as exc:
             raise ParseError(path, f"rocpd_event id {event_id} ({table} id {row_id}): extdata is not UTF-8") from exc
     text = str(extdata)
+    simple = _SIMPLE_MESSAGE.fullmatch(text)
+    if simple is not None:  # {"message": "..."} without escapes: what json.loads would give
+        return simple.group(1)
     if not text.strip():
         return None
     try:
@@ -384,8 +424,11 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         src.get("rocpd_string"),
         src.get("rocpd_info_kernel_symbol"),
     )
+    # ids restart in every process of a merged database: rows are told apart by guid, which is
+    # fetched as a small code (its position among the dispatches' guids), not as text per row
+    guids = [r[0] for r in conn.execute(f"SELECT DISTINCT guid FROM {kd}")]
     select = [
-        "kd.guid AS guid",
+        f"{_code('kd.guid', guids)} AS guid",
         "kd.id AS dispatch_id",
         "kd.pid AS process_id",
         "kd.tid AS thread_id",
@@ -421,134 +464,54 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
     if st:
         select.append("rs.string AS region")
         joins.append(f"LEFT JOIN {st} rs ON rs.id = kd.region_name_id AND rs.guid = kd.guid")
-    dispatches = _query(
+
+    def shape(chunk: pd.DataFrame) -> pd.DataFrame:
+        """A chunk of dispatch rows in their final form (plus the guid code and event id)."""
+        if "region" in chunk:
+            chunk["region"] = _per_value(
+                chunk["region"], lambda r: r if isinstance(r, str) and parse_range(r) is not None else None
+            )
+        for axis in ("grid", "workgroup"):
+            dims = [f"{axis}_{c}" for c in "xyz"]
+            chunk[dims] = _conform(chunk[dims], dict.fromkeys(dims, "Int64"), path, "rocpd_kernel_dispatch")
+            chunk[f"{axis}_size"] = chunk[dims[0]] * chunk[dims[1]] * chunk[dims[2]]
+        chunk["agent_label"] = _per_value(chunk["agent_label"], _label)
+        out = _conform(chunk, DISPATCH_COLUMNS, path, "rocpd_kernel_dispatch")
+        out["guid"] = chunk["guid"].to_numpy(dtype=np.int64)
+        out["event_id"] = _int_ids(chunk["event_id"], path, "rocpd_kernel_dispatch", "event_id").array
+        return out
+
+    dispatches = _chunked(
         conn,
         path,
         f"SELECT {', '.join(select)} FROM {kd} kd {' '.join(joins)} ORDER BY kd.pid, kd.guid, kd.id",
+        guids,
+        shape,
     )
-    if "region" in dispatches:
-        dispatches["region"] = dispatches["region"].where(
-            dispatches["region"].map(lambda r: isinstance(r, str) and parse_range(r) is not None), None
-        )
-    for axis in ("grid", "workgroup"):
-        dims = [f"{axis}_{c}" for c in "xyz"]
-        dispatches[dims] = _conform(dispatches[dims], dict.fromkeys(dims, "Int64"), path, "rocpd_kernel_dispatch")
-        dispatches[f"{axis}_size"] = dispatches[dims[0]] * dispatches[dims[1]] * dispatches[dims[2]]
-    dispatches["agent_label"] = dispatches["agent_label"].map(_label)
+    guid_code = dispatches.pop("guid").to_numpy(dtype=np.int64)
+    _refuse_repeated_dispatches(guid_code, dispatches["dispatch_id"], guids, path)
     # (guid, event id) -> dispatch row: ids restart in every process of a merged database
     keymap = pd.DataFrame(
-        {
-            "guid": dispatches["guid"].astype(object),
-            "event_id": dispatches["event_id"],
-            "row": np.arange(len(dispatches), dtype=np.int64),
-        }
+        {"guid": guid_code, "event_id": dispatches.pop("event_id").array, "row": np.arange(len(guid_code))}
     )
-    keymap["event_id"] = _int_ids(keymap["event_id"], path, "rocpd_kernel_dispatch", "event_id")
     keymap = keymap[keymap["event_id"].notna()].drop_duplicates(["guid", "event_id"])
-    dispatch_keys = dispatches[["guid", "correlation_id"]] if "correlation_id" in dispatches else None
-    dispatches = _conform(dispatches, DISPATCH_COLUMNS, path, "rocpd_kernel_dispatch")
+    dispatch_keys = pd.DataFrame({"guid": guid_code, "correlation_id": dispatches["correlation_id"]}) if ev else None
 
     counters = empty_frame(COUNTER_COLUMNS)
     instances = empty_frame(INSTANCE_COLUMNS)
     if "rocpd_pmc_event" in src and "rocpd_info_pmc" in src:
-        pe, pmc = src["rocpd_pmc_event"], src["rocpd_info_pmc"]
-        summed = _query(
-            conn,
-            path,
-            f"SELECT pe.guid AS guid, pe.event_id AS event_id, pmc.name AS counter_name, SUM(pe.value) AS value, "
-            f"COUNT(*) AS records FROM {pe} pe JOIN {pmc} pmc ON pmc.id = pe.pmc_id AND pmc.guid = pe.guid "
-            f"WHERE pe.event_id IS NOT NULL GROUP BY pe.guid, pe.event_id, pmc.name",
-        )
-        summed = _with_rows(summed, keymap, path)
-        counters = _conform(
-            summed.sort_values(["row", "counter_name"], kind="stable"), COUNTER_COLUMNS, path, "rocpd_pmc_event"
-        )
-        multi = summed.loc[summed["records"] > 1, ["guid", "event_id", "counter_name"]]
-        if keep_instances and len(multi):
-            inst = _query(
-                conn,
-                path,
-                f"SELECT pe.guid AS guid, pe.event_id AS event_id, pmc.name AS counter_name, pe.value AS value "
-                f"FROM {pe} pe JOIN {pmc} pmc ON pmc.id = pe.pmc_id AND pmc.guid = pe.guid "
-                f"WHERE pe.event_id IS NOT NULL ORDER BY pe.guid, pe.id",
-            )
-            inst = _with_rows(inst, keymap, path).merge(multi, on=["guid", "event_id", "counter_name"])
-            inst["instance"] = inst.groupby(["row", "counter_name"], sort=False).cumcount()
-            inst = inst.sort_values(["row", "counter_name", "instance"], kind="stable")
-            instances = _conform(inst, INSTANCE_COLUMNS, path, "rocpd_pmc_event")
+        fast = _counters_one_record_each(conn, src, path, guids, keymap)
+        if fast is not None:
+            counters = fast
+        else:  # several records of one counter per dispatch (hardware instances), or damage: SQL sums them
+            counters, instances = _counters_summed(conn, src, path, guids, keymap, keep_instances)
 
     markers = empty_frame(MARKER_COLUMNS)
     launches = empty_frame(LAUNCH_COLUMNS)
     if ev and st and "rocpd_region" in src:
-        rg = src["rocpd_region"]
-        regions = _query(
-            conn,
-            path,
-            f"SELECT r.guid AS guid, r.id AS id, r.pid AS process_id, r.tid AS thread_id, r.start AS start_ns, "
-            f'r."end" AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, '
-            f"c.string AS category, n.string AS api_name FROM {rg} r "
-            f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid "
-            f"LEFT JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
-            f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
-            f"ORDER BY r.start, r.guid, r.id",
-        )
-        is_marker = regions["category"].map(lambda c: isinstance(c, str) and c.startswith("MARKER")).astype(bool)
-        mk = regions[is_marker].copy()
-        mk["message"] = pd.Series(
-            [
-                _message(path, "rocpd_region", i, e, x)
-                for i, e, x in zip(mk["id"], mk["event_id"], mk["extdata"], strict=True)
-            ],
-            index=mk.index,
-            dtype=object,
-        )
-        mk = mk[mk["message"].notna()].copy()
-        mk["kind"] = np.where(mk["start_ns"] == mk["end_ns"], "mark", "range")
-        frames = [mk]
-        if "rocpd_sample" in src and "rocpd_track" in src:
-            samples = _query(
-                conn,
-                path,
-                f"SELECT s.id AS id, t.pid AS process_id, t.tid AS thread_id, s.timestamp AS start_ns, "
-                f"s.timestamp AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, "
-                f"c.string AS category FROM {src['rocpd_sample']} s "
-                f"JOIN {ev} e ON e.id = s.event_id AND e.guid = s.guid "
-                f"LEFT JOIN {src['rocpd_track']} t ON t.id = s.track_id AND t.guid = s.guid "
-                f"LEFT JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
-                f"ORDER BY s.timestamp, s.guid, s.id",
-            )
-            keep = samples["category"].map(lambda c: isinstance(c, str) and c.startswith("MARKER")).astype(bool)
-            samples = samples[keep].copy()
-            samples["message"] = pd.Series(
-                [
-                    _message(path, "rocpd_sample", i, e, x)
-                    for i, e, x in zip(samples["id"], samples["event_id"], samples["extdata"], strict=True)
-                ],
-                index=samples.index,
-                dtype=object,
-            )
-            samples = samples[samples["message"].notna()].copy()
-            samples["kind"] = "mark"
-            frames.append(samples)
-        frames = [_conform(f, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample") for f in frames if len(f)]
-        if frames:
-            # by host time; at equal starts the outer (longer) range first
-            both = pd.concat(frames, ignore_index=True)
-            order = np.lexsort(
-                (-both["end_ns"].fillna(0).to_numpy(np.int64), both["start_ns"].fillna(0).to_numpy(np.int64))
-            )
-            markers = both.iloc[order].reset_index(drop=True)
+        markers = _markers(conn, src, path)
         if dispatch_keys is not None and len(dispatch_keys):
-            wanted = dispatch_keys.assign(
-                guid=dispatch_keys["guid"].astype(object),
-                correlation_id=_int_ids(dispatch_keys["correlation_id"], path, "rocpd_event", "stack_id"),
-            )
-            wanted = wanted.dropna().drop_duplicates()
-            api = regions[~is_marker].copy()
-            api["guid"] = api["guid"].astype(object)
-            api["correlation_id"] = _int_ids(api["correlation_id"], path, "rocpd_event", "stack_id")
-            api = api[api["correlation_id"].notna()]
-            launches = _conform(api.merge(wanted, on=["guid", "correlation_id"]), LAUNCH_COLUMNS, path, "rocpd_region")
+            launches = _launches(conn, src, path, guids, dispatch_keys)
     return PassData(
         kind="counter" if len(counters) else "trace",
         label=label,
@@ -559,6 +522,314 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         markers=markers,
         launches=launches,
     )
+
+
+def _code(column: str, values: list[object]) -> str:
+    """An SQL expression giving ``column``'s position in ``values`` (bound as ``?1``...), -1 for others."""
+    if not values:
+        return "-1"
+    whens = " ".join(f"WHEN ?{i + 1} THEN {i}" for i in range(len(values)))
+    return f"(CASE {column} {whens} ELSE -1 END)"
+
+
+def _per_value(column: pd.Series, fn: Any) -> pd.Series:
+    """``column.map(fn)``, calling ``fn`` once per distinct value (a few agents, kernels, regions)."""
+    values = column.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    table = np.array([*(fn(u) for u in uniques), None], dtype=object)[:-1]
+    return pd.Series(table[codes], index=column.index, dtype=object)
+
+
+def _shown(value: object) -> str:
+    """A value for a message: text quoted, numbers as numbers."""
+    return repr(value) if isinstance(value, str | bytes) else str(value)
+
+
+def _refuse_repeated_dispatches(guid_code: np.ndarray, ids: pd.Series, guids: list[object], path: Path) -> None:
+    """A (process, dispatch id) twice is a damaged database or a bad merge: ParseError naming the id."""
+    dup = pd.DataFrame({"guid": guid_code, "id": ids.array}, copy=False).duplicated(keep="first")
+    if bool(dup.any()):
+        pos = int(np.flatnonzero(dup.to_numpy())[0])
+        code = int(guid_code[pos])
+        owner = f" of process {guids[code]}" if 0 <= code < len(guids) else ""
+        raise ParseError(
+            path,
+            f"rocpd_kernel_dispatch: dispatch id {_shown(ids.iloc[pos])}{owner} appears twice (expected one row per "
+            "dispatch; a damaged database, or one merged twice)",
+        )
+
+
+def _sorted_keymap(keymap: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per guid code: the dispatches' event ids (sorted) and their rows, for :func:`_guid_rows`."""
+    out = {}
+    guid = keymap["guid"].to_numpy(dtype=np.int64)
+    event = keymap["event_id"].to_numpy(dtype=np.int64)
+    row = keymap["row"].to_numpy(dtype=np.int64)
+    for code in pd.unique(guid).tolist():
+        sel = np.flatnonzero(guid == code)
+        order = np.argsort(event[sel], kind="stable")
+        out[int(code)] = (event[sel][order], row[sel][order])
+    return out
+
+
+def _guid_rows(keymap: dict[int, tuple[np.ndarray, np.ndarray]], guid: np.ndarray, event: np.ndarray) -> np.ndarray:
+    """The dispatch row of each (guid code, event id); -1 where no dispatch has it."""
+    rows = np.full(len(event), -1, dtype=np.int64)
+    for code in pd.unique(guid).tolist():
+        if code not in keymap:
+            continue
+        keys, targets = keymap[code]
+        sel = np.flatnonzero(guid == code)
+        at = np.searchsorted(keys, event[sel])
+        ok = at < len(keys)
+        ok[ok] = keys[at[ok]] == event[sel][ok]
+        rows[sel[ok]] = targets[at[ok]]
+    return rows
+
+
+def _counters_one_record_each(
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], keymap: pd.DataFrame
+) -> pd.DataFrame | None:
+    """Counter values when each dispatch has one record per counter (the usual rocprofv3 output).
+
+    Reads ``rocpd_pmc_event`` in table order as numbers only (names come from the small
+    ``rocpd_info_pmc``), so that no per-row text or grouping is needed: the same values as
+    :func:`_counters_summed` (``SUM`` of one value is the value, as REAL). Returns None when the
+    data needs that path: several records of one (dispatch, counter), counter ids or names that
+    are not unique, values that are not numbers.
+    """
+    pe, pmc = src["rocpd_pmc_event"], src["rocpd_info_pmc"]
+    info = _query(conn, path, f"SELECT {_code('guid', guids)} AS guid, id, name FROM {pmc}", guids)
+    if not all(k in ("i", "u") for k in (info["guid"].dtype.kind, info["id"].dtype.kind)):
+        return None
+    names = info["name"].to_numpy(dtype=object)
+    if not all(isinstance(n, str) for n in names.tolist()) or info.duplicated(["guid", "id"]).any():
+        return None
+    # records as numbers only, a chunk at a time: (guid code, event id, counter id, value)
+    labels = sorted(set(names.tolist()))
+    name_code = np.searchsorted(np.array(labels, dtype=object), names).astype(np.int64)
+    info_guid, info_id = info["guid"].to_numpy(dtype=np.int64), info["id"].to_numpy(dtype=np.int64)
+    lookups = []  # per guid code: its counter ids (sorted) and their name codes
+    for g in range(-1, len(guids)):
+        mine = np.flatnonzero(info_guid == g)
+        order = np.argsort(info_id[mine])
+        lookups.append((info_id[mine][order], name_code[mine][order]))
+    by_event = _sorted_keymap(keymap)
+    rows_parts: list[np.ndarray] = []
+    code_parts: list[np.ndarray] = []
+    value_parts: list[np.ndarray] = []
+    chunks = _number_chunks(
+        conn,
+        f"SELECT {_code('pe.guid', guids)}, {_integer('pe.event_id')}, {_integer('pe.pmc_id')}, pe.value + 0.0 "
+        f"FROM {pe} pe WHERE pe.event_id IS NOT NULL",
+        guids,
+        4,
+    )
+    try:
+        for block in chunks:  # mapped to (dispatch row, counter code, value) a chunk at a time
+            guid = block[:, 0].astype(np.int64)
+            pmc_id = block[:, 2].astype(np.int64)
+            code = np.full(len(block), -1, dtype=np.int64)
+            for g in pd.unique(guid).tolist():
+                keys, targets = lookups[g + 1]
+                sel = np.flatnonzero(guid == g)
+                at = np.searchsorted(keys, pmc_id[sel])
+                ok = at < len(keys)
+                ok[ok] = keys[at[ok]] == pmc_id[sel][ok]
+                code[sel[ok]] = targets[at[ok]]
+            row = _guid_rows(by_event, guid, block[:, 1].astype(np.int64))
+            keep = (code >= 0) & (row >= 0)  # as the joins: records of no counter or no dispatch are left out
+            rows_parts.append(row[keep])
+            code_parts.append(code[keep].astype(np.int32))
+            value_parts.append(block[keep, 3])
+    except _NotNumbers:
+        return None
+    if not rows_parts:
+        return empty_frame(COUNTER_COLUMNS)
+    row = np.concatenate(rows_parts)
+    del rows_parts
+    key = row * len(labels) + np.concatenate(code_parts)
+    del row, code_parts
+    value = np.concatenate(value_parts)
+    del value_parts
+    if len(key) > 1 and not bool((np.diff(key) > 0).all()):
+        by_key = np.argsort(key, kind="stable")
+        key = key[by_key]
+        if bool((np.diff(key) == 0).any()):
+            return None  # a counter recorded twice for one dispatch: summed by SQL instead
+        value = value[by_key]
+    # the names as a categorical column: a code per value, not a pointer to a string
+    names_column = pd.Categorical.from_codes((key % len(labels)).astype(np.int32), categories=labels)
+    return pd.DataFrame({"row": key // len(labels), "counter_name": names_column, "value": value}, copy=False)
+
+
+#: Integers a float64 holds exactly: record ids beyond this are read the slow way.
+_EXACT = float(2**53)
+
+
+def _integer(column: str) -> str:
+    """``column`` when it holds an integer, else NULL (which makes :func:`_numbers` give up)."""
+    return f"(CASE WHEN typeof({column}) = 'integer' THEN {column} END)"
+
+
+class _NotNumbers(Exception):
+    """A value that :func:`_number_chunks` cannot take as a number."""
+
+
+def _number_chunks(conn: sqlite3.Connection, sql: str, params: Sequence[object], width: int) -> Iterator[np.ndarray]:
+    """The rows of a query whose values are all numbers, a chunk at a time, as float64 arrays.
+
+    Rows become arrays in C (no per-row Python objects are kept). Raises :class:`_NotNumbers`
+    (while iterating) at a value that is NULL or not a number, or an integer in the first
+    ``width - 1`` columns beyond 2**53: the caller then reads the rows with :func:`_query`,
+    which types and reports such values.
+    """
+    cur = conn.execute(sql, list(params))
+    while True:
+        rows = cur.fetchmany(FETCH_ROWS)
+        if not rows:
+            return
+        try:
+            block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width)
+        except (TypeError, ValueError) as exc:
+            raise _NotNumbers from exc
+        del rows
+        block = block.reshape(-1, width)
+        if not bool((np.abs(block[:, : width - 1]) < _EXACT).all()):
+            raise _NotNumbers
+        yield block
+
+
+def _counters_summed(
+    conn: sqlite3.Connection,
+    src: dict[str, str],
+    path: Path,
+    guids: list[object],
+    keymap: pd.DataFrame,
+    keep_instances: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Counter values summed per dispatch and counter by SQL, and the per-instance values."""
+    pe, pmc = src["rocpd_pmc_event"], src["rocpd_info_pmc"]
+    instances = empty_frame(INSTANCE_COLUMNS)
+    summed = _query(
+        conn,
+        path,
+        f"SELECT {_code('pe.guid', guids)} AS guid, pe.event_id AS event_id, pmc.name AS counter_name, "
+        f"SUM(pe.value) AS value, COUNT(*) AS records FROM {pe} pe JOIN {pmc} pmc ON pmc.id = pe.pmc_id AND "
+        f"pmc.guid = pe.guid WHERE pe.event_id IS NOT NULL GROUP BY pe.guid, pe.event_id, pmc.name",
+        guids,
+    )
+    summed = _with_rows(summed, keymap, path)
+    counters = _conform(
+        summed.sort_values(["row", "counter_name"], kind="stable"), COUNTER_COLUMNS, path, "rocpd_pmc_event"
+    )
+    multi = summed.loc[summed["records"] > 1, ["guid", "event_id", "counter_name"]]
+    if keep_instances and len(multi):
+        inst = _query(
+            conn,
+            path,
+            f"SELECT {_code('pe.guid', guids)} AS guid, pe.event_id AS event_id, pmc.name AS counter_name, "
+            f"pe.value AS value FROM {pe} pe JOIN {pmc} pmc ON pmc.id = pe.pmc_id AND pmc.guid = pe.guid "
+            f"WHERE pe.event_id IS NOT NULL ORDER BY pe.guid, pe.id",
+            guids,
+        )
+        inst = _with_rows(inst, keymap, path).merge(multi, on=["guid", "event_id", "counter_name"])
+        inst["instance"] = inst.groupby(["row", "counter_name"], sort=False).cumcount()
+        inst = inst.sort_values(["row", "counter_name", "instance"], kind="stable")
+        instances = _conform(inst, INSTANCE_COLUMNS, path, "rocpd_pmc_event")
+    return counters, instances
+
+
+def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.DataFrame:
+    """Roctx ranges (``rocpd_region`` rows of a ``MARKER*`` category) and marks (``rocpd_sample``)."""
+    ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
+
+    def shape(chunk: pd.DataFrame) -> pd.DataFrame:
+        """Marker rows with their message (from the extdata JSON), the JSON text dropped."""
+        chunk["message"] = pd.Series(
+            [
+                _message(path, "rocpd_region", i, e, x)
+                for i, e, x in zip(chunk["id"], chunk["event_id"], chunk["extdata"], strict=True)
+            ],
+            index=chunk.index,
+            dtype=object,
+        )
+        chunk = chunk[chunk["message"].notna()].copy()
+        chunk["kind"] = np.where(chunk["start_ns"] == chunk["end_ns"], "mark", "range")
+        return _conform(chunk, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample")
+
+    mk = _chunked(
+        conn,
+        path,
+        f'SELECT r.id AS id, r.pid AS process_id, r.tid AS thread_id, r.start AS start_ns, r."end" AS end_ns, '
+        f"e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata FROM {rg} r "
+        f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid "
+        f"JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
+        f"WHERE c.string GLOB 'MARKER*' ORDER BY r.start, r.guid, r.id",
+        (),
+        shape,
+    )
+    frames = [mk]
+    if "rocpd_sample" in src and "rocpd_track" in src:
+        samples = _query(
+            conn,
+            path,
+            f"SELECT s.id AS id, t.pid AS process_id, t.tid AS thread_id, s.timestamp AS start_ns, "
+            f"s.timestamp AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, "
+            f"c.string AS category FROM {src['rocpd_sample']} s "
+            f"JOIN {ev} e ON e.id = s.event_id AND e.guid = s.guid "
+            f"LEFT JOIN {src['rocpd_track']} t ON t.id = s.track_id AND t.guid = s.guid "
+            f"LEFT JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
+            f"ORDER BY s.timestamp, s.guid, s.id",
+        )
+        keep = samples["category"].map(lambda c: isinstance(c, str) and c.startswith("MARKER")).astype(bool)
+        samples = samples[keep].copy()
+        samples["message"] = pd.Series(
+            [
+                _message(path, "rocpd_sample", i, e, x)
+                for i, e, x in zip(samples["id"], samples["event_id"], samples["extdata"], strict=True)
+            ],
+            index=samples.index,
+            dtype=object,
+        )
+        samples = samples[samples["message"].notna()].copy()
+        samples["kind"] = "mark"
+        frames.append(samples)
+    frames = [_conform(f, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample") for f in frames if len(f)]
+    if not frames:
+        return empty_frame(MARKER_COLUMNS)
+    # by host time; at equal starts the outer (longer) range first
+    both = pd.concat(frames, ignore_index=True)
+    order = np.lexsort((-both["end_ns"].fillna(0).to_numpy(np.int64), both["start_ns"].fillna(0).to_numpy(np.int64)))
+    return both.iloc[order].reset_index(drop=True)
+
+
+def _launches(
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], dispatch_keys: pd.DataFrame
+) -> pd.DataFrame:
+    """The HIP API calls (``rocpd_region`` rows of other categories) whose correlation id a dispatch has."""
+    ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
+    api = _query(
+        conn,
+        path,
+        f"SELECT {_code('r.guid', guids)} AS guid, r.pid AS process_id, r.tid AS thread_id, r.start AS start_ns, "
+        f'r."end" AS end_ns, e.stack_id AS correlation_id, n.string AS api_name FROM {rg} r '
+        f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid "
+        f"LEFT JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
+        f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
+        f"WHERE c.string IS NULL OR NOT (c.string GLOB 'MARKER*') ORDER BY r.start, r.guid, r.id",
+        guids,
+    )
+    wanted = pd.DataFrame(
+        {
+            "guid": dispatch_keys["guid"].to_numpy(dtype=np.int64),
+            "correlation_id": _int_ids(dispatch_keys["correlation_id"], path, "rocpd_event", "stack_id").array,
+        }
+    )
+    wanted = wanted.dropna().drop_duplicates()
+    api["correlation_id"] = _int_ids(api["correlation_id"], path, "rocpd_event", "stack_id")
+    api = api[api["correlation_id"].notna()]
+    return _conform(api.merge(wanted, on=["guid", "correlation_id"]), LAUNCH_COLUMNS, path, "rocpd_region")
 
 
 def _label(agent: object) -> str | None:
@@ -577,8 +848,8 @@ def _int_ids(values: pd.Series, path: Path, table: str, column: str) -> pd.Serie
 
 
 def _with_rows(df: pd.DataFrame, keymap: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """Add the dispatch ``row`` of each (guid, event_id); rows of no dispatch are dropped."""
+    """Add the dispatch ``row`` of each (guid code, event_id); rows of no dispatch are dropped."""
     df = df.assign(
-        guid=df["guid"].astype(object), event_id=_int_ids(df["event_id"], path, "rocpd_pmc_event", "event_id")
+        guid=df["guid"].to_numpy(dtype=np.int64), event_id=_int_ids(df["event_id"], path, "rocpd_pmc_event", "event_id")
     )
     return df.merge(keymap, on=["guid", "event_id"], how="inner")

@@ -18,12 +18,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ParseError
 from ..fileio import (
+    NotPlain,
+    categorical_text,
     column_map,
     logical_name,
     parse_float,
@@ -32,6 +35,8 @@ from ..fileio import (
     pick,
     read_csv,
     read_csv_chunks,
+    read_csv_plain,
+    read_header,
     require,
 )
 from ..markers import parse_range
@@ -45,6 +50,8 @@ from ..records import (
     PassData,
     conform,
     empty_frame,
+    match_rows,
+    stack_frames,
 )
 
 DOMAINS = ("kernel_trace", "counter_collection", "marker_api_trace", "hip_api_trace", "agent_info")
@@ -158,7 +165,7 @@ def _agent_type(value: object) -> object:
     return text
 
 
-def _dispatches_from_kernel_trace(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
+def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
     frames = []
     exact_parts = []
     for chunk, first in read_csv_chunks(path):
@@ -219,8 +226,8 @@ def _dispatches_from_kernel_trace(path: Path, pid: int | None) -> tuple[pd.DataF
     return df, exact
 
 
-def _read_counter_file(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
-    """Read a long-form counter_collection.csv.
+def _counter_file_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """Read a long-form counter_collection.csv cell by cell (any file; errors name their row).
 
     Returns:
         ``(counters, dispatch_info, exact)``: counters with columns ``process_id, dispatch_id,
@@ -293,7 +300,7 @@ def _read_counter_file(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Da
     return counters, merged.drop(columns="_exact"), merged["_exact"]
 
 
-def _read_markers(path: Path) -> pd.DataFrame:
+def _markers_text(path: Path) -> pd.DataFrame:
     frames = []
     for chunk, first in read_csv_chunks(path):
         cols = column_map(chunk.columns)
@@ -331,7 +338,7 @@ def _read_markers(path: Path) -> pd.DataFrame:
     return conform(pd.concat(frames, ignore_index=True), MARKER_COLUMNS)
 
 
-def _read_launches(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
+def _launches_text(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
     frames = []
     for chunk, first in read_csv_chunks(path):
         cols = column_map(chunk.columns)
@@ -364,6 +371,314 @@ def _read_launches(path: Path, wanted: set[int], pid: int | None) -> pd.DataFram
     return conform(pd.concat(frames, ignore_index=True), LAUNCH_COLUMNS)
 
 
+# ---- the typed fast paths ------------------------------------------------------------------------
+#
+# A file whose numbers are all plain integers (what rocprofv3 writes) is read by the C parser with
+# its columns typed (fileio.read_csv_plain): no string per cell. Any other file raises NotPlain
+# and is read cell by cell by the *_text functions above, which give the same values for plain
+# files and name the row of what is wrong in the others.
+
+_KERNEL_TRACE_INTS = {
+    "kernel_id": ("Kernel_Id",),
+    "queue_id": ("Queue_Id",),
+    "stream_id": ("Stream_Id",),
+    "thread_id": ("Thread_Id",),
+    "process_id": ("Process_Id", "Pid"),
+    "correlation_id": ("Correlation_Id",),
+    "grid_x": ("Grid_Size_X",),
+    "grid_y": ("Grid_Size_Y",),
+    "grid_z": ("Grid_Size_Z",),
+    "workgroup_x": ("Workgroup_Size_X",),
+    "workgroup_y": ("Workgroup_Size_Y",),
+    "workgroup_z": ("Workgroup_Size_Z",),
+    "lds_bytes": ("LDS_Block_Size", "Group_Segment_Size"),
+    "scratch_bytes": ("Scratch_Size", "Private_Segment_Size"),
+    "vgpr_count": ("VGPR_Count", "Arch_VGPR_Count"),
+    "accum_vgpr_count": ("Accum_VGPR_Count",),
+    "sgpr_count": ("SGPR_Count",),
+}
+_COUNTER_INFO_INTS = {
+    "kernel_id": ("Kernel_Id",),
+    "queue_id": ("Queue_Id",),
+    "thread_id": ("Thread_Id",),
+    "correlation_id": ("Correlation_Id",),
+    "grid_size": ("Grid_Size",),
+    "workgroup_size": ("Workgroup_Size",),
+    "lds_bytes": ("LDS_Block_Size",),
+    "scratch_bytes": ("Scratch_Size",),
+    "vgpr_count": ("VGPR_Count", "Arch_VGPR_Count"),
+    "accum_vgpr_count": ("Accum_VGPR_Count",),
+    "sgpr_count": ("SGPR_Count",),
+    "start_ns": ("Start_Timestamp",),
+    "end_ns": ("End_Timestamp",),
+}
+
+
+def _ints(column: pd.Series) -> pd.Series:
+    """An int64 column of a plain chunk as exact nullable ``Int64`` (what :func:`parse_int` gives)."""
+    values = column.to_numpy(dtype=np.int64)
+    return pd.Series(pd.arrays.IntegerArray(values, np.zeros(len(values), dtype=bool)), copy=False)
+
+
+def _texts(column: pd.Series) -> pd.Series:
+    """A categorical column of a plain chunk as :func:`parse_str` gives it (None for empty cells)."""
+    return pd.Series(categorical_text(column), dtype=object)
+
+
+def _present(cols: dict[str, str], wanted: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """``{target: the file's column}`` of the ``wanted`` aliases the header has."""
+    return {target: col for target, aliases in wanted.items() if (col := pick(cols, *aliases)) is not None}
+
+
+def _dispatches_from_kernel_trace(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
+    """Dispatches of a kernel_trace.csv and their timestamp exactness (typed fast path, else cell by cell)."""
+    try:
+        return _kernel_trace_plain(path, pid)
+    except NotPlain:
+        return _kernel_trace_text(path, pid)
+
+
+def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
+    cols = column_map(read_header(path))
+    did = require(path, cols, "dispatch id", "Dispatch_Id")
+    name = require(path, cols, "kernel name", "Kernel_Name")
+    start = require(path, cols, "kernel start time", "Start_Timestamp")
+    end = require(path, cols, "kernel end time", "End_Timestamp")
+    agent = pick(cols, "Agent_Id")
+    optional = _present(cols, _KERNEL_TRACE_INTS)
+    frames = []
+    for chunk, _ in read_csv_plain(path, ints=[did, start, end, *optional.values()]):
+        out: dict[str, pd.Series] = {
+            "dispatch_id": _ints(chunk[did]),
+            "kernel_name": _texts(chunk[name]),
+            "start_ns": _ints(chunk[start]),
+            "end_ns": _ints(chunk[end]),
+            "agent_label": _texts(chunk[agent]) if agent else pd.Series([None] * len(chunk), dtype=object),
+        }
+        for target, col in optional.items():
+            out[target] = _ints(chunk[col])
+        df = pd.DataFrame(out, copy=False)
+        if "process_id" not in df and pid is not None:
+            df["process_id"] = pid
+        for axis in ("grid", "workgroup"):
+            parts = [f"{axis}_{a}" for a in "xyz"]
+            if all(p in df for p in parts):
+                df[f"{axis}_size"] = df[parts[0]] * df[parts[1]] * df[parts[2]]
+        frames.append(df)
+    if not frames:
+        return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
+    df = stack_frames(frames)
+    keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
+    dup = df.duplicated(subset=keys, keep="first")
+    if bool(dup.any()):
+        pos = int(np.flatnonzero(dup.to_numpy())[0])
+        raise ParseError(
+            path, f"dispatch id {df['dispatch_id'].iloc[pos]} appears twice (expected one row per dispatch)", pos + 2
+        )
+    return df, pd.Series(np.ones(len(df), dtype=bool))
+
+
+def _read_counter_file(
+    path: Path, pid: int | None, lookup: _RowLookup | None = None, error_path: Path | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """Read a long-form counter_collection.csv.
+
+    Args:
+        path: the file.
+        pid: the process id of its file name, if any.
+        lookup: the pass's dispatches, when known: a plain file's rows are then matched to them
+            as they are read (no (process, dispatch id) column of every counter row is kept).
+        error_path: the file named when a counter row matches no dispatch.
+
+    Returns:
+        ``(counters, dispatch_info, exact)``: counters with columns ``process_id, dispatch_id,
+        counter_name, value`` (or ``row, counter_name, value`` when matched by ``lookup``);
+        one dispatch row per (process, dispatch id) in first-seen order, in
+        :data:`DISPATCH_COLUMNS` names; and timestamp exactness per dispatch row.
+
+    Raises:
+        ParseError: malformed rows, or (with ``lookup``) a counter row of no dispatch.
+    """
+    try:
+        return _counter_file_plain(path, pid, lookup, error_path or path)
+    except NotPlain:
+        return _counter_file_text(path, pid)
+
+
+def _counter_file_plain(
+    path: Path, pid: int | None, lookup: _RowLookup | None, error_path: Path
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """:func:`_read_counter_file` of a plain file.
+
+    Counter names come back as a categorical; the dispatch columns are converted only for each
+    dispatch's first row (the other rows repeat them).
+    """
+    cols = column_map(read_header(path))
+    did = require(path, cols, "dispatch id", "Dispatch_Id")
+    cname = require(path, cols, "counter name", "Counter_Name")
+    cval = require(path, cols, "counter value", "Counter_Value")
+    pcol = pick(cols, "Process_Id", "Pid")
+    kname = pick(cols, "Kernel_Name")
+    agent = pick(cols, "Agent_Id")
+    info_cols = _present(cols, _COUNTER_INFO_INTS)
+    ints = [did, *([pcol] if pcol else []), *info_cols.values()]
+    names: dict[str, int] = {}  # counter name -> code, in order of first appearance
+    proc_parts: list[np.ndarray] = []
+    id_parts: list[np.ndarray] = []
+    code_parts: list[np.ndarray] = []
+    value_parts: list[np.ndarray] = []
+    info_parts: list[pd.DataFrame] = []
+    unmatched: np.ndarray | None = None
+    for chunk, first in read_csv_plain(path, ints=ints, floats=[cval]):
+        labels = [str(c) for c in chunk[cname].cat.categories]
+        local = chunk[cname].cat.codes.to_numpy()
+        if "" in labels and bool((local == labels.index("")).any()):
+            pos = int(np.flatnonzero(local == labels.index(""))[0])
+            raise ParseError(path, f"column {cname!r} is empty; expected a counter name", first + pos)
+        to_global = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
+        code_parts.append(to_global[local])
+        value_parts.append(chunk[cval].to_numpy(dtype=np.float64))
+        ids = chunk[did].to_numpy(dtype=np.int64)
+        proc = chunk[pcol].to_numpy(dtype=np.int64) if pcol else None
+        if lookup is not None:
+            pids = proc if proc is not None else np.full(len(ids), pid if pid is not None else _NA_KEY, np.int64)
+            row = lookup.rows(pids, ids)
+            if unmatched is None and bool((row < 0).any()):
+                unmatched = ids[row < 0][:1]  # reported once the whole file was read (as the text path)
+            id_parts.append(row)  # the dispatch rows themselves
+        else:
+            id_parts.append(ids)
+            if proc is not None:
+                proc_parts.append(proc)
+        # one dispatch row per (process, dispatch id): its first row in the chunk
+        keys = pd.DataFrame({"p": proc if proc is not None else np.zeros(len(ids), np.int64), "d": ids}, copy=False)
+        firsts = np.flatnonzero(~keys.duplicated().to_numpy())
+        sub = chunk.iloc[firsts]
+        info: dict[str, pd.Series] = {
+            "process_id": _ints(sub[pcol]) if pcol else pd.Series(pd.array([pid] * len(sub), dtype="Int64")),
+            "dispatch_id": _ints(sub[did]),
+            "kernel_name": _texts(sub[kname]) if kname else pd.Series([None] * len(sub), dtype=object),
+            "agent_label": _texts(sub[agent]) if agent else pd.Series([None] * len(sub), dtype=object),
+        }
+        for target, col in info_cols.items():
+            if lookup is None or target == "start_ns":  # with the dispatches known, only the cross-check needs them
+                info[target] = _ints(sub[col])
+        info_df = pd.DataFrame(info, copy=False)
+        info_df["_exact"] = True
+        info_parts.append(info_df)
+    if not id_parts:
+        return (
+            pd.DataFrame(columns=["process_id", "dispatch_id", "counter_name", "value"]),
+            empty_frame(DISPATCH_COLUMNS),
+            pd.Series(dtype=bool),
+        )
+    merged = pd.concat(info_parts, ignore_index=True).drop_duplicates(subset=["process_id", "dispatch_id"])
+    merged = merged.reset_index(drop=True)
+    names_column = pd.Categorical.from_codes(np.concatenate(code_parts), categories=list(names))
+    if lookup is not None:
+        if unmatched is not None:
+            _refuse_unmatched(np.array([-1]), unmatched, error_path)
+        counters = pd.DataFrame(
+            {"row": np.concatenate(id_parts), "counter_name": names_column, "value": np.concatenate(value_parts)},
+            copy=False,
+        )
+        return counters, merged.drop(columns="_exact"), merged["_exact"]
+    n = sum(len(part) for part in id_parts)
+    if pcol:
+        proc_all = np.concatenate(proc_parts)
+        process = pd.arrays.IntegerArray(proc_all, np.zeros(n, dtype=bool))
+    else:
+        process = pd.array(np.full(n, pid if pid is not None else 0, dtype=np.int64), dtype="Int64")
+        if pid is None:
+            process[:] = pd.NA
+    counters = pd.DataFrame(
+        {
+            "process_id": process,
+            "dispatch_id": np.concatenate(id_parts),
+            "counter_name": names_column,
+            "value": np.concatenate(value_parts),
+        },
+        copy=False,
+    )
+    return counters, merged.drop(columns="_exact"), merged["_exact"]
+
+
+def _read_markers(path: Path) -> pd.DataFrame:
+    """Roctx markers of a marker_api_trace.csv (typed fast path, else cell by cell)."""
+    try:
+        return _markers_plain(path)
+    except NotPlain:
+        return _markers_text(path)
+
+
+def _markers_plain(path: Path) -> pd.DataFrame:
+    cols = column_map(read_header(path))
+    func = require(path, cols, "marker message", "Function")
+    start = require(path, cols, "marker start time", "Start_Timestamp")
+    end = require(path, cols, "marker end time", "End_Timestamp")
+    domain = pick(cols, "Domain")
+    optional = _present(
+        cols,
+        {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid"), "correlation_id": ("Correlation_Id",)},
+    )
+    frames = []
+    for chunk, first in read_csv_plain(path, ints=[start, end, *optional.values()], strings=[func]):
+        df = pd.DataFrame(
+            {"message": _texts(chunk[func]), "start_ns": _ints(chunk[start]), "end_ns": _ints(chunk[end])}, copy=False
+        )
+        for target, col in optional.items():
+            df[target] = _ints(chunk[col])
+        if domain is not None:
+            keep = ~_texts(chunk[domain]).isin(_MESSAGE_DOMAINS_EXCLUDED)
+            df = df[keep.to_numpy()]
+        bad = df["end_ns"] < df["start_ns"]
+        if bool(bad.any()):
+            pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
+            raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
+        df["kind"] = np.where(df["start_ns"] == df["end_ns"], "mark", "range")
+        frames.append(conform(df, MARKER_COLUMNS))
+    if not frames:
+        return empty_frame(MARKER_COLUMNS)
+    return stack_frames(frames)
+
+
+def _read_launches(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
+    """The hip_api_trace.csv calls whose correlation id is in ``wanted`` (typed fast path, else cell by cell)."""
+    try:
+        return _launches_plain(path, wanted, pid)
+    except NotPlain:
+        return _launches_text(path, wanted, pid)
+
+
+def _launches_plain(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
+    cols = column_map(read_header(path))
+    corr = require(path, cols, "correlation id", "Correlation_Id")
+    start = require(path, cols, "API start time", "Start_Timestamp")
+    end = require(path, cols, "API end time", "End_Timestamp")
+    optional = _present(cols, {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid")})
+    func = pick(cols, "Function")
+    wanted_ids = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
+    frames = []
+    for chunk, _ in read_csv_plain(path, ints=[corr, start, end, *optional.values()]):
+        keep = np.isin(chunk[corr].to_numpy(dtype=np.int64), wanted_ids)
+        if not keep.any():
+            continue
+        sub = chunk[keep]
+        df = pd.DataFrame(
+            {"correlation_id": _ints(sub[corr]), "start_ns": _ints(sub[start]), "end_ns": _ints(sub[end])}, copy=False
+        )
+        for target, col in optional.items():
+            df[target] = _ints(sub[col])
+        if "process_id" not in df and pid is not None:
+            df["process_id"] = pid
+        if func is not None:
+            df["api_name"] = _texts(sub[func])
+        frames.append(conform(df, LAUNCH_COLUMNS))
+    if not frames:
+        return empty_frame(LAUNCH_COLUMNS)
+    return stack_frames(frames)
+
+
 def read_pass(files: PassFiles, label: str) -> PassData:
     """Read one pass directory into a :class:`~rocroof.records.PassData`.
 
@@ -380,58 +695,52 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         df, exact = _dispatches_from_kernel_trace(path, _pid_from_prefix(prefix))
         dispatch_frames.append(df)
         exact_frames.append(exact)
+    dispatches = exact = None
+    if dispatch_frames:
+        dispatches, exact = _in_enqueue_order(
+            pd.concat(dispatch_frames, ignore_index=True) if len(dispatch_frames) > 1 else dispatch_frames[0],
+            pd.concat(exact_frames, ignore_index=True),
+        )
+        del dispatch_frames, exact_frames
+    counter_files = files.files.get("counter_collection", [])
     counter_frames = []
     info_frames = []
     info_exact = []
-    for prefix, path in files.files.get("counter_collection", []):
-        counters, info, exact = _read_counter_file(path, _pid_from_prefix(prefix))
+    # counters are matched on (process, dispatch id), or on the dispatch id alone when one side
+    # has no process ids; with the dispatches known, a plain file's rows are matched as it is read
+    use_pid = None
+    if dispatches is not None:
+        file_pids = [_file_has_pids(path, prefix) for prefix, path in counter_files]
+        use_pid = bool(dispatches["process_id"].notna().all()) and all(file_pids)
+        if not use_pid and (dispatches["process_id"].notna().any() and any(file_pids)):
+            use_pid = None  # a mix of known and unknown process ids: matched after reading, as a whole
+    lookup = _RowLookup(dispatches, use_pid) if dispatches is not None and use_pid is not None else None
+    error_path = counter_files[0][1] if counter_files else files.directory
+    for prefix, path in counter_files:
+        counters, info, info_ok = _read_counter_file(path, _pid_from_prefix(prefix), lookup, error_path)
         counter_frames.append(counters)
         info_frames.append(info)
-        info_exact.append(exact)
+        info_exact.append(info_ok)
 
-    if dispatch_frames:
-        dispatches = pd.concat(dispatch_frames, ignore_index=True)
-        exact = pd.concat(exact_frames, ignore_index=True)
-    elif info_frames:
-        dispatches = pd.concat(info_frames, ignore_index=True)
-        exact = pd.concat(info_exact, ignore_index=True)
-    else:
-        dispatches = empty_frame(DISPATCH_COLUMNS)
-        exact = pd.Series(dtype=bool)
-    dispatches = conform(dispatches, DISPATCH_COLUMNS)
-    # enqueue order: dispatch ids are assigned at enqueue time, per process
-    order = np.lexsort(
-        (
-            dispatches["dispatch_id"].fillna(-1).to_numpy(np.int64),
-            dispatches["process_id"].fillna(-1).to_numpy(np.int64),
-        )
-    )
-    dispatches = dispatches.iloc[order].reset_index(drop=True)
-    exact = exact.iloc[order].reset_index(drop=True) if len(exact) else exact
-    renamed = dispatches["kernel_name"].map(lambda n: n if parse_range(n) is not None else None)
-    dispatches["region"] = renamed.where(renamed.notna(), dispatches["region"])
+    if dispatches is None:
+        if info_frames:
+            dispatches, exact = _in_enqueue_order(
+                pd.concat(info_frames, ignore_index=True), pd.concat(info_exact, ignore_index=True)
+            )
+        else:
+            dispatches, exact = _in_enqueue_order(empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool))
+    assert exact is not None
 
     counters = empty_frame(COUNTER_COLUMNS)
     if counter_frames:
-        long = pd.concat(counter_frames, ignore_index=True)
-        key = dispatches[["process_id", "dispatch_id"]].copy()
-        key["row"] = np.arange(len(key), dtype=np.int64)
-        if long["process_id"].isna().all() or key["process_id"].isna().all():
-            joined = long.drop(columns="process_id").merge(
-                key.drop(columns="process_id").drop_duplicates("dispatch_id"), on="dispatch_id", how="left"
-            )
-        else:
-            joined = long.merge(key, on=["process_id", "dispatch_id"], how="left")
-        missing = joined["row"].isna()
-        if bool(missing.any()):
-            first_missing = joined.loc[missing, "dispatch_id"].iloc[0]
-            path = files.files["counter_collection"][0][1]
-            raise ParseError(
-                path,
-                f"counter rows for dispatch {first_missing} have no matching kernel_trace.csv dispatch",
-            )
-        counters = conform(joined[["row", "counter_name", "value"]].astype({"row": "int64"}), COUNTER_COLUMNS)
-        counters = counters.groupby(["row", "counter_name"], as_index=False, sort=False)["value"].sum()
+        mapped = [f for f in counter_frames if "row" in f.columns]
+        longs = [f for f in counter_frames if "row" not in f.columns]
+        del counter_frames
+        if longs:
+            long = pd.concat(longs, ignore_index=True) if len(longs) > 1 else longs[0]
+            del longs
+            mapped.append(_counter_rows(long, dispatches, error_path))
+        counters = _summed(pd.concat(mapped, ignore_index=True) if len(mapped) > 1 else mapped[0])
 
     markers = pd.concat(
         [_read_markers(p) for _, p in files.files.get("marker_api_trace", [])] or [empty_frame(MARKER_COLUMNS)],
@@ -456,7 +765,7 @@ def read_pass(files: PassFiles, label: str) -> PassData:
             f"{source}: {int((~exact).sum())} dispatch(es) have rounded timestamps (e.g. dispatch "
             f"{dispatches['dispatch_id'].iloc[first]}); their durations are unknown"
         )
-    if dispatch_frames and info_frames:
+    if files.files.get("kernel_trace") and info_frames:
         notes += _check_counter_timestamps(files, dispatches, pd.concat(info_frames, ignore_index=True))
     return PassData(
         kind="counter" if len(counters) else "trace",
@@ -470,6 +779,155 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         timestamps_note=rounded_note,
         notes=notes,
     )
+
+
+def _take(df: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
+    """``df.iloc[order]`` with a fresh index, a column at a time (never two copies of the frame)."""
+    out = pd.DataFrame(index=pd.RangeIndex(len(order)))
+    for name in list(df.columns):
+        out[name] = df[name].iloc[order].reset_index(drop=True)
+        del df[name]
+    return out
+
+
+def _per_distinct(column: pd.Series, fn: Any) -> np.ndarray:
+    """``fn`` of each value of ``column``, computed once per distinct value."""
+    codes, uniques = pd.factorize(column.to_numpy(dtype=object), use_na_sentinel=False)
+    out: np.ndarray = np.array([*(fn(u) for u in uniques), None], dtype=object)[:-1][codes]
+    return out
+
+
+def _in_enqueue_order(dispatches: pd.DataFrame, exact: pd.Series) -> tuple[pd.DataFrame, pd.Series]:
+    """Dispatches conformed and sorted by (process, dispatch id), with their timestamp exactness.
+
+    Dispatch ids are assigned at enqueue, per process. ``--kernel-rename`` regions are taken from
+    kernel names that are ggml ranges.
+    """
+    dispatches = conform(dispatches, DISPATCH_COLUMNS)
+    order = np.lexsort(
+        (
+            dispatches["dispatch_id"].fillna(-1).to_numpy(np.int64),
+            dispatches["process_id"].fillna(-1).to_numpy(np.int64),
+        )
+    )
+    if not bool((order == np.arange(len(order))).all()):  # already in order: no copy
+        dispatches = _take(dispatches, order)
+        exact = exact.iloc[order].reset_index(drop=True) if len(exact) else exact
+    renamed = pd.Series(
+        _per_distinct(dispatches["kernel_name"], lambda n: n if parse_range(n) is not None else None), dtype=object
+    )
+    dispatches["region"] = renamed.where(renamed.notna(), dispatches["region"])
+    return dispatches, exact
+
+
+def _file_has_pids(path: Path, prefix: str | None) -> bool:
+    """True when every counter row of the file carries a process id (a column, or the file name's pid)."""
+    if _pid_from_prefix(prefix) is not None:
+        return True
+    try:
+        return pick(column_map(read_header(path)), "Process_Id", "Pid") is not None
+    except ParseError:
+        return False  # the reader names what is wrong with the file
+
+
+class _RowLookup:
+    """(process id, dispatch id) -> row of the pass's dispatches, for counter rows a chunk at a time."""
+
+    def __init__(self, dispatches: pd.DataFrame, use_pid: bool) -> None:
+        self.use_pid = use_pid
+        self.pids = dispatches["process_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+        self.ids = dispatches["dispatch_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+
+    def rows(self, pids: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
+        """The dispatch row of each counter row; -1 where no dispatch has its key."""
+        if not self.use_pid:
+            return match_rows([self.ids], [ids])
+        assert pids is not None
+        return match_rows([self.pids, self.ids], [pids, ids])
+
+
+def _summed(counters: pd.DataFrame) -> pd.DataFrame:
+    """Counter rows (row, counter_name, value) with the values of one (dispatch, counter) summed.
+
+    Rows stay in file order; nothing is grouped when every (dispatch, counter) has one value.
+    """
+    names = counters["counter_name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes = names.cat.codes.to_numpy()
+        width = max(len(names.cat.categories), 1)
+    else:
+        factor, uniques = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=False)
+        codes, width = factor.astype(np.int64), max(len(uniques), 1)
+    rows = counters["row"].to_numpy(dtype=np.int64)
+    if not _repeats(rows, codes, width):
+        return counters
+    frame = conform(
+        pd.DataFrame({"row": counters["row"], "counter_name": names.astype(object), "value": counters["value"]}),
+        COUNTER_COLUMNS,
+    )
+    return frame.groupby(["row", "counter_name"], as_index=False, sort=False)["value"].sum()
+
+
+def _repeats(rows: np.ndarray, codes: np.ndarray, width: int, block: int = 1 << 20) -> bool:
+    """True when some (row, code) pair occurs twice.
+
+    Counter rows come grouped by dispatch: then only a dispatch's own rows can repeat a pair, and
+    the check sorts a block of whole dispatches at a time (no sorted copy of the whole column).
+    """
+    if len(rows) < 2:
+        return False
+    grouped = all(bool((np.diff(rows[lo : lo + block + 1]) >= 0).all()) for lo in range(0, len(rows), block))
+    if not grouped:
+        key = np.sort(rows * width + codes)
+        return bool((key[1:] == key[:-1]).any())
+    lo = 0
+    while lo < len(rows):
+        hi = min(lo + block, len(rows))
+        if hi < len(rows):  # end the block where a dispatch ends
+            hi = int(np.searchsorted(rows, rows[hi - 1], side="right"))
+        key = np.sort(rows[lo:hi] * width + codes[lo:hi])
+        if bool((key[1:] == key[:-1]).any()):
+            return True
+        lo = hi
+    return False
+
+
+def _counter_rows(long: pd.DataFrame, dispatches: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Counter values by dispatch row: (process, dispatch id) looked up in the pass's dispatches.
+
+    Matched on the dispatch id alone (its first dispatch) when either side lacks process ids;
+    a missing process id matches a missing one. Values of one (dispatch, counter) are summed.
+
+    Raises:
+        ParseError: a counter row names a dispatch the pass does not have.
+    """
+    ids = long["dispatch_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+    d_ids = dispatches["dispatch_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+    if long["process_id"].isna().all() or dispatches["process_id"].isna().all():
+        row = match_rows([d_ids], [ids])
+    else:
+        row = match_rows(
+            [dispatches["process_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY), d_ids],
+            [long["process_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY), ids],
+        )
+    _refuse_unmatched(row, long["dispatch_id"].array, path)
+    return pd.DataFrame(
+        {"row": row, "counter_name": long["counter_name"].array, "value": long["value"].to_numpy()}, copy=False
+    )
+
+
+def _refuse_unmatched(row: np.ndarray, ids: Any, path: Path) -> None:
+    """ParseError naming the first counter row's dispatch id that matched no dispatch (row -1)."""
+    missing = np.flatnonzero(row < 0)
+    if len(missing):
+        raise ParseError(
+            path,
+            f"counter rows for dispatch {ids[int(missing[0])]} have no matching kernel_trace.csv dispatch",
+        )
+
+
+#: The key of a missing process or dispatch id (equal to itself, as pandas merges missing keys).
+_NA_KEY = np.iinfo(np.int64).min
 
 
 def _check_counter_timestamps(files: PassFiles, dispatches: pd.DataFrame, info: pd.DataFrame) -> list[Note]:

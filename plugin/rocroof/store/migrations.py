@@ -59,9 +59,70 @@ def _m0002_model(conn: sa.Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.metadata.tables[n] for n in ("op_model", "op_edge", "run_ceiling")])
 
 
+#: The counter tables in the layout of 0003 (SQLite only: PostgreSQL tables have no rowid).
+_ROWID_FREE = ("counter_value", "counter_instance")
+
+
+def _m0003_counter_tables(conn: sa.Connection) -> None:
+    """Counter tables keyed by their primary key alone; no index by counter or kernel name.
+
+    A run of 10^6 dispatches holds 8x10^6 counter values: as a rowid table plus its primary-key
+    index plus ``ix_counter_name`` they took three B-trees (three quarters of a GB) and half the
+    ingest time. On SQLite ``counter_value`` and ``counter_instance`` become ``WITHOUT ROWID``
+    tables (the primary key, which starts with the run and the dispatch, is the table); a query
+    by counter name scans the run's rows. The rows are copied over in key order.
+    ``ix_dispatch_kernel`` (kernel names of a few hundred bytes, one entry per dispatch) took a
+    third of the time to store the dispatches and did not make ``kernel_summary`` faster.
+    """
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_counter_name")
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_dispatch_kernel")
+    if conn.dialect.name != "sqlite":
+        return
+    for name in _ROWID_FREE:
+        ddl = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).scalar()
+        if ddl is None or "WITHOUT ROWID" in str(ddl).upper():
+            continue  # created by 0001 in this layout already
+        table = schema.metadata.tables[name]
+        cols = ", ".join(c.name for c in table.columns)
+        key = ", ".join(c.name for c in table.primary_key.columns)
+        conn.exec_driver_sql(f"CREATE TEMP TABLE rocroof_copy AS SELECT {cols} FROM {name}")
+        conn.exec_driver_sql(f"DROP TABLE {name}")
+        table.create(conn)
+        conn.exec_driver_sql(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM temp.rocroof_copy ORDER BY {key}")
+        conn.exec_driver_sql("DROP TABLE temp.rocroof_copy")
+
+
+def fill_op_total(conn: sa.Connection, run_id: int | None = None) -> None:
+    """Store the op_summary rows of one run (or of every run) in ``op_total``.
+
+    The rows come from the view itself, in the same transaction as the run's rows, so that what
+    ``rocroof report --by op`` reads is exactly what ``SELECT * FROM op_summary`` gives.
+    """
+    cols = ", ".join(schema.OP_TOTAL_COLUMNS)
+    where = "" if run_id is None else " WHERE run_id = :rid"
+    # rows by op name, byte order, the unattributed (NULL) first: as SQLite orders, on PostgreSQL too
+    order = 'op COLLATE "C" NULLS FIRST' if conn.dialect.name == "postgresql" else "op"
+    conn.execute(
+        sa.text(
+            f"INSERT INTO op_total (row_index, {cols}) "
+            f"SELECT ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY {order}) - 1, {cols} FROM op_summary{where}"
+        ),
+        {} if run_id is None else {"rid": run_id},
+    )
+
+
+def _m0004_op_total(conn: sa.Connection) -> None:
+    """``op_total``: each run's op_summary rows, stored (filled for the runs already stored)."""
+    schema.op_total.create(conn, checkfirst=True)
+    views.create_all(conn)  # the views this step reads, as of this rocroof
+    fill_op_total(conn)
+
+
 MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_model", _m0002_model),
+    ("0003_counter_tables", _m0003_counter_tables),
+    ("0004_op_total", _m0004_op_total),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
