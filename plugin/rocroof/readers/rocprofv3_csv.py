@@ -182,25 +182,7 @@ def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Se
         exact_parts.append(ex1 & ex2)
         agent = pick(cols, "Agent_Id")
         out["agent_label"] = parse_str(chunk[agent]) if agent else pd.Series([None] * len(chunk))
-        for target, aliases in {
-            "kernel_id": ("Kernel_Id",),
-            "queue_id": ("Queue_Id",),
-            "stream_id": ("Stream_Id",),
-            "thread_id": ("Thread_Id",),
-            "process_id": ("Process_Id", "Pid"),
-            "correlation_id": ("Correlation_Id",),
-            "grid_x": ("Grid_Size_X",),
-            "grid_y": ("Grid_Size_Y",),
-            "grid_z": ("Grid_Size_Z",),
-            "workgroup_x": ("Workgroup_Size_X",),
-            "workgroup_y": ("Workgroup_Size_Y",),
-            "workgroup_z": ("Workgroup_Size_Z",),
-            "lds_bytes": ("LDS_Block_Size", "Group_Segment_Size"),
-            "scratch_bytes": ("Scratch_Size", "Private_Segment_Size"),
-            "vgpr_count": ("VGPR_Count", "Arch_VGPR_Count"),
-            "accum_vgpr_count": ("Accum_VGPR_Count",),
-            "sgpr_count": ("SGPR_Count",),
-        }.items():
+        for target, aliases in _KERNEL_TRACE_INTS.items():
             col = pick(cols, *aliases)
             if col is not None:
                 out[target] = parse_int(path, chunk[col], first, col)[0]
@@ -262,21 +244,7 @@ def _counter_file_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Da
         agent = pick(cols, "Agent_Id")
         info["agent_label"] = parse_str(chunk[agent]) if agent else pd.Series([None] * len(chunk))
         exact = pd.Series(np.ones(len(chunk), dtype=bool))
-        for target, aliases in {
-            "kernel_id": ("Kernel_Id",),
-            "queue_id": ("Queue_Id",),
-            "thread_id": ("Thread_Id",),
-            "correlation_id": ("Correlation_Id",),
-            "grid_size": ("Grid_Size",),
-            "workgroup_size": ("Workgroup_Size",),
-            "lds_bytes": ("LDS_Block_Size",),
-            "scratch_bytes": ("Scratch_Size",),
-            "vgpr_count": ("VGPR_Count", "Arch_VGPR_Count"),
-            "accum_vgpr_count": ("Accum_VGPR_Count",),
-            "sgpr_count": ("SGPR_Count",),
-            "start_ns": ("Start_Timestamp",),
-            "end_ns": ("End_Timestamp",),
-        }.items():
+        for target, aliases in _COUNTER_INFO_INTS.items():
             col = pick(cols, *aliases)
             if col is not None:
                 # rocprofv3 always fills the timestamps when it writes the columns: an empty one is
