@@ -104,3 +104,14 @@ def test_the_sweep_captures_hold_no_environment_or_paths() -> None:
             data = gzip.decompress(data)
         for needle in (b"PATH=", b"HOME=", b"/tmp/", b"/root", b"/home/", b"CONTAINER_NAME", b"127.0.0.1", b"GPU-"):
             assert needle not in data, (path, needle)
+
+
+def test_the_terminal_table_of_a_diff_keeps_columns(db: tuple[Store, dict[str, int]]) -> None:
+    from rocroof.diff import render_diff
+
+    store, run = db
+    d = diff_runs(store, run["dense-tiny-decode-fusion-r1"], run["dense-tiny-decode-no-fusion-r1"])
+    text = render_diff(d, "table")
+    assert "-- row 1 --" not in text  # not one block per op type
+    header = next(line for line in text.splitlines() if line.startswith("op "))
+    assert "µs/eval A" in header and "all nodes µs B" in header and "only B" in header

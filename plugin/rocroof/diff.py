@@ -296,9 +296,10 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
         if md
         else "Per op type"
     )
-    parts.append(render_frame(by_op, kind))  # type: ignore[arg-type]
+    # short numeric cells: a table of up to 16 columns still reads best as columns
+    parts.append(render_frame(by_op, kind, width=200, max_columns=20))  # type: ignore[arg-type]
     if len(changed):
         title = f"Nodes that changed beyond noise (largest first, {min(top, len(changed))} of {len(changed)})"
         parts.append(f"**{title}**\n" if md else title)
-        parts.append(render_frame(nodes, kind))  # type: ignore[arg-type]
+        parts.append(render_frame(nodes, kind, width=200, max_columns=20))  # type: ignore[arg-type]
     return "\n".join(parts)

@@ -679,14 +679,20 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = None) -> str:
-    """Render any DataFrame (runs, query results) in one of the report formats."""
+def render_frame(
+    df: pd.DataFrame, fmt: Format = "table", width: int | None = None, max_columns: int = 12
+) -> str:
+    """Render any DataFrame (runs, query results) in one of the report formats.
+
+    ``table`` prints one block per record (``name: value`` lines) when the frame has more than
+    ``max_columns`` columns; ``width`` is the table's width in characters (default 160).
+    """
     if fmt == "json":
         return _json_records(df)
     if fmt == "csv":
         return str(df.to_csv(index=False))
     cells = [[("" if _nan(v) else str(v)) for v in rec] for rec in df.itertuples(index=False)]
-    if fmt == "table" and len(df.columns) > 12:
+    if fmt == "table" and len(df.columns) > max_columns:
         # too wide for columns: one block per record, "name: value" per line
         pad = max(len(str(c)) for c in df.columns)
         blocks = [
