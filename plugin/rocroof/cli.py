@@ -52,14 +52,15 @@ class RocroofGroup(click.Group):
 
 def _db_in_args(args: Sequence[str]) -> str | None:
     """The database a command line names (``--into``, ``--db``, else ``ROCROOF_DB``), shown safely."""
+    from .store import shown_db  # here, not at start-up: the store pulls in pandas
     for flag in ("--into", "--db"):
         for i, a in enumerate(args):
             if a == flag and i + 1 < len(args):
-                return _shown_db(args[i + 1])
+                return shown_db(args[i + 1])
             if a.startswith(flag + "="):
-                return _shown_db(a.split("=", 1)[1])
+                return shown_db(a.split("=", 1)[1])
     env = os.environ.get("ROCROOF_DB")
-    return _shown_db(env) if env else None
+    return shown_db(env) if env else None
 
 
 def _printable(text: str) -> str:
@@ -994,6 +995,7 @@ def merge(sources: tuple[str, ...], into: str) -> None:
       rocroof merge sweep-*.db --into postgresql://rocroof@dbhost/rocroof
       rocroof merge postgresql://rocroof@dbhost/rocroof --into snapshot.db
     """
+    from .store import shown_db
     from .store.merge import MergedRun
     from .store.merge import merge as merge_databases
 
@@ -1009,19 +1011,7 @@ def merge(sources: tuple[str, ...], into: str) -> None:
     done = merge_databases(list(sources), into, on_run=report_run)
     copied = [r.run_id for r in done if r.run_id is not None]
     ids = f" (run ids {min(copied)}–{max(copied)})" if len(copied) > 1 else f" (run {copied[0]})" if copied else ""
-    _echo(f"Merged {len(copied)} run(s) into {_shown_db(into)}{ids}; skipped {len(done) - len(copied)} already there.")
-
-
-def _shown_db(target: str) -> str:
-    """A database as messages name it: a URL without its password."""
-    if "://" not in target:
-        return target
-    import sqlalchemy as sa
-
-    try:
-        return sa.make_url(target).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return target
+    _echo(f"Merged {len(copied)} run(s) into {shown_db(into)}{ids}; skipped {len(done) - len(copied)} already there.")
 
 
 # ---- end of rocroof merge -----------------------------------------------------------------------

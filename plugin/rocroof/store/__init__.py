@@ -73,6 +73,20 @@ def is_url(target: str) -> bool:
     return "://" in target
 
 
+def shown_db(target: object) -> str:
+    """A database file or URL as messages and logs may show it: a URL's password hidden.
+
+    A URL SQLAlchemy cannot parse is shown without what precedes its ``@`` (where a password sits).
+    """
+    text = str(target)
+    if not is_url(text):
+        return text
+    try:
+        return sa.make_url(text).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return text.split("@", 1)[-1]
+
+
 def _database_url(target: str) -> sa.URL:
     """``target`` as an SQLAlchemy URL; ``postgresql://`` and ``postgres://`` get the psycopg 3 driver.
 

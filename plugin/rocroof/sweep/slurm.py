@@ -45,10 +45,9 @@ import sqlalchemy as sa
 
 from .. import __version__
 from ..errors import ConfigError, RocroofError
-from ..store import is_url
+from ..store import is_url, shown_db
 from .executors import EventSink, PointWork, SweepEvent
 from .spec import Sweep, slurm_own_option
-from .text import shown_db
 
 if TYPE_CHECKING:
     from .expand import Point

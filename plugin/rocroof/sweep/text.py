@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ..store import shown_db
 from .executors import PIN_VARIABLES, pin_env
 from .expand import Point
 from .run import VENDORS, PointResult, SweepOutcome
@@ -21,19 +22,6 @@ STATUS_WORD = {
     "not-run": "not run",
     "submitted": "queued",
 }
-
-
-def shown_db(db: object) -> str:
-    """A database file or URL as it may be printed (logs, terminals): a URL's password hidden."""
-    text = str(db)
-    if "://" not in text:
-        return text
-    try:
-        import sqlalchemy as sa
-
-        return sa.make_url(text).render_as_string(hide_password=True)
-    except Exception:  # not a URL SQLAlchemy parses: drop what could be a password
-        return text.split("@", 1)[-1] if "@" in text else text
 
 
 def _pairs(labels: dict[str, str]) -> str:
