@@ -73,6 +73,21 @@ class PassFiles:
         return [p for entries in self.files.values() for _, p in entries]
 
 
+
+def _dispatch_chunk(df: pd.DataFrame, pid: int | None) -> pd.DataFrame:
+    """A chunk of kernel-trace rows, finished (in place, and returned).
+
+    Adds the file's process id where no column gives it, and ``grid_size`` / ``workgroup_size`` as
+    the product of their x, y, z columns when all three are there.
+    """
+    if "process_id" not in df and pid is not None:
+        df["process_id"] = pid
+    for axis in ("grid", "workgroup"):
+        parts = [f"{axis}_{a}" for a in "xyz"]
+        if all(p in df for p in parts):
+            df[f"{axis}_size"] = df[parts[0]] * df[parts[1]] * df[parts[2]]
+    return df
+
 def classify(path: Path) -> tuple[str, str | None] | None:
     """``(domain, prefix)`` of a rocprofv3 CSV file name, or None if it is not one.
 
@@ -186,14 +201,7 @@ def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Se
             col = pick(cols, *aliases)
             if col is not None:
                 out[target] = parse_int(path, chunk[col], first, col)[0]
-        df = pd.DataFrame(out)
-        if "process_id" not in df and pid is not None:
-            df["process_id"] = pid
-        for axis in ("grid", "workgroup"):
-            parts = [f"{axis}_{a}" for a in "xyz"]
-            if all(p in df for p in parts):
-                df[f"{axis}_size"] = df[parts[0]] * df[parts[1]] * df[parts[2]]
-        frames.append(df)
+        frames.append(_dispatch_chunk(pd.DataFrame(out), pid))
     if not frames:
         return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
     df = pd.concat(frames, ignore_index=True)
@@ -425,14 +433,7 @@ def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.S
         }
         for target, col in optional.items():
             out[target] = _ints(chunk[col])
-        df = pd.DataFrame(out, copy=False)
-        if "process_id" not in df and pid is not None:
-            df["process_id"] = pid
-        for axis in ("grid", "workgroup"):
-            parts = [f"{axis}_{a}" for a in "xyz"]
-            if all(p in df for p in parts):
-                df[f"{axis}_size"] = df[parts[0]] * df[parts[1]] * df[parts[2]]
-        frames.append(df)
+        frames.append(_dispatch_chunk(pd.DataFrame(out, copy=False), pid))
     if not frames:
         return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
     df = stack_frames(frames)
