@@ -69,7 +69,7 @@ def ingest_at_once(db: str, captures: list[Path], sync: Path, timeout: float = 2
             outputs.append(out.strip())
         return outputs
     finally:
-        for proc in procs:
+        for proc in procs:  # also on a failure: no child left running, no pipe left to the GC
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+            proc.communicate()

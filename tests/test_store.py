@@ -645,6 +645,33 @@ def test_several_processes_ingest_into_one_new_sqlite_file_at_once(tmp_path: Pat
     assert sorted(names) == [name for name, _ in MIGRATIONS]  # each step once
 
 
+def test_a_schema_committed_by_another_process_between_two_reads_is_not_called_foreign(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check reads the migrations, then another writer commits the first migration (its tables and
+    its row): the tables it then sees belong to rocroof, not to another program (a race seen in CI)."""
+    from rocroof.store import migrations
+
+    real_applied = migrations.applied
+    other = Store(db_path)
+    calls = []
+
+    def applied_then_other_writer_commits(conn: sa.Connection) -> dict[str, str]:
+        seen = real_applied(conn)
+        if not calls:
+            calls.append(1)
+            migrations.upgrade(other.engine, str(db_path))  # the other process, after our read
+        return seen
+
+    monkeypatch.setattr(migrations, "applied", applied_then_other_writer_commits)
+    rid = Store(db_path).write_run(_frames(sha="3" * 64))
+    monkeypatch.undo()
+    assert calls and rid == 1
+    with connect(db_path) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM rocroof_migration")]
+    assert sorted(names) == [name for name, _ in MIGRATIONS]
+
+
 def test_a_writer_waits_for_another_process_and_says_so_when_it_waits_too_long(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

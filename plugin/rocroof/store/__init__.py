@@ -279,8 +279,9 @@ class Store:
         """
         try:
             with self.engine.connect() as conn:
+                tables = set(sa.inspect(conn).get_table_names())  # first: see migrations.refuse_foreign_or_newer
                 done = migrations.applied(conn)
-                if not done and set(sa.inspect(conn).get_table_names()) - {"rocroof_migration"}:
+                if not done and tables - {"rocroof_migration"}:
                     raise SchemaError(f"{self.location}: not a rocroof database (no rocroof_migration table)")
         except sa.exc.DatabaseError as exc:
             raise SchemaError(f"{self.location}: not a readable database ({_reason(exc)})") from exc

@@ -158,6 +158,7 @@ def check(conn: sa.Connection, location: str) -> int:
     Raises:
         SchemaError: an empty or foreign database, a newer schema, or pending migrations.
     """
+    tables = sa.inspect(conn).get_table_names()  # before the migrations: see refuse_foreign_or_newer
     done = applied(conn)
     known = [name for name, _ in MIGRATIONS]
     unknown = sorted(set(done) - set(known))
@@ -166,7 +167,7 @@ def check(conn: sa.Connection, location: str) -> int:
             f"{location}: written by a newer rocroof (migration {unknown[-1]}); upgrade rocroof to read it"
         )
     if not done:
-        if sa.inspect(conn).get_table_names():
+        if tables:
             raise SchemaError(f"{location}: not a rocroof database (no rocroof_migration table)")
         raise SchemaError(f"{location}: empty database; ingest a capture first (rocroof ingest PATH --db ...)")
     pending = [n for n in known if n not in done]
@@ -194,12 +195,16 @@ def refuse_foreign_or_newer(conn: sa.Connection, location: str) -> dict[str, str
     Raises:
         SchemaError: the database holds a newer schema or another program's tables.
     """
+    # Tables first, then migrations: another process may be creating the schema right now, and a
+    # migration commits its tables with its rocroof_migration row, so tables seen here imply rows
+    # seen below (the other order can see tables without their row and call the file foreign).
+    tables = set(sa.inspect(conn).get_table_names())
     done = applied(conn)
     unknown = sorted(set(done) - {n for n, _ in MIGRATIONS})
     if unknown:
         raise SchemaError(f"{location}: written by a newer rocroof (migration {unknown[-1]}); upgrade rocroof")
     if not done:
-        foreign = set(sa.inspect(conn).get_table_names()) - {"rocroof_migration"}
+        foreign = tables - {"rocroof_migration"}
         if foreign:
             raise SchemaError(f"{location}: not a rocroof database (has tables {', '.join(sorted(foreign)[:5])})")
     return done
