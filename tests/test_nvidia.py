@@ -656,8 +656,10 @@ def test_a_run_pinned_to_one_gpu_gets_its_own_ncu_lock(tmp_path: Path, monkeypat
     assert runs[0].env["TMPDIR"] == str(tmp_path / "tmp" / "rocroof-ncu-lock-1")
     assert (tmp_path / "tmp" / "rocroof-ncu-lock-1").is_dir()
     uuid = {"CUDA_VISIBLE_DEVICES": "GPU-1b2c/x"}
-    assert pair.plan(APP, tmp_path / "b", Device("sm_90"), resolve_metrics("dram"), uuid)[0].env["TMPDIR"].endswith(
-        "rocroof-ncu-lock-GPU-1b2c_x"
+    assert (
+        pair.plan(APP, tmp_path / "b", Device("sm_90"), resolve_metrics("dram"), uuid)[0]
+        .env["TMPDIR"]
+        .endswith("rocroof-ncu-lock-GPU-1b2c_x")
     )
     for env in ({}, {"CUDA_VISIBLE_DEVICES": "0,1"}, {"CUDA_VISIBLE_DEVICES": "1", "TMPDIR": "/scratch"}):
         run = pair.plan(APP, tmp_path / "c", Device("sm_90"), resolve_metrics("dram"), dict(env))[0]

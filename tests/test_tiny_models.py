@@ -34,20 +34,48 @@ mtg = _load_script()
 # Small enough for CI (well under 1 MB per file), multiples of 32 everywhere.
 SMALL = {"n_embd": 128, "n_layer": 2, "n_head": 4, "n_head_kv": 2, "n_vocab": 320, "n_ctx": 256}
 SMALL_DENSE = {**SMALL, "arch": "llama", "n_ff": 192}
-SMALL_MOE = {**SMALL, "arch": "qwen3moe", "n_ff": None, "head_dim": 64, "n_expert": 4, "n_expert_used": 2,
-             "n_ff_exp": 96}
+SMALL_MOE = {
+    **SMALL,
+    "arch": "qwen3moe",
+    "n_ff": None,
+    "head_dim": 64,
+    "n_expert": 4,
+    "n_expert_used": 2,
+    "n_ff_exp": 96,
+}
 
 COMMON_KEYS = [
-    "general.architecture", "general.file_type",
-    "{a}.context_length", "{a}.embedding_length", "{a}.block_count", "{a}.feed_forward_length",
-    "{a}.attention.head_count", "{a}.attention.head_count_kv", "{a}.attention.layer_norm_rms_epsilon",
-    "{a}.attention.key_length", "{a}.attention.value_length", "{a}.rope.dimension_count", "{a}.rope.freq_base",
+    "general.architecture",
+    "general.file_type",
+    "{a}.context_length",
+    "{a}.embedding_length",
+    "{a}.block_count",
+    "{a}.feed_forward_length",
+    "{a}.attention.head_count",
+    "{a}.attention.head_count_kv",
+    "{a}.attention.layer_norm_rms_epsilon",
+    "{a}.attention.key_length",
+    "{a}.attention.value_length",
+    "{a}.rope.dimension_count",
+    "{a}.rope.freq_base",
     "tokenizer.ggml.model",
 ]
 MOE_KEYS = ["{a}.expert_count", "{a}.expert_used_count", "{a}.expert_feed_forward_length"]
 DENSE_LAYER = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
-MOE_LAYER = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm", "ffn_norm",
-             "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"]
+MOE_LAYER = [
+    "attn_norm",
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_output",
+    "attn_q_norm",
+    "attn_k_norm",
+    "ffn_norm",
+    "ffn_gate_inp",
+    "ffn_gate_exps",
+    "ffn_up_exps",
+    "ffn_down_exps",
+]
 
 
 def make(tmp_path: Path, name: str = "m.gguf", **fields: object) -> tuple[object, Path]:
@@ -79,13 +107,24 @@ def expected_shapes(arch: str, f: dict[str, int], tied: bool) -> dict[str, tuple
         shapes["output.weight"] = (e, v)
     for i in range(f["n_layer"]):
         b = f"blk.{i}."
-        shapes |= {b + "attn_norm.weight": (e,), b + "attn_q.weight": (e, q), b + "attn_k.weight": (e, kv),
-                   b + "attn_v.weight": (e, kv), b + "attn_output.weight": (q, e), b + "ffn_norm.weight": (e,)}
+        shapes |= {
+            b + "attn_norm.weight": (e,),
+            b + "attn_q.weight": (e, q),
+            b + "attn_k.weight": (e, kv),
+            b + "attn_v.weight": (e, kv),
+            b + "attn_output.weight": (q, e),
+            b + "ffn_norm.weight": (e,),
+        }
         if arch == "qwen3moe":
             x, fe = f["n_expert"], f["n_ff_exp"]
-            shapes |= {b + "attn_q_norm.weight": (hd,), b + "attn_k_norm.weight": (hd,),
-                       b + "ffn_gate_inp.weight": (e, x), b + "ffn_gate_exps.weight": (e, fe, x),
-                       b + "ffn_up_exps.weight": (e, fe, x), b + "ffn_down_exps.weight": (fe, e, x)}
+            shapes |= {
+                b + "attn_q_norm.weight": (hd,),
+                b + "attn_k_norm.weight": (hd,),
+                b + "ffn_gate_inp.weight": (e, x),
+                b + "ffn_gate_exps.weight": (e, fe, x),
+                b + "ffn_up_exps.weight": (e, fe, x),
+                b + "ffn_down_exps.weight": (fe, e, x),
+            }
         else:
             ff = f["n_ff"]
             shapes |= {b + "ffn_gate.weight": (e, ff), b + "ffn_up.weight": (e, ff), b + "ffn_down.weight": (ff, e)}
@@ -207,8 +246,11 @@ def test_vocab_spm(tmp_path: Path) -> None:
     assert set(types[3:259]) == {6}
     assert set(types[259:]) == {1}
     assert all(s > t for s, t in zip(scores[259:], scores[260:], strict=False))
-    assert (meta["tokenizer.ggml.unknown_token_id"], meta["tokenizer.ggml.bos_token_id"],
-            meta["tokenizer.ggml.eos_token_id"]) == (0, 1, 2)
+    assert (
+        meta["tokenizer.ggml.unknown_token_id"],
+        meta["tokenizer.ggml.bos_token_id"],
+        meta["tokenizer.ggml.eos_token_id"],
+    ) == (0, 1, 2)
     assert meta["tokenizer.ggml.add_bos_token"] is True
 
 
@@ -221,8 +263,10 @@ def test_spm_vocab_fills_a_full_size_vocabulary() -> None:
     ("fields", "fragment"),
     [
         ({**SMALL_DENSE, "n_ff": 200, "weight_type": "q8_0"}, "multiples of 32, but n_ff=200 is not"),
-        ({**SMALL_DENSE, "n_embd": 80, "weight_type": "q4_0"},
-         "multiples of 32, but n_embd=80, n_head*head_dim=80 are not"),
+        (
+            {**SMALL_DENSE, "n_embd": 80, "weight_type": "q4_0"},
+            "multiples of 32, but n_embd=80, n_head*head_dim=80 are not",
+        ),
         ({**SMALL_DENSE, "n_embd": 100}, "head_dim=25 must be even"),
         ({**SMALL_MOE, "n_ff_exp": 80}, "multiples of 32, but n_ff_exp=80 is not"),
         ({**SMALL_DENSE, "n_head_kv": 3}, "n_head=4 must be a multiple of n_head_kv=3"),
@@ -266,9 +310,38 @@ def test_cli_rejects_expert_options_for_dense(tmp_path: Path, capsys: pytest.Cap
 
 def test_cli_writes_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cli.gguf"
-    rc = mtg.main(["--arch", "qwen3moe", "--n-embd", "128", "--n-layer", "1", "--n-head", "2", "--n-head-kv", "1",
-                   "--head-dim", "64", "--n-expert", "4", "--n-expert-used", "2", "--n-ff-exp", "64",
-                   "--n-vocab", "300", "--vocab", "spm", "--type", "q4_0", "--seed", "3", "--out", str(out)])
+    rc = mtg.main(
+        [
+            "--arch",
+            "qwen3moe",
+            "--n-embd",
+            "128",
+            "--n-layer",
+            "1",
+            "--n-head",
+            "2",
+            "--n-head-kv",
+            "1",
+            "--head-dim",
+            "64",
+            "--n-expert",
+            "4",
+            "--n-expert-used",
+            "2",
+            "--n-ff-exp",
+            "64",
+            "--n-vocab",
+            "300",
+            "--vocab",
+            "spm",
+            "--type",
+            "q4_0",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     line = capsys.readouterr().out
     assert line.startswith(f"wrote {out}: qwen3moe q4_0, vocab spm") and "bytes" in line
@@ -290,7 +363,15 @@ def _file_estimate(spec: object) -> int:
 def test_preset_dense_tiny() -> None:
     s = _preset("dense-tiny")
     assert (s.arch, s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.n_ff, s.n_vocab, s.weight_type) == (
-        "llama", 512, 4, 8, 4, 1536, 32000, "q8_0")
+        "llama",
+        512,
+        4,
+        8,
+        4,
+        1536,
+        32000,
+        "q8_0",
+    )
     assert s.n_embd_head == 64 and s.tie_embeddings and s.vocab == "none"
     assert round(mtg.parameter_count(s) / 1e6, 1) == 29.0
     assert 30.0e6 < _file_estimate(s) < 31.0e6  # the H200 trial's ~30 MB
@@ -310,7 +391,15 @@ def test_preset_moe_tiny() -> None:
 def test_preset_dense_500m_streams_far_more_than_l2() -> None:
     s = _preset("dense-500m")
     assert (s.arch, s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.n_ff, s.n_vocab, s.weight_type) == (
-        "llama", 2048, 10, 16, 4, 5632, 32000, "q8_0")
+        "llama",
+        2048,
+        10,
+        16,
+        4,
+        5632,
+        32000,
+        "q8_0",
+    )
     assert s.n_embd_head == 128
     assert round(mtg.parameter_count(s) / 1e6, 1) == 516.5
     assert 0.5e9 < _file_estimate(s) < 0.6e9

@@ -213,8 +213,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"tool": "rocroof bandwidth probe", **asdict(result)}, indent=1) + "\n")
-    print(f"{result.device}: {result.gbps_best:,.1f} GB/s best, {result.gbps_median:,.1f} GB/s median "
-          f"({result.repeats} copies of {result.bytes_per_copy:,} B)")
+    print(
+        f"{result.device}: {result.gbps_best:,.1f} GB/s best, {result.gbps_median:,.1f} GB/s median "
+        f"({result.repeats} copies of {result.bytes_per_copy:,} B)"
+    )
     return 0
 
 

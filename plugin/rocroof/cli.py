@@ -53,6 +53,7 @@ class RocroofGroup(click.Group):
 def _db_in_args(args: Sequence[str]) -> str | None:
     """The database a command line names (``--into``, ``--db``, else ``ROCROOF_DB``), shown safely."""
     from .store import shown_db  # here, not at start-up: the store pulls in pandas
+
     for flag in ("--into", "--db"):
         for i, a in enumerate(args):
             if a == flag and i + 1 < len(args):
@@ -1049,7 +1050,7 @@ def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> N
     lines.append(
         "Search it before sharing; compressed and SQLite files need e.g. "
         f"find {shlex.quote(str(out))} -type f -exec sh -c "
-        "'zcat -f \"$1\" | grep -a -q -e \"$USER\" && echo \"$1\"' _ {} \\;"
+        '\'zcat -f "$1" | grep -a -q -e "$USER" && echo "$1"\' _ {} \\;'
     )
     _echo("\n".join(lines))
 

@@ -679,9 +679,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def render_frame(
-    df: pd.DataFrame, fmt: Format = "table", width: int | None = None, max_columns: int = 12
-) -> str:
+def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = None, max_columns: int = 12) -> str:
     """Render any DataFrame (runs, query results) in one of the report formats.
 
     ``table`` prints one block per record (``name: value`` lines) when the frame has more than

@@ -66,9 +66,11 @@ def flag_for(row: Mapping[str, Any], run: Mapping[str, Any], ceilings: Mapping[s
             why = f"the model is an upper bound here ({note[:80]})"
         elif not cold:
             llc = _f(ceilings.get("llc_bytes"))
-            fits = f" (the op's {model_bytes / 1e6:.1f} MB fit the {llc / 2**20:.0f} MiB last-level cache)" if (
-                np.isfinite(llc) and np.isfinite(model_bytes) and model_bytes < llc
-            ) else ""
+            fits = (
+                f" (the op's {model_bytes / 1e6:.1f} MB fit the {llc / 2**20:.0f} MiB last-level cache)"
+                if (np.isfinite(llc) and np.isfinite(model_bytes) and model_bytes < llc)
+                else ""
+            )
             why = f"served from L2/Infinity Cache: caches stay warm between kernels in this run{fits}"
         else:
             why = "fewer DRAM bytes than modelled with cold caches: the kernel reads only part of a tensor"

@@ -34,8 +34,10 @@ try:
     import gguf
     import numpy as np
 except ImportError as _exc:  # pragma: no cover - depends on the environment
-    sys.exit(f"make_tiny_gguf: needs the Python packages 'gguf>=0.19' and 'numpy' ({_exc.name} is missing): "
-             "pip install 'gguf>=0.19' numpy")
+    sys.exit(
+        f"make_tiny_gguf: needs the Python packages 'gguf>=0.19' and 'numpy' ({_exc.name} is missing): "
+        "pip install 'gguf>=0.19' numpy"
+    )
 
 ARCHS = ("llama", "qwen3moe")
 VOCABS = ("none", "spm")
@@ -109,17 +111,41 @@ class ModelSpec:
 #: Named size presets (fields of ModelSpec). ``--preset`` values are overridden by explicit options.
 PRESETS: dict[str, dict[str, Any]] = {
     "dense-tiny": {
-        "arch": "llama", "n_embd": 512, "n_layer": 4, "n_head": 8, "n_head_kv": 4, "n_ff": 1536,
-        "n_vocab": 32000, "tie_embeddings": True, "weight_type": "q8_0",
+        "arch": "llama",
+        "n_embd": 512,
+        "n_layer": 4,
+        "n_head": 8,
+        "n_head_kv": 4,
+        "n_ff": 1536,
+        "n_vocab": 32000,
+        "tie_embeddings": True,
+        "weight_type": "q8_0",
     },
     "moe-tiny": {
-        "arch": "qwen3moe", "n_embd": 512, "n_layer": 4, "n_head": 8, "n_head_kv": 4, "head_dim": 64,
-        "n_expert": 8, "n_expert_used": 2, "n_ff_exp": 768, "n_ff": None, "n_vocab": 32000,
-        "tie_embeddings": True, "weight_type": "q8_0",
+        "arch": "qwen3moe",
+        "n_embd": 512,
+        "n_layer": 4,
+        "n_head": 8,
+        "n_head_kv": 4,
+        "head_dim": 64,
+        "n_expert": 8,
+        "n_expert_used": 2,
+        "n_ff_exp": 768,
+        "n_ff": None,
+        "n_vocab": 32000,
+        "tie_embeddings": True,
+        "weight_type": "q8_0",
     },
     "dense-500m": {
-        "arch": "llama", "n_embd": 2048, "n_layer": 10, "n_head": 16, "n_head_kv": 4, "n_ff": 5632,
-        "n_vocab": 32000, "tie_embeddings": True, "weight_type": "q8_0",
+        "arch": "llama",
+        "n_embd": 2048,
+        "n_layer": 10,
+        "n_head": 16,
+        "n_head_kv": 4,
+        "n_ff": 5632,
+        "n_vocab": 32000,
+        "tie_embeddings": True,
+        "weight_type": "q8_0",
     },
 }
 
@@ -164,8 +190,14 @@ def validate(spec: ModelSpec) -> None:
         raise SpecError(f"unknown --type {spec.weight_type!r} (choose from {', '.join(WEIGHT_TYPES)})")
     if spec.vocab not in VOCABS:
         raise SpecError(f"unknown --vocab {spec.vocab!r} (choose from {', '.join(VOCABS)})")
-    sizes = {"n_embd": spec.n_embd, "n_layer": spec.n_layer, "n_head": spec.n_head, "n_head_kv": spec.n_head_kv,
-             "n_vocab": spec.n_vocab, "n_ctx": spec.n_ctx}
+    sizes = {
+        "n_embd": spec.n_embd,
+        "n_layer": spec.n_layer,
+        "n_head": spec.n_head,
+        "n_head_kv": spec.n_head_kv,
+        "n_vocab": spec.n_vocab,
+        "n_ctx": spec.n_ctx,
+    }
     if spec.n_ff is not None:
         sizes["n_ff"] = spec.n_ff
     if spec.head_dim is not None:
@@ -186,8 +218,9 @@ def validate(spec: ModelSpec) -> None:
     if spec.is_moe and spec.n_expert_used > spec.n_expert:
         raise SpecError(f"n_expert_used={spec.n_expert_used} exceeds n_expert={spec.n_expert}")
     if spec.vocab == "spm" and spec.n_vocab < N_SPM_FIXED + 1:
-        raise SpecError(f"--vocab spm needs n_vocab >= {N_SPM_FIXED + 1} (3 special + 256 byte tokens + 1), "
-                        f"got {spec.n_vocab}")
+        raise SpecError(
+            f"--vocab spm needs n_vocab >= {N_SPM_FIXED + 1} (3 special + 256 byte tokens + 1), got {spec.n_vocab}"
+        )
     block = gguf.GGML_QUANT_SIZES[WEIGHT_TYPES[spec.weight_type][0]][0]
     if block > 1:
         rows = {"n_embd": spec.n_embd, "n_head*head_dim": spec.n_head * spec.n_embd_head}
@@ -198,8 +231,10 @@ def validate(spec: ModelSpec) -> None:
             rows["n_ff"] = spec.n_ff
         bad = [f"{k}={v}" for k, v in rows.items() if v % block]
         if bad:
-            raise SpecError(f"--type {spec.weight_type} needs weight row lengths that are multiples of {block}, "
-                            f"but {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not")
+            raise SpecError(
+                f"--type {spec.weight_type} needs weight row lengths that are multiples of {block}, "
+                f"but {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not"
+            )
 
 
 def _tensor_name(arch: gguf.MODEL_ARCH, kind: gguf.MODEL_TENSOR, bid: int | None = None) -> str:
@@ -336,8 +371,10 @@ def tensor_data(rng: np.random.Generator, plan: TensorPlan, std: float) -> np.nd
 def _add_metadata(w: gguf.GGUFWriter, spec: ModelSpec) -> None:
     arch = spec.arch
     w.add_name(f"rocroof tiny {arch} (random weights)")
-    w.add_description("Random-weight test model written by rocroof tools/models/make_tiny_gguf.py "
-                      f"(seed {spec.seed}); its output is meaningless.")
+    w.add_description(
+        "Random-weight test model written by rocroof tools/models/make_tiny_gguf.py "
+        f"(seed {spec.seed}); its output is meaningless."
+    )
     w.add_file_type(int(WEIGHT_TYPES[spec.weight_type][1]))
     if WEIGHT_TYPES[spec.weight_type][0] not in (QT.F32, QT.F16):
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
@@ -420,8 +457,9 @@ def spec_from_args(args: argparse.Namespace) -> ModelSpec:
     if arch not in MOE_ARCHS:
         given = sorted(k for k in ("n_expert", "n_expert_used", "n_ff_exp") if k in explicit)
         if given:
-            raise SpecError(f"--arch {arch} is dense; {', '.join('--' + g.replace('_', '-') for g in given)} "
-                            "only apply to qwen3moe")
+            raise SpecError(
+                f"--arch {arch} is dense; {', '.join('--' + g.replace('_', '-') for g in given)} only apply to qwen3moe"
+            )
     values |= explicit
     return ModelSpec(**values)
 
@@ -430,26 +468,42 @@ def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(
         description="Write a small random-weight GGUF model (llama or qwen3moe) that llama.cpp loads offline.",
-        epilog="Presets: " + "; ".join(f"{k}: " + ", ".join(f"{f}={v}" for f, v in d.items())
-                                       for k, d in PRESETS.items()),
+        epilog="Presets: "
+        + "; ".join(f"{k}: " + ", ".join(f"{f}={v}" for f, v in d.items()) for k, d in PRESETS.items()),
     )
     p.add_argument("--out", type=Path, required=True, help="output .gguf path")
     p.add_argument("--preset", choices=sorted(PRESETS), help="named size preset; explicit options override it")
     p.add_argument("--arch", choices=ARCHS, help="architecture (default llama)")
-    p.add_argument("--type", dest="weight_type", choices=list(WEIGHT_TYPES),
-                   help="type of the weight matrices (default q8_0); norms and the MoE router stay f32")
-    p.add_argument("--vocab", choices=VOCABS,
-                   help="none: no_vocab + vocab_size (llama-bench); spm: minimal SentencePiece vocab (text prompts)")
-    p.add_argument("--tie-embeddings", action=argparse.BooleanOptionalAction, default=None,
-                   help="omit output.weight so the logits reuse token_embd (presets: tied; otherwise untied)")
+    p.add_argument(
+        "--type",
+        dest="weight_type",
+        choices=list(WEIGHT_TYPES),
+        help="type of the weight matrices (default q8_0); norms and the MoE router stay f32",
+    )
+    p.add_argument(
+        "--vocab",
+        choices=VOCABS,
+        help="none: no_vocab + vocab_size (llama-bench); spm: minimal SentencePiece vocab (text prompts)",
+    )
+    p.add_argument(
+        "--tie-embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="omit output.weight so the logits reuse token_embd (presets: tied; otherwise untied)",
+    )
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--std", type=float, help="standard deviation of the random weights (default 0.02)")
     for name, help_ in (
-        ("n-embd", "hidden size"), ("n-layer", "number of blocks"), ("n-head", "attention heads"),
-        ("n-head-kv", "KV heads (GQA)"), ("n-ff", "dense FFN width (qwen3moe: metadata only)"),
-        ("n-vocab", "vocabulary size"), ("n-ctx", "training context length"),
+        ("n-embd", "hidden size"),
+        ("n-layer", "number of blocks"),
+        ("n-head", "attention heads"),
+        ("n-head-kv", "KV heads (GQA)"),
+        ("n-ff", "dense FFN width (qwen3moe: metadata only)"),
+        ("n-vocab", "vocabulary size"),
+        ("n-ctx", "training context length"),
         ("head-dim", "per-head dimension (default n_embd/n_head)"),
-        ("n-expert", "qwen3moe: experts per layer"), ("n-expert-used", "qwen3moe: experts used per token"),
+        ("n-expert", "qwen3moe: experts per layer"),
+        ("n-expert-used", "qwen3moe: experts used per token"),
         ("n-ff-exp", "qwen3moe: expert FFN width"),
     ):
         p.add_argument(f"--{name}", dest=name.replace("-", "_"), type=int, help=help_)
@@ -467,12 +521,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"make_tiny_gguf: error: {exc}", file=sys.stderr)
         return 2
     n_params = parameter_count(spec)
-    extra = (f", {spec.n_expert} experts/{spec.n_expert_used} used, n_ff_exp {spec.n_ff_exp}"
-             if spec.is_moe else f", n_ff {spec.n_ff}")
+    extra = (
+        f", {spec.n_expert} experts/{spec.n_expert_used} used, n_ff_exp {spec.n_ff_exp}"
+        if spec.is_moe
+        else f", n_ff {spec.n_ff}"
+    )
     tied = " (tied output)" if spec.tie_embeddings else ""
-    print(f"wrote {args.out}: {spec.arch} {spec.weight_type}, vocab {spec.vocab}, n_embd {spec.n_embd}, "
-          f"{spec.n_layer} layers, {spec.n_head}/{spec.n_head_kv} heads, head_dim {spec.n_embd_head}{extra}, "
-          f"n_vocab {spec.n_vocab}{tied}; {n_params / 1e6:.1f} M params, {size:,} bytes ({size / 2**20:.1f} MiB)")
+    print(
+        f"wrote {args.out}: {spec.arch} {spec.weight_type}, vocab {spec.vocab}, n_embd {spec.n_embd}, "
+        f"{spec.n_layer} layers, {spec.n_head}/{spec.n_head_kv} heads, head_dim {spec.n_embd_head}{extra}, "
+        f"n_vocab {spec.n_vocab}{tied}; {n_params / 1e6:.1f} M params, {size:,} bytes ({size / 2**20:.1f} MiB)"
+    )
     return 0
 
 

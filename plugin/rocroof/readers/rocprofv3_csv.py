@@ -73,7 +73,6 @@ class PassFiles:
         return [p for entries in self.files.values() for _, p in entries]
 
 
-
 def _dispatch_chunk(df: pd.DataFrame, pid: int | None) -> pd.DataFrame:
     """A chunk of kernel-trace rows, finished (in place, and returned).
 
@@ -87,6 +86,7 @@ def _dispatch_chunk(df: pd.DataFrame, pid: int | None) -> pd.DataFrame:
         if all(p in df for p in parts):
             df[f"{axis}_size"] = df[parts[0]] * df[parts[1]] * df[parts[2]]
     return df
+
 
 def classify(path: Path) -> tuple[str, str | None] | None:
     """``(domain, prefix)`` of a rocprofv3 CSV file name, or None if it is not one.
