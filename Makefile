@@ -37,6 +37,7 @@ demo-amd: $(VENV)/.installed
 ## test: install, then lint (ruff), type-check (mypy) and run the test suite
 test: $(VENV)/.installed
 	$(BIN)/ruff check plugin tests
+	$(BIN)/ruff format --check plugin tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 

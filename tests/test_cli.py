@@ -174,6 +174,7 @@ def test_report_formats_and_top(stored: Path) -> None:
     assert table.startswith("run 1: ") and "vecCopy" in table and "GB/s" in table
     md = ok("report", "--db", stored, "--by", "dispatch", "--format", "markdown")
     assert md.startswith("**rocroof** run 1") and "| # | kernel |" in md
+    assert table.splitlines()[1] == md.splitlines()[1].rstrip() == "labels: model=vcopy, size=8MiB"
     rows = list(csv.DictReader(io.StringIO(ok("report", "--db", stored, "--by", "kernel", "--format", "csv"))))
     assert len(rows) == 1 and rows[0]["dispatches"] == "3"
     assert float(rows[0]["dram_write_bytes"]) == pytest.approx(3 * VCOPY_BYTES, rel=0.01)

@@ -808,6 +808,10 @@ def test_collect_with_ncu_and_nsys_then_ingest(tmp_path: Path) -> None:
     assert "missing-counter" not in codes  # the recorded CSV holds every metric of the dram preset
     requested = ro.query(f"SELECT requested_counters FROM pass WHERE run_id={run_id} AND pass_index=1")
     assert requested["requested_counters"].iloc[0].split() == list(DRAM_METRICS)
+    # the probe's best copy is the run's DRAM ceiling, ahead of the H200 datasheet's 4,800 GB/s
+    peak = ro.query(f"SELECT dram_peak_gbps, dram_peak_source FROM run WHERE run_id={run_id}").iloc[0]
+    assert peak["dram_peak_gbps"] == PROBE_RESULT["gbps_best"]
+    assert peak["dram_peak_source"].startswith("measured: NVIDIA H200 device-to-device copy, best of 10 x 1 GiB")
 
 
 def test_nsys_exiting_0_without_its_report_is_a_failed_run_with_the_log_named(tmp_path: Path) -> None:
@@ -848,6 +852,12 @@ def test_a_failed_bandwidth_probe_is_recorded_and_the_capture_goes_on(tmp_path: 
     assert "out of memory" in manifest["probes"][0]["error"]
     assert [p["dir"] for p in manifest["passes"]] == ["trace", "ncu"]
     assert not (out / "probe" / "bandwidth.json").exists()
+    ro, run_id = _store(out, tmp_path / "r.db")
+    peak = ro.query(f"SELECT dram_peak_gbps, dram_peak_source FROM run WHERE run_id={run_id}").iloc[0]
+    assert peak["dram_peak_gbps"] == pytest.approx(2 * 3.201 * 6016 / 8)  # the H200 memory clock x bus width
+    assert "measured" not in peak["dram_peak_source"]
+    notes = ro.query(f"SELECT code, message FROM run_note WHERE run_id={run_id} AND code='probe-failed'")
+    assert "out of memory" in notes["message"].iloc[0]
 
 
 def test_collect_with_cache_control_none_records_it(tmp_path: Path) -> None:

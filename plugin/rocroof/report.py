@@ -115,6 +115,7 @@ class Report:
         total_rows: rows before ``--top`` was applied.
         totals: whole-run sums (``duration_ns``, ``dispatches``, ``unattributed_dispatches``...).
         ceilings: the run's ``run_ceiling`` rows (name -> value, source, mark).
+        labels: the run's labels (``run_label``: key -> value; a sweep point's parameters).
     """
 
     by: By
@@ -124,6 +125,7 @@ class Report:
     total_rows: int = 0
     totals: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def build_report(store: Store, run_id: int, by: By = "op", top: int | None = None) -> Report:
@@ -179,6 +181,9 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     if top is not None:
         rows = rows.head(top)
     cols = [c for c in _COLUMNS[by] if c in rows.columns]
+    lab = schema.run_label
+    label_rows = store.frame(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == run_id).order_by(lab.c.key))
+    labels = dict(zip(label_rows["key"].astype(str), label_rows["value"].astype(str), strict=True))
     return Report(
         by=by,
         rows=rows[cols].reset_index(drop=True),
@@ -187,6 +192,7 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
         total_rows=total_rows,
         totals=totals,
         ceilings=ceilings,
+        labels=labels,
     )
 
 
@@ -523,6 +529,8 @@ def _header_lines(report: Report) -> list[str]:
         f"run {r['run_id']}: {r.get('source_path') or ''} — {r.get('profiler') or '?'} on {gpu or 'unknown GPU'}",
         f"timings from {timing}; attribution: {r.get('attribution_method')}",
     ]
+    if report.labels:
+        lines.insert(1, "labels: " + ", ".join(f"{k}={v}" for k, v in report.labels.items()))
     if r.get("dram_peak_gbps"):
         lines.append(f"DRAM ceiling {float(r['dram_peak_gbps']):,.1f} GB/s — {r.get('dram_peak_source')}")
     else:

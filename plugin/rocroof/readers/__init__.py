@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..bandwidth import BANDWIDTH_FILE, read_bandwidth
 from ..errors import InputError, ParseError
 from ..fileio import logical_name, read_text
 from ..markers import file_has_fused_lines, read_fused_log
@@ -446,6 +447,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
                     f"{root / label}: the capture's manifest lists this pass but it holds no {expected}; "
                     "the run failed or the file was removed"
                 )
+    peak_gbps, peak_source = _probe_ceiling(root, files, used, notes)
     profiler = "+".join(n for n, have in (("ncu", ncu), ("nsys", nsys)) if have)
     if ncu and not nsys:
         notes.append(
@@ -463,7 +465,51 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
         agents=agents,
         host=facts.get("host"),
         sysinfo={k: v for k, v in facts.items() if k.startswith(("nsys_", "nvidia_"))},
+        dram_peak_gbps=peak_gbps,
+        dram_peak_source=peak_source,
     )
+
+
+def _probe_ceiling(
+    root: Path, files: list[Path], used: list[Path], notes: list[Note]
+) -> tuple[float | None, str | None]:
+    """The measured DRAM ceiling of an NVIDIA capture: ``bandwidth.json`` of ``rocroof.bandwidth``.
+
+    ``rocroof collect --profiler ncu`` writes it (``probe/bandwidth.json``); its best copy bandwidth
+    becomes the run's ceiling, ahead of ``configs/peaks.yaml``. A probe that the manifest records
+    as failed gives a warning note and no ceiling (the datasheet one applies).
+
+    Returns:
+        ``(GB/s, source)``, or ``(None, None)`` without a probe result.
+
+    Raises:
+        InputError: more than one probe result in the capture.
+        ParseError: a probe result that is not one (:func:`rocroof.bandwidth.read_bandwidth`).
+    """
+    found = [f for f in files if f.name == BANDWIDTH_FILE]
+    if len(found) > 1:
+        raise InputError(f"{root}: more than one {BANDWIDTH_FILE} ({', '.join(map(str, found))}); one per capture")
+    if not found:
+        manifest_path = root / MANIFEST
+        probes = _read_manifest(manifest_path).get("probes") if manifest_path.is_file() else None
+        for entry in probes if isinstance(probes, list) else []:
+            if isinstance(entry, dict) and entry.get("error"):
+                notes.append(
+                    Note(
+                        "warning",
+                        "probe-failed",
+                        f"the copy-bandwidth probe failed ({str(entry['error']).strip().splitlines()[-1]}); "
+                        "the DRAM ceiling is the datasheet's",
+                    )
+                )
+        return None, None
+    probe = read_bandwidth(found[0])
+    used.append(found[0])
+    source = (
+        f"measured: {probe.device} device-to-device copy, best of {probe.repeats} x "
+        f"{probe.bytes_per_copy / 2**30:g} GiB (median {probe.gbps_median:,.0f} GB/s; rocroof bandwidth probe)"
+    )
+    return probe.gbps_best, source
 
 
 def _pass_label(root: Path, directory: Path, index: int) -> str:
