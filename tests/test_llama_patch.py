@@ -103,7 +103,45 @@ def test_hook_emits_the_grammar_rocroof_parses() -> None:
     from rocroof.markers import parse_fused, parse_range
 
     text = PATCH.read_text()
-    assert '"ggml:%s:%s:%" PRIu64' in text
-    assert '"ggml-fused:"' in text and '"ggml reset"' in text
-    assert parse_range("ggml:MUL_MAT:Qcur-0:17") is not None
-    assert parse_fused("ggml-fused:17:RMS_NORM+MUL:norm-0|attn_norm-0") is not None
+    source = "\n".join(
+        line[1:] for line in text.split("+++ b/ggml/src/ggml-cuda/markers.cu\n")[1].split("diff --git")[0].splitlines()
+    )
+    begin = _function(source, "void ggml_cuda_markers_begin(")
+    end = _function(source, "void ggml_cuda_markers_end(")
+    # the range message, rebuilt from the copies the C++ code makes, read back by rocroof's parser
+    pieces = {"ggml_op_desc(node)": "MUL_MAT", "node->name": "Qcur-0", "tl_invocation": "17"}
+    message = "".join(_put_args(begin.split("tl_invocation = ")[1].split("MARKER_PUSH")[0], pieces))
+    assert message == "ggml:MUL_MAT:Qcur-0:17"
+    got = parse_range(message)
+    assert got is not None and (got.op, got.node_name, got.invocation) == ("MUL_MAT", "Qcur-0", 17)
+    # the fused-group mark of two nodes: one pass over the ops, one over the names
+    fused_code = end.split("if (n_nodes > 1)")[1].split("MARKER_MARK")[0]
+    head, ops_loop, names_loop = fused_code.split("for (int k = 0; k < n_nodes; k++)")
+    nodes = [("RMS_NORM", "norm-0"), ("MUL", "attn_norm-0")]
+    line = "".join(_put_args(head, {"tl_invocation": "17"}))
+    for k, (op, _) in enumerate(nodes):
+        line += "".join(_put_args(ops_loop, {'k ? "+" : ":"': "+" if k else ":", "ggml_op_desc(cgraph->nodes[i + k])": op}))
+    for k, (_, name) in enumerate(nodes):
+        line += "".join(_put_args(names_loop, {'k ? "|" : ":"': "|" if k else ":", "cgraph->nodes[i + k]->name": name}))
+    assert line == "ggml-fused:17:RMS_NORM+MUL:norm-0|attn_norm-0"
+    group = parse_fused(line)
+    assert group is not None and (group.invocation, group.op_list, list(group.node_names)) == (
+        17,
+        "RMS_NORM+MUL",
+        ["norm-0", "attn_norm-0"],
+    )
+    assert 'MARKER_MARK("ggml reset")' in source
+
+
+def _function(source: str, signature: str) -> str:
+    """The body of the C++ function that starts with ``signature`` (up to the next top-level ``}``)."""
+    return source.split(signature)[1].split("\n}\n")[0]
+
+
+def _put_args(code: str, values: dict[str, str]) -> list[str]:
+    """The text that the ``put``/``put_u64`` calls in ``code`` append, in order: string literals
+    as written, other arguments looked up in ``values`` (a KeyError names an unknown one)."""
+    out = []
+    for arg in re.findall(r"put(?:_u64)?\(\w+, \w+, (.+?)\);", code):
+        out.append(arg[1:-1] if arg.startswith('"') and arg.endswith('"') else values[arg])
+    return out
