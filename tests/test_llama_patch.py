@@ -120,9 +120,11 @@ def test_hook_emits_the_grammar_rocroof_parses() -> None:
     nodes = [("RMS_NORM", "norm-0"), ("MUL", "attn_norm-0")]
     line = "".join(_put_args(head, {"tl_invocation": "17"}))
     for k, (op, _) in enumerate(nodes):
-        line += "".join(_put_args(ops_loop, {'k ? "+" : ":"': "+" if k else ":", "ggml_op_desc(cgraph->nodes[i + k])": op}))
+        sep = {'k ? "+" : ":"': "+" if k else ":"}
+        line += "".join(_put_args(ops_loop, {**sep, "ggml_op_desc(cgraph->nodes[i + k])": op}))
     for k, (_, name) in enumerate(nodes):
-        line += "".join(_put_args(names_loop, {'k ? "|" : ":"': "|" if k else ":", "cgraph->nodes[i + k]->name": name}))
+        sep = {'k ? "|" : ":"': "|" if k else ":"}
+        line += "".join(_put_args(names_loop, {**sep, "cgraph->nodes[i + k]->name": name}))
     assert line == "ggml-fused:17:RMS_NORM+MUL:norm-0|attn_norm-0"
     group = parse_fused(line)
     assert group is not None and (group.invocation, group.op_list, list(group.node_names)) == (

@@ -161,6 +161,11 @@ BAD_FILES = [
         "('hopper')",
     ),
     (
+        "version: 1\ncommand: app\nprofiler:\n  name: rocprofv3\n  arch: gfx999\n",
+        "{f}:5: profiler.arch: no DRAM counters known for architecture 'gfx999'; name the counters with "
+        "counters: [A, B, ...]",
+    ),
+    (
         "version: 1\nmatrix: {case: [a]}\nprofiler: replay\n",
         "{f}:3: profiler.capture: missing; replay needs the recorded capture of each point, e.g. capture: "
         "examples/h200/{{case}}",

@@ -511,6 +511,15 @@ def _profiler(doc: _Doc, value: Any, given: bool) -> ProfilerSpec:
         else:  # nsys, capture
             what = "the nsys executable or none" if opt == "nsys" else "a capture directory (examples/h200/{case})"
             options[opt] = _string(doc, k, v, what)
+    if name == "rocprofv3" and "arch" in options:
+        # what collect --dry-run would refuse, refused at load time (sweep --dry-run included)
+        from ..errors import ConfigError
+        from ..profilers.rocprofv3 import resolve_counters
+
+        try:
+            resolve_counters(str(options.get("counters", "dram")), str(options["arch"]))
+        except ConfigError as exc:
+            raise doc.error((*key, "arch"), str(exc).replace("--counters A,B,...", "counters: [A, B, ...]")) from None
     if name == "replay" and "capture" not in options:
         raise doc.error(
             (*key, "capture"),
