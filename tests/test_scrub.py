@@ -180,3 +180,16 @@ def test_ingest_of_a_folder_skips_stored_captures_and_goes_on_after_a_bad_one(tm
     shutil.rmtree(folder / "b")
     again = CliRunner().invoke(cli, ["ingest", str(folder), "--db", db])
     assert again.exit_code == 0 and again.output.count("Skipped") == 2
+
+
+def test_a_short_host_name_is_kept_in_free_text_and_the_cli_says_so(dirty: Path, tmp_path: Path) -> None:
+    """A 2-letter host name would hit ordinary words in logs: replaced in host fields only, and named."""
+    manifest = json.loads((dirty / "rocroof-collect.json").read_text())
+    manifest["host"] = "vm"
+    (dirty / "rocroof-collect.json").write_text(json.dumps(manifest, indent=2))
+    (dirty / "trace" / "nsys.log").write_text("vm: loading the model into vmem\n")
+    result = CliRunner().invoke(cli, ["scrub", str(dirty), "--out", str(tmp_path / "clean")])
+    assert result.exit_code == 0, result.output
+    assert "warning: vm replaced in host fields only" in result.output
+    assert json.loads((tmp_path / "clean" / "rocroof-collect.json").read_text())["host"] == "host"
+    assert (tmp_path / "clean" / "trace" / "nsys.log").read_text() == "vm: loading the model into vmem\n"

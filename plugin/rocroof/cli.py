@@ -1038,13 +1038,19 @@ def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> N
       rocroof scrub rocroof-out/20261130-1225 --out share/dense-prefill --gzip
       rocroof scrub cap/ --out cap-clean --host gpu-node-17
     """
-    from .scrub import scrub_capture
+    from .scrub import SHORT_HOST, scrub_capture
 
     rep = scrub_capture(capture, out, compress=compress, extra_hosts=hosts)
     removed = ", ".join(f"{n} {kind}(s)" for kind, n in sorted(rep.removed.items())) or "nothing"
     lines = [f"Wrote {len(rep.written)} file(s) to {out}; removed {removed}; paths shortened to their last part."]
     if rep.hosts:
         lines.append(f"  host names replaced with 'host': {', '.join(rep.hosts)}")
+        short = [h for h in rep.hosts if len(h) < SHORT_HOST]
+        if short:
+            lines.append(
+                f"  warning: {', '.join(short)} replaced in host fields only (shorter than {SHORT_HOST} characters, it "
+                "would hit ordinary words in free text): check logs and commands for it before sharing"
+            )
     if rep.dropped:
         lines.append(f"  left out (binary reports; their exports are kept): {', '.join(rep.dropped)}")
     lines.append(

@@ -61,6 +61,10 @@ def shorten_paths(text: str) -> str:
     return _ABS_PATH.sub("", text)
 
 
+#: Host names shorter than this are replaced in host fields only, not in free text.
+SHORT_HOST = 4
+
+
 @dataclass
 class ScrubReport:
     """What :func:`scrub_capture` did.
@@ -90,7 +94,7 @@ class _Cleaner:
         names = sorted({h for h in hosts if h and h not in ("host", "localhost")}, key=len, reverse=True)
         self.hosts = names
         # short names ("vm") are replaced in host fields only: in free text they would hit words
-        long = [h for h in names if len(h) >= 4]
+        long = [h for h in names if len(h) >= SHORT_HOST]
         self._host_re = re.compile("|".join(rf"(?<![\w.-]){re.escape(h)}(?![\w-])" for h in long)) if long else None
 
         names = sorted({u for u in users if len(u) >= 3 and u not in ("user", "host")}, key=len, reverse=True)
