@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -190,6 +191,14 @@ def test_runs_lists_labels_and_the_db_can_come_from_the_environment(stored: Path
     assert run["labels"] == "model=vcopy,size=8MiB"
     result = CliRunner().invoke(cli, ["runs", "--format", "csv"], env={"ROCROOF_DB": str(stored)})
     assert result.exit_code == 0 and result.output.startswith("run_id,")
+    md = ok("runs", "--db", stored, "--format", "markdown").splitlines()
+    assert md[0] == "| run | created | capture | profiler | GPU | timing | dispatches | attributed | labels |"
+    cells = [c.strip() for c in md[2].strip("|").split("|")]
+    assert cells[0] == "1" and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", cells[1])  # to the minute
+    assert cells[2].startswith("…/") and str(vcopy()).endswith(cells[2][1:])  # cut at a '/', the end kept
+    assert len(cells[2]) <= 40 and cells[-1] == "model=vcopy, size=8MiB"
+    table = ok("runs", "--db", stored)
+    assert "model=vcopy," in table and "size=8MiB" in table
 
 
 def test_query_output_formats(stored: Path) -> None:

@@ -722,7 +722,7 @@ def runs(db: str, fmt: str, notes_for: int | None) -> None:
     """
     import sqlalchemy as sa
 
-    from .report import render_frame, runs_frame
+    from .report import render_frame, runs_for_people, runs_frame
     from .store import Store, schema
 
     store = Store(db, read_only=True)
@@ -736,6 +736,10 @@ def runs(db: str, fmt: str, notes_for: int | None) -> None:
         )
     else:
         df = runs_frame(store)
+        if fmt in ("table", "markdown"):
+            df = runs_for_people(df)
+            _echo(render_frame(df, fmt, wrap=["labels"]), nl=False)  # type: ignore[arg-type]
+            return
     _echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
 
 

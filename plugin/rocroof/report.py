@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -679,6 +680,41 @@ def runs_frame(store: Store) -> pd.DataFrame:
     return df
 
 
+def runs_for_people(df: pd.DataFrame, path_width: int = 40) -> pd.DataFrame:
+    """The :func:`runs_frame` rows shaped for a terminal table (csv and json keep the raw columns).
+
+    ``created_at`` to the minute, the capture path cut from the left to ``path_width`` characters
+    (its last parts name the capture), GPU name and arch in one column, labels separated by
+    ``", "`` so that a table wraps them between labels, not inside one.
+    """
+    out = pd.DataFrame(
+        {
+            "run": df["run_id"],
+            "created": [str(v)[:16].replace("T", " ") if not _nan(v) else "" for v in df["created_at"]],
+            "capture": [_left_cut(str(v), path_width) if not _nan(v) else "" for v in df["source_path"]],
+            "profiler": df["profiler"],
+            "GPU": [gpu_text(n, a) for n, a in zip(df["gpu_name"], df["gpu_arch"], strict=True)],
+            "timing": df["timing_source"],
+            "dispatches": df["dispatches"],
+            "attributed": df["attributed"],
+            "labels": [", ".join(str(v).split(",")) if not _nan(v) else "" for v in df["labels"]],
+        }
+    )
+    return out
+
+
+def _left_cut(text: str, width: int) -> str:
+    """``text`` cut from the left to ``width`` characters, with a leading ``…`` when cut.
+
+    The cut falls at a ``/`` where one is in the kept part, so that path parts stay whole.
+    """
+    if len(text) <= width:
+        return text
+    kept = text[len(text) - width + 1 :]
+    slash = kept.find("/")
+    return "…" + (kept[slash:] if 0 <= slash < len(kept) - 1 else kept)
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -687,11 +723,18 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = None, max_columns: int = 12) -> str:
+def render_frame(
+    df: pd.DataFrame,
+    fmt: Format = "table",
+    width: int | None = None,
+    max_columns: int = 12,
+    wrap: Iterable[str] | None = None,
+) -> str:
     """Render any DataFrame (runs, query results) in one of the report formats.
 
     ``table`` prints one block per record (``name: value`` lines) when the frame has more than
     ``max_columns`` columns; ``width`` is the table's width in characters (default 160).
+    ``wrap`` names the only columns a table may wrap (default: any column).
     """
     if fmt == "json":
         return _json_records(df)
@@ -718,11 +761,12 @@ def render_frame(df: pd.DataFrame, fmt: Format = "table", width: int | None = No
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
         return "\n".join(out) + "\n"
     table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
+    wrapping = None if wrap is None else set(wrap)
     for c in df.columns:
-        table.add_column(str(c), overflow="fold")
+        table.add_column(str(c), overflow="fold", no_wrap=wrapping is not None and c not in wrapping)
     for row in cells:
         table.add_row(*row)
-    console = Console(file=io.StringIO(), width=width or 160, force_terminal=False, color_system=None)
+    console = Console(file=io.StringIO(), width=width or _width(), force_terminal=False, color_system=None)
     console.print(table)
     if not len(df):
         console.print("(no rows)", highlight=False, markup=False)
