@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -81,3 +82,32 @@ def test_cli_diff(store: tuple[Store, Path]) -> None:
     assert result.exit_code == 0 and result.output.startswith("op,op_list,node_name")
     bad = CliRunner().invoke(cli, ["diff", "1", "9", "--db", str(store[1])])
     assert bad.exit_code == 1 and bad.output.startswith("Error: ")
+
+
+@pytest.mark.parametrize(
+    ("delta_us", "floor_us", "verdict"),
+    [
+        (0.20, 0.25, "noise"),  # 15% of a 1.3 µs kernel, but under the per-call floor
+        (0.30, 0.25, "slower"),  # beyond every floor and 2 SE (0.0447 µs)
+        (0.20, 0.0, "slower"),  # without the floor: 15% and far beyond 2 SE
+        (-0.05, 0.0, "noise"),  # 3.8%: under the 5% floor
+    ],
+)
+def test_a_change_must_clear_the_spread_and_both_floors(delta_us: float, floor_us: float, verdict: str) -> None:
+    from rocroof.diff import _verdict
+
+    # 8 samples a side with a standard deviation of 0.05 µs: 2 SE = 2 * sqrt(2 * 0.05**2 / 8) = 0.05 µs
+    row = pd.Series({"n_a": 8, "n_b": 8, "mean_us_a": 1.3, "sd_us_a": 0.05, "sd_us_b": 0.05, "delta_us": delta_us})
+    assert _verdict(row, min_change=0.05, min_change_us=floor_us) == verdict
+
+
+def test_cli_diff_names_the_labels_that_tell_the_runs_apart(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    slow = _slowed_copy(tmp_path, 1.5)
+    for cap, take in ((DECODE, "take=1"), (slow, "take=2")):
+        result = CliRunner().invoke(
+            cli, ["ingest", str(cap), "--db", str(db), "--label", "model=dense500m", "--label", take]
+        )
+        assert result.exit_code == 0, result.output
+    title = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db)]).output.splitlines()[0]
+    assert title == f"**rocroof diff**: A = run 1 ({DECODE} [take=1]), B = run 2 ({slow} [take=2])"

@@ -7,11 +7,13 @@ gives a sample of its time; the spread of those samples is the run-to-run noise.
 
 A change is called **noise** when ``|mean_B - mean_A|`` is below twice the standard error of the
 difference, ``2·sqrt(s_A²/n_A + s_B²/n_B)`` (about a 95% interval for a difference of means,
-Welch), or below a floor of 5% of the mean (``min_change``). The spread inside one run misses
-what changes between runs (clocks, the GPU a sweep point ran on): two repeats of the same decode
-run on the H200 (examples/h200-sweep, on GPUs 0 and 1) moved 2-3 µs kernels by up to 5.9% with
-2 SE far smaller, and the 1% floor this module first used flagged 14 of 134 nodes of two repeat
-pairs. With a single sample on a side the spread is unknown and the verdict says so. Totals are
+Welch), below a floor of 5% of the mean (``min_change``), or below 0.25 µs per call
+(``min_change_us``). The spread inside one run misses what changes between runs (clocks, the GPU
+a sweep point ran on): in the three decode repeat pairs of examples/h200-sweep (8 samples per
+node, GPUs 0 and 1), 1-5 µs kernels moved by up to 0.20 µs per call, which is up to 8.5% of a
+1.3 µs kernel, while 2 SE was far smaller. The 1% floor this module first used flagged 14 of
+134 nodes of two repeat pairs, and the 5% floor alone still flagged 2 nodes (-5.9% and +5.4%,
+0.17 and 0.14 µs). With a single sample on a side the spread is unknown and the verdict says so. Totals are
 compared per op type on the *mean time of one evaluation of the node*, so runs with different
 token counts compare fairly; the whole graph (all nodes, matched or not) is compared too, which
 is the figure for changes that regroup nodes, such as fusion on vs off.
@@ -30,6 +32,8 @@ from .store import Store
 
 #: Default relative change below which a difference is never called a gain or a loss (see above).
 MIN_RELATIVE_CHANGE = 0.05
+#: Default change per call, in µs, below which a difference is never called a gain or a loss.
+MIN_ABSOLUTE_CHANGE_US = 0.25
 
 
 @dataclass
@@ -70,7 +74,9 @@ def _invocations(store: Store, run_id: int) -> pd.DataFrame:
     return df
 
 
-def _verdict(row: pd.Series, min_change: float = MIN_RELATIVE_CHANGE) -> str:
+def _verdict(
+    row: pd.Series, min_change: float = MIN_RELATIVE_CHANGE, min_change_us: float = MIN_ABSOLUTE_CHANGE_US
+) -> str:
     if row["n_a"] == 0:
         return "only in B"
     if row["n_b"] == 0:
@@ -78,7 +84,7 @@ def _verdict(row: pd.Series, min_change: float = MIN_RELATIVE_CHANGE) -> str:
     delta, mean_a = row["delta_us"], row["mean_us_a"]
     if pd.isna(delta):
         return "time unknown"
-    if mean_a and abs(delta) < min_change * mean_a:
+    if (mean_a and abs(delta) < min_change * mean_a) or abs(delta) < min_change_us:
         return "noise"
     if row["n_a"] < 2 or row["n_b"] < 2:
         return "unclear (1 sample: spread unknown)"
@@ -88,7 +94,14 @@ def _verdict(row: pd.Series, min_change: float = MIN_RELATIVE_CHANGE) -> str:
     return "slower" if delta > 0 else "faster"
 
 
-def diff_runs(store: Store, run_a: int, run_b: int, *, min_change: float = MIN_RELATIVE_CHANGE) -> Diff:
+def diff_runs(
+    store: Store,
+    run_a: int,
+    run_b: int,
+    *,
+    min_change: float = MIN_RELATIVE_CHANGE,
+    min_change_us: float = MIN_ABSOLUTE_CHANGE_US,
+) -> Diff:
     """Compare two stored runs per matched graph node and per op type.
 
     Args:
@@ -96,12 +109,16 @@ def diff_runs(store: Store, run_a: int, run_b: int, *, min_change: float = MIN_R
         run_a: run id of A (before).
         run_b: run id of B (after).
         min_change: relative change (0.05 = 5%) below which a node's difference is noise.
+        min_change_us: change of the mean time per call, in µs, below which it is noise.
 
     Raises:
-        InputError: a run without op invocations, or ``min_change`` outside [0, 1).
+        InputError: a run without op invocations, ``min_change`` outside [0, 1) or a negative
+            ``min_change_us``.
     """
     if not 0 <= min_change < 1:
         raise InputError(f"minimum change {min_change:g}: expected a fraction in [0, 1), e.g. 0.05 for 5%")
+    if not min_change_us >= 0:
+        raise InputError(f"minimum change {min_change_us:g} µs: expected 0 or more")
     a, b = _invocations(store, run_a), _invocations(store, run_b)
     notes = []
     if not a["ne"].notna().any() or not b["ne"].notna().any():
@@ -127,7 +144,7 @@ def diff_runs(store: Store, run_a: int, run_b: int, *, min_change: float = MIN_R
     m["op"] = m["op_a"].where(m["op_a"].notna(), m["op_b"])
     m["delta_us"] = m["mean_us_b"] - m["mean_us_a"]
     m["delta_pct"] = 100 * m["delta_us"] / m["mean_us_a"]
-    m["verdict"] = m.apply(_verdict, axis=1, min_change=min_change)
+    m["verdict"] = m.apply(_verdict, axis=1, min_change=min_change, min_change_us=min_change_us)
     only_a, only_b = int((m["n_b"] == 0).sum()), int((m["n_a"] == 0).sum())
     if only_a or only_b:
         notes.append(
@@ -187,6 +204,7 @@ def diff_runs(store: Store, run_a: int, run_b: int, *, min_change: float = MIN_R
         [
             {
                 "min_change": min_change,
+                "min_change_us": min_change_us,
                 "nodes_a": int((m["n_a"] > 0).sum()),
                 "nodes_b": int((m["n_b"] > 0).sum()),
                 "us_per_eval_all_a": all_a,
@@ -248,7 +266,10 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
             f"nodes in both runs: {t['us_per_eval_a']:,.1f} µs → {t['us_per_eval_b']:,.1f} µs{pct}. {verdicts}"
         )
     head = [title, ""] + ([whole, matched] if regrouped else [matched])
-    head.append(f"Noise: under 2 standard errors of the difference or under {100 * t['min_change']:g}% of A's time.")
+    head.append(
+        f"Noise: under 2 standard errors of the difference, under {100 * t['min_change']:g}% of A's time or under "
+        f"{t['min_change_us']:g} µs per call."
+    )
     head += [f"Note: {n}" for n in d.notes]
     changed = d.by_node[d.by_node["verdict"].isin(["faster", "slower"])]
     if not len(changed) and not t["only_in_a"] and not t["only_in_b"]:
