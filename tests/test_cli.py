@@ -212,6 +212,9 @@ def test_query_output_formats(stored: Path) -> None:
     assert ok("query", "SELECT 1 AS x WHERE 0", "--db", stored, "--format", "json") == "[]\n"
     blob = json.loads(ok("query", "SELECT x'00ff' AS b, 1 AS a, 2 AS a", "--db", stored, "--format", "json"))
     assert blob == [{"b": "00ff", "a": 1, "a_2": 2}]
+    # square brackets are text, not console markup: '[ref-5]' in a ceiling source stays
+    text = "[bold]x[/bold] [red]y [h200-ncu] z"
+    assert ok("query", f"SELECT '{text}' AS \"[s]\"", "--db", stored).splitlines()[::2] == ["[s]" + " " * 31, text]
 
 
 def test_kernel_trace_durations_are_the_csv_timestamps(tmp_path: Path) -> None:

@@ -159,3 +159,29 @@ def test_the_terminal_table_of_a_diff_keeps_columns(db: tuple[Store, dict[str, i
     assert "-- row 1 --" not in text  # not one block per op type
     header = next(line for line in text.splitlines() if line.startswith("op "))
     assert "µs/eval A" in header and "all nodes µs B" in header and "only B" in header
+
+
+def test_the_op_report_names_the_fused_groups_each_row_includes(db: tuple[Store, dict[str, int]]) -> None:
+    from rocroof.report import build_report, render
+
+    store, run = db
+    case = "moe-tiny-decode-fusion-r1"
+    # the hook's ggml-fused marks after the reset, counted per op list from the export
+    raw = gzip.decompress((EXAMPLES / case / "trace" / "nsys.sqlite.gz").read_bytes())
+    con = sqlite3.connect(":memory:")
+    con.deserialize(raw)
+    events = con.execute(
+        "SELECT n.eventType, n.start, COALESCE(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
+        "ON s.id = n.textId"
+    ).fetchall()
+    reset = max(start for kind, start, msg in events if kind == 34 and msg == "ggml reset")
+    marks: dict[str, int] = {}
+    for kind, start, msg in events:
+        if kind == 34 and start > reset and msg.startswith("ggml-fused:"):
+            op_list = msg.split(":")[2]
+            marks[op_list] = marks.get(op_list, 0) + 1
+    rep = build_report(store, run[case], "op")
+    assert {op_list: n for _, op_list, n in rep.fused} == marks
+    assert all(op == op_list.split("+")[0] for op, op_list, _ in rep.fused)
+    line = next(x for x in render(rep, "table").splitlines() if x.startswith("fused groups count under"))
+    assert f"RMS_NORM+MUL ({marks['RMS_NORM+MUL']} inv.)" in line

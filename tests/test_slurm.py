@@ -494,6 +494,10 @@ def test_status_without_a_submission_reads_the_database(tmp_path: Path) -> None:
     ]
     assert status.heading().startswith(f"Sweep replay: no Slurm submission recorded under {Path('out') / 'slurm'}")
     assert status.summary() == "1 done, 2 not run"
+    assert status.heading().endswith(f"  database {db}")
+    elsewhere = sweep_status(sweep, expand(sweep), db=str(tmp_path / "other.db"), default_db="unused.db")
+    assert elsewhere.summary() == "3 not run"  # says where it looked, and that nothing is there
+    assert elsewhere.heading().endswith("other.db (does not exist: nothing stored there yet; another --db?)")
 
 
 def test_slurm_executor_options() -> None:

@@ -286,7 +286,8 @@ def ingest(
         try:
             _echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
         except DuplicateRunError as exc:
-            _echo(f"Skipped {path}: {exc}")
+            reason = str(exc)  # names the capture already, as a rule
+            _echo(f"Skipped {reason if reason.startswith(str(path)) else f'{path}: {reason}'}")
         except RocroofError as exc:
             _stderr().print(f"Error: {_printable(str(exc))}", markup=False, highlight=False, soft_wrap=True)
             failed.append(str(path))

@@ -279,7 +279,8 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
         out = df.copy()
         for c in out.columns:
             if out[c].dtype.kind == "f":
-                out[c] = out[c].map(lambda v: "—" if pd.isna(v) else f"{v:,.2f}")
+                # + 0.0 turns -0.0 into 0.0, and a value that rounds to zero prints without a sign
+                out[c] = out[c].map(lambda v: "—" if pd.isna(v) else f"{round(v, 2) + 0.0:,.2f}")
         return out
 
     op_frame = d.by_op if (t["only_in_a"] or t["only_in_b"]) else d.by_op.drop(columns=["us_all_a", "us_all_b"])

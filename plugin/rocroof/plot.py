@@ -12,9 +12,11 @@ Marker area is proportional to the op type's share of GPU time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,8 +68,13 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     plotted = (points["flops_per_s"] > 0) & (points["ai_measured"] > 0)
     pts = points[plotted].copy()
     left_out = points.loc[~plotted, "label"].astype(str).tolist()
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
-    ai = np.logspace(-2, 4, 400)
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=120)
+    # the x range covers every point (measured and modelled), at least 10^-2 .. 10^4 FLOP/B
+    xs = pd.concat([pts["ai_measured"], pts["ai_model"]]).astype(float)
+    xs = xs[np.isfinite(xs) & (xs > 0)]
+    x_lo = min(-2.0, math.floor(math.log10(float(xs.min())) - 0.3)) if len(xs) else -2.0
+    x_hi = max(4.0, math.ceil(math.log10(float(xs.max())) + 0.3)) if len(xs) else 4.0
+    ai = np.logspace(x_lo, x_hi, 400)
     bw = ceilings.dram_gbps * 1e9
     peaks = {k: v * 1e12 for k, v in ceilings.compute_tflops.items() if v and v > 0}
     top = max(peaks.values()) if peaks else None
@@ -78,23 +85,27 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     for i, (name, peak) in enumerate(sorted(peaks.items(), key=lambda kv: -kv[1])):
         ridge = peak / bw
         ax.plot([ridge, ai[-1]], [peak, peak], ls=styles[i % 3], color="dimgray", lw=1.2)
-        ax.text(ai[-1], peak, f"{name} {peak / 1e12:,.0f} TFLOP/s", ha="right", va="bottom", fontsize=8)
+        ax.text(ai[-1] / 1.5, peak, f"{name} {peak / 1e12:,.0f} TFLOP/s", ha="right", va="bottom", fontsize=8)
     colors = plt.get_cmap("tab10")
     for i, row in enumerate(pts.sort_values("time_share", ascending=False).itertuples(index=False)):
         size = 40 + 1400 * float(row.time_share)
         c = colors(i % 10)
+        marker = _MARKERS[(i // 10) % len(_MARKERS)]  # colour and shape together tell up to 60 ops apart
         ax.scatter(
             [row.ai_measured],
             [row.flops_per_s],
             s=size,
             color=c,
+            marker=marker,
             alpha=0.8,
             edgecolors="black",
             zorder=3,
             label=f"{row.label} ({_pct(100 * row.time_share)} time)",
         )
         if pd.notna(row.ai_model) and row.ai_model > 0:
-            ax.scatter([row.ai_model], [row.flops_per_s], s=size, facecolors="none", edgecolors=[c], zorder=3)
+            ax.scatter(
+                [row.ai_model], [row.flops_per_s], s=size, marker=marker, facecolors="none", edgecolors=[c], zorder=3
+            )
             ax.plot([row.ai_model, row.ai_measured], [row.flops_per_s] * 2, color=c, lw=0.8, zorder=2)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -119,15 +130,33 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     from matplotlib.lines import Line2D
 
     handles, labels = ax.get_legend_handles_labels()
-    fixed = [  # legend markers of one size: the plot's sizes encode time share, not identity
-        Line2D([], [], marker="o", ls="", markersize=7, markerfacecolor=h.get_facecolor()[0], markeredgecolor="black")
-        if hasattr(h, "get_facecolor")
-        else h
-        for h in handles
-    ]
-    ax.legend(fixed, labels, fontsize=7, loc="upper left", framealpha=0.9)
+    fixed: list[Any] = []  # legend markers of one size: the plot's sizes encode time share, not identity
+    n_points = 0
+    for h in handles:
+        if hasattr(h, "get_facecolor"):
+            marker = _MARKERS[(n_points // 10) % len(_MARKERS)]
+            n_points += 1
+            fixed.append(
+                Line2D(
+                    [],
+                    [],
+                    marker=marker,
+                    ls="",
+                    markersize=7,
+                    markerfacecolor=h.get_facecolor()[0],
+                    markeredgecolor="black",
+                )
+            )
+        else:
+            fixed.append(h)
+    # beside the axes, so that it never hides the roof or a point
+    ax.legend(fixed, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.9)
     fig.tight_layout()
     return fig
+
+
+#: Marker shapes, one per group of ten ops (the colour map has ten colours).
+_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def save_roofline(points: pd.DataFrame, ceilings: PlotCeilings, title: str, base: Path) -> list[Path]:

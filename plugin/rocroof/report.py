@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .records import Note
 from .store import Store, schema
@@ -117,6 +118,8 @@ class Report:
         totals: whole-run sums (``duration_ns``, ``dispatches``, ``unattributed_dispatches``...).
         ceilings: the run's ``run_ceiling`` rows (name -> value, source, mark).
         labels: the run's labels (``run_label``: key -> value; a sweep point's parameters).
+        fused: for ``--by op``: ``(op, op_list, invocations)`` of the fused groups counted under
+            their first op, most invocations first.
     """
 
     by: By
@@ -127,6 +130,7 @@ class Report:
     totals: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    fused: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 def build_report(store: Store, run_id: int, by: By = "op", top: int | None = None) -> Report:
@@ -185,6 +189,16 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     lab = schema.run_label
     label_rows = store.frame(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == run_id).order_by(lab.c.key))
     labels = dict(zip(label_rows["key"].astype(str), label_rows["value"].astype(str), strict=True))
+    fused: list[tuple[str, str, int]] = []
+    if by == "op":
+        inv = schema.op_invocation
+        groups = store.frame(
+            sa.select(inv.c.op, inv.c.op_list, sa.func.count().label("n"))
+            .where(inv.c.run_id == run_id, inv.c.is_fused.is_(True))
+            .group_by(inv.c.op, inv.c.op_list)
+        )
+        groups = groups.sort_values(["n", "op_list"], ascending=[False, True])
+        fused = [(str(r.op), str(r.op_list), int(r.n)) for r in groups.itertuples(index=False)]
     return Report(
         by=by,
         rows=rows[cols].reset_index(drop=True),
@@ -194,6 +208,7 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
         totals=totals,
         ceilings=ceilings,
         labels=labels,
+        fused=fused,
     )
 
 
@@ -444,7 +459,28 @@ def _flag_lines(report: Report) -> list[str]:
     return out
 
 
+def _fused_line(report: Report) -> str | None:
+    """Which fused groups an op's row includes (rows are keyed by the group's first op)."""
+    if not report.fused:
+        return None
+    by_op: dict[str, list[str]] = {}
+    for op, op_list, n in report.fused:
+        by_op.setdefault(op, []).append(f"{op_list} ({n} inv.)")
+    parts = [f"{op} includes {', '.join(groups)}" for op, groups in by_op.items()]
+    return "fused groups count under their first op: " + "; ".join(parts)
+
+
 def _legend(report: Report) -> str | None:
+    if report.by in ("kernel", "dispatch") and len(report.rows):
+        if report.by == "dispatch":
+            first = "# = the profiler's dispatch id; op #N = the ggml op invocation (range) that launched it; "
+            time = "time µs = GPU kernel time"
+        else:
+            first, time = "", "time µs = GPU kernel time summed over the dispatches"
+        return (
+            f"key: {first}{time}; GB/s = (read + write DRAM bytes) / time; % peak = that as % of the DRAM ceiling; "
+            "µs at peak = the time those bytes take at the DRAM ceiling"
+        )
     if "flag" not in report.rows or report.by not in ("op", "invocation"):
         return None
     return (
@@ -588,6 +624,9 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
     if report.total_rows > len(report.rows):
         footer.append(f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
     footer += _flag_lines(report)
+    fused_line = _fused_line(report)
+    if fused_line:
+        footer.append(fused_line)
     legend = _legend(report)
     if legend:
         footer.append(legend)
@@ -624,7 +663,7 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
             no_wrap=i == 0 and report.by == "op",  # op names stay whole (grep-able)
         )
     for cells in lines:
-        table.add_row(*cells)
+        table.add_row(*(Text(c) for c in cells))  # literal text: '[ref-5]' is not console markup
     console = Console(file=io.StringIO(), width=width or _width(), force_terminal=False, color_system=None)
     for text in _header_lines(report):
         console.print(text, highlight=False, markup=False)
@@ -763,9 +802,9 @@ def render_frame(
     table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
     wrapping = None if wrap is None else set(wrap)
     for c in df.columns:
-        table.add_column(str(c), overflow="fold", no_wrap=wrapping is not None and c not in wrapping)
+        table.add_column(Text(str(c)), overflow="fold", no_wrap=wrapping is not None and c not in wrapping)
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*(Text(v) for v in row))  # literal text: '[ref-5]' is not console markup
     console = Console(file=io.StringIO(), width=width or _width(), force_terminal=False, color_system=None)
     console.print(table)
     if not len(df):
@@ -827,7 +866,7 @@ def render_html(report: Report, svg: str | None) -> str:
     body = "".join(
         "<tr>" + "".join(cell[i > 0].format(html.escape(c)) for i, c in enumerate(row)) + "</tr>" for row in lines
     )
-    flags = _flag_lines(report)
+    flags = _flag_lines(report) + [line for line in (_fused_line(report),) if line]
     warn = [f"{n.severity}: {n.message}" for n in report.notes if n.severity != "info"]
     extra = "".join(f"<li>{html.escape(t.lstrip('* '))}</li>" for t in flags + warn)
     figure = svg[svg.find("<svg") :] if svg and "<svg" in svg else ""

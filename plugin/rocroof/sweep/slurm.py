@@ -606,7 +606,11 @@ class SweepStatus:
             ]
         if self.queue_error:
             lines.append(f"  Slurm could not be asked ({self.queue_error}): states from the database and status files")
-        lines.append(f"  database {shown_db(self.db)}")
+        missing = not is_url(self.db) and not Path(self.db).expanduser().exists()
+        lines.append(
+            f"  database {shown_db(self.db)}"
+            + (" (does not exist: nothing stored there yet; another --db?)" if missing else "")
+        )
         return "\n".join(lines)
 
     def summary(self) -> str:
