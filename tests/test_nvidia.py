@@ -304,6 +304,21 @@ def test_read_ncu_csv_without_a_units_row_keeps_base_units_and_takes_the_innermo
     assert facts["gfx_arch"] == "sm_90"
 
 
+def test_byte_counters_in_decimal_units_become_whole_bytes(tmp_path: Path) -> None:
+    # in floating point 0.509952 * 1e6 is 509951.99999999994; ncu counts whole bytes
+    path = tmp_path / "units.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh, quoting=csv.QUOTE_ALL)
+        w.writerow(["ID", "Kernel Name", "CC", "gpu__time_duration.sum", "dram__bytes_read.sum", "lts__t_bytes.avg"])
+        w.writerow(["", "", "", "us", "Mbyte", "Kbyte"])
+        w.writerow(["0", "void k(float *)", "9.0", "1.5", "0.509952", "2.108936"])
+    p, _ = read_ncu_csv(path, "ncu")
+    values = dict(zip(p.counters["counter_name"], p.counters["value"], strict=True))
+    assert values["dram__bytes_read.sum"] == 509_952  # exactly
+    assert values["lts__t_bytes.avg"] == pytest.approx(2_108.936)  # an average over units may be fractional
+    assert list(p.dispatches["duration_ns"]) == [1500]
+
+
 def test_read_ncu_csv_names_the_row_without_a_kernel_name(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
     path.write_text('"ID","Kernel Name","gpu__time_duration.sum"\n"","","us"\n"0","k","1.5"\n"1","","2.0"\n')

@@ -264,6 +264,8 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
         local = np.arange(offset, offset + len(chunk), dtype=np.int64)
         for col, scale in metrics:
             v = (_numeric(chunk[col]) * scale).to_numpy(dtype=np.float64, na_value=np.nan)
+            if str(units[col]).strip().lower().endswith("byte") and str(col).endswith(".sum"):
+                v = np.round(v)  # a byte count: 0.509952 Mbyte is 509,952 B, not 509,951.99999999994
             keep = ~np.isnan(v)
             values[col].append(v[keep])
             rows[col].append(local[keep])
