@@ -147,3 +147,60 @@ def _put_args(code: str, values: dict[str, str]) -> list[str]:
     for arg in re.findall(r"put(?:_u64)?\(\w+, \w+, (.+?)\);", code):
         out.append(arg[1:-1] if arg.startswith('"') and arg.endswith('"') else values[arg])
     return out
+
+
+# Stand-ins for what markers.cu takes from the CUDA/HIP toolchains: the names it calls, with the
+# signatures of the CUDA runtime / NVTX / roctx documentation (no behaviour: syntax check only).
+_STUB_COMMON = """#pragma once
+#include "ggml.h"
+#include "ggml-impl.h"
+#include <cstdio>
+#include <cstdlib>
+typedef void * cudaStream_t;
+enum cudaMemcpyKind { cudaMemcpyDeviceToHost = 2 };
+int cudaMemcpy2DAsync(void *, size_t, const void *, size_t, size_t, size_t, cudaMemcpyKind, cudaStream_t);
+int cudaStreamSynchronize(cudaStream_t);
+#define CUDA_CHECK(x) (void) (x)
+struct ggml_backend_cuda_context { cudaStream_t stream() { return nullptr; } };
+struct ggml_cuda_device_info { int device_count; struct { int cc; } devices[16]; };
+const ggml_cuda_device_info & ggml_cuda_info();
+"""
+_STUB_NVTX = "#pragma once\nint nvtxRangePushA(const char *);\nint nvtxRangePop();\nvoid nvtxMarkA(const char *);\n"
+_STUB_ROCTX = "#pragma once\nint roctxRangePushA(const char *);\nint roctxRangePop();\nvoid roctxMarkA(const char *);\n"
+
+
+@pytest.mark.parametrize("branch", ["cuda", "hip"])
+def test_the_hook_compiles_as_cpp_on_both_branches(tmp_path: Path, branch: str) -> None:
+    """markers.cu, as the patch adds it, passes ``g++ -fsyntax-only -Wall -Wextra -Werror`` against the
+    pinned ggml headers, in its CUDA (NVTX) and its HIP (roctx) branch. No CUDA or ROCm toolchain is
+    here: their few calls are declared by stand-ins, so this checks the hook's own C++ only."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ is not installed")
+    version, _ = _pins()
+    prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/ggml/"
+    inc = tmp_path / "ggml"
+    with tarfile.open(_sdist(tmp_path)) as tar:
+        for member in tar.getmembers():
+            rel = member.name[len(prefix) :]
+            if member.name.startswith(prefix) and member.isfile() and rel.startswith(("include/", "src/ggml-impl.h")):
+                (inc / rel).parent.mkdir(parents=True, exist_ok=True)
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                (inc / rel).write_bytes(extracted.read())
+    work = tmp_path / "hook"
+    text = PATCH.read_text()
+    for name in ("markers.cu", "markers.cuh"):
+        block = text.split(f"+++ b/ggml/src/ggml-cuda/{name}\n")[1].split("\ndiff --git")[0]
+        lines = [line[1:] for line in block.splitlines()[1:] if line.startswith("+")]  # after the @@ line
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text("\n".join(lines) + "\n")
+    (work / "common.cuh").write_text(_STUB_COMMON)
+    for header, body in (("nvtx3/nvToolsExt.h", _STUB_NVTX), ("rocprofiler-sdk-roctx/roctx.h", _STUB_ROCTX)):
+        (work / header).parent.mkdir(parents=True, exist_ok=True)
+        (work / header).write_text(body)
+    defines = ["-DGGML_CUDA_MARKERS"] + (["-DGGML_USE_HIP"] if branch == "hip" else [])
+    cmd = [gxx, "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", *defines, "-x", "c++"]
+    cmd += ["-I", str(work), "-I", str(inc / "include"), "-I", str(inc / "src"), str(work / "markers.cu")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
