@@ -188,7 +188,7 @@ def test_report_formats_and_top(stored: Path) -> None:
 def test_runs_lists_labels_and_the_db_can_come_from_the_environment(stored: Path) -> None:
     (run,) = json.loads(ok("runs", "--db", stored, "--format", "json"))
     assert run["run_id"] == 1 and run["dispatches"] == 3 and run["attributed"] == 0
-    assert run["labels"] == "model=vcopy,size=8MiB"
+    assert run["labels"] == {"model": "vcopy", "size": "8MiB"}  # JSON: a mapping (values may hold commas)
     result = CliRunner().invoke(cli, ["runs", "--format", "csv"], env={"ROCROOF_DB": str(stored)})
     assert result.exit_code == 0 and result.output.startswith("run_id,")
     md = ok("runs", "--db", stored, "--format", "markdown").splitlines()
@@ -456,11 +456,11 @@ def test_the_same_capture_twice_is_refused_and_replace_gives_a_new_run_id(stored
     assert out.startswith("Stored run 2 from ")
     runs = json.loads(ok("runs", "--db", stored, "--format", "json"))
     assert [r["run_id"] for r in runs] == [2]
-    assert runs[0]["labels"] == "model=vcopy,size=8MiB"  # kept: the labels are the run's only description
+    assert runs[0]["labels"] == {"model": "vcopy", "size": "8MiB"}  # kept: the labels are the run's only description
     assert counts(stored) == before
     ok("ingest", vcopy(), "--db", stored, "--replace", "--label", "model=copy")
     (run3,) = json.loads(ok("runs", "--db", stored, "--format", "json"))
-    assert run3["run_id"] == 3 and run3["labels"] == "model=copy,size=8MiB"
+    assert run3["run_id"] == 3 and run3["labels"] == {"model": "copy", "size": "8MiB"}
 
 
 def test_traceback_flag_shows_the_exception() -> None:

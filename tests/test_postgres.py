@@ -226,7 +226,7 @@ def test_the_command_line_works_against_a_url(pg_url: str) -> None:
 
     assert "Stored run 1" in ok("ingest", str(DECODE), "--label", "model=dense500m")
     assert "already stored as run 1" in runner.invoke(cli, ["ingest", str(DECODE), "--db", pg_url]).output
-    assert json.loads(ok("runs", "--format", "json"))[0]["labels"] == "model=dense500m"
+    assert json.loads(ok("runs", "--format", "json"))[0]["labels"] == {"model": "dense500m"}
     assert "MUL_MAT" in ok("report", "--by", "op")
     assert json.loads(ok("query", "SELECT COUNT(*) AS n FROM op_invocation", "--format", "json")) == [{"n": 500}]
     assert "No change beyond run-to-run noise" in ok("diff", "1", "1")

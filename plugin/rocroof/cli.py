@@ -736,7 +736,7 @@ def runs(db: str, fmt: str, notes_for: int | None) -> None:
             .order_by(schema.run_note.c.note_index)
         )
     else:
-        df = runs_frame(store)
+        df = runs_frame(store, labels_as_mapping=fmt == "json")
         if fmt in ("table", "markdown"):
             df = runs_for_people(df)
             _echo(render_frame(df, fmt, wrap=["labels"]), nl=False)  # type: ignore[arg-type]

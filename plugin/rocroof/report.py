@@ -250,6 +250,8 @@ def _nan(v: Any) -> bool:
 
 
 def _json_value(v: Any) -> Any:
+    if isinstance(v, dict):
+        return v
     if _nan(v):
         return None
     if isinstance(v, bytes | bytearray | memoryview):
@@ -682,8 +684,12 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
     return str(out)
 
 
-def runs_frame(store: Store) -> pd.DataFrame:
-    """One row per run: id, time, source, profiler, GPU, timing source, dispatch counts, labels."""
+def runs_frame(store: Store, *, labels_as_mapping: bool = False) -> pd.DataFrame:
+    """One row per run: id, time, source, profiler, GPU, timing source, dispatch counts, labels.
+
+    ``labels`` is ``key=value,...`` text (CSV, tables), or with ``labels_as_mapping`` a
+    ``{key: value}`` dict per run (JSON: values may hold commas).
+    """
     r, d, lab = schema.run, schema.dispatch, schema.run_label
     counts = (
         sa.select(d.c.run_id, sa.func.count().label("dispatches"), sa.func.count(d.c.op_index).label("attributed"))
@@ -709,7 +715,12 @@ def runs_frame(store: Store) -> pd.DataFrame:
     for col in ("dispatches", "attributed"):  # a run without dispatches has 0 of them, not an unknown number
         df[col] = df[col].astype("Int64").fillna(0)
     labels = store.frame(sa.select(lab))
-    if len(labels):
+    if labels_as_mapping:
+        mapping: dict[int, dict[str, str]] = {}
+        for rid, key, value in zip(labels["run_id"], labels["key"], labels["value"], strict=True):
+            mapping.setdefault(int(rid), {})[str(key)] = str(value)
+        df["labels"] = [mapping.get(int(rid), {}) for rid in df["run_id"]]
+    elif len(labels):
         joined = labels.groupby("run_id").apply(
             lambda g: ",".join(f"{k}={v}" for k, v in zip(g["key"], g["value"], strict=True)), include_groups=False
         )
