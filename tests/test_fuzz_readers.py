@@ -618,3 +618,118 @@ def test_ggml_kernel_time_beyond_int64_ns_is_a_parse_error(base: dict[str, Path]
     (cap / "roofline.json").write_text(json.dumps(doc))
     with pytest.raises(ParseError, match=r"rows\[0\]\.kernels\[0\]\.gpu_time_us: expected a non-negative number"):
         _ingest(cap)
+
+
+# ---- values no profiler writes (an adversarial trial of the CLI found them stored as numbers) ----------
+
+
+@pytest.mark.parametrize("value", ["-1000000", "1e300", "inf"])
+def test_a_rocprofv3_counter_value_no_counter_gives_is_refused_with_its_row(
+    base: dict[str, Path], tmp_path: Path, value: str
+) -> None:
+    cap = _copy(base, "csv", tmp_path)
+    (path,) = cap.glob("*_counter_collection.csv")
+    lines = path.read_text().splitlines()
+    header = next(csv.reader([lines[0]]))
+    cells = next(csv.reader([lines[5]]))
+    cells[header.index("Counter_Value")] = value
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(cells)
+    lines[5] = buf.getvalue()
+    path.write_text("\n".join(lines) + "\n")
+    expected = r"Counter_Value is .*expected a counter value|column 'Counter_Value' has 'inf'; expected a finite number"
+    with pytest.raises(ParseError, match=rf"counter_collection\.csv:6: ({expected})"):
+        _ingest(cap)
+
+
+@pytest.mark.parametrize(("value", "shown"), [("'abc'", "'abc'"), ("NULL", "None"), ("-5", "-5.0")])
+def test_a_rocpd_counter_record_that_is_no_count_is_refused_with_its_id(
+    base: dict[str, Path], tmp_path: Path, value: str, shown: str
+) -> None:
+    # SQLite reads 'abc' + 0.0 as 0.0, and SUM(NULL) is NULL (the database then refused the run)
+    cap = _copy(base, "rocpd", tmp_path)
+    (db,) = cap.glob("*_results.db")
+    _sql(db, f'UPDATE "rocpd_pmc_event{suffix(UUID_A)}" SET value = {value} WHERE id = 7')
+    with pytest.raises(ParseError, match=rf"rocpd_pmc_event record id 7: value {shown} is not a counter value"):
+        _ingest(cap)
+
+
+def test_a_rocpd_marker_without_an_end_is_refused_with_its_id(base: dict[str, Path], tmp_path: Path) -> None:
+    cap = _copy(base, "rocpd", tmp_path)
+    (db,) = cap.glob("*_results.db")
+    first = sqlite3.connect(db).execute(f'SELECT MIN(id) FROM "rocpd_region{suffix(UUID_A)}"').fetchone()[0]
+    _sql(db, f'UPDATE "rocpd_region{suffix(UUID_A)}" SET "end" = NULL WHERE id = {first}')
+    with pytest.raises(ParseError, match=rf"rocpd_region id {first}: a marker needs a start and an end"):
+        _ingest(cap)
+
+
+def test_an_nvtx_range_ending_before_it_starts_is_refused_and_one_never_ended_is_a_note(
+    base: dict[str, Path], tmp_path: Path
+) -> None:
+    cap = _copy(base, "nvidia", tmp_path)
+    (db,) = cap.rglob("*.sqlite")
+    _sql(
+        db,
+        "UPDATE NVTX_EVENTS SET end = start - 1000 WHERE rowid = (SELECT MIN(rowid) FROM NVTX_EVENTS "
+        "WHERE eventType = 59)",
+    )
+    with pytest.raises(ParseError, match=r"NVTX_EVENTS: range '.*' ends before it starts"):
+        _ingest(cap)
+    cap2 = _copy(base, "nvidia", tmp_path / "b")
+    (db2,) = cap2.rglob("*.sqlite")
+    _sql(db2, "UPDATE NVTX_EVENTS SET end = NULL WHERE eventType = 59")
+    frames = build_run(read_capture(cap2))
+    (note,) = [n for n in frames.notes if n.code == "open-ranges"]
+    ranges = sqlite3.connect(db2).execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType = 59").fetchone()[0]
+    assert note.message.endswith(
+        f"{ranges} of {ranges} NVTX ranges never ended (the application stopped inside them?); they are left out, "
+        "and kernels they held are not attributed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("ne", [10**15] * 4, r"rows\[0\]\.ne: expected a shape of up to 4 integers from 0 to 2\*\*40"),
+        ("ne", [-1, 512, 1, 1], r"rows\[0\]\.ne: expected a shape"),
+        ("src_ne", [[5, "x"]], r"rows\[0\]\.src_ne\[0\]: expected a shape"),
+        ("dst_bytes", -1, r"rows\[0\]\.dst_bytes: expected a count from 0 to 2\*\*62, got -1"),
+        ("name", "\ud800", r"rows\[0\]\.name: not valid Unicode text"),
+    ],
+)
+def test_op_metadata_shapes_counts_and_text_are_checked(
+    base: dict[str, Path], tmp_path: Path, key: str, value: object, message: str
+) -> None:
+    cap = _copy(base, "ggml-json", tmp_path)
+    doc = json.loads((cap / "roofline.json").read_text())
+    doc["rows"][0][key] = value
+    (cap / "roofline.json").write_text(json.dumps(doc))
+    with pytest.raises(ParseError, match=message):
+        _ingest(cap)
+
+
+def test_an_empty_kernel_name_is_not_a_range_message() -> None:
+    from rocroof.markers import parse_range
+
+    assert parse_range(float("nan")) is None  # type: ignore[arg-type]  # an empty CSV cell
+
+
+@pytest.mark.parametrize("value", ["-5", "inf", "0"])
+def test_a_sysinfo_hbm_bandwidth_that_is_no_bandwidth_is_left_out(
+    base: dict[str, Path], tmp_path: Path, value: str
+) -> None:
+    cap = _copy(base, "rocprof-compute", tmp_path)
+    rows = list(csv.reader(io.StringIO((cap / "sysinfo.csv").read_text())))
+    if "hbm_bw" not in rows[0]:
+        rows = [[*rows[0], "hbm_bw"], *([*r, value] for r in rows[1:])]
+    else:
+        for r in rows[1:]:
+            r[rows[0].index("hbm_bw")] = value
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    (cap / "sysinfo.csv").write_text(buf.getvalue())
+    (cap / "roofline.csv").unlink(missing_ok=True)  # the measured ceiling would come first
+    frames = build_run(read_capture(cap))
+    run = frames.run
+    assert run["dram_peak_gbps"] is None or run["dram_peak_gbps"] > 0
+    assert "sysinfo" not in str(run["dram_peak_source"])

@@ -314,6 +314,11 @@ def test_byte_counters_in_decimal_units_become_whole_bytes(tmp_path: Path) -> No
         w.writerow(["0", "void k(float *)", "9.0", "1.5", "0.509952", "2.108936"])
     p, _ = read_ncu_csv(path, "ncu")
     values = dict(zip(p.counters["counter_name"], p.counters["value"], strict=True))
+    twice = tmp_path / "twice.csv"
+    lines = path.read_text().splitlines()
+    twice.write_text("\n".join(line + "," + line.split(",")[4] for line in lines) + "\n")  # dram column again
+    with pytest.raises(ParseError, match=r"twice.csv:1: column 'dram__bytes_read.sum' appears more than once"):
+        read_ncu_csv(twice, "ncu")
     assert values["dram__bytes_read.sum"] == 509_952  # exactly
     assert values["lts__t_bytes.avg"] == pytest.approx(2_108.936)  # an average over units may be fractional
     assert list(p.dispatches["duration_ns"]) == [1500]
@@ -873,6 +878,11 @@ def test_a_failed_bandwidth_probe_is_recorded_and_the_capture_goes_on(tmp_path: 
     assert "measured" not in peak["dram_peak_source"]
     notes = ro.query(f"SELECT code, message FROM run_note WHERE run_id={run_id} AND code='probe-failed'")
     assert "out of memory" in notes["message"].iloc[0]
+    manifest["probes"][0]["error"] = "   "  # a failure recorded without a reason
+    (out / "rocroof-collect.json").write_text(json.dumps(manifest))
+    ro, run_id = _store(out, tmp_path / "r2.db")
+    notes = ro.query(f"SELECT message FROM run_note WHERE run_id={run_id} AND code='probe-failed'")
+    assert "(no reason recorded)" in notes["message"].iloc[0]
 
 
 def test_collect_with_cache_control_none_records_it(tmp_path: Path) -> None:

@@ -362,3 +362,23 @@ def test_perfmon_text_over_4_mib_is_refused(tmp_path: Path) -> None:
     (tmp_path / "perfmon" / "pmc_perf_0.txt").write_text("pmc: A\n" + "#" * (4 << 20))
     with pytest.raises(ParseError, match="larger than"):
         rc._requested(tmp_path, "pmc_perf_0")
+
+
+def test_ctrl_c_stops_a_long_query(tmp_path: Path) -> None:
+    """SQLite runs a statement in C; rocroof query still stops at Ctrl-C (SIGINT), promptly."""
+    db = tmp_path / "q.db"
+    assert cli_run("db", "upgrade", "--db", db)[0] == 0
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocroof", "query", endless, "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's foreground job
+    )
+    time.sleep(4)  # imports done (about 1 s here), the statement running
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)  # it would run for ever without the progress handler
+    assert proc.returncode == 1 and out.strip().endswith("Aborted!"), out

@@ -154,6 +154,9 @@ def test_json_report_has_the_issue_keys(db: Path) -> None:
 
 
 def test_plot_html_and_graph_commands(db: Path, tmp_path: Path) -> None:
+    for bad in ("", str(tmp_path)):  # no file name, a directory
+        res = CliRunner().invoke(cli, ["plot", "--db", str(db), "--run", "1", "--out", bad])
+        assert res.exit_code == 1 and "expected a file name without extension" in res.output, res.output
     res = CliRunner().invoke(cli, ["plot", "--db", str(db), "--run", "1", "--out", str(tmp_path / "roof")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "roof.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

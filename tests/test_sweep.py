@@ -758,6 +758,28 @@ def _interrupt_main() -> None:
     _thread.interrupt_main()
 
 
+class BuggyRecorder(Recorder):
+    """A runner that hits a bug (not a RocroofError) on model a."""
+
+    def __call__(self, argv: Sequence[str], env: dict[str, str], log: Path) -> int:
+        if argv[argv.index("-m") + 1] == "a.gguf":
+            raise ZeroDivisionError("planted bug")
+        return super().__call__(argv, env, log)
+
+
+def test_a_bug_on_one_point_fails_that_point_under_skip_and_stops_the_sweep_under_stop(tmp_path: Path) -> None:
+    path = amd_sweep(tmp_path, models=("a", "b"), on_error="skip")
+    outcome = run(path, tmp_path / "r.db", BuggyRecorder())
+    assert [r.status for r in outcome.results] == ["failed", "done"]  # b still ran
+    first = outcome.results[0]
+    assert first.detail.startswith("internal error: ZeroDivisionError('planted bug') (a rocroof bug")
+    assert f"--point {first.point.id}" in first.detail
+    (tmp_path / "s").mkdir()
+    stop = amd_sweep(tmp_path / "s", models=("a", "b"), on_error="stop")
+    with pytest.raises(ZeroDivisionError):  # a bug under stop: the caller sees it
+        run(stop, tmp_path / "s.db", BuggyRecorder())
+
+
 def test_a_point_held_by_another_process_is_skipped(tmp_path: Path) -> None:
     path = amd_sweep(tmp_path, models=("a", "b"), on_error="skip")
     sweep = load_sweep(path)

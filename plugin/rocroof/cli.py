@@ -836,6 +836,8 @@ def plot(db: str, run_spec: str, out: Path | None) -> None:
     from .report import build_report, plot_ceilings, plot_title, roofline_points
     from .store import Store
 
+    if out is not None and (not out.name or out.name in (".", "..") or out.is_dir()):
+        raise _InputError(f"--out {str(out)!r}: expected a file name without extension, e.g. docs/decode-roofline")
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
     rep = build_report(store, rid, by="op")

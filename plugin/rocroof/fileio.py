@@ -600,6 +600,36 @@ def _parse_float(path: Path, series: pd.Series, first_row: int, column: str, *, 
     return values
 
 
+#: Hardware counters are 64-bit: a value beyond this is damage, not a count.
+COUNTER_MAX = float(2**64)
+
+
+def check_counter_values(path: Path, values: np.ndarray, first_row: int, column: str) -> None:
+    """Refuse counter values no hardware counter gives: negative, not finite, or beyond 2**64.
+
+    Missing values (NaN) pass: readers leave those out as not collected.
+
+    Args:
+        path: the file, for the message.
+        values: float64 values of consecutive rows.
+        first_row: the file row of ``values[0]``.
+        column: the column (or counter) name, for the message.
+
+    Raises:
+        ParseError: naming the first bad value's row.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isnan(v) & ((v < 0) | ~np.isfinite(v) | (v > COUNTER_MAX))
+    if bool(bad.any()):
+        pos = int(np.flatnonzero(bad)[0])
+        raise ParseError(
+            path,
+            f"{column} is {float(v[pos]):g}; expected a counter value: a finite number from 0 to 2**64",
+            first_row + pos,
+        )
+
+
 def parse_str(series: pd.Series) -> pd.Series:
     """String cells with missing/empty cells as None (object dtype)."""
     s = series.reset_index(drop=True).astype(object)

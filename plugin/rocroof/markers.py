@@ -68,7 +68,7 @@ def parse_range(message: str | None) -> GgmlRange | None:
     >>> parse_range("ggml:CPY:a:b c (view):3").node_name
     'a:b c (view)'
     """
-    if not message or not message.startswith(RANGE_PREFIX):
+    if not isinstance(message, str) or not message.startswith(RANGE_PREFIX):  # None, or NaN from an empty cell
         return None
     op, sep, tail = message[len(RANGE_PREFIX) :].partition(":")
     if not sep or not _OP_RE.fullmatch(op):

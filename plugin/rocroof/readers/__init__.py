@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -224,11 +225,19 @@ def read_capture(
             )
         elif sysinfo.get("hbm_bw"):
             try:
-                capture.dram_peak_gbps = float(sysinfo["hbm_bw"])
-                capture.dram_peak_source = "sysinfo.csv hbm_bw (rocprofiler-compute)"
+                hbm_bw = float(sysinfo["hbm_bw"])
             except ValueError:
+                hbm_bw = math.nan
+            if math.isfinite(hbm_bw) and hbm_bw > 0:
+                capture.dram_peak_gbps = hbm_bw
+                capture.dram_peak_source = "sysinfo.csv hbm_bw (rocprofiler-compute)"
+            else:  # a ceiling must be a positive bandwidth; configs/peaks.yaml applies instead
                 notes.append(
-                    Note("warning", "bad-sysinfo", f"sysinfo.csv hbm_bw is not a number: {sysinfo['hbm_bw']!r}")
+                    Note(
+                        "warning",
+                        "bad-sysinfo",
+                        f"sysinfo.csv hbm_bw is {sysinfo['hbm_bw']!r}, not a positive bandwidth; left out",
+                    )
                 )
     elif fmt == "rocpd":
         dbs = [f for f in files if logical_name(f).endswith(".db") and rocpd.is_rocpd(f)]
@@ -494,11 +503,12 @@ def _probe_ceiling(
         probes = _read_manifest(manifest_path).get("probes") if manifest_path.is_file() else None
         for entry in probes if isinstance(probes, list) else []:
             if isinstance(entry, dict) and entry.get("error"):
+                lines = str(entry["error"]).strip().splitlines()
                 notes.append(
                     Note(
                         "warning",
                         "probe-failed",
-                        f"the copy-bandwidth probe failed ({str(entry['error']).strip().splitlines()[-1]}); "
+                        f"the copy-bandwidth probe failed ({lines[-1] if lines else 'no reason recorded'}); "
                         "the DRAM ceiling is the datasheet's",
                     )
                 )

@@ -184,12 +184,60 @@ def _int(value: Any, where: str, path: Path, default: int | None = None) -> int 
     return value
 
 
+def _count(value: Any, where: str, path: Path) -> int | None:
+    """A size or count (bytes, M/N/K, experts): an integer from 0 to 2**62."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**62:
+        raise ParseError(path, f"{where}: expected a count from 0 to 2**62, got {json.dumps(value)[:40]}")
+    return value
+
+
+#: ggml tensors have 4 dimensions (GGML_MAX_DIMS in ggml.h); each fits in 63 bits, but a graph's
+#: tensors sizes stay far below 2**40 elements per dimension.
+_MAX_DIMS, _MAX_EXTENT = 4, 2**40
+
+
+def _shape(value: Any, where: str, path: Path) -> str | None:
+    """A tensor shape ``ne``: up to 4 integers from 0 to 2**40, as compact JSON text."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) > _MAX_DIMS
+        or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < _MAX_EXTENT for x in value)
+    ):
+        raise ParseError(
+            path, f"{where}: expected a shape of up to 4 integers from 0 to 2**40, got {json.dumps(value)[:60]}"
+        )
+    return _jtext(value)
+
+
+def _shapes(value: Any, where: str, path: Path) -> str | None:
+    """``src_ne``: a list of shapes (:func:`_shape`), as compact JSON text."""
+    if value is None:
+        return None
+    for j, v in enumerate(_list(value, where, path)):
+        _shape(v, f"{where}[{j}]", path)
+    return _jtext(value)
+
+
 def _str(value: Any, where: str, path: Path) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
         raise ParseError(path, f"{where}: expected a string, got {json.dumps(value)[:40]}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # JSON escapes can spell lone surrogates ("\ud800"), which are no text
+        raise ParseError(path, f"{where}: not valid Unicode text (a lone surrogate escape)") from None
     return value
+
+
+def _checked_texts(value: Any, where: str, path: Path) -> str | None:
+    """A list of strings (:func:`_strs` checks it), as compact JSON text (None stays None)."""
+    _strs(value, where, path)
+    return _jtext(value)
 
 
 def _strs(value: Any, where: str, path: Path) -> list[str | None]:
@@ -223,17 +271,17 @@ def _node(row: dict[str, Any], where: str, path: Path) -> dict[str, Any]:
         "ggml_op": op,
         "dtype": _str(row.get("dtype"), f"{where}.dtype", path),
         "quant": _str(row.get("quant"), f"{where}.quant", path),
-        "ne": _jtext(row.get("ne")),
-        "src_ne": _jtext(row.get("src_ne")),
-        "src_types": _jtext(row.get("src_types")),
+        "ne": _shape(row.get("ne"), f"{where}.ne", path),
+        "src_ne": _shapes(row.get("src_ne"), f"{where}.src_ne", path),
+        "src_types": _checked_texts(row.get("src_types"), f"{where}.src_types", path),
         "op_params": _jtext(row.get("op_params")),
-        "dst_bytes": _int(row.get("dst_bytes"), f"{where}.dst_bytes", path),
+        "dst_bytes": _count(row.get("dst_bytes"), f"{where}.dst_bytes", path),
         "dst_storage_id": _u64(_get(row, "dst_storage_id"), f"{where}.dst_storage_id", path),
-        "m": _int(row.get("M"), f"{where}.M", path),
-        "n": _int(row.get("N"), f"{where}.N", path),
-        "k": _int(row.get("K"), f"{where}.K", path),
-        "n_experts": _int(row.get("n_experts"), f"{where}.n_experts", path),
-        "top_k": _int(row.get("top_k"), f"{where}.top_k", path),
+        "m": _count(row.get("M"), f"{where}.M", path),
+        "n": _count(row.get("N"), f"{where}.N", path),
+        "k": _count(row.get("K"), f"{where}.K", path),
+        "n_experts": _count(row.get("n_experts"), f"{where}.n_experts", path),
+        "top_k": _count(row.get("top_k"), f"{where}.top_k", path),
     }
 
 
@@ -255,7 +303,7 @@ def _operands(inv: int, node_index: int, row: dict[str, Any], where: str, path: 
                 "name": None,
                 "ggml_type": src_types[j] if j < len(src_types) and src_types[j] else None,
                 "ne": _jtext(src_ne[j]) if j < len(src_ne) else None,
-                "bytes": _int(src_bytes[j], f"{where}.src_bytes[{j}]", path) if j < len(src_bytes) else None,
+                "bytes": _count(src_bytes[j], f"{where}.src_bytes[{j}]", path) if j < len(src_bytes) else None,
                 "tensor_id": _u64(tensor_ids[j], f"{where}.src_tensor_ids[{j}]", path) if j < len(tensor_ids) else None,
                 "storage_id": _u64(storage_ids[j], f"{where}.src_storage_ids[{j}]", path)
                 if j < len(storage_ids)
@@ -271,7 +319,7 @@ def _operands(inv: int, node_index: int, row: dict[str, Any], where: str, path: 
             "name": None,
             "ggml_type": row.get("dtype"),
             "ne": _jtext(row.get("ne")),
-            "bytes": _int(row.get("dst_bytes"), f"{where}.dst_bytes", path),
+            "bytes": _count(row.get("dst_bytes"), f"{where}.dst_bytes", path),
             "tensor_id": None,
             "storage_id": _u64(_get(row, "dst_storage_id"), f"{where}.dst_storage_id", path),
         }

@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..errors import ParseError
 from ..fileio import (
+    check_counter_values,
     column_map,
     is_gzip,
     logical_name,
@@ -52,6 +53,7 @@ from ..records import (
     DISPATCH_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
+    Note,
     PassData,
     conform,
     empty_frame,
@@ -203,9 +205,12 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
         ``(pass, facts)``: facts hold the GPU (``CC``, device name when present).
 
     Raises:
-        ParseError: a missing required column, or a row without a kernel name / duration.
+        ParseError: a missing or repeated column, or a row without a kernel name / duration.
     """
     header = read_header(path)
+    repeated = sorted({str(c) for c in header if header.count(c) > 1})
+    if repeated:
+        raise ParseError(path, f"column {repeated[0]!r} appears more than once (expected one column per metric)", 1)
     cols = column_map(header)
     name_col = require(path, cols, "kernel name", "Kernel Name")
     id_col = require(path, cols, "kernel id", "ID")
@@ -264,6 +269,7 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
         local = np.arange(offset, offset + len(chunk), dtype=np.int64)
         for col, scale in metrics:
             v = (_numeric(chunk[col]) * scale).to_numpy(dtype=np.float64, na_value=np.nan)
+            check_counter_values(path, v, first_row, str(col))
             if str(units[col]).strip().lower().endswith("byte") and str(col).endswith(".sum"):
                 v = np.round(v)  # a byte count: 0.509952 Mbyte is 509,952 B, not 509,951.99999999994
             keep = ~np.isnan(v)
@@ -604,11 +610,30 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
         by_corr = launches.drop_duplicates("correlation_id").set_index("correlation_id")
         disp["thread_id"] = pd.array(by_corr["thread_id"].reindex(disp["correlation_id"]).to_numpy(), dtype="Int64")
     markers = empty_frame(MARKER_COLUMNS)
+    pass_notes: list[Note] = []
     if len(nvtx):
         nt = "NVTX_EVENTS"
         is_mark = (ints(nvtx, "eventType", nt) == 34).fillna(False).to_numpy(dtype=bool)
         start = ints(nvtx, "start", nt)
         end = ints(nvtx, "end", nt).where(~is_mark, start)
+        backwards = (end < start).fillna(False).to_numpy(dtype=bool)
+        if backwards.any():
+            pos = int(np.flatnonzero(backwards)[0])
+            raise ParseError(
+                path,
+                f"{nt}: range {str(nvtx['message'].iloc[pos])[:80]!r} ends before it starts "
+                f"(start {start.iloc[pos]}, end {end.iloc[pos]} ns)",
+            )
+        open_ranges = int((end.isna() & nvtx["message"].notna()).sum())
+        if open_ranges:
+            pass_notes.append(
+                Note(
+                    "warning",
+                    "open-ranges",
+                    f"{path.name}: {open_ranges} of {int((~is_mark).sum())} NVTX ranges never ended (the application "
+                    "stopped inside them?); they are left out, and kernels they held are not attributed",
+                )
+            )
         gtid = ints(nvtx, "globalTid", nt)
         markers = conform(
             pd.DataFrame(
@@ -658,5 +683,6 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
         dispatches=conform(disp, DISPATCH_COLUMNS),
         markers=markers,
         launches=launches,
+        notes=pass_notes,
     )
     return p, agents, facts

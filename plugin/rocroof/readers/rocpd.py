@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParseError
+from ..fileio import COUNTER_MAX
 from ..markers import parse_range
 from ..records import (
     AGENT_COLUMNS,
@@ -620,7 +621,8 @@ def _counters_one_record_each(
     value_parts: list[np.ndarray] = []
     chunks = _number_chunks(
         conn,
-        f"SELECT {_code('pe.guid', guids)}, {_integer('pe.event_id')}, {_integer('pe.pmc_id')}, pe.value + 0.0 "
+        f"SELECT {_code('pe.guid', guids)}, {_integer('pe.event_id')}, {_integer('pe.pmc_id')}, "
+        f"{_counter_value('pe.value')} "
         f"FROM {pe} pe WHERE pe.event_id IS NOT NULL",
         guids,
         4,
@@ -637,6 +639,8 @@ def _counters_one_record_each(
                 ok = at < len(keys)
                 ok[ok] = keys[at[ok]] == pmc_id[sel][ok]
                 code[sel[ok]] = targets[at[ok]]
+            if bool(np.isnan(block[:, 3]).any()):  # NULL, or not a counter value: the path that names it
+                raise _NotNumbers
             row = _guid_rows(by_event, guid, block[:, 1].astype(np.int64))
             keep = (code >= 0) & (row >= 0)  # as the joins: records of no counter or no dispatch are left out
             rows_parts.append(row[keep])
@@ -665,6 +669,36 @@ def _counters_one_record_each(
 
 #: Integers a float64 holds exactly: record ids beyond this are read the slow way.
 _EXACT = float(2**53)
+
+
+def _counter_value(column: str) -> str:
+    """``column`` as REAL when it is a counter value (a number from 0 to 2**64), else NULL.
+
+    SQLite turns text into 0 in arithmetic (``'abc' + 0.0`` is 0.0): anything else goes to the
+    path that names the record (:func:`_check_pmc_values`).
+    """
+    return (
+        f"(CASE WHEN typeof({column}) IN ('integer', 'real') AND {column} >= 0 AND {column} <= {COUNTER_MAX!r} "
+        f"THEN {column} + 0.0 END)"
+    )
+
+
+def _check_pmc_values(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> None:
+    """Refuse a counter record whose value no hardware counter gives (NULL, text, negative, huge).
+
+    Raises:
+        ParseError: naming the ``rocpd_pmc_event`` record id and its value.
+    """
+    pe = src["rocpd_pmc_event"]
+    bad = conn.execute(
+        f"SELECT id, value FROM {pe} WHERE event_id IS NOT NULL AND {_counter_value('value')} IS NULL LIMIT 1"
+    ).fetchone()
+    if bad is not None:
+        raise ParseError(
+            path,
+            f"rocpd_pmc_event record id {bad[0]}: value {_shown(bad[1])} is not a counter value "
+            "(expected a number from 0 to 2**64)",
+        )
 
 
 def _integer(column: str) -> str:
@@ -710,6 +744,7 @@ def _counters_summed(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Counter values summed per dispatch and counter by SQL, and the per-instance values."""
     pe, pmc = src["rocpd_pmc_event"], src["rocpd_info_pmc"]
+    _check_pmc_values(conn, src, path)
     instances = empty_frame(INSTANCE_COLUMNS)
     summed = _query(
         conn,
@@ -755,6 +790,16 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
             dtype=object,
         )
         chunk = chunk[chunk["message"].notna()].copy()
+        bad = (chunk["start_ns"].isna() | chunk["end_ns"].isna() | (chunk["end_ns"] < chunk["start_ns"])).to_numpy(
+            dtype=bool
+        )
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ParseError(
+                path,
+                f"rocpd_region id {chunk['id'].iloc[i]}: a marker needs a start and an end, not before its start "
+                f"(start {chunk['start_ns'].iloc[i]}, end {chunk['end_ns'].iloc[i]})",
+            )
         chunk["kind"] = np.where(chunk["start_ns"] == chunk["end_ns"], "mark", "range")
         return _conform(chunk, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample")
 

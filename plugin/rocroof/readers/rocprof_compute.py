@@ -111,6 +111,11 @@ def read_roofline_peak(directory: Path) -> float | None:
     cols = column_map(df.columns)
     col = require(path, cols, "measured HBM bandwidth in GB/s", "HBMBw")
     values = parse_float(path, df[col], 2, col, required=True)
+    if bool((values <= 0).any()):
+        pos = int((values <= 0).to_numpy().nonzero()[0][0])
+        raise ParseError(
+            path, f"column {col!r} has {values.iloc[pos]:g}; expected a positive bandwidth in GB/s", 2 + pos
+        )
     return float(values.max()) if len(values) else None
 
 

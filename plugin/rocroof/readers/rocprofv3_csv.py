@@ -27,6 +27,7 @@ from ..errors import ParseError
 from ..fileio import (
     NotPlain,
     categorical_text,
+    check_counter_values,
     column_map,
     logical_name,
     parse_float,
@@ -237,6 +238,7 @@ def _counter_file_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Da
             pos = int(np.flatnonzero(names.isna().to_numpy())[0])
             raise ParseError(path, f"column {cname!r} is empty; expected a counter name", first + pos)
         values = parse_float(path, chunk[cval], first, cval, required=True)
+        check_counter_values(path, values.to_numpy(dtype=np.float64), first, cval)
         pcol = pick(cols, "Process_Id", "Pid")
         proc = (
             parse_int(path, chunk[pcol], first, pcol)[0]
@@ -507,6 +509,7 @@ def _counter_file_plain(
         to_global = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
         code_parts.append(to_global[local])
         value_parts.append(chunk[cval].to_numpy(dtype=np.float64))
+        check_counter_values(path, value_parts[-1], first, cval)
         ids = chunk[did].to_numpy(dtype=np.int64)
         proc = chunk[pcol].to_numpy(dtype=np.int64) if pcol else None
         if lookup is not None:

@@ -529,6 +529,9 @@ class Store:
                 guard = isinstance(dbapi, sqlite3.Connection)
                 if guard:
                     dbapi.set_authorizer(_read_only_authorizer(denied))  # type: ignore[union-attr]
+                    # SQLite runs a statement in C, where Python never sees Ctrl-C: a handler called every
+                    # PROGRESS_OPS VM steps runs Python, so a pending SIGINT raises there and aborts it
+                    dbapi.set_progress_handler(lambda: 0, PROGRESS_OPS)  # type: ignore[union-attr]
                 try:
                     result = conn.exec_driver_sql(sql)
                     if not result.returns_rows:
@@ -537,8 +540,11 @@ class Store:
                 finally:
                     if guard:
                         dbapi.set_authorizer(None)  # type: ignore[union-attr]
+                        dbapi.set_progress_handler(None, 0)  # type: ignore[union-attr]
         except sa.exc.DBAPIError as exc:
             msg = _reason(exc)
+            if isinstance(exc.orig, sqlite3.OperationalError) and msg == "interrupted":
+                raise KeyboardInterrupt from exc  # Ctrl-C during the statement (see above)
             if denied:
                 raise QueryError(
                     f"refused: rocroof query only reads (the statement would {denied[0]}); the database was not changed"
@@ -549,6 +555,9 @@ class Store:
                 ) from exc
             raise QueryError(f"query failed: {msg}") from exc
 
+
+#: SQLite virtual-machine steps between two chances for Ctrl-C to stop a running query.
+PROGRESS_OPS = 100_000
 
 #: The statements a read-only query on PostgreSQL may be (its first word).
 _PG_READ_STATEMENTS = ("SELECT", "WITH", "VALUES", "TABLE", "SHOW", "EXPLAIN")

@@ -222,7 +222,12 @@ class LocalExecutor:
         on_event: EventSink,
         cancel: threading.Event,
     ) -> list[PointResult]:
-        """Run ``points`` (see :class:`Executor`); a bug in ``work`` is re-raised here once the others stopped."""
+        """Run ``points`` (see :class:`Executor`).
+
+        A bug in ``work`` (an exception other than the ones a point turns into a failure) is
+        re-raised here once the others stopped, under ``on_error: stop``; under ``skip`` the point
+        fails with the exception named and the sweep goes on.
+        """
         from .run import PointResult
 
         free: list[str | None] = list(self.gpus) if self.gpus else [None] * self.jobs
@@ -248,7 +253,17 @@ class LocalExecutor:
             i, result, exc, gpu = item
             running -= 1
             free.append(gpu)
-            if exc is not None:
+            if exc is not None and sweep.on_error == "skip":
+                # a rocroof bug on one point: under skip the other points still run; the point says how
+                # to see the traceback (the sweep does not print one per point)
+                result = PointResult(
+                    points[i],
+                    "failed",
+                    detail=f"internal error: {exc!r} (a rocroof bug, please report it; "
+                    f"'rocroof sweep FILE --point {points[i].id}' shows the traceback)",
+                    gpu=gpu,
+                )
+            elif exc is not None:
                 bug = bug or exc
                 cancel.set()
                 result = PointResult(points[i], "failed", detail=f"internal error: {exc!r}", gpu=gpu)
