@@ -733,3 +733,37 @@ def test_a_sysinfo_hbm_bandwidth_that_is_no_bandwidth_is_left_out(
     run = frames.run
     assert run["dram_peak_gbps"] is None or run["dram_peak_gbps"] > 0
     assert "sysinfo" not in str(run["dram_peak_source"])
+
+
+H200_PREFILL = synthetic.REPO / "examples" / "h200" / "dense-prefill"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda raw: raw[:2000], r"ggml-op-meta\.json\.gz: compressed data is damaged or truncated"),
+        (lambda raw: b"", r"ggml-op-meta\.json\.gz:1: invalid JSON"),
+    ],
+    ids=["cut", "empty"],
+)
+def test_a_damaged_op_metadata_sidecar_stops_the_ingest(
+    tmp_path: Path, damage: Callable[[bytes], bytes], message: str
+) -> None:
+    """collect's sidecar is op metadata whatever it holds: damaged, it is named, not left out."""
+    cap = Path(shutil.copytree(H200_PREFILL, tmp_path / "cap"))
+    sidecar = cap / "trace" / "ggml-op-meta.json.gz"
+    sidecar.chmod(0o644)
+    sidecar.write_bytes(damage(sidecar.read_bytes()))
+    with pytest.raises(ParseError, match=message):
+        _ingest(cap)
+    with pytest.raises(ParseError, match=message):  # attached as well: the same file, named once
+        build_run(read_capture(cap, attachments=[sidecar]))
+
+
+def test_op_metadata_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    cap = Path(shutil.copytree(H200_PREFILL, tmp_path / "cap"))
+    sidecar = cap / "trace" / "ggml-op-meta.json.gz"
+    sidecar.chmod(0o644)
+    sidecar.write_bytes(gzip.compress(b"\xef\xbb\xbf" + gzip.decompress(sidecar.read_bytes())))
+    capture = read_capture(cap)
+    assert capture.op_metadata is not None and len(capture.op_metadata.ops) > 0

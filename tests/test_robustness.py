@@ -382,3 +382,31 @@ def test_ctrl_c_stops_a_long_query(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=30)  # it would run for ever without the progress handler
     assert proc.returncode == 1 and out.strip().endswith("Aborted!"), out
+
+
+def test_sigterm_stops_collect_and_its_profiler(tmp_path: Path) -> None:
+    """kill / scancel / a batch time limit send SIGTERM: the profiler run stops with rocroof."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pid_file = tmp_path / "profiler.pid"
+    fake = bin_dir / "rocprofv3"
+    fake.write_text(
+        '#!/bin/sh\nif [ "$1" = "--version" ]; then echo "rocprofv3 1.0.0"; exit 0; fi\n'
+        f"echo $$ > {pid_file}\nsleep 120 &\necho $! >> {pid_file}\nwait\n"
+    )
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "rocroof", "collect", "--arch", "gfx942", "--out", str(tmp_path / "out"), "--", "true"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or len(pid_file.read_text().split()) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+        time.sleep(0.05)
+    pids = [int(x) for x in pid_file.read_text().split()]  # the profiler and the application it started
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and out.strip().endswith("Aborted!"), out
+    for pid in pids:
+        stat = Path(f"/proc/{pid}/stat")
+        alive = stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        assert not alive, f"process {pid} outlived rocroof"

@@ -121,6 +121,10 @@ def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
             item.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InputError("--label: the label contains bytes that are not UTF-8") from exc
+        if any(ch < " " or ch == "\x7f" for ch in item):
+            raise InputError(f"--label {item!r}: control characters (newlines, tabs...) are not allowed in labels")
+        if "," in key:
+            raise InputError(f"--label {item!r}: a key cannot hold ',' (labels are listed as key=value,...)")
         out[key.strip()] = value.strip()
     return out
 
@@ -447,7 +451,13 @@ def collect(
         }.get(run.kind, f"running the application under {run.argv[0]}")
         _stderr().print(f"[{i + 1}/{total}] {run.label}: {doing} ...", markup=False, soft_wrap=True)
 
-    capture_dir = execute(plan, list(app), on_run=on_run)
+    # each profiler run in its own process group, stopped as a whole (SIGINT, then SIGTERM, then SIGKILL)
+    # when rocroof is interrupted: the application a profiler started must not outlive it
+    import threading
+
+    from .sweep.run import cancellable_runner
+
+    capture_dir = execute(plan, list(app), runner=cancellable_runner(threading.Event()), on_run=on_run)
     _echo(_ingest_one(capture_dir, db, label_map, [], arch, False, True, False))
 
 
@@ -988,6 +998,9 @@ def diff(run_a: str, run_b: str, db: str, fmt: str, top: int, min_change: float,
 
     la, lb = labels(a), labels(b)
     names = (describe(a, la, lb), describe(b, lb, la))
+    for name, value in (("--min-change", min_change), ("--min-change-us", min_change_us)):
+        if value != value:  # NaN passes click's range check
+            raise click.BadParameter("expected a number, not nan", param_hint=name)
     d = diff_runs(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)
     _echo(render_diff(d, fmt, top=top, names=names).rstrip("\n"))
 
@@ -1131,8 +1144,20 @@ def db_upgrade(db: str) -> None:
     _echo(f"applied {', '.join(ran)}" if ran else "schema is up to date")
 
 
+def _terminated(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM (kill, scancel, a batch system's time limit): stop as on Ctrl-C
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console entry point."""
+    """Console entry point.
+
+    SIGTERM is handled as Ctrl-C: a profiler run stops with rocroof, a transaction in progress
+    rolls back, a sweep marks its running points interrupted.
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
     cli.main(args=list(argv) if argv is not None else None, prog_name="rocroof")
 
 

@@ -63,6 +63,10 @@ def _hash_files(paths: list[Path], root: Path) -> str:
     return digest.hexdigest()
 
 
+#: File name of the op-metadata sidecar that ``rocroof collect`` asks the llama.cpp hook for.
+SIDECAR_NAME = "ggml-op-meta.json"
+
+
 def _read_manifest(path: Path) -> dict[str, object]:
     try:
         data = json.loads(read_text(path, limit_bytes=16 << 20))
@@ -315,10 +319,19 @@ def read_capture(
         capture = Capture(source_format=fmt, source_paths=[str(path)], profiler="ggml-roofline", passes=[])
 
     # attachments: op metadata JSON and ggml-fused logs (inside the capture dir or given explicitly)
+    # the sidecar collect asked for is op metadata whatever its content: damaged, it must fail, not vanish
+    expected = {SIDECAR_NAME}
+    passes_listed = manifest.get("passes") if isinstance(manifest, dict) else None
+    for entry in passes_listed if isinstance(passes_listed, list) else []:
+        env = entry.get("env") if isinstance(entry, dict) else None
+        if isinstance(env, dict) and isinstance(env.get("GGML_CUDA_OP_META"), str):
+            expected.add(Path(env["GGML_CUDA_OP_META"]).name)
     meta_files = [
         f
         for f in files
-        if logical_name(f).endswith(".json") and f.name != MANIFEST and ggml_meta.looks_like_metadata(f)
+        if logical_name(f).endswith(".json")
+        and f.name != MANIFEST
+        and (logical_name(f) in expected or ggml_meta.looks_like_metadata(f))
     ]
     if fmt == "ggml-roofline-json" and path.is_file():
         meta_files = [path]
@@ -328,6 +341,8 @@ def read_capture(
             raise InputError(f"{extra}: --attach takes a file (op metadata JSON or a ggml-fused log), not a directory")
         if not extra.is_file():
             raise InputError(f"{extra}: attachment not found")
+        if any(extra.resolve() == m.resolve() for m in meta_files + log_files):
+            continue  # the capture holds it already
         if logical_name(extra).endswith(".json"):
             if not ggml_meta.looks_like_metadata(extra):
                 raise InputError(
