@@ -193,3 +193,31 @@ def test_a_short_host_name_is_kept_in_free_text_and_the_cli_says_so(dirty: Path,
     assert "warning: vm replaced in host fields only" in result.output
     assert json.loads((tmp_path / "clean" / "rocroof-collect.json").read_text())["host"] == "host"
     assert (tmp_path / "clean" / "trace" / "nsys.log").read_text() == "vm: loading the model into vmem\n"
+
+
+def test_names_in_gzipped_exports_are_learned_and_damaged_files_are_named(tmp_path: Path) -> None:
+    """A host name only a gzipped nsys export records is still replaced in the capture's logs."""
+    host = "gpu-node-4711.example.org"
+    cap = tmp_path / "cap"
+    shutil.copytree(EXAMPLE, cap)
+    for f in cap.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    gz = cap / "trace" / "nsys.sqlite.gz"
+    plain = tmp_path / "nsys.sqlite"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    with sqlite3.connect(plain) as con:
+        con.execute(
+            "INSERT INTO TARGET_INFO_SYSTEM_ENV (globalVid, devStateName, name, nameEnum, value) "
+            "VALUES (1, 'x', 'Hostname', 619, ?)",
+            (host,),
+        )
+    con.close()
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    (cap / "trace" / "nsys.log").write_text(f"profiling on {host}\n")
+    scrub_capture(cap, tmp_path / "clean")
+    assert host.encode() not in _all_bytes(tmp_path / "clean")
+    cut = cap / "ncu" / "ncu_raw.csv.gz"
+    cut.write_bytes(cut.read_bytes()[:2000])
+    with pytest.raises(InputError, match=r"ncu_raw\.csv\.gz: compressed data is damaged or truncated"):
+        scrub_capture(cap, tmp_path / "again", compress=True)
+    assert not (tmp_path / "again").exists()

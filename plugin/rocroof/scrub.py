@@ -28,12 +28,15 @@ import getpass
 import gzip
 import io
 import json
+import os
 import re
 import shutil
 import socket
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterable
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,7 +151,12 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
                 continue
             out = work / rel
             out.parent.mkdir(parents=True, exist_ok=True)
-            out = _scrub_file(path, out, clean, report)
+            try:
+                out = _scrub_file(path, out, clean, report)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a gzip file cut short or damaged
+                raise InputError(f"{path}: compressed data is damaged or truncated ({exc})") from exc
+            except OSError as exc:  # reading the source: name it, not the destination
+                raise InputError(f"{exc.filename or path}: cannot read ({exc.strerror or exc})") from exc
             if compress and not out.name.endswith(".gz") and out.suffix in _COMPRESSIBLE and out.name != MANIFEST:
                 packed = out.with_name(out.name + ".gz")
                 with open(out, "rb") as fh, gzip.GzipFile(packed, "wb", mtime=0) as gz:
@@ -161,27 +169,46 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
         work.rename(dst)
     except OSError as exc:
         shutil.rmtree(work, ignore_errors=True)
-        raise InputError(f"{exc.filename or dst}: cannot read or write ({exc.strerror})") from exc
+        raise InputError(f"{exc.filename or dst}: cannot read or write ({exc.strerror or exc})") from exc
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return report
 
 
+@contextmanager
+def _sqlite_file(path: Path) -> Iterator[Path]:
+    """``path``, or a temporary decompressed copy of a gzipped SQLite file (removed afterwards)."""
+    if not is_gzip(path):
+        yield path
+        return
+    fd, name = tempfile.mkstemp(suffix=".sqlite", prefix="rocroof-scrub-")
+    try:
+        with os.fdopen(fd, "wb") as fh, open_binary(path) as src:
+            shutil.copyfileobj(src, fh)
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+#: What reading a file to learn names from may raise; the file's own scrub step reports it.
+_UNREADABLE = (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError, sqlite3.DatabaseError)
+
+
 def _learn_users(files: list[Path]) -> set[str]:
     """User names: the local one and those nsys recorded (``META_DATA_CAPTURE`` ``*USER_NAME``)."""
     users = {getpass.getuser()} if _safe_user() else set()
     for f in files:
-        if logical_name(f).endswith((".sqlite", ".db")) and not is_gzip(f):
+        if logical_name(f).endswith((".sqlite", ".db")):
             try:
-                with sqlite3.connect(f"file:{f}?mode=ro", uri=True) as con:
+                with _sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
                     if _has_table(con, "META_DATA_CAPTURE"):
                         users.update(
                             str(r[0])
                             for r in con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%USER_NAME'")
                             if r[0]
                         )
-            except sqlite3.DatabaseError:
+            except _UNREADABLE:
                 continue
     return users
 
@@ -210,13 +237,13 @@ def _learn_hosts(files: list[Path]) -> set[str]:
                 data = json.loads(f.read_text(encoding="utf-8"))
                 if isinstance(data, dict) and isinstance(data.get("host"), str):
                     hosts.add(data["host"])
-            elif name.endswith((".sqlite", ".db")) and not is_gzip(f):
-                with sqlite3.connect(f"file:{f}?mode=ro", uri=True) as con:
+            elif name.endswith((".sqlite", ".db")):
+                with _sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
                     if _has_table(con, "TARGET_INFO_SYSTEM_ENV"):
                         hosts.update(
                             r[0] for r in con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name='Hostname'")
                         )
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, sqlite3.DatabaseError):
+        except _UNREADABLE:
             continue  # the file's own scrub step reports what it cannot read
     return {h.strip() for h in hosts if h and h.strip()}
 
