@@ -111,3 +111,15 @@ def test_cli_diff_names_the_labels_that_tell_the_runs_apart(tmp_path: Path) -> N
         assert result.exit_code == 0, result.output
     title = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db)]).output.splitlines()[0]
     assert title == f"**rocroof diff**: A = run 1 ({DECODE} [take=1]), B = run 2 ({slow} [take=2])"
+
+
+def test_a_diff_across_gpus_or_timing_sources_says_so(store: tuple[Store, Path], tmp_path: Path) -> None:
+    db = tmp_path / "two.db"
+    shutil.copyfile(store[1], db)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE run SET gpu_arch = 'gfx942', timing_source = 'counter_pass' WHERE run_id = 2")
+    con.close()
+    notes = diff_runs(Store(db, read_only=True), 1, 2).notes
+    assert "the runs have different GPU architectures (sm_90 vs gfx942): time differences include that" in notes
+    assert "the runs have different timing sources (trace vs counter_pass): time differences include that" in notes
+    assert not [n for n in diff_runs(store[0], 1, 2).notes if "different GPU" in n or "timing sources" in n]

@@ -767,3 +767,15 @@ def test_op_metadata_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     sidecar.write_bytes(gzip.compress(b"\xef\xbb\xbf" + gzip.decompress(sidecar.read_bytes())))
     capture = read_capture(cap)
     assert capture.op_metadata is not None and len(capture.op_metadata.ops) > 0
+
+
+def test_an_nsys_export_without_kernels_beside_ncu_kernels_is_refused(tmp_path: Path) -> None:
+    cap = Path(shutil.copytree(H200_PREFILL, tmp_path / "cap"))
+    gz = cap / "trace" / "nsys.sqlite.gz"
+    gz.chmod(0o644)
+    plain = tmp_path / "nsys.sqlite"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    _sql(plain, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    with pytest.raises(ParseError, match=r"nsys\.sqlite\.gz: holds no kernel activity"):
+        _ingest(cap)

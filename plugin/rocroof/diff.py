@@ -121,6 +121,16 @@ def diff_runs(
         raise InputError(f"minimum change {min_change_us:g} µs: expected 0 or more")
     a, b = _invocations(store, run_a), _invocations(store, run_b)
     notes = []
+    runs = store.query(
+        f"SELECT run_id, gpu_arch, timing_source FROM run WHERE run_id IN ({int(run_a)}, {int(run_b)})"
+    ).set_index("run_id")
+    if len(runs) == 2:
+        ra, rb = runs.loc[run_a], runs.loc[run_b]
+        for column, what in (("gpu_arch", "GPU architectures"), ("timing_source", "timing sources")):
+            if str(ra[column]) != str(rb[column]):
+                notes.append(
+                    f"the runs have different {what} ({ra[column]} vs {rb[column]}): time differences include that"
+                )
     if not a["ne"].notna().any() or not b["ne"].notna().any():
         notes.append("no op shapes in at least one run (no op metadata): nodes matched by op and name only")
     keys = ["op_list", "node_name", "key_shapes"]

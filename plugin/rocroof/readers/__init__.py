@@ -434,6 +434,12 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
     facts: dict[str, str] = {}
     for f in nsys:
         p, agents, more = nvidia.read_nsys_sqlite(f, _pass_label(root, f.parent, 0) if f.parent != root else "nsys")
+        if not len(p.dispatches) and ncu:
+            raise ParseError(
+                f,
+                "holds no kernel activity (CUPTI_ACTIVITY_KIND_KERNEL is empty) while Nsight Compute profiled "
+                "kernels: was nsys run with -t cuda, and did the export finish?",
+            )
         passes.append(p)
         facts.update(more)
         used.append(f)
