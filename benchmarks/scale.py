@@ -379,6 +379,7 @@ def main() -> None:
 
     command = "python benchmarks/scale.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     started = dt.datetime.now(dt.UTC)
+    commit = _commit()  # the code measured: taken at the start (a commit made meanwhile is not what ran)
     load_start = _load()
     args.data.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="rocroof-scale-"))
@@ -525,7 +526,7 @@ def main() -> None:
     lines = [
         f"## Scale: ingest, report and attribution up to {top:,} dispatches — {started.date().isoformat()}",
         "",
-        f"Machine: {_machine()}. Commit {_commit()}. Started {started.isoformat(timespec='seconds')}; load "
+        f"Machine: {_machine()}. Commit {commit}. Started {started.isoformat(timespec='seconds')}; load "
         f"average (1 / 5 / 15 min) {load_start} at the start, {load_end} at the end (other processes share "
         "this machine).",
         "",
