@@ -51,6 +51,7 @@ def post_process_s(capture: Path, repeat: int) -> tuple[float, int]:
 
 
 def main() -> None:
+    """Time the post-processing of the given Nsight captures and append the table to RESULTS.md."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("captures", nargs="*", type=Path)
     ap.add_argument("--repeat", type=int, default=5)
