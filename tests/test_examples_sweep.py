@@ -29,17 +29,23 @@ def cases() -> list[str]:
     return sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
 
 
+def nsys_export(case: str) -> tuple[sqlite3.Connection, list[tuple[int, int, int | None, int, str]], int]:
+    """A point's Nsight Systems export in memory, its NVTX events ``(type, start, end, globalTid,
+    message)`` in start order, and the time of the last ``ggml reset`` mark (ns)."""
+    con = sqlite3.connect(":memory:")
+    con.deserialize(gzip.decompress((EXAMPLES / case / "trace" / "nsys.sqlite.gz").read_bytes()))
+    events = con.execute(
+        "SELECT n.eventType, n.start, n.end, n.globalTid, COALESCE(n.text, s.value) FROM NVTX_EVENTS n "
+        "LEFT JOIN StringIds s ON s.id = n.textId ORDER BY n.start"
+    ).fetchall()
+    reset = max(e[1] for e in events if e[0] == 34 and e[4] == "ggml reset")
+    return con, events, reset
+
+
 def nsys_graph(case: str) -> tuple[int, float]:
     """(ggml ranges after the reset mark, summed kernel ns launched after it), via sqlite3."""
-    raw = gzip.decompress((EXAMPLES / case / "trace" / "nsys.sqlite.gz").read_bytes())
-    con = sqlite3.connect(":memory:")
-    con.deserialize(raw)
-    events = con.execute(
-        "SELECT n.eventType, n.start, COALESCE(n.text, s.value) FROM NVTX_EVENTS n "
-        "LEFT JOIN StringIds s ON s.id = n.textId"
-    ).fetchall()
-    reset = max(start for kind, start, msg in events if kind == 34 and msg == "ggml reset")
-    ranges = sum(1 for kind, start, msg in events if kind == 59 and start > reset and msg.startswith("ggml:"))
+    con, events, reset = nsys_export(case)
+    ranges = sum(1 for kind, start, _, _, msg in events if kind == 59 and start > reset and msg.startswith("ggml:"))
     ns = con.execute(
         "SELECT SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
         "ON r.correlationId = k.correlationId WHERE r.start > ?",
@@ -111,14 +117,7 @@ def node_means_us(case: str) -> list[float]:
     the k-th range of every evaluation is graph position k (decode evaluates the same graph per
     token).
     """
-    raw = gzip.decompress((EXAMPLES / case / "trace" / "nsys.sqlite.gz").read_bytes())
-    con = sqlite3.connect(":memory:")
-    con.deserialize(raw)
-    events = con.execute(
-        "SELECT n.eventType, n.start, n.end, n.globalTid, COALESCE(n.text, s.value) FROM NVTX_EVENTS n "
-        "LEFT JOIN StringIds s ON s.id = n.textId ORDER BY n.start"
-    ).fetchall()
-    reset = max(start for kind, start, _, _, msg in events if kind == 34 and msg == "ggml reset")
+    con, events, reset = nsys_export(case)
     ranges = [
         (start, end, tid)
         for kind, start, end, tid, msg in events
@@ -167,16 +166,9 @@ def test_the_op_report_names_the_fused_groups_each_row_includes(db: tuple[Store,
     store, run = db
     case = "moe-tiny-decode-fusion-r1"
     # the hook's ggml-fused marks after the reset, counted per op list from the export
-    raw = gzip.decompress((EXAMPLES / case / "trace" / "nsys.sqlite.gz").read_bytes())
-    con = sqlite3.connect(":memory:")
-    con.deserialize(raw)
-    events = con.execute(
-        "SELECT n.eventType, n.start, COALESCE(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
-        "ON s.id = n.textId"
-    ).fetchall()
-    reset = max(start for kind, start, msg in events if kind == 34 and msg == "ggml reset")
+    _, events, reset = nsys_export(case)
     marks: dict[str, int] = {}
-    for kind, start, msg in events:
+    for kind, start, _, _, msg in events:
         if kind == 34 and start > reset and msg.startswith("ggml-fused:"):
             op_list = msg.split(":")[2]
             marks[op_list] = marks.get(op_list, 0) + 1
