@@ -135,12 +135,15 @@ def test_every_help_exits_0_and_shows_an_example(command: tuple[str, ...]) -> No
 # ---- the happy path, checked against hardware truth ------------------------------------------------
 
 
-def test_ingest_prints_one_paragraph_and_report_dispatch_json_has_the_contract_keys(tmp_path: Path) -> None:
+def test_ingest_prints_a_summary_of_a_fact_per_line_and_report_dispatch_json_has_the_contract_keys(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "r.db"
     out = ok("ingest", vcopy(), "--db", db)
     first, *rest = out.strip().splitlines()
-    assert first.startswith("Stored run 1 from ") and "3 dispatch(es) in the timing pass" in first
-    assert "MI300X" in first and "gfx942" in first
+    assert first.startswith("Stored run 1 from ") and "MI300X" in first and "gfx942" in first
+    assert any(line.startswith("  ") and "pass(es), 3 dispatch(es) in the timing pass" in line for line in rest)
+    assert all(len(line) <= 240 or "ceiling" in line for line in rest[:-1])  # no 600-character line
     assert rest[-1].startswith("Next: rocroof report --run 1")
 
     rows = json.loads(ok("report", "--db", db, "--by", "dispatch", "--format", "json"))

@@ -194,21 +194,22 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
     gpu = gpu_text(run.get("gpu_name"), run.get("gpu_arch"))
     files = [Path(f).name for f in capture.files_read]
     shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
+    # one fact per line: the summary reads in a terminal and pastes into a log or a PR comment
     parts = [
-        f"Stored run {run_id} from {path} ({capture.source_format}, {gpu or 'unknown GPU'}; read {len(files)} "
-        f"file(s): {shown}): "
-        f"{len(capture.passes)} pass(es), {n:,} dispatch(es) in the timing pass, "
+        f"Stored run {run_id} from {path} ({capture.source_format}, {gpu or 'unknown GPU'}).",
+        f"  read {len(files)} file(s): {shown}",
+        f"  {len(capture.passes)} pass(es), {n:,} dispatch(es) in the timing pass, "
         f"{len(frames.tables['op_invocation']):,} ggml op invocation(s), {attributed:,} dispatch(es) attributed "
-        f"({run['attribution_method']}).",
-        f"DRAM bytes known for {known_r:,}/{n:,} reads ({bounded:,} bounded only) and {known_w:,}/{n:,} writes; "
-        f"durations from {timing_text(run['timing_source'])}.",
+        f"({run['attribution_method']})",
+        f"  DRAM bytes known for {known_r:,}/{n:,} reads ({bounded:,} bounded only) and {known_w:,}/{n:,} writes; "
+        f"durations from {timing_text(run['timing_source'])}",
     ]
     if run.get("dram_peak_gbps"):
-        parts.append(f"Ceiling {run['dram_peak_gbps']:,.1f} GB/s ({run['dram_peak_source']}).")
+        parts.append(f"  ceiling {run['dram_peak_gbps']:,.1f} GB/s ({run['dram_peak_source']})")
     warnings = [note for note in frames.notes if note.severity != "info"]
     if warnings:
         parts.append(f"{len(warnings)} warning(s):")
-    text = " ".join(parts)
+    text = "\n".join(parts)
     for note in warnings:
         text += f"\n  - {note.message}"
     text += f"\nNext: rocroof report --run {run_id} --by op   (or --by kernel, --by dispatch)"
@@ -781,9 +782,10 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str) -> None:
     datasheet DRAM ceiling (named in the header). With op metadata (the llama.cpp hook's
     sidecar or the fork's JSON), op and invocation reports add the modelled bytes and FLOPs:
     meas/model (measured / modelled DRAM bytes; rows outside [0.7, 1.3] are marked * and
-    explained), FLOP/B (arithmetic intensity on measured bytes), bound (memory / compute at the
-    roofline's ridge) and % roof (achieved as % of the governing ceiling). Unknown values print
-    as '?', with the bounds the counters allow.
+    explained), FLOP/B (arithmetic intensity on measured bytes), bound (memory or compute: the
+    side of the roofline's ridge; latency: under 10% of the roof in calls under 20 µs, where
+    launches, latency or too little parallelism limit it) and % roof (achieved as % of the
+    governing ceiling). Unknown values print as '?', with the bounds the counters allow.
 
     \b
     Examples:

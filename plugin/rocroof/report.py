@@ -660,7 +660,7 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
     for i, h in enumerate(headers):
         table.add_column(
             h,
-            justify="left" if i == 0 or h in ("kernel", "op", "bound") else "right",
+            justify="left" if i == 0 or h in _TEXT_COLUMNS else "right",
             overflow="fold",
             no_wrap=i == 0 and report.by == "op",  # op names stay whole (grep-able)
         )
@@ -866,6 +866,10 @@ def plot_title(report: Report) -> str:
     return f"run {r['run_id']}: {r.get('source_path') or ''} — {gpu_text(r.get('gpu_name'), r.get('gpu_arch'))}"
 
 
+#: Report columns of text (left-aligned in tables and HTML); the others are numbers.
+_TEXT_COLUMNS = ("kernel", "op", "bound")
+
+
 def render_html(report: Report, svg: str | None) -> str:
     """A self-contained HTML page: the header lines, the table, the flags and the roofline SVG."""
     import html
@@ -873,13 +877,25 @@ def render_html(report: Report, svg: str | None) -> str:
     headers, lines = _human_rows(report)
     head = "".join(f"<p>{html.escape(t)}</p>" for t in _header_lines(report))
     th = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    cell = "<td class=l>{}</td>", "<td>{}</td>"
+    text_columns = {i for i, h in enumerate(headers) if i == 0 or h in _TEXT_COLUMNS}  # left-aligned, as the table
     body = "".join(
-        "<tr>" + "".join(cell[i > 0].format(html.escape(c)) for i, c in enumerate(row)) + "</tr>" for row in lines
+        "<tr>"
+        + "".join(
+            f"<td class=l>{html.escape(c)}</td>" if i in text_columns else f"<td>{html.escape(c)}</td>"
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in lines
     )
     flags = _flag_lines(report) + [line for line in (_fused_line(report),) if line]
     warn = [f"{n.severity}: {n.message}" for n in report.notes if n.severity != "info"]
-    extra = "".join(f"<li>{html.escape(t.lstrip('* '))}</li>" for t in flags + warn)
+    footer = [line for line in (_legend(report),) if line]
+    if report.total_rows > len(report.rows):
+        footer.insert(0, f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
+    n_info = sum(1 for n in report.notes if n.severity == "info")
+    if n_info:
+        footer.append(f"({n_info} info note(s): rocroof runs --notes {report.run['run_id']})")
+    extra = "".join(f"<li>{html.escape(t.lstrip('* '))}</li>" for t in flags + warn + footer)
     figure = svg[svg.find("<svg") :] if svg and "<svg" in svg else ""
     style = (
         "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-size:13px}"
