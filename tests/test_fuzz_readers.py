@@ -779,3 +779,14 @@ def test_an_nsys_export_without_kernels_beside_ncu_kernels_is_refused(tmp_path: 
     gz.write_bytes(gzip.compress(plain.read_bytes()))
     with pytest.raises(ParseError, match=r"nsys\.sqlite\.gz: holds no kernel activity"):
         _ingest(cap)
+
+
+def test_an_ncu_kernel_id_with_a_fraction_is_named_not_rounded(base: dict[str, Path], tmp_path: Path) -> None:
+    # 1.5 was rounded to 2 and reported as "kernel ID 2 appears twice"
+    cap = _copy(base, "nvidia", tmp_path)
+    path = cap / "ncu" / "ncu_raw.csv"
+    lines = path.read_text().splitlines()
+    lines[3] = '"1.5"' + lines[3][len(lines[3].split(",", 1)[0]) :]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ParseError, match=r"ncu_raw\.csv:4: column 'ID' has 1\.5; expected a whole number"):
+        _ingest(cap)

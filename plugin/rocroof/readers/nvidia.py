@@ -128,9 +128,19 @@ def _number(text: pd.Series) -> pd.Series:
     return pd.to_numeric(cleaned.where(~cleaned.isin(["", "n/a", "N/A", "nan"]), None), errors="coerce")
 
 
-def _whole(path: Path, values: pd.Series, column: str, first_row: int) -> pd.Series:
-    """Numbers rounded to ``Int64``; ParseError naming the first row outside the signed 64-bit range."""
+def _whole(path: Path, values: pd.Series, column: str, first_row: int, *, exact: bool = False) -> pd.Series:
+    """Numbers rounded to ``Int64``; ParseError naming the first row outside the signed 64-bit range.
+
+    With ``exact`` (ids), a value with a fraction is refused too: rounding ``1.5`` made it id 2.
+    """
     rounded = values.round()
+    if exact:
+        fraction = rounded.notna() & (rounded != values)
+        if bool(fraction.any()):
+            pos = int(np.flatnonzero(fraction.to_numpy())[0])
+            raise ParseError(
+                path, f"column {column!r} has {values.iloc[pos]:g}; expected a whole number", first_row + pos
+            )
     bad = rounded.notna() & ~((rounded >= -(2**63)) & (rounded < 2**63))
     if bool(bad.any()):
         pos = int(np.flatnonzero(bad.to_numpy())[0])
@@ -237,7 +247,7 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
         if not facts and len(chunk):
             facts = _ncu_facts(chunk, cols)
         disp = pd.DataFrame({"kernel_name": parse_str(chunk[name_col])})
-        disp["dispatch_id"] = _whole(path, _numeric(chunk[id_col]), id_col, first_row)
+        disp["dispatch_id"] = _whole(path, _numeric(chunk[id_col]), id_col, first_row, exact=True)
         if bool(disp["kernel_name"].isna().any()):
             pos = int(np.flatnonzero(disp["kernel_name"].isna().to_numpy())[0])
             raise ParseError(path, f"column {name_col!r} is empty; expected a kernel name", first_row + pos)
