@@ -983,22 +983,19 @@ def diff(run_a: str, run_b: str, db: str, fmt: str, top: int, min_change: float,
       rocroof diff 3 4 --min-change 2            # call 2% changes real (quiet machine, many samples)
     """
     from .diff import diff_runs, render_diff
+    from .report import run_labels
     from .store import Store
 
     store = Store(db, read_only=True)
     store.check()
     a, b = store.resolve_run(run_a), store.resolve_run(run_b)
 
-    def labels(rid: int) -> dict[str, str]:
-        df = store.query(f"SELECT key, value FROM run_label WHERE run_id = {rid} ORDER BY key")
-        return dict(zip(df["key"].astype(str), df["value"].astype(str), strict=True))
-
     def describe(rid: int, own: dict[str, str], other: dict[str, str]) -> str:
         path = store.query(f"SELECT source_path FROM run WHERE run_id = {rid}")["source_path"].iloc[0]
         text = ", ".join(f"{k}={v}" for k, v in own.items() if other.get(k) != v)  # what tells A from B
         return " ".join(x for x in (str(path or ""), f"[{text}]" if text else "") if x)
 
-    la, lb = labels(a), labels(b)
+    la, lb = run_labels(store, a), run_labels(store, b)
     names = (describe(a, la, lb), describe(b, lb, la))
     for name, value in (("--min-change", min_change), ("--min-change-us", min_change_us)):
         if value != value:  # NaN passes click's range check

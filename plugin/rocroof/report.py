@@ -133,6 +133,13 @@ class Report:
     fused: list[tuple[str, str, int]] = field(default_factory=list)
 
 
+def run_labels(store: Store, run_id: int) -> dict[str, str]:
+    """A run's labels (``run_label``), key -> value, in key order."""
+    lab = schema.run_label
+    rows = store.frame(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == run_id).order_by(lab.c.key))
+    return dict(zip(rows["key"].astype(str), rows["value"].astype(str), strict=True))
+
+
 def build_report(store: Store, run_id: int, by: By = "op", top: int | None = None) -> Report:
     """Query one run's report.
 
@@ -186,9 +193,7 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     if top is not None:
         rows = rows.head(top)
     cols = [c for c in _COLUMNS[by] if c in rows.columns]
-    lab = schema.run_label
-    label_rows = store.frame(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == run_id).order_by(lab.c.key))
-    labels = dict(zip(label_rows["key"].astype(str), label_rows["value"].astype(str), strict=True))
+    labels = run_labels(store, run_id)
     fused: list[tuple[str, str, int]] = []
     if by == "op":
         inv = schema.op_invocation

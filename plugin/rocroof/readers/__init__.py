@@ -466,8 +466,9 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
             AGENT_COLUMNS,
         )
     manifest_path = root / MANIFEST
-    if manifest_path.is_file():
-        listed = _read_manifest(manifest_path).get("passes")
+    manifest = _read_manifest(manifest_path) if manifest_path.is_file() else {}
+    if manifest:
+        listed = manifest.get("passes")
         have = {p.label for p in passes}
         for entry in listed if isinstance(listed, list) else []:
             label = str(entry.get("dir", "")) if isinstance(entry, dict) else ""
@@ -477,7 +478,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
                     f"{root / label}: the capture's manifest lists this pass but it holds no {expected}; "
                     "the run failed or the file was removed"
                 )
-    peak_gbps, peak_source = _probe_ceiling(root, files, used, notes)
+    peak_gbps, peak_source = _probe_ceiling(root, files, manifest, used, notes)
     profiler = "+".join(n for n, have in (("ncu", ncu), ("nsys", nsys)) if have)
     if ncu and not nsys:
         notes.append(
@@ -501,7 +502,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
 
 
 def _probe_ceiling(
-    root: Path, files: list[Path], used: list[Path], notes: list[Note]
+    root: Path, files: list[Path], manifest: dict[str, object], used: list[Path], notes: list[Note]
 ) -> tuple[float | None, str | None]:
     """The measured DRAM ceiling of an NVIDIA capture: ``bandwidth.json`` of ``rocroof.bandwidth``.
 
@@ -520,8 +521,7 @@ def _probe_ceiling(
     if len(found) > 1:
         raise InputError(f"{root}: more than one {BANDWIDTH_FILE} ({', '.join(map(str, found))}); one per capture")
     if not found:
-        manifest_path = root / MANIFEST
-        probes = _read_manifest(manifest_path).get("probes") if manifest_path.is_file() else None
+        probes = manifest.get("probes")
         for entry in probes if isinstance(probes, list) else []:
             if isinstance(entry, dict) and entry.get("error"):
                 lines = str(entry["error"]).strip().splitlines()
