@@ -601,13 +601,23 @@ def test_sqlite_out_of_memory_on_a_damaged_nsys_export_is_a_parse_error(base: di
     check_ingest(cap, db, base["empty.db"], tmp_path)
 
 
-def test_ncu_id_beyond_int64_is_a_parse_error_with_its_row(base: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("9.223372036854776e+18", r"column 'ID' has 9\.22337e\+18; expected a number within"),
+        ("1.5", r"column 'ID' has 1\.5; expected a whole number"),  # was rounded to 2: "kernel ID 2 appears twice"
+    ],
+    ids=["beyond-int64", "fraction"],
+)
+def test_an_ncu_kernel_id_that_is_no_id_is_a_parse_error_with_its_row(
+    base: dict[str, Path], tmp_path: Path, value: str, message: str
+) -> None:
     cap = _copy(base, "nvidia", tmp_path)
     path = cap / "ncu" / "ncu_raw.csv"
     lines = path.read_text().splitlines()
-    lines[3] = '"9.223372036854776e+18"' + lines[3][len(lines[3].split(",", 1)[0]) :]
+    lines[3] = f'"{value}"' + lines[3][len(lines[3].split(",", 1)[0]) :]
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ParseError, match=r"ncu_raw\.csv:4: column 'ID' has 9\.22337e\+18; expected a number within"):
+    with pytest.raises(ParseError, match=rf"ncu_raw\.csv:4: {message}"):
         _ingest(cap)
 
 
@@ -778,15 +788,4 @@ def test_an_nsys_export_without_kernels_beside_ncu_kernels_is_refused(tmp_path: 
     _sql(plain, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
     gz.write_bytes(gzip.compress(plain.read_bytes()))
     with pytest.raises(ParseError, match=r"nsys\.sqlite\.gz: holds no kernel activity"):
-        _ingest(cap)
-
-
-def test_an_ncu_kernel_id_with_a_fraction_is_named_not_rounded(base: dict[str, Path], tmp_path: Path) -> None:
-    # 1.5 was rounded to 2 and reported as "kernel ID 2 appears twice"
-    cap = _copy(base, "nvidia", tmp_path)
-    path = cap / "ncu" / "ncu_raw.csv"
-    lines = path.read_text().splitlines()
-    lines[3] = '"1.5"' + lines[3][len(lines[3].split(",", 1)[0]) :]
-    path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ParseError, match=r"ncu_raw\.csv:4: column 'ID' has 1\.5; expected a whole number"):
         _ingest(cap)
