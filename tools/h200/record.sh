@@ -7,7 +7,7 @@
 #   .device/whl/*.whl              SQLAlchemy, gguf and their pure-Python needs, for python3 there
 #   .device/debs/*.deb             libdw1, libelf1 (+ lzma, bz2, zstd) for nsys' QdstrmImporter
 #
-#   OUT=/tmp/rec bash tools/h200/record.sh [all|overhead|sweep]
+#   OUT=/tmp/rec bash tools/h200/record.sh [all|overhead|sweep|check]
 #
 # "all": build with GGML_CUDA_MARKERS=ON, write the tiny models (tools/models), run
 # `rocroof collect --profiler ncu` for each example case, then time llama-bench with the hook
@@ -19,6 +19,8 @@
 # GPU 0, then run configs/sweeps/h200-tiny.yaml with the local executor on every GPU
 # (--gpus 0,1,...) until SWEEP_DEADLINE (s since start; then Ctrl-C, which stops it cleanly), and
 # print each point's GPU as its nsys report saw it (PCI bus id) beside nvidia-smi's list.
+# "check": build with the hook, run the copy-bandwidth probe alone and in one ncu collect, then
+# time llama-bench in round-robin over graphs on / hook compiled in but off / hook on.
 # Results land in $OUT: log.txt, captures.tar.gz (raw exports, no .ncu-rep/.nsys-rep), bench.tar.gz.
 set -uo pipefail
 mode="${1:-all}"
@@ -71,6 +73,55 @@ models() {
   done
 }
 
+rounds() {  # rounds DEADLINE CONFIG... (NAME:BIN:ENV): llama-bench round-robin over the configurations
+  # in a new random order each round: in a fixed order the last configuration came out ~2% faster
+  # in decode than the same binary earlier in the round. Analyse with tools/h200/overhead.py.
+  local deadline=$1 round=0
+  shift
+  rm -f $W/bench/*.jsonl $W/bench/*.err  # a warm machine keeps /tmp: start each measurement afresh
+  while [ $(($(date +%s) - T0)) -lt "$deadline" ]; do
+    round=$((round + 1))
+    step "bench round $round"
+    for c in $(shuf -e "$@"); do
+      IFS=: read -r name bin envs <<<"$c"
+      for m in dense-tiny dense-500m; do
+        env $envs timeout 60 "$bin/llama-bench" -m $W/models/$m.gguf -p 512 -n 128 -r 3 -o jsonl \
+          >> $W/bench/$m-$name.jsonl 2>> $W/bench/$m-$name.err
+      done
+    done
+    tar czf "$OUT/bench.tar.gz" -C $W bench
+  done
+}
+
+if [ "$mode" = check ]; then
+  # The current patch in one call: build with the hook (reused when a warm machine has it), run the
+  # copy-bandwidth probe alone and inside one `rocroof collect --profiler ncu`, then time decode
+  # with the hook on vs compiled in but off (and CUDA graphs on) in round-robin until the deadline.
+  step "build with the hook, models"
+  if [ ! -x $W/build-on/bin/llama-bench ]; then
+    build $W/build-on ON 16 &
+    bp=$!
+    models
+    wait $bp
+  fi
+  models
+  B=$W/build-on/bin
+  [ -x $B/llama-bench ] || { tail -40 $W/build-on.log; exit 1; }
+  step "bandwidth probe alone"
+  python3 -m rocroof.bandwidth --out "$OUT/bandwidth.json"
+  echo "probe rc=$?"
+  cat "$OUT/bandwidth.json"
+  step "collect dense-prefill (ncu, with the probe)"
+  timeout 240 python3 -m rocroof collect --profiler ncu --out $W/cap/dense-prefill --db $W/r.db \
+    --label case=dense-prefill --counters dram -- $B/llama-bench -m $W/models/dense-tiny.gguf -p 512 -n 0 -r 1 2>&1 | tail -30
+  echo "collect rc=${PIPESTATUS[0]}"
+  tar czf "$OUT/captures.tar.gz" -C $W/cap --exclude='*.ncu-rep' --exclude='*.nsys-rep' --exclude='*.qdstrm' .
+  python3 -m rocroof report --db $W/r.db --by op --top 5 2>&1 | tail -25
+  rounds "${BENCH_DEADLINE:-560}" "graphs:$B:" "hook-off:$B:GGML_CUDA_DISABLE_GRAPHS=1" "hook-on:$B:GGML_CUDA_MARKERS=1"
+  step "done"
+  exit 0
+fi
+
 if [ "$mode" = overhead ]; then
   # Build with the hook, then without the option; then alternate the configurations round by
   # round (the host is shared: throughput drifts by 10-30% between minutes) until time runs out.
@@ -88,19 +139,7 @@ if [ "$mode" = overhead ]; then
   configs=("graphs:$W/build-on/bin:" "hook-off:$W/build-on/bin:GGML_CUDA_DISABLE_GRAPHS=1"
     "hook-on:$W/build-on/bin:GGML_CUDA_MARKERS=1")
   [ -x $W/build-off/bin/llama-bench ] && configs+=("no-option:$W/build-off/bin:GGML_CUDA_DISABLE_GRAPHS=1")
-  round=0
-  while [ $(($(date +%s) - T0)) -lt "${BENCH_DEADLINE:-540}" ]; do
-    round=$((round + 1))
-    step "bench round $round"
-    for c in "${configs[@]}"; do
-      IFS=: read -r name bin envs <<<"$c"
-      for m in dense-tiny dense-500m; do
-        env $envs timeout 60 "$bin/llama-bench" -m $W/models/$m.gguf -p 512 -n 128 -r 3 -o jsonl \
-          >> $W/bench/$m-$name.jsonl 2>> $W/bench/$m-$name.err
-      done
-    done
-    tar czf "$OUT/bench.tar.gz" -C $W bench
-  done
+  rounds "${BENCH_DEADLINE:-540}" "${configs[@]}"
   step "done"
   exit 0
 fi

@@ -9,7 +9,9 @@ LLAMA_COMMIT=0c1e57098bba43ac29e6e3b677cdceebdd22334f  # the llama.cpp it vendor
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${ROCROOF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rocroof}"
 dest="$cache/llama.cpp-$LLAMA_COMMIT"
-if [ ! -f "$dest/.rocroof-patched" ]; then
+# the stamp names the patch's hash: a changed patch re-creates the patched copy
+stamp="llama-cpp-python==$SDIST_VERSION llama.cpp@$LLAMA_COMMIT + ggml-markers.patch $(sha256sum "$HERE/ggml-markers.patch" | cut -c1-16)"
+if [ "$(cat "$dest/.rocroof-patched" 2>/dev/null)" != "$stamp" ]; then
   mkdir -p "$cache"
   sdist="$cache/llama_cpp_python-$SDIST_VERSION.tar.gz"
   if [ ! -f "$sdist" ]; then
@@ -20,6 +22,6 @@ if [ ! -f "$dest/.rocroof-patched" ]; then
   mv "$cache/unpack/llama_cpp_python-$SDIST_VERSION/vendor/llama.cpp" "$dest"
   rm -rf "$cache/unpack" "$dest/.git"
   (cd "$dest" && patch -p1 --quiet --forward < "$HERE/ggml-markers.patch") >&2
-  echo "llama-cpp-python==$SDIST_VERSION llama.cpp@$LLAMA_COMMIT + ggml-markers.patch" > "$dest/.rocroof-patched"
+  echo "$stamp" > "$dest/.rocroof-patched"
 fi
 echo "$dest"

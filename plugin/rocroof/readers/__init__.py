@@ -506,9 +506,10 @@ def _probe_ceiling(
 ) -> tuple[float | None, str | None]:
     """The measured DRAM ceiling of an NVIDIA capture: ``bandwidth.json`` of ``rocroof.bandwidth``.
 
-    ``rocroof collect --profiler ncu`` writes it (``probe/bandwidth.json``); its best copy bandwidth
-    becomes the run's ceiling, ahead of ``configs/peaks.yaml``. A probe that the manifest records
-    as failed gives a warning note and no ceiling (the datasheet one applies).
+    ``rocroof collect --profiler ncu`` writes it (``probe/bandwidth.json``; ``rocroof scrub --gzip``
+    makes it ``bandwidth.json.gz``); its best copy bandwidth becomes the run's ceiling, ahead of
+    ``configs/peaks.yaml``. A probe that the manifest records as failed gives a warning note and no
+    ceiling (the datasheet one applies).
 
     Returns:
         ``(GB/s, source)``, or ``(None, None)`` without a probe result.
@@ -517,7 +518,7 @@ def _probe_ceiling(
         InputError: more than one probe result in the capture.
         ParseError: a probe result that is not one (:func:`rocroof.bandwidth.read_bandwidth`).
     """
-    found = [f for f in files if f.name == BANDWIDTH_FILE]
+    found = [f for f in files if logical_name(f) == BANDWIDTH_FILE]
     if len(found) > 1:
         raise InputError(f"{root}: more than one {BANDWIDTH_FILE} ({', '.join(map(str, found))}); one per capture")
     if not found:

@@ -1,0 +1,50 @@
+"""The committed capture with a measured DRAM ceiling (examples/h200-probe): the copy-bandwidth probe
+that ``rocroof collect --profiler ncu`` ran on the H200 becomes the run's ceiling.
+
+Expected values come from outside rocroof: the probe's own JSON (read here with gzip and json), the
+H200 SXM datasheet's 4.8 TB/s HBM3e bandwidth (NVIDIA H200 Tensor Core GPU datasheet), and the
+definition of the percentage of the ceiling (achieved bytes per second over the ceiling).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from rocroof.pipeline import build_run
+from rocroof.readers import read_capture
+from rocroof.report import build_report
+from rocroof.store import Store
+
+CAPTURE = Path(__file__).resolve().parent.parent / "examples" / "h200-probe" / "dense-prefill"
+DATASHEET_GBPS = 4800.0  # H200 SXM, HBM3e
+
+
+def probe() -> dict[str, object]:
+    raw = json.loads(gzip.decompress((CAPTURE / "probe" / "bandwidth.json.gz").read_bytes()))
+    assert isinstance(raw, dict)
+    return raw
+
+
+def test_the_recorded_probe_is_a_real_copy_below_the_datasheet_peak() -> None:
+    got = probe()
+    best, median = float(got["gbps_best"]), float(got["gbps_median"])  # type: ignore[arg-type]
+    assert got["device"] == "NVIDIA H200" and got["bytes_per_copy"] == 1 << 30 and got["repeats"] == 10
+    # a copy cannot beat the pins; a device-to-device copy on HBM reaches most of them
+    assert median <= best < DATASHEET_GBPS
+    assert best > 0.8 * DATASHEET_GBPS
+
+
+def test_the_probe_is_the_runs_ceiling_and_percentages_use_it(tmp_path: Path) -> None:
+    run_id = Store(tmp_path / "r.db").write_run(build_run(read_capture(CAPTURE)))
+    store = Store(tmp_path / "r.db", read_only=True)
+    run = store.query("SELECT dram_peak_gbps, dram_peak_source FROM run").iloc[0]
+    best = float(probe()["gbps_best"])  # type: ignore[arg-type]
+    assert run["dram_peak_gbps"] == pytest.approx(best, rel=1e-12)
+    assert run["dram_peak_source"].startswith("measured: NVIDIA H200 device-to-device copy")
+    add = build_report(store, run_id, by="op").rows.set_index("op").loc["ADD"]
+    achieved_gbps = (add["dram_read_bytes"] + add["dram_write_bytes"]) / add["duration_ns"]  # B/ns = GB/s
+    assert add["pct_of_dram_peak"] == pytest.approx(100 * achieved_gbps / best, rel=1e-9)

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Summarise the llama.cpp marker-hook overhead rounds of ``tools/h200/record.sh overhead|check``.
+
+    python3 tools/h200/overhead.py BENCH_DIR [--base hook-off]
+
+BENCH_DIR holds ``<model>-<config>.jsonl`` files (``llama-bench -o jsonl``, one line per test and
+round, configurations run in round-robin). For each model, test (pp = prompt processing, tg =
+token generation) and configuration, it prints the median over rounds of the per-round ratio of
+tokens/s to the base configuration, a 95% bootstrap interval of that median (4000 resamples,
+fixed seed) and in how many rounds the configuration was faster. A ratio below 1 is a cost.
+Pairing by round cancels the host's drift (a shared host moves throughput by 10-30% between
+minutes); the interval says whether a difference is measurable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+
+def load(path: Path) -> dict[str, list[float]]:
+    """Tokens/s per test ("pp" or "tg") in round order, from one llama-bench JSONL file."""
+    out: dict[str, list[float]] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            test = "pp" if row["n_prompt"] else "tg"
+            out.setdefault(test, []).append(float(row["avg_ts"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"{path}:{n}: not a llama-bench JSONL row ({exc})") from None
+    return out
+
+
+def median_interval(ratios: list[float], rng: random.Random, resamples: int = 4000) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the median of ``ratios``."""
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
+    return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the Markdown table; 1 when BENCH_DIR holds no JSONL files."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bench_dir", type=Path)
+    parser.add_argument("--base", default="hook-off", help="configuration the others are divided by")
+    args = parser.parse_args(argv)
+    files = sorted(args.bench_dir.glob("*.jsonl"))
+    if not files:
+        print(f"{args.bench_dir}: no *.jsonl files (expected <model>-<config>.jsonl)", file=sys.stderr)
+        return 1
+    runs: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for f in files:
+        model, _, config = f.stem.rpartition("-")
+        for known in ("hook-off", "hook-on", "no-option"):  # configuration names with a dash
+            if f.stem.endswith("-" + known):
+                model, config = f.stem[: -len(known) - 1], known
+        runs.setdefault(model, {})[config] = load(f)
+    rng = random.Random(1)
+    print("| model | test | config | rounds | median ratio to " + args.base + " | 95% interval | faster in |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for model, configs in runs.items():
+        if args.base not in configs:
+            print(f"{model}: no {args.base} runs", file=sys.stderr)
+            continue
+        base = configs[args.base]
+        for config, tests in sorted(configs.items()):
+            if config == args.base:
+                continue
+            for test in ("pp", "tg"):
+                # a round cut by the deadline leaves one file a row short: pair the complete rounds
+                pairs = list(zip(tests.get(test, []), base.get(test, []), strict=False))
+                if not pairs:
+                    continue
+                ratios = [a / b for a, b in pairs]
+                lo, hi = median_interval(ratios, rng)
+                faster = sum(r > 1 for r in ratios)
+                print(
+                    f"| {model} | {test} | {config} | {len(ratios)} | {statistics.median(ratios):.3f} "
+                    f"| {lo:.3f}–{hi:.3f} | {faster}/{len(ratios)} |"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
