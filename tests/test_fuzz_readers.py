@@ -673,6 +673,16 @@ def test_a_rocpd_marker_without_an_end_is_refused_with_its_id(base: dict[str, Pa
         _ingest(cap)
 
 
+def test_a_rocpd_marker_time_that_is_text_is_refused(base: dict[str, Path], tmp_path: Path) -> None:
+    # found by test_fuzz_rocpd: SQLite stores text in an integer column, and pandas then compared str with int
+    cap = _copy(base, "rocpd", tmp_path)
+    (db,) = cap.glob("*_results.db")
+    first = sqlite3.connect(db).execute(f'SELECT MIN(id) FROM "rocpd_region{suffix(UUID_A)}"').fetchone()[0]
+    _sql(db, f'UPDATE "rocpd_region{suffix(UUID_A)}" SET "end" = \'soon\' WHERE id = {first}')
+    with pytest.raises(ParseError, match=r"rocpd_region: end holds 'soon', not an integer"):
+        _ingest(cap)
+
+
 def test_an_nvtx_range_ending_before_it_starts_is_refused_and_one_never_ended_is_a_note(
     base: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -17,7 +17,7 @@ from rocroof.cli import cli
 from rocroof.pipeline import build_run
 from rocroof.readers import read_capture
 from rocroof.report import build_report, render
-from rocroof.roofline import add_roofline_columns, flag_for
+from rocroof.roofline import add_roofline_columns, compute_peaks, compute_type, flag_for, per_op_compute_peaks
 from rocroof.store import Store
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "h200"
@@ -123,7 +123,7 @@ def test_decode_report_carries_model_and_roofline(db: Path) -> None:
     ):
         assert key in rep.rows.columns
     text = render(rep, "table")
-    assert "meas/model" in text and "compute ceilings: FP16 matrix" in text
+    assert "meas/model" in text and "compute ceilings: INT8 matrix 1,978.9 TOP/s (unverified), FP16 matrix" in text
 
 
 def test_moe_report_explains_the_flagged_ops(db: Path) -> None:
@@ -169,3 +169,91 @@ def test_plot_html_and_graph_commands(db: Path, tmp_path: Path) -> None:
     assert {n["evaluation"] for n in graph["nodes"]} == {0, 1, 2, 3}  # four decode tokens
     bad = CliRunner().invoke(cli, ["graph", "--db", str(db), "--run", "1", "--evaluation", "7"])
     assert bad.exit_code == 1 and bad.output.startswith("Error: ")
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("op", "quant", "arch", "tokens", "n_experts", "expected"),
+    [
+        # ggml/src/ggml-cuda/mmq.cu ggml_cuda_should_use_mmq (llama.cpp 0c1e570), case by case:
+        ("MUL_MAT", "q8_0", "sm_90", 512, NAN, "int8"),  # Turing+ int8 MMA: MMQ for every listed type
+        ("MUL_MAT", "q4_K", "sm_89", 4096, NAN, "int8"),
+        ("MUL_MAT", "q8_0", "sm_70", 512, NAN, "fp16"),  # Volta: no int8 MMA; dequantize + cuBLAS FP16
+        ("MUL_MAT", "mxfp4", "sm_90", 512, NAN, "int8"),
+        ("MUL_MAT", "mxfp4", "sm_100", 512, NAN, "fp16"),  # Blackwell multiplies FP4 natively: no INT8 roof
+        ("MUL_MAT", "q6_K", "gfx942:sramecc+:xnack-", 4096, NAN, "int8"),  # CDNA3: MMQ always
+        ("MUL_MAT", "q6_K", "gfx950", 512, NAN, "fp16"),  # CDNA4, large batch, not a listed type: hipBLAS
+        ("MUL_MAT", "q6_K", "gfx950", 128, NAN, "int8"),  # ne11 <= 128
+        ("MUL_MAT_ID", "q6_K", "gfx950", 512, 128, "int8"),  # n_experts > 64
+        ("MUL_MAT", "q4_0", "gfx90a", 4096, NAN, "int8"),  # Q4_0/Q4_1/Q5_0/Q5_1 always
+        ("MUL_MAT", "q4_K", "gfx950", 256, NAN, "int8"),  # Q4_K/Q5_K up to 256
+        ("MUL_MAT", "q4_K", "gfx950", 257, NAN, "fp16"),
+        ("MUL_MAT", "q6_K", "gfx1100", 200, NAN, "fp16"),  # RDNA3.0: Q6_K only up to 128
+        ("MUL_MAT", "q6_K", "gfx1151", 200, NAN, "int8"),  # RDNA3.5: up to 256
+        ("MUL_MAT", "q2_K", "gfx1100", 129, NAN, "fp16"),
+        ("MUL_MAT", "iq2_xs", "gfx1151", 4096, NAN, "int8"),
+        ("MUL_MAT_ID", "q2_K", "gfx1100", 4096, 64, "int8"),  # n_experts >= 64
+        ("MUL_MAT", "q8_0", "gfx1201", 4096, NAN, "int8"),  # RDNA4: MMQ always
+        ("MUL_MAT", "q8_0", "gfx1030", 512, NAN, "fp16"),  # RDNA2: no matrix int8 path
+        ("MUL_MAT", "q6_K", "gfx950", NAN, NAN, "fp16"),  # unknown batch counts as large
+        ("MUL_MAT", "f16", "sm_90", 512, NAN, "fp16"),
+        ("MUL_MAT", "bf16", "gfx942", 512, NAN, "bf16"),
+        ("MUL_MAT", "f32", "sm_90", 512, NAN, "fp32"),  # cublasSgemm / mmvf
+        ("FLASH_ATTN_EXT", "f16", "sm_90", 512, NAN, "fp16"),
+        ("ADD", "f32", "sm_90", NAN, NAN, "fp32"),
+        ("MUL_MAT", None, "sm_90", 512, NAN, "fp16"),  # no metadata: the matrix default
+    ],
+)
+def test_compute_type_follows_ggml_kernel_choice(
+    op: str, quant: str | None, arch: str, tokens: float, n_experts: float, expected: str
+) -> None:
+    assert compute_type(op, quant, arch, tokens, n_experts) == expected
+
+
+def test_int8_peak_governs_quantized_matmuls_and_mixed_ops_add_their_time() -> None:
+    ceilings = {
+        "dram_gbps": 5000.0,
+        "int8_matrix_tops": 2000.0,
+        "fp16_matrix_tflops": 1000.0,
+        "fp32_vector_tflops": 50.0,
+    }
+    inv = pd.DataFrame(
+        {
+            "op": ["MUL_MAT", "MUL_MAT", "ADD"],
+            "quant": ["q4_K", "f16", "f32"],
+            "m": [4096, 4096, None],
+            "n_experts": [None, None, None],
+            "flops": [3e12, 1e12, 1e6],
+        }
+    )
+    peaks = compute_peaks(inv, "gfx942", ceilings)
+    assert list(peaks["compute_peak"]) == ["INT8 matrix", "FP16 matrix", "FP32 vector"]
+    assert list(peaks["compute_peak_tflops"]) == [2000.0, 1000.0, 50.0]
+    per_op = per_op_compute_peaks(inv.join(peaks)).set_index("op")
+    # 3e12 at 2000 TOP/s = 1.5 s, 1e12 at 1000 TFLOP/s = 1 s: 4e12 in 2.5 s = 1600 per second at the roofs
+    assert per_op.loc["MUL_MAT", "compute_peak_tflops"] == pytest.approx(1600.0)
+    assert per_op.loc["MUL_MAT", "compute_peak"] == "mixed: INT8 matrix 75%, FP16 matrix 25%"
+    # a GPU without an INT8 figure: the FP16 peak, said so
+    no_int8 = compute_peaks(inv.head(1), "gfx942", {"fp16_matrix_tflops": 1000.0})
+    assert no_int8["compute_peak"][0] == "FP16 matrix (INT8 peak unknown)"
+    assert no_int8["compute_peak_tflops"][0] == 1000.0
+    # compute-bound on the INT8 roof: 1,500 TOP/s achieved of 2,000
+    rows = pd.DataFrame(
+        {
+            "op": ["MUL_MAT"],
+            "arithmetic_intensity": [1000.0],  # x 5,000 GB/s = 5,000 TFLOP/s > 2,000: right of the ridge
+            "flops": [1.5e9],
+            "duration_ns": [1000.0],
+            "achieved_gbps": [1.5],
+            "share_of_time_pct": [100.0],
+            "compute_peak_tflops": [2000.0],
+            "compute_peak": ["INT8 matrix"],
+        }
+    )
+    out = add_roofline_columns(rows, {}, ceilings)
+    assert out["governing_ceiling"][0] == "INT8 matrix peak"
+    assert out["bound"][0] == "compute"
+    assert out["pct_of_ceiling"][0] == pytest.approx(75.0)
+    assert out["time_at_roof_ns"][0] == pytest.approx(1.5e9 / 2000e3)  # TOP/s = 1e3 op/ns

@@ -24,6 +24,7 @@ CEILING_NAMES = (
     "fp16_matrix_tflops",
     "bf16_matrix_tflops",
     "fp32_vector_tflops",
+    "int8_matrix_tops",
     "llc_bytes",
     "compute_units",
 )

@@ -46,6 +46,7 @@ UNITS: dict[str, str] = {
     "fp16_matrix_tflops": "TFLOP/s",
     "bf16_matrix_tflops": "TFLOP/s",
     "fp32_vector_tflops": "TFLOP/s",
+    "int8_matrix_tops": "TOP/s",
     "llc_bytes": "bytes",
     "compute_units": "CUs/SMs",
     "l2_bytes": "bytes",
@@ -60,6 +61,7 @@ TABLE_KEYS = (
     "fp16_matrix_tflops",
     "bf16_matrix_tflops",
     "fp32_vector_tflops",
+    "int8_matrix_tops",
     "llc_bytes",
     "compute_units",
     "l2_bytes",
@@ -134,6 +136,9 @@ class Ceilings:
         bf16_matrix_tflops: dense BF16 matrix-engine peak, TFLOP/s.
         fp32_vector_tflops: FP32 vector peak, TFLOP/s (table convention: the vendor vector peak,
             packed/dual-issue FMA; see ``configs/peaks.yaml``).
+        int8_matrix_tops: dense INT8 matrix-engine peak (MFMA, WMMA, tensor cores), TOP/s
+            (1e12 integer operations/s, multiply-add = 2): the roof of ggml's quantized matmul
+            kernels (MMQ), which multiply int8 quants.
         llc_bytes: last-level cache before DRAM, bytes; ``level`` says which cache.
         compute_units: CUs (AMD) or SMs (NVIDIA).
         l2_bytes: L2 size, bytes.
@@ -141,7 +146,7 @@ class Ceilings:
         llc_gbps: Infinity Cache (MALL) bandwidth, GB/s (measured only).
         l1_gbps: vector L1 bandwidth, GB/s (measured only).
         lds_gbps: LDS bandwidth, GB/s (measured only).
-        extra: other measured rates keyed like ``fp64_vector_tflops``, ``int8_matrix_tops``.
+        extra: other measured rates keyed like ``fp64_vector_tflops``, ``int8_vector_tops``.
     """
 
     gpu: str
@@ -150,6 +155,7 @@ class Ceilings:
     fp16_matrix_tflops: Ceiling | None = None
     bf16_matrix_tflops: Ceiling | None = None
     fp32_vector_tflops: Ceiling | None = None
+    int8_matrix_tops: Ceiling | None = None
     llc_bytes: Ceiling | None = None
     compute_units: Ceiling | None = None
     l2_bytes: Ceiling | None = None

@@ -55,6 +55,8 @@ _ROOFLINE = [
     "arithmetic_intensity",
     "model_arithmetic_intensity",
     "achieved_tflops",
+    "compute_peak",
+    "compute_peak_tflops",
     "governing_ceiling",
     "attainable_tflops",
     "pct_of_ceiling",
@@ -221,8 +223,16 @@ def _with_roofline(
     store: Store, run_id: int, by: By, rows: pd.DataFrame, run: dict[str, Any], ceilings: dict[str, float]
 ) -> pd.DataFrame:
     """Op or invocation rows with the model and roofline columns (rocroof.roofline)."""
-    from .roofline import add_roofline_columns, per_op_sums
+    from .roofline import add_roofline_columns, compute_peaks, per_op_compute_peaks, per_op_sums
 
+    inv_cols = schema.op_invocation.c
+    shapes = store.frame(
+        sa.select(inv_cols.op_index, inv_cols.quant, inv_cols.m, inv_cols.n_experts).where(inv_cols.run_id == run_id)
+    )
+    arch = run.get("gpu_arch")
+    if by == "invocation" and "op_index" in rows:
+        rows = rows.merge(shapes, on="op_index", how="left")
+        rows = rows.join(compute_peaks(rows, arch, ceilings))
     if by == "op":
         modelled = store.frame(sa.text("SELECT 1 AS one FROM op_model WHERE run_id = :rid LIMIT 1"), {"rid": run_id})
         if len(modelled):
@@ -240,6 +250,10 @@ def _with_roofline(
             )
         if len(inv):
             rows = rows.merge(per_op_sums(inv), on="op", how="left")
+            if "op_index" in inv:
+                inv = inv.merge(shapes, on="op_index", how="left")
+            inv = inv.join(compute_peaks(inv, arch, ceilings))
+            rows = rows.merge(per_op_compute_peaks(inv), on="op", how="left")
     if "dram_bytes" not in rows:
         rows["dram_bytes"] = pd.to_numeric(rows["dram_read_bytes"], errors="coerce") + pd.to_numeric(
             rows["dram_write_bytes"], errors="coerce"
@@ -494,17 +508,26 @@ def _legend(report: Report) -> str | None:
         "key: time µs = summed GPU kernel time; µs/call per op invocation; meas/model = measured / modelled DRAM "
         "bytes; FLOP/B = FLOP per measured DRAM byte; bound = side of the roofline's ridge (latency: under 10% of "
         "the roof in calls under 20 µs: launch, latency or too little parallelism); % roof and µs at roof = "
-        "against the governing ceiling (FP16 matrix peak for matrix ops, FP32 vector peak otherwise, DRAM "
-        "bandwidth left of the ridge)"
+        "against the governing ceiling (DRAM bandwidth left of the ridge; right of it the compute peak: INT8 "
+        "matrix for matmuls on quantized weights, FP16/BF16 matrix for the other matrix ops, FP32 vector "
+        "otherwise)"
     )
+
+
+#: Compute ceilings shown in headers and plots: run_ceiling name, label, unit.
+_COMPUTE_CEILINGS = (
+    ("int8_matrix_tops", "INT8 matrix", "TOP/s"),
+    ("fp16_matrix_tflops", "FP16 matrix", "TFLOP/s"),
+    ("fp32_vector_tflops", "FP32 vector", "TFLOP/s"),
+)
 
 
 def _ceiling_line(report: Report) -> str | None:
     parts = []
-    for key, label in (("fp16_matrix_tflops", "FP16 matrix"), ("fp32_vector_tflops", "FP32 vector")):
+    for key, label, unit in _COMPUTE_CEILINGS:
         c = report.ceilings.get(key)
         if c and not _nan(c.get("value")):
-            parts.append(f"{label} {float(c['value']):,.1f} TFLOP/s ({c.get('mark') or '?'})")
+            parts.append(f"{label} {float(c['value']):,.1f} {unit} ({c.get('mark') or '?'})")
     return ("compute ceilings: " + ", ".join(parts) + " — configs/peaks.yaml") if parts else None
 
 
@@ -855,7 +878,7 @@ def plot_ceilings(report: Report) -> Any:
     if not dram:
         return None
     compute = {}
-    for key, label in (("fp16_matrix_tflops", "FP16 matrix"), ("fp32_vector_tflops", "FP32 vector")):
+    for key, label, _unit in _COMPUTE_CEILINGS:
         c = report.ceilings.get(key)
         if c and not _nan(c.get("value")):
             compute[f"{label} ({c.get('mark')})"] = float(c["value"])

@@ -4,10 +4,12 @@ Pure functions over the rows of the ``op_roofline`` view (per invocation) or the
 and the run's ``run_ceiling`` rows. The roofline (Williams, Waterman, Patterson, CACM 52(4),
 2009): attainable FLOP/s = min(compute peak, arithmetic intensity × DRAM bandwidth); an op is
 **memory-bound** when its intensity is left of the ridge point (peak / bandwidth), else
-**compute-bound**. The compute peak that governs an op: the FP16 matrix peak for the matrix ops
-(``MUL_MAT``, ``MUL_MAT_ID``, ``FLASH_ATTN_EXT``, ``OUT_PROD``, ``CONV*``: ggml runs them on the
-matrix engines when it can), the FP32 vector peak for the others. Ops without FLOPs (copies,
-gathers) are judged on bandwidth alone.
+**compute-bound**. The compute peak that governs an op (:func:`compute_type`): the INT8 matrix
+peak for ``MUL_MAT`` / ``MUL_MAT_ID`` with integer-quantized weights where ggml's quantized matmul
+kernels (MMQ/MMVQ, int8 dot products) run them, the BF16 matrix peak for BF16 weights, the FP16
+matrix peak for the other matrix ops (``FLASH_ATTN_EXT``, ``OUT_PROD``, ``CONV*``, F16/F32
+weights, and quantized weights that ggml dequantizes for BLAS), the FP32 vector peak for the
+others. Ops without FLOPs (copies, gathers) are judged on bandwidth alone.
 
 Flags: measured / modelled DRAM bytes outside [0.7, 1.3] get a one-line explanation that
 depends on how the run was measured (Nsight Compute's default cache flush makes every kernel
@@ -24,6 +26,24 @@ import numpy as np
 import pandas as pd
 
 MATRIX_OPS = frozenset({"MUL_MAT", "MUL_MAT_ID", "FLASH_ATTN_EXT", "OUT_PROD", "CONV_2D", "CONV_TRANSPOSE_2D"})
+#: src0 types of ggml-cuda's quantized matmul kernels (MMQ; MMVQ for batches up to 8): the
+#: activations are quantized to q8_1 and multiplied as int8 (ggml/src/ggml-cuda/mmq.cu
+#: ``ggml_cuda_should_use_mmq``, llama.cpp 0c1e570). Lower-case ggml type names.
+MMQ_TYPES = frozenset(
+    {
+        *("q1_0", "q2_0", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"),
+        *("q2_k", "q3_k", "q4_k", "q5_k", "q6_k"),
+        *("iq1_s", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq4_xs", "iq4_nl"),
+        *("mxfp4", "nvfp4"),
+    }
+)
+#: Compute type -> (run_ceiling name, label) of its peak.
+COMPUTE_PEAKS = {
+    "int8": ("int8_matrix_tops", "INT8 matrix"),
+    "bf16": ("bf16_matrix_tflops", "BF16 matrix"),
+    "fp16": ("fp16_matrix_tflops", "FP16 matrix"),
+    "fp32": ("fp32_vector_tflops", "FP32 vector"),
+}
 #: Measured / modelled DRAM bytes outside this range are flagged.
 RATIO_BAND = (0.7, 1.3)
 #: Below this many bytes of excess over the model, the excess is fixed per-kernel traffic (cache
@@ -41,6 +61,153 @@ def _f(v: Any) -> float:
     except (TypeError, ValueError):
         return float("nan")
     return x
+
+
+def _uses_mmq(quant: str, gpu_arch: str | None, tokens: float, n_experts: float) -> bool:
+    """Whether ggml-cuda runs a matmul of ``quant`` weights with its int8 kernels (MMQ/MMVQ).
+
+    Follows ``ggml_cuda_should_use_mmq`` (ggml/src/ggml-cuda/mmq.cu, llama.cpp 0c1e570) for the
+    GPUs in ``configs/peaks.yaml``; an unknown batch counts as large. MMVQ (batches up to 8)
+    also multiplies int8, with dot-product instructions.
+    """
+    from .dram import base_arch
+
+    arch = base_arch(gpu_arch)
+    big = not (np.isfinite(tokens) and tokens >= 0)
+    experts = n_experts if np.isfinite(n_experts) else 0.0
+    if arch.startswith("sm_"):
+        try:
+            cc = int(arch[3:].rstrip("abf"))
+        except ValueError:
+            return False
+        if quant in ("mxfp4", "nvfp4") and cc >= 100:
+            return False  # Blackwell multiplies FP4 natively: a roof the table does not list
+        return cc >= 75  # Turing and newer: int8 tensor-core MMA (turing_mma_available)
+    if arch in ("gfx940", "gfx941", "gfx942"):
+        return True  # CDNA3: MMQ always (hipBLAS is slower there, per the source's comment)
+    if arch in ("gfx908", "gfx90a", "gfx950"):  # other CDNA: MMQ for small batches and some types
+        return (
+            experts > 64
+            or (not big and tokens <= 128)
+            or quant in ("q4_0", "q4_1", "q5_0", "q5_1")
+            or (not big and tokens <= 256 and quant in ("q4_k", "q5_k"))
+        )
+    if arch.startswith("gfx11"):  # RDNA3 (gfx110x) and RDNA3.5 (gfx115x): WMMA
+        rdna3_5 = arch.startswith("gfx115")
+        if experts >= 64:
+            return True
+        if quant == "q2_k":
+            return not big and tokens <= 128
+        if quant == "q6_k":
+            return not big and tokens <= (256 if rdna3_5 else 128)
+        if quant in ("iq2_xs", "iq2_s"):
+            return rdna3_5 or (not big and tokens <= 128)
+        return True
+    return arch.startswith("gfx12")  # RDNA4: MMQ always; older GPUs: dequantize + BLAS
+
+
+def compute_type(
+    op: str, quant: str | None, gpu_arch: str | None, tokens: float = float("nan"), n_experts: float = float("nan")
+) -> str:
+    """The arithmetic an op invocation's FLOPs run on: ``int8``, ``bf16``, ``fp16`` or ``fp32``.
+
+    Args:
+        op: the ggml op (head op of a fused group).
+        quant: src0's ggml type (``q8_0``, ``q4_K``, ``f16``...; the weights of a matmul), or None.
+        gpu_arch: ``sm_90``, ``gfx942``... (the run's).
+        tokens: the matmul's batch, M in rocroof's metadata (``src1->ne[1]``; ``ne[2]`` for
+            ``MUL_MAT_ID``); NaN when unknown.
+        n_experts: experts in a ``MUL_MAT_ID`` weight tensor; NaN otherwise.
+
+    Returns:
+        ``int8`` for ``MUL_MAT``/``MUL_MAT_ID`` whose weights ggml's int8 kernels multiply
+        (:data:`MMQ_TYPES`, per GPU as ``ggml_cuda_should_use_mmq`` decides); ``bf16`` for BF16
+        weights; ``fp32`` for F32 weights (ggml multiplies them in FP32) and for every op that is
+        not a matrix op (vector units); ``fp16`` for the other matrix ops (:data:`MATRIX_OPS`),
+        including quantized weights that ggml dequantizes for BLAS.
+    """
+    if op not in MATRIX_OPS:
+        return "fp32"
+    q = (quant or "").strip().lower()
+    if op in ("MUL_MAT", "MUL_MAT_ID"):
+        if q in MMQ_TYPES and _uses_mmq(q, gpu_arch, _f(tokens), _f(n_experts)):
+            return "int8"
+        if q == "bf16":
+            return "bf16"
+        if q == "f32":  # F32 weights: FP32 arithmetic (mmvf, or cublasSgemm in ggml-cuda.cu)
+            return "fp32"
+    return "fp16"
+
+
+def compute_peaks(
+    inv: pd.DataFrame, gpu_arch: str | None, ceilings: Mapping[str, float], op_column: str = "op"
+) -> pd.DataFrame:
+    """Per invocation row: the compute peak that governs it, in TFLOP/s (TOP/s for int8), and its name.
+
+    ``inv`` carries ``op`` and, where known, ``quant``, ``m`` (tokens) and ``n_experts``
+    (``op_invocation``). A compute type whose peak the run does not have falls back to the FP16
+    matrix peak (matrix ops) and says so in the name, e.g. ``FP16 matrix (INT8 peak unknown)``.
+
+    Returns:
+        ``inv``'s index with columns ``compute_type``, ``compute_peak_tflops`` (NaN when no peak
+        is known) and ``compute_peak`` (the name).
+    """
+    types, peaks, names = [], [], []
+    cols = inv.columns
+    for r in inv.to_dict("records"):
+        ct = compute_type(
+            str(r.get(op_column) or ""),
+            r.get("quant") if "quant" in cols else None,
+            gpu_arch,
+            _f(r.get("m")) if "m" in cols else float("nan"),
+            _f(r.get("n_experts")) if "n_experts" in cols else float("nan"),
+        )
+        key, label = COMPUTE_PEAKS[ct]
+        value = _f(ceilings.get(key))
+        if not np.isfinite(value) and ct in ("int8", "bf16"):
+            value = _f(ceilings.get("fp16_matrix_tflops"))
+            label = f"FP16 matrix ({label.split()[0]} peak unknown)"
+        types.append(ct)
+        peaks.append(value)
+        names.append(label)
+    return pd.DataFrame({"compute_type": types, "compute_peak_tflops": peaks, "compute_peak": names}, index=inv.index)
+
+
+def _share(fraction: float) -> str:
+    """A FLOP share for people: ``97%``, ``<1%``, ``>99%``."""
+    if 0 < fraction < 0.01:
+        return "<1%"
+    if 0.99 < fraction < 1:
+        return ">99%"
+    return f"{100 * fraction:.0f}%"
+
+
+def per_op_compute_peaks(inv: pd.DataFrame, op_column: str = "op") -> pd.DataFrame:
+    """Per op: one compute peak for invocations that may run on different units.
+
+    The peak is FLOP-weighted so that time at the peak adds up: Σ flops / Σ (flops_i / peak_i).
+    ``inv`` carries ``flops`` and the columns of :func:`compute_peaks`.
+
+    Returns:
+        Columns ``op``, ``compute_peak_tflops``, ``compute_peak`` (one name, or ``mixed:`` with each
+        peak's share of the op's FLOP).
+    """
+    rows = []
+    for op, g in inv.groupby(op_column, sort=False):
+        flops = pd.to_numeric(g["flops"], errors="coerce")
+        peak = pd.to_numeric(g["compute_peak_tflops"], errors="coerce")
+        names = g["compute_peak"].astype(str)
+        known = flops.notna() & (flops > 0)
+        if not known.any() or names[known].nunique() <= 1:
+            name = str(names[known].iloc[0] if known.any() else names.iloc[0])
+            value = float(peak[known].iloc[0] if known.any() else peak.iloc[0])
+        else:
+            total = float(flops[known].sum())
+            value = total / float((flops[known] / peak[known]).sum()) if peak[known].gt(0).all() else float("nan")
+            share = flops[known].groupby(names[known]).sum().sort_values(ascending=False) / total
+            name = "mixed: " + ", ".join(f"{n} {_share(v)}" for n, v in share.items())
+        rows.append({op_column: op, "compute_peak_tflops": value, "compute_peak": name})
+    return pd.DataFrame(rows, columns=[op_column, "compute_peak_tflops", "compute_peak"])
 
 
 def flag_for(row: Mapping[str, Any], run: Mapping[str, Any], ceilings: Mapping[str, float]) -> str:
@@ -94,8 +261,10 @@ def add_roofline_columns(
     """Rows with ``pct_of_ceiling``, ``bound``, ``governing_ceiling``, ``time_share`` and ``flag``.
 
     ``rows`` carry ``duration_ns``, ``dram_bytes`` (or read + write), ``flops``,
-    ``arithmetic_intensity`` and ``share_of_time_pct``; ``ceilings`` map ``run_ceiling`` names
-    to values (``dram_gbps``, ``fp16_matrix_tflops``, ``fp32_vector_tflops``...).
+    ``arithmetic_intensity`` and ``share_of_time_pct``, and may carry ``compute_peak_tflops`` and
+    ``compute_peak`` (:func:`compute_peaks`, :func:`per_op_compute_peaks`; without them matrix
+    ops get the FP16 matrix peak and the others the FP32 vector peak); ``ceilings`` map
+    ``run_ceiling`` names to values (``dram_gbps``, ``fp16_matrix_tflops``, ``fp32_vector_tflops``...).
 
     Returns:
         A copy with the added columns: ``governing_ceiling`` (which roof applies),
@@ -119,11 +288,14 @@ def add_roofline_columns(
         flops = _f(r.get("flops"))
         dur = _f(r.get("duration_ns"))
         peak, name = (matrix, "FP16 matrix") if op in MATRIX_OPS else (vector, "FP32 vector")
+        if isinstance(r.get("compute_peak"), str) and r.get("compute_peak"):
+            peak, name = _f(r.get("compute_peak_tflops")), str(r["compute_peak"])
         if np.isfinite(flops) and flops > 0 and np.isfinite(ai) and np.isfinite(bw) and np.isfinite(dur) and dur > 0:
             mem_roof = ai * bw / 1e3  # FLOP/B × GB/s = GFLOP/s → TFLOP/s
             roof = min(mem_roof, peak) if np.isfinite(peak) else mem_roof
             is_mem = not np.isfinite(peak) or mem_roof < peak
-            governing.append("DRAM bandwidth" if is_mem else f"{name} peak")
+            peak_name = f"compute peak ({name})" if name.startswith("mixed:") else f"{name} peak"
+            governing.append("DRAM bandwidth" if is_mem else peak_name)
             attainable.append(roof)
             pct.append(100.0 * (flops / dur / 1e3) / roof if roof > 0 else np.nan)
             bound.append("memory" if is_mem else "compute")

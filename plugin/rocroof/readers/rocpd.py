@@ -790,9 +790,11 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
             dtype=object,
         )
         chunk = chunk[chunk["message"].notna()].copy()
-        bad = (chunk["start_ns"].isna() | chunk["end_ns"].isna() | (chunk["end_ns"] < chunk["start_ns"])).to_numpy(
-            dtype=bool
-        )
+        for column, name in (("start_ns", "start"), ("end_ns", "end")):  # SQLite lets text in: refuse it by name
+            chunk[column] = _int_ids(chunk[column], path, "rocpd_region", name)
+        bad = (
+            chunk["start_ns"].isna() | chunk["end_ns"].isna() | (chunk["end_ns"] < chunk["start_ns"]).fillna(False)
+        ).to_numpy(dtype=bool)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ParseError(

@@ -376,10 +376,15 @@ run_ceiling = sa.Table(
     _c(
         "name",
         _str(32),
-        "dram_gbps, fp16_matrix_tflops, bf16_matrix_tflops, fp32_vector_tflops, llc_bytes, compute_units.",
+        "dram_gbps, fp16_matrix_tflops, bf16_matrix_tflops, fp32_vector_tflops, int8_matrix_tops, llc_bytes, "
+        "compute_units.",
         nullable=False,
     ),
-    _c("value", sa.Float, "The ceiling, in the unit its name gives (GB/s = 1e9 B/s, TFLOP/s = 1e12 FLOP/s)."),
+    _c(
+        "value",
+        sa.Float,
+        "The ceiling, in the unit its name gives (GB/s = 1e9 B/s, TFLOP/s = 1e12 FLOP/s, TOP/s = 1e12 integer op/s).",
+    ),
     _c("source", sa.Text, "Where the value comes from (datasheet page, roofline.csv measurement...)."),
     _c("mark", _str(16), "verified, derived, unverified or measured."),
     sa.PrimaryKeyConstraint("run_id", "name"),
