@@ -31,7 +31,8 @@ class PlotCeilings:
 
     Attributes:
         dram_gbps: peak DRAM bandwidth, GB/s (1e9 B/s); the slanted roof.
-        compute_tflops: flat roofs, name -> TFLOP/s (1e12 FLOP/s), e.g. ``{"FP16 matrix": 989.4}``.
+        compute_tflops: flat roofs, name -> TFLOP/s (1e12 FLOP/s; TOP/s for names starting with
+            ``INT``), e.g. ``{"FP16 matrix": 989.4}``.
         source: one line naming where the numbers come from (shown under the title).
         dram_mark: the DRAM value's mark (verified, derived, unverified, measured), shown in the legend.
     """
@@ -85,7 +86,8 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     for i, (name, peak) in enumerate(sorted(peaks.items(), key=lambda kv: -kv[1])):
         ridge = peak / bw
         ax.plot([ridge, ai[-1]], [peak, peak], ls=styles[i % 3], color="dimgray", lw=1.2)
-        ax.text(ai[-1] / 1.5, peak, f"{name} {peak / 1e12:,.0f} TFLOP/s", ha="right", va="bottom", fontsize=8)
+        unit = "TOP/s" if name.startswith("INT") else "TFLOP/s"  # integer roofs count operations
+        ax.text(ai[-1] / 1.5, peak, f"{name} {peak / 1e12:,.0f} {unit}", ha="right", va="bottom", fontsize=8)
     colors = plt.get_cmap("tab10")
     for i, row in enumerate(pts.sort_values("time_share", ascending=False).itertuples(index=False)):
         size = 40 + 1400 * float(row.time_share)
