@@ -126,6 +126,28 @@ def test_decode_report_carries_model_and_roofline(db: Path) -> None:
     assert "meas/model" in text and "compute ceilings: INT8 matrix 1,978.9 TOP/s (unverified), FP16 matrix" in text
 
 
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_a_narrow_terminal_drops_whole_columns_and_names_them(db: Path, width: int) -> None:
+    rep = build_report(Store(db, read_only=True), 1, by="op")
+    wide = render(rep, "table", width=160)
+    assert "left out for" not in wide
+    assert "µs at roof" in next(line for line in wide.splitlines() if line.startswith("ggml op"))
+    text = render(rep, "table", width=width)
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("ggml op"))
+    rule = lines[header + 1]
+    assert set(rule) == {"━"} and len(rule) <= width
+    # one line per op: no number folded onto a second line
+    body = lines[header + 2 : header + 2 + len(rep.rows)]
+    assert [line.split()[0] for line in body] == list(rep.rows["op"])
+    time_us = f"{rep.rows['duration_ns'].iloc[0] / 1e3:,.2f}"
+    assert time_us in body[0]
+    dropped = next(line for line in lines if line.startswith("left out for a"))
+    assert f"left out for a {width}-column terminal: µs at roof, disp." in dropped
+    for name in ("meas/model", "bound", "% roof"):  # the roofline verdict stays
+        assert name in lines[header]
+
+
 def test_moe_report_explains_the_flagged_ops(db: Path) -> None:
     rep = build_report(Store(db, read_only=True), 2, by="op")
     flagged = rep.rows[rep.rows["flag"] != ""]

@@ -614,10 +614,52 @@ def _header_lines(report: Report) -> list[str]:
 
 
 def _width() -> int:
-    """The terminal's width (``COLUMNS`` or the tty), at least 160 so a report table fits."""
+    """The terminal's width (``COLUMNS`` or the tty; 160 when output goes to a file or pipe)."""
     import shutil
 
-    return max(160, shutil.get_terminal_size((160, 24)).columns)
+    return max(40, shutil.get_terminal_size((160, 24)).columns)
+
+
+#: Report columns a narrow terminal drops first (one at a time, until the table fits): those
+#: another column implies or that matter least when reading a roofline table.
+_DROP_FIRST = (
+    *("µs at roof", "µs at peak", "disp.", "dispatches", "write MB", "model MB", "µs/call", "% peak", "% time"),
+    *("FLOP/B", "inv."),
+)
+#: The fewest characters a folding name column (kernel names) is given before columns are dropped.
+_MIN_NAME_WIDTH = 32
+
+
+def _fit_columns(
+    headers: list[str], lines: list[list[str]], width: int
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """Drop columns (:data:`_DROP_FIRST` order) until the table fits ``width`` characters.
+
+    Numbers are never folded across lines: a table too wide for the terminal loses whole columns
+    instead, and the caller names them. The name column counts as at most
+    :data:`_MIN_NAME_WIDTH` characters (it may fold); three characters separate columns (padding,
+    rule, padding).
+
+    Returns:
+        The headers and lines kept, and the dropped headers in the order dropped.
+    """
+
+    def needed(cols: list[int]) -> int:
+        total = 0
+        for j in cols:
+            w = max([len(headers[j])] + [len(line[j]) for line in lines])
+            total += min(w, _MIN_NAME_WIDTH) if j == 0 else w
+        return total + 3 * (len(cols) - 1)
+
+    keep = list(range(len(headers)))
+    dropped: list[str] = []
+    for name in _DROP_FIRST:
+        if needed(keep) <= width:
+            break
+        if name in headers and headers.index(name) in keep:
+            keep.remove(headers.index(name))
+            dropped.append(name)
+    return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped
 
 
 def _md_cell(text: str, code: bool) -> str:
@@ -684,6 +726,14 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
         if n_info:
             out.append(f"_({n_info} info note(s): rocroof runs --notes {report.run['run_id']})_")
         return "\n".join(out).rstrip() + "\n"
+    width = width or _width()
+    headers, lines, dropped = _fit_columns(headers, lines, width)
+    if dropped:
+        footer.insert(
+            0,
+            f"left out for a {width}-column terminal: {', '.join(dropped)} (a wider terminal, COLUMNS=160, "
+            "or --format markdown|csv|json shows every column)",
+        )
     table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
     for i, h in enumerate(headers):
         table.add_column(
@@ -694,7 +744,7 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
         )
     for cells in lines:
         table.add_row(*(Text(c) for c in cells))  # literal text: '[ref-5]' is not console markup
-    console = Console(file=io.StringIO(), width=width or _width(), force_terminal=False, color_system=None)
+    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
     for text in _header_lines(report):
         console.print(text, highlight=False, markup=False)
     console.print(table)
