@@ -9,13 +9,14 @@ CUDA activity table (GPU time per evaluation), not from rocroof.
 from __future__ import annotations
 
 import gzip
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 import yaml
 
-from rocroof.diff import diff_runs
+from rocroof.diff import diff_runs, render_diff
 from rocroof.store import Store
 from rocroof.sweep import load_sweep, run_sweep
 
@@ -86,6 +87,13 @@ def test_fusion_off_regroups_the_decode_graph_and_costs_gpu_time(db: tuple[Store
     assert t["us_per_eval_all_b"] == pytest.approx(ns_off / DECODE_TOKENS / 1e3, rel=1e-6)
     assert t["delta_pct_all"] == pytest.approx(100 * (ns_off / ns_on - 1), abs=1e-6)
     assert t["delta_pct_all"] > 10  # measured: dense +19%, MoE +41%
+    # the JSON output carries the same whole-graph totals, beside every node
+    doc = json.loads(render_diff(diff_runs(store, run[on], run[off]), "json", names=(on, off)))
+    assert (doc["run_a"], doc["run_b"], doc["name_a"]) == (run[on], run[off], on)
+    assert doc["total"]["us_per_eval_all_b"] == pytest.approx(ns_off / DECODE_TOKENS / 1e3, rel=1e-6)
+    assert doc["total"]["delta_pct_all"] == pytest.approx(100 * (ns_off / ns_on - 1), abs=1e-6)
+    assert len(doc["nodes"]) == ranges_on // DECODE_TOKENS + ranges_off // DECODE_TOKENS - doc["total"]["matched_nodes"]
+    assert sum(op["only_b"] for op in doc["by_op"]) == doc["total"]["only_in_b"]
 
 
 @pytest.mark.parametrize("case", ["dense-tiny-decode-fusion", "dense-tiny-decode-no-fusion", "moe-tiny-decode-fusion"])

@@ -946,7 +946,8 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
     type=click.Choice(FORMATS),
     default="markdown",
     show_default=True,
-    help="markdown pastes into a PR review; table for terminals; csv/json give every node.",
+    help="markdown pastes into a PR review; table for terminals; csv gives every node; json every node plus the "
+    "whole-graph totals and per-op rows.",
 )
 @click.option("--top", type=int, default=15, show_default=True, help="Largest node changes to list.")
 @click.option(

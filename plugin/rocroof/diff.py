@@ -21,6 +21,7 @@ is the figure for changes that regroup nodes, such as fusion on vs off.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -241,12 +242,27 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
     """The diff as Markdown (for a PR review comment), a terminal table, CSV or JSON.
 
     ``top`` limits the per-node table to the largest changes beyond noise (all rows in csv/json);
-    ``names`` describe runs A and B (source, labels) in the heading.
+    ``names`` describe runs A and B (source, labels) in the heading. CSV is the per-node table;
+    JSON is one object: ``run_a``, ``run_b``, ``name_a``, ``name_b``, ``total`` (the whole-graph
+    and matched-node totals of :attr:`Diff.total`: µs per graph evaluation, % change, verdict
+    counts, the noise thresholds), ``by_op``, ``nodes`` (every matched key) and ``notes``.
     """
-    from .report import render_frame
+    from .report import json_records, render_frame
 
-    if fmt in ("csv", "json"):
-        return render_frame(d.by_node, fmt)  # type: ignore[arg-type]
+    if fmt == "csv":
+        return render_frame(d.by_node, "csv")
+    if fmt == "json":
+        doc = {
+            "run_a": d.run_a,
+            "run_b": d.run_b,
+            "name_a": names[0],
+            "name_b": names[1],
+            "total": json_records(d.total)[0],
+            "by_op": json_records(d.by_op),
+            "nodes": json_records(d.by_node),
+            "notes": d.notes,
+        }
+        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
     md = fmt == "markdown"
     t = d.total.iloc[0]
     pct = "" if pd.isna(t["delta_pct"]) else f" ({t['delta_pct']:+.1f}%)"

@@ -302,12 +302,16 @@ def _unique_names(columns: list[Any]) -> list[str]:
     return out
 
 
-def _json_records(df: pd.DataFrame) -> str:
+def json_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """``df``'s rows as JSON-ready dicts: NaN/NULL -> None, numpy scalars -> Python, BLOB -> hex."""
     keys = _unique_names(list(df.columns))
-    records = [
+    return [
         {k: _json_value(v) for k, v in zip(keys, row, strict=True)} for row in df.itertuples(index=False, name=None)
     ]
-    return json.dumps(records, indent=2, allow_nan=False) + "\n"
+
+
+def _json_records(df: pd.DataFrame) -> str:
+    return json.dumps(json_records(df), indent=2, allow_nan=False) + "\n"
 
 
 def _num(v: Any, scale: float = 1.0, digits: int = 2) -> str:
