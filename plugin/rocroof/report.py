@@ -225,13 +225,14 @@ def _with_roofline(
     """Op or invocation rows with the model and roofline columns (rocroof.roofline)."""
     from .roofline import add_roofline_columns, compute_peaks, per_op_compute_peaks, per_op_sums
 
-    inv_cols = schema.op_invocation.c
-    shapes = store.frame(
-        sa.select(inv_cols.op_index, inv_cols.quant, inv_cols.m, inv_cols.n_experts).where(inv_cols.run_id == run_id)
-    )
+    def shapes() -> pd.DataFrame:
+        """What decides an invocation's compute units: weight type, batch, experts."""
+        c = schema.op_invocation.c
+        return store.frame(sa.select(c.op_index, c.quant, c.m, c.n_experts).where(c.run_id == run_id))
+
     arch = run.get("gpu_arch")
     if by == "invocation" and "op_index" in rows:
-        rows = rows.merge(shapes, on="op_index", how="left")
+        rows = rows.merge(shapes(), on="op_index", how="left")
         rows = rows.join(compute_peaks(rows, arch, ceilings))
     if by == "op":
         modelled = store.frame(sa.text("SELECT 1 AS one FROM op_model WHERE run_id = :rid LIMIT 1"), {"rid": run_id})
@@ -251,7 +252,7 @@ def _with_roofline(
         if len(inv):
             rows = rows.merge(per_op_sums(inv), on="op", how="left")
             if "op_index" in inv:
-                inv = inv.merge(shapes, on="op_index", how="left")
+                inv = inv.merge(shapes(), on="op_index", how="left")
             inv = inv.join(compute_peaks(inv, arch, ceilings))
             rows = rows.merge(per_op_compute_peaks(inv), on="op", how="left")
     if "dram_bytes" not in rows:
