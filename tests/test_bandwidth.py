@@ -70,6 +70,13 @@ def test_a_failing_driver_call_is_named_and_nothing_leaks() -> None:
     assert "cuDevicePrimaryCtxRelease_v2" in fake.calls and "cuMemcpyDtoD_v2" not in fake.calls
 
 
+def _probe(**values: str) -> str:
+    """A probe result as JSON text: 4,000 / 3,900 GB/s over 10 copies of 1 GiB, ``values`` replaced (JSON text)."""
+    fields = {"gbps_best": "4000", "gbps_median": "3900", "bytes_per_copy": str(1 << 30), "repeats": "10"}
+    fields.update(values)
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + ', "device": "NVIDIA H200"}'
+
+
 def test_written_result_reads_back_and_bad_files_are_one_line_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -85,8 +92,15 @@ def test_written_result_reads_back_and_bad_files_are_one_line_errors(
         ("{", "invalid JSON"),
         ("[]", "expected a JSON object"),
         ('{"gbps_best": 1}', "missing key"),
-        ('{"gbps_best": "x", "gbps_median": 1, "bytes_per_copy": 1, "repeats": 1, "device": "d"}', "wrong type"),
-        ('{"gbps_best": 0, "gbps_median": 1, "bytes_per_copy": 1, "repeats": 1, "device": "d"}', "positive"),
+        (_probe(gbps_best='"x"'), "gbps_best is 'x'; expected a positive number"),
+        (_probe(gbps_best="0"), "gbps_best is 0; expected a positive number"),
+        (_probe(gbps_best="true"), "gbps_best is True; expected a positive number"),
+        (_probe(gbps_best="Infinity"), "gbps_best is inf; expected a positive number"),
+        (_probe(gbps_median="-1"), "gbps_median is -1; expected a positive number"),
+        (_probe(repeats="0"), "repeats is 0; expected a positive number"),
+        (_probe(gbps_median="5000"), "gbps_median 5000 is above gbps_best 4000"),
+        (_probe(bytes_per_copy="1"), "bytes_per_copy 1 is under 268435456"),
+        (_probe(gbps_best="4194828280", gbps_median="4000"), "beyond any GPU memory"),
     ):
         bad.write_text(text)
         with pytest.raises(ParseError, match=expected):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,38 @@ def test_the_probe_is_the_runs_ceiling_and_percentages_use_it(tmp_path: Path) ->
     add = build_report(store, run_id, by="op").rows.set_index("op").loc["ADD"]
     achieved_gbps = (add["dram_read_bytes"] + add["dram_write_bytes"]) / add["duration_ns"]  # B/ns = GB/s
     assert add["pct_of_dram_peak"] == pytest.approx(100 * achieved_gbps / best, rel=1e-9)
+
+
+def _capture_with_probe(tmp_path: Path, **changes: object) -> Path:
+    """A copy of the capture whose probe result has ``changes`` (None removes the file)."""
+    copy = tmp_path / "cap"
+    shutil.copytree(CAPTURE, copy)
+    target = copy / "probe" / "bandwidth.json.gz"
+    if changes.get("remove"):
+        target.unlink()
+        return copy
+    target.write_bytes(gzip.compress(json.dumps({**probe(), **changes}).encode()))
+    return copy
+
+
+def _ceiling_and_notes(capture: Path) -> tuple[float, str, dict[str, str]]:
+    run = build_run(read_capture(capture))
+    return run.run["dram_peak_gbps"], run.run["dram_peak_source"], {n.code: n.message for n in run.notes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [
+        ({"device": "AMD Instinct MI300X"}, "probe-other-gpu"),  # measured on another GPU
+        ({"gbps_best": 6000.0, "gbps_median": 5900.0}, "measured-ceiling-implausible"),  # 1.25x the pins
+        ({"remove": True}, "probe-missing"),  # the manifest lists the probe, its result is gone
+    ],
+)
+def test_a_probe_result_that_cannot_be_this_gpus_falls_back_to_the_datasheet_with_a_warning(
+    tmp_path: Path, changes: dict[str, object], code: str
+) -> None:
+    gbps, source, notes = _ceiling_and_notes(_capture_with_probe(tmp_path, **changes))
+    # the derived H200 peak: 3.201 GHz x 2 (DDR) x 6016-bit bus / 8 (configs/peaks.yaml arithmetic)
+    assert gbps == pytest.approx(2 * 3.201e9 * 6016 / 8 / 1e9, abs=0.05)
+    assert "measured" not in source.split(":")[0]
+    assert code in notes, notes

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import statistics
 import sys
 from dataclasses import asdict, dataclass
@@ -34,6 +35,11 @@ from .errors import ProfilerFailed, RocroofError
 
 #: File name of the probe's result inside a capture.
 BANDWIDTH_FILE = "bandwidth.json"
+#: The smallest copy a probe result may use: a copy must dwarf the last-level cache to time DRAM;
+#: 256 MiB is 4x the H200's 60 MiB L2 (the probe runs on NVIDIA GPUs; its default is 1 GiB).
+MIN_PROBE_BYTES = 256 << 20
+#: No GPU memory is near this (HBM3e parts are at 8 TB/s); a larger probe value is a broken file.
+MAX_PLAUSIBLE_GBPS = 100_000.0
 DEFAULT_BYTES = 1 << 30
 DEFAULT_REPEATS = 10
 
@@ -172,8 +178,9 @@ def read_bandwidth(path: Path) -> CopyBandwidth:
     """A probe result written by ``python -m rocroof.bandwidth --out PATH``.
 
     Raises:
-        ParseError: not JSON, or not a probe result (the missing or bad key named), or a value
-            that is not positive.
+        ParseError: not JSON, or not a probe result (the missing or bad key named): a value that
+            is not a positive finite number, a median above the best, a copy under
+            :data:`MIN_PROBE_BYTES`, or a bandwidth beyond :data:`MAX_PLAUSIBLE_GBPS`.
     """
     from .errors import ParseError
     from .fileio import read_text
@@ -185,17 +192,29 @@ def read_bandwidth(path: Path) -> CopyBandwidth:
         raise ParseError(path, f"invalid JSON ({exc}); expected a rocroof bandwidth probe result") from exc
     if not isinstance(doc, dict):
         raise ParseError(path, "expected a JSON object (rocroof bandwidth probe result)")
-    try:
-        best, median = float(doc["gbps_best"]), float(doc["gbps_median"])
-        nbytes, repeats = int(doc["bytes_per_copy"]), int(doc["repeats"])
-        device, method = str(doc["device"]), str(doc.get("method", CopyBandwidth.method))
-    except KeyError as exc:
+    missing = [k for k in ("gbps_best", "gbps_median", "bytes_per_copy", "repeats", "device") if k not in doc]
+    if missing:
         expected = "gbps_best, gbps_median, bytes_per_copy, repeats, device"
-        raise ParseError(path, f"missing key {exc} (expected {expected})") from None
-    except (TypeError, ValueError) as exc:
-        raise ParseError(path, f"a value of the wrong type ({exc}); expected numbers and a device name") from exc
-    if not (best > 0 and median > 0 and nbytes > 0 and repeats > 0):
-        raise ParseError(path, f"probe values must be positive (gbps_best {best}, bytes_per_copy {nbytes})")
+        raise ParseError(path, f"missing key {missing[0]!r} (expected {expected})")
+    values: dict[str, float] = {}
+    for key in ("gbps_best", "gbps_median", "bytes_per_copy", "repeats"):
+        v = doc[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            raise ParseError(path, f"{key} is {v!r}; expected a positive number")
+        values[key] = float(v)
+    best, median = values["gbps_best"], values["gbps_median"]
+    if not float(values["bytes_per_copy"]).is_integer() or not float(values["repeats"]).is_integer():
+        raise ParseError(path, "bytes_per_copy and repeats must be whole numbers")
+    nbytes, repeats = int(values["bytes_per_copy"]), int(values["repeats"])
+    if median > best * (1 + 1e-9):
+        raise ParseError(path, f"gbps_median {median:g} is above gbps_best {best:g}; the best copy is the fastest")
+    if nbytes < MIN_PROBE_BYTES:
+        raise ParseError(
+            path, f"bytes_per_copy {nbytes} is under {MIN_PROBE_BYTES} (a copy that small measures caches, not DRAM)"
+        )
+    if best > MAX_PLAUSIBLE_GBPS:
+        raise ParseError(path, f"gbps_best {best:,.0f} GB/s is beyond any GPU memory ({MAX_PLAUSIBLE_GBPS:,.0f} GB/s)")
+    device, method = str(doc["device"]), str(doc.get("method", CopyBandwidth.method))
     return CopyBandwidth(best, median, nbytes, repeats, device, method)
 
 
@@ -206,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bytes", type=int, default=DEFAULT_BYTES, help="bytes per copy (default 1 GiB)")
     parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="timed copies (default 10)")
     args = parser.parse_args(argv)
+    if args.bytes < MIN_PROBE_BYTES or args.repeats < 1:
+        parser.error(f"--bytes must be at least {MIN_PROBE_BYTES} (to time DRAM, not caches), --repeats at least 1")
     try:
         result = measure_copy_bandwidth(args.bytes, args.repeats)
     except (RocroofError, ValueError) as exc:

@@ -27,6 +27,9 @@ from .peaks import find_peak
 from .records import AGENT_COLUMNS, Capture, Note, PassData, conform
 
 _LAYER_RE = re.compile(r"-(\d+)$")
+#: A measured DRAM ceiling (probe, roofline.csv, sysinfo) above the table's peak by more than this
+#: factor is a broken measurement: a copy cannot beat the pins (measured copies reach 80-95%).
+MEASURED_OVER_PEAK = 1.05
 
 
 @dataclass
@@ -418,8 +421,20 @@ def build_run(
         tdisp = dispatches[columns] if len(dispatches) else dispatches
     arch, name = _run_gpu(tdisp, agents)
     peak_gbps, peak_source = capture.dram_peak_gbps, capture.dram_peak_source
+    table_peak = find_peak("dram_gbps", name, arch)
+    if peak_gbps is not None and table_peak is not None and peak_gbps > MEASURED_OVER_PEAK * table_peak.value:
+        notes.append(
+            Note(
+                "warning",
+                "measured-ceiling-implausible",
+                f"the capture's measured DRAM ceiling {peak_gbps:,.1f} GB/s exceeds the GPU's peak "
+                f"{table_peak.value:,.1f} GB/s by more than {MEASURED_OVER_PEAK - 1:.0%}; the peak is used instead "
+                f"({peak_source})",
+            )
+        )
+        peak_gbps = None
     if peak_gbps is None:
-        peak = find_peak("dram_gbps", name, arch)
+        peak = table_peak
         if peak is not None:
             peak_gbps, peak_source = peak.value, peak.describe()
         else:

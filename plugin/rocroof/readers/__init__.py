@@ -478,7 +478,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
                     f"{root / label}: the capture's manifest lists this pass but it holds no {expected}; "
                     "the run failed or the file was removed"
                 )
-    peak_gbps, peak_source = _probe_ceiling(root, files, manifest, used, notes)
+    peak_gbps, peak_source = _probe_ceiling(root, files, manifest, used, notes, facts.get("gpu_name"))
     profiler = "+".join(n for n, have in (("ncu", ncu), ("nsys", nsys)) if have)
     if ncu and not nsys:
         notes.append(
@@ -502,14 +502,20 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
 
 
 def _probe_ceiling(
-    root: Path, files: list[Path], manifest: dict[str, object], used: list[Path], notes: list[Note]
+    root: Path,
+    files: list[Path],
+    manifest: dict[str, object],
+    used: list[Path],
+    notes: list[Note],
+    gpu_name: object = None,
 ) -> tuple[float | None, str | None]:
     """The measured DRAM ceiling of an NVIDIA capture: ``bandwidth.json`` of ``rocroof.bandwidth``.
 
     ``rocroof collect --profiler ncu`` writes it (``probe/bandwidth.json``; ``rocroof scrub --gzip``
     makes it ``bandwidth.json.gz``); its best copy bandwidth becomes the run's ceiling, ahead of
     ``configs/peaks.yaml``. A probe that the manifest records as failed gives a warning note and no
-    ceiling (the datasheet one applies).
+    ceiling (the datasheet one applies); so does a probe the manifest lists whose result is missing,
+    and a result measured on another GPU than the capture's (``gpu_name``).
 
     Returns:
         ``(GB/s, source)``, or ``(None, None)`` without a probe result.
@@ -534,9 +540,28 @@ def _probe_ceiling(
                         "the DRAM ceiling is the datasheet's",
                     )
                 )
+            elif isinstance(entry, dict) and entry.get("output"):
+                notes.append(
+                    Note(
+                        "warning",
+                        "probe-missing",
+                        f"the manifest lists a copy-bandwidth probe but {entry['output']} is not in the capture; "
+                        "the DRAM ceiling is the datasheet's",
+                    )
+                )
         return None, None
     probe = read_bandwidth(found[0])
     used.append(found[0])
+    if gpu_name and str(gpu_name).strip() and probe.device.strip() != str(gpu_name).strip():
+        notes.append(
+            Note(
+                "warning",
+                "probe-other-gpu",
+                f"{found[0]}: the probe measured {probe.device!r} but the capture ran on {gpu_name!r}; "
+                "its result is not used (the DRAM ceiling is the datasheet's)",
+            )
+        )
+        return None, None
     source = (
         f"measured: {probe.device} device-to-device copy, best of {probe.repeats} x "
         f"{probe.bytes_per_copy / 2**30:g} GiB (median {probe.gbps_median:,.0f} GB/s; rocroof bandwidth probe)"
