@@ -249,6 +249,25 @@ def test_loader_rejects_arithmetic_that_does_not_give_the_value(tmp_path: Path) 
         load_peaks(bad)
 
 
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("int8_matrix_tops: {value: -5, mark: verified, source: s}", "value is -5; a ceiling is a positive, finite"),
+        ("int8_matrix_tops: {value: 0, mark: verified, source: s}", "value is 0;"),
+        ("int8_matrix_tops: {value: .inf, mark: verified, source: s}", "value is inf;"),
+        ("int8_matrix_tops: {value: .nan, mark: verified, source: s}", "value is nan;"),
+        ("int8_matrix_tops: 1978.9", "int8_matrix_tops is 1978.9; expected a mapping"),
+        ("int8_matrix_tflops: {value: 1, mark: verified, source: s}", "int8_matrix_tflops: unknown key"),
+        ("int8_matrix_tops: {value: 1, mark: unverified, source: s}", "unverified without a 'reason'"),
+    ],
+)
+def test_loader_refuses_values_a_ceiling_cannot_have(tmp_path: Path, entry: str, expected: str) -> None:
+    bad = tmp_path / "peaks.yaml"
+    bad.write_text(f"gpus:\n  - name: X\n    {entry}\n")
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_peaks(bad)
+
+
 def test_evaluate_arithmetic_refuses_anything_but_numbers() -> None:
     assert evaluate_arithmetic("256 * 2**20") == 256 * MIB
     assert evaluate_arithmetic("-(1 + 2) / 4") == -0.75

@@ -15,7 +15,7 @@ import pandas as pd
 
 from .graph import build_edges, classify, critical_path, evaluation_members
 from .model import model_invocations
-from .peaks import Ceilings, find_ceilings
+from .peaks import MEASURED, Ceilings, find_ceilings, peaks_label
 from .records import Note, OpMetadata
 
 #: run_ceiling names written, in this order (attribute of :class:`~rocroof.peaks.Ceilings`).
@@ -64,7 +64,9 @@ def ceiling_rows(
                 if c is not None:
                     break
         if c is not None:
-            rows.append({"name": name, "value": float(c.value), "source": c.describe(), "mark": c.mark})
+            # a table value names its table (configs/peaks.yaml or ROCROOF_PEAKS), a measured one its file
+            origin = f"{peaks_label()}: " if c.mark != MEASURED else ""
+            rows.append({"name": name, "value": float(c.value), "source": origin + c.describe(), "mark": c.mark})
     return pd.DataFrame(rows, columns=["name", "value", "source", "mark"])
 
 

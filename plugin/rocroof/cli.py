@@ -785,7 +785,11 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str) -> None:
     explained), FLOP/B (arithmetic intensity on measured bytes), bound (memory or compute: the
     side of the roofline's ridge; latency: under 10% of the roof in calls under 20 µs, where
     launches, latency or too little parallelism limit it) and % roof (achieved as % of the
-    governing ceiling). Unknown values print as '?', with the bounds the counters allow.
+    governing ceiling: DRAM left of the ridge, right of it compute_peak in JSON/CSV, the INT8
+    matrix peak for matmuls on quantized weights, FP16/BF16 matrix for other matrix ops, FP32
+    otherwise; compute_peak_tflops is in TFLOP/s, TOP/s for INT8). Unknown values print as '?',
+    with the bounds the counters allow. Tables fit the terminal (COLUMNS): a narrow one leaves
+    out whole columns and names them.
 
     \b
     Examples:

@@ -33,6 +33,8 @@ from .errors import ConfigError
 
 #: Environment variable naming an alternative peaks file.
 PEAKS_ENV = "ROCROOF_PEAKS"
+#: How reports name the shipped table.
+SHIPPED_LABEL = "configs/peaks.yaml"
 #: Marks a value of the peaks table may carry.
 MARKS = ("verified", "derived", "unverified")
 #: Mark of a ceiling measured on the profiled machine (never used in the table itself).
@@ -78,6 +80,7 @@ class Peak:
         source: where it comes from.
         mark: ``verified``, ``derived`` or ``unverified``.
         matched_by: how the GPU was recognised (``product name`` or ``architecture default``).
+        table: the peaks table it comes from (:func:`peaks_label`).
     """
 
     gpu: str
@@ -85,10 +88,11 @@ class Peak:
     source: str
     mark: str
     matched_by: str
+    table: str = SHIPPED_LABEL
 
     def describe(self) -> str:
         """One line for reports: ``configs/peaks.yaml MI300X (derived, matched by product name): ...``."""
-        return f"configs/peaks.yaml {self.gpu} ({self.mark}, matched by {self.matched_by}): {self.source}"
+        return f"{self.table} {self.gpu} ({self.mark}, matched by {self.matched_by}): {self.source}"
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,13 @@ def peaks_path() -> Path:
     return Path(str(resources.files("rocroof") / "data" / "peaks.yaml"))
 
 
+def peaks_label(path: Path | None = None) -> str:
+    """How reports name the peaks table: ``configs/peaks.yaml`` for the shipped one, else its path."""
+    if path is None and not os.environ.get(PEAKS_ENV):
+        return SHIPPED_LABEL
+    return str(path or peaks_path())
+
+
 def evaluate_arithmetic(expr: str) -> float:
     """Evaluate plain arithmetic (numbers, ``+ - * / **``, parentheses) without ``eval``.
 
@@ -257,11 +268,19 @@ def evaluate_arithmetic(expr: str) -> float:
     return ev(tree)
 
 
+#: Keys of a GPU entry that are not ceilings.
+ENTRY_KEYS = ("name", "vendor", "gfx_arch", "aliases", "default_for_arch")
+
+
 def _check_value(path: Path, where: str, val: dict[str, Any]) -> None:
     if not isinstance(val.get("value"), int | float) or isinstance(val.get("value"), bool):
         raise ConfigError(f"{path}: {where} needs a numeric 'value', a 'source' and a mark in {MARKS}")
+    if not math.isfinite(val["value"]) or val["value"] <= 0:
+        raise ConfigError(f"{path}: {where}.value is {val['value']}; a ceiling is a positive, finite number")
     if val.get("mark") not in MARKS or not val.get("source"):
         raise ConfigError(f"{path}: {where} needs a numeric 'value', a 'source' and a mark in {MARKS}")
+    if val["mark"] == "unverified" and not str(val.get("reason") or "").strip():
+        raise ConfigError(f"{path}: {where} is marked unverified without a 'reason' saying why")
     arithmetic = val.get("arithmetic")
     if arithmetic is None:
         return
@@ -305,8 +324,16 @@ def load_peaks(path: Path | None = None) -> list[dict[str, Any]]:
         if not isinstance(gpu, dict) or not isinstance(gpu.get("name"), str):
             raise ConfigError(f"{path}: gpus[{i}] needs a 'name'")
         for key, val in gpu.items():
-            if isinstance(val, dict):
-                _check_value(path, f"gpus[{i}] ({gpu['name']}).{key}", val)
+            where = f"gpus[{i}] ({gpu['name']}).{key}"
+            if key in TABLE_KEYS:
+                if not isinstance(val, dict):
+                    raise ConfigError(f"{path}: {where} is {val!r}; expected a mapping with value, mark and source")
+                _check_value(path, where, val)
+            elif key not in ENTRY_KEYS:
+                raise ConfigError(
+                    f"{path}: {where}: unknown key (ceilings: {', '.join(TABLE_KEYS)}; "
+                    f"other keys: {', '.join(ENTRY_KEYS)})"
+                )
     return list(doc["gpus"])
 
 
@@ -351,7 +378,7 @@ def find_peak(key: str, product: str | None, arch: str | None, path: Path | None
     for gpu, how in _matches(load_peaks(path), product, arch):
         val = gpu.get(key)
         if isinstance(val, dict):
-            return Peak(gpu["name"], float(val["value"]), str(val["source"]), str(val["mark"]), how)
+            return Peak(gpu["name"], float(val["value"]), str(val["source"]), str(val["mark"]), how, peaks_label(path))
     return None
 
 

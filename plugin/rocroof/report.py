@@ -533,7 +533,21 @@ def _ceiling_line(report: Report) -> str | None:
         c = report.ceilings.get(key)
         if c and not _nan(c.get("value")):
             parts.append(f"{label} {float(c['value']):,.1f} {unit} ({c.get('mark') or '?'})")
-    return ("compute ceilings: " + ", ".join(parts) + " — configs/peaks.yaml") if parts else None
+    origins = _table_origins(report)
+    return (
+        ("compute ceilings: " + ", ".join(parts) + (f" — {', '.join(origins)}" if origins else "")) if parts else None
+    )
+
+
+def _table_origins(report: Report) -> list[str]:
+    """The peaks tables the run's compute ceilings come from (``configs/peaks.yaml``, a ROCROOF_PEAKS path)."""
+    found = set()
+    for key, _label, _unit in _COMPUTE_CEILINGS:
+        source = str((report.ceilings.get(key) or {}).get("source") or "")
+        head = source.split(": ", 1)[0] if ": " in source else ""
+        if head.endswith((".yaml", ".yml")):
+            found.add(head)
+    return sorted(found)
 
 
 def short_kernel_name(name: Any, width: int = 72) -> str:
@@ -939,7 +953,10 @@ def plot_ceilings(report: Report) -> Any:
             compute[f"{label} ({c.get('mark')})"] = float(c["value"])
     mark = report.ceilings.get("dram_gbps", {}).get("mark") or ""
     return PlotCeilings(
-        float(dram), compute, source="ceilings: configs/peaks.yaml (marks in parentheses)", dram_mark=str(mark)
+        float(dram),
+        compute,
+        source=f"ceilings: {', '.join(_table_origins(report)) or 'measured'} (marks in parentheses)",
+        dram_mark=str(mark),
     )
 
 

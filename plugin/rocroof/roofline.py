@@ -197,7 +197,7 @@ def _share(fraction: float) -> str:
 def per_op_compute_peaks(inv: pd.DataFrame, op_column: str = "op") -> pd.DataFrame:
     """Per op: one compute peak for invocations that may run on different units.
 
-    The peak is FLOP-weighted so that time at the peak adds up: Σ flops / Σ (flops_i / peak_i).
+    The peak is the FLOP-weighted harmonic mean, so that time at the peak adds up: Σ flops / Σ (flops_i / peak_i).
     ``inv`` carries ``flops`` and the columns of :func:`compute_peaks`.
 
     Returns:
