@@ -148,6 +148,22 @@ def test_a_narrow_terminal_drops_whole_columns_and_names_them(db: Path, width: i
         assert name in lines[header]
 
 
+def test_a_terminal_too_narrow_for_the_fewest_columns_gets_long_lines_not_cut_numbers(db: Path) -> None:
+    rep = build_report(Store(db, read_only=True), 1, by="op")
+    lines = render(rep, "table", width=50).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("ggml op"))
+    body = lines[header + 2 : header + 2 + len(rep.rows)]
+    assert [line.split()[0] for line in body] == list(rep.rows["op"])
+    assert f"{rep.rows['duration_ns'].iloc[0] / 1e3:,.2f}" in body[0]
+
+
+def test_runs_too_wide_for_the_terminal_print_one_block_per_run(db: Path) -> None:
+    result = CliRunner().invoke(cli, ["runs", "--db", str(db)], env={"COLUMNS": "60"})
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("-- row 1 --\n")
+    assert "       run: 1\n" in result.output and "dispatches: 784\n" in result.output  # not cut to '78'
+
+
 def test_moe_report_explains_the_flagged_ops(db: Path) -> None:
     rep = build_report(Store(db, read_only=True), 2, by="op")
     flagged = rep.rows[rep.rows["flag"] != ""]

@@ -651,7 +651,7 @@ _MIN_NAME_WIDTH = 32
 
 def _fit_columns(
     headers: list[str], lines: list[list[str]], width: int
-) -> tuple[list[str], list[list[str]], list[str]]:
+) -> tuple[list[str], list[list[str]], list[str], int]:
     """Drop columns (:data:`_DROP_FIRST` order) until the table fits ``width`` characters.
 
     Numbers are never folded across lines: a table too wide for the terminal loses whole columns
@@ -660,7 +660,8 @@ def _fit_columns(
     rule, padding).
 
     Returns:
-        The headers and lines kept, and the dropped headers in the order dropped.
+        The headers and lines kept, the dropped headers in the order dropped, and the width the
+        kept columns need (more than ``width`` when even the fewest columns do not fit).
     """
 
     def needed(cols: list[int]) -> int:
@@ -678,7 +679,7 @@ def _fit_columns(
         if name in headers and headers.index(name) in keep:
             keep.remove(headers.index(name))
             dropped.append(name)
-    return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped
+    return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped, needed(keep)
 
 
 def _md_cell(text: str, code: bool) -> str:
@@ -746,13 +747,14 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
             out.append(f"_({n_info} info note(s): rocroof runs --notes {report.run['run_id']})_")
         return "\n".join(out).rstrip() + "\n"
     width = width or _width()
-    headers, lines, dropped = _fit_columns(headers, lines, width)
+    headers, lines, dropped, needed = _fit_columns(headers, lines, width)
     if dropped:
         footer.insert(
             0,
-            f"left out for a {width}-column terminal: {', '.join(dropped)} (a wider terminal, COLUMNS=160, "
-            "or --format markdown|csv|json shows every column)",
+            f"left out for a {width}-column terminal: {', '.join(dropped)} (a wider terminal or --format "
+            "markdown|csv|json shows every column)",
         )
+    width = max(width, needed)  # narrower still: lines run long, but no number is cut
     table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
     for i, h in enumerate(headers):
         table.add_column(
@@ -888,7 +890,18 @@ def render_frame(
     if fmt == "csv":
         return str(df.to_csv(index=False))
     cells = [[("" if _nan(v) else str(v)) for v in rec] for rec in df.itertuples(index=False)]
-    if fmt == "table" and len(df.columns) > max_columns:
+    wrapping = None if wrap is None else set(wrap)
+    width = width or _width()
+
+    def too_wide() -> bool:
+        """Whole columns (those that may not wrap at full width, wrapping ones at 12+) exceed ``width``."""
+        total = 0
+        for j, c in enumerate(df.columns):
+            w = max([len(str(c))] + [len(r[j]) for r in cells])
+            total += min(w, 12) if wrapping is not None and c in wrapping else w
+        return total + 3 * (len(df.columns) - 1) > width
+
+    if fmt == "table" and (len(df.columns) > max_columns or (wrapping is not None and too_wide())):
         # too wide for columns: one block per record, "name: value" per line
         pad = max(len(str(c)) for c in df.columns)
         blocks = [
@@ -908,12 +921,11 @@ def render_frame(
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
         return "\n".join(out) + "\n"
     table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
-    wrapping = None if wrap is None else set(wrap)
     for c in df.columns:
         table.add_column(Text(str(c)), overflow="fold", no_wrap=wrapping is not None and c not in wrapping)
     for row in cells:
         table.add_row(*(Text(v) for v in row))  # literal text: '[ref-5]' is not console markup
-    console = Console(file=io.StringIO(), width=width or _width(), force_terminal=False, color_system=None)
+    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
     console.print(table)
     if not len(df):
         console.print("(no rows)", highlight=False, markup=False)
