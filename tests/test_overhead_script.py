@@ -51,3 +51,25 @@ def test_a_line_that_is_not_llama_bench_json_is_named(tmp_path: Path) -> None:
     (tmp_path / "m-hook-off.jsonl").write_text('{"n_prompt": 0, "avg_ts": 1}\nnot json\n')
     with pytest.raises(SystemExit, match=r"m-hook-off.jsonl:2: not a llama-bench JSONL row"):
         load_script().main([str(tmp_path)])
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"m-hook-off.jsonl": b'{"n_prompt": 0, "avg_ts": 0}\n'}, "avg_ts is 0; expected tokens/s above 0"),
+        ({"m-hook-off.jsonl": b"\xff\xfe"}, "cannot read it as llama-bench JSONL text"),
+        ({"m-hook-on.jsonl": b'{"n_prompt": 0, "avg_ts": 5}\n'}, "no model with both 'hook-off' runs"),
+        ({"m-hook-off.jsonl": b'{"n_prompt": 0, "avg_ts": 5}\n'}, "no model with both 'hook-off' runs"),
+    ],
+)
+def test_unusable_rounds_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, bytes], message: str
+) -> None:
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    try:
+        rc = load_script().main([str(tmp_path)])
+    except SystemExit as exc:
+        assert message in str(exc)
+        return
+    assert rc == 1 and message in capsys.readouterr().err

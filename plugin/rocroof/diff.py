@@ -222,9 +222,9 @@ def diff_runs(
                 "us_per_eval_all_b": all_b,
                 "delta_pct_all": 100 * (all_b - all_a) / all_a if all_a else np.nan,
                 "matched_nodes": len(both),
-                "us_per_eval_a": ta,
-                "us_per_eval_b": tb,
-                "delta_us": tb - ta,
+                "us_per_eval_a": ta if len(both) else np.nan,  # no node in both runs: unknown, not 0
+                "us_per_eval_b": tb if len(both) else np.nan,
+                "delta_us": tb - ta if len(both) else np.nan,
                 "delta_pct": 100 * (tb - ta) / ta if ta else np.nan,
                 "nodes_faster": int(both["verdict"].eq("faster").sum()),
                 "nodes_slower": int(both["verdict"].eq("slower").sum()),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import sys
@@ -23,17 +24,28 @@ from pathlib import Path
 
 
 def load(path: Path) -> dict[str, list[float]]:
-    """Tokens/s per test ("pp" or "tg") in round order, from one llama-bench JSONL file."""
+    """Tokens/s per test ("pp" or "tg") in round order, from one llama-bench JSONL file.
+
+    Raises:
+        SystemExit: a line that is not a llama-bench row, or tokens/s that is not a positive number.
+    """
     out: dict[str, list[float]] = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"{path}: cannot read it as llama-bench JSONL text ({exc})") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
             test = "pp" if row["n_prompt"] else "tg"
-            out.setdefault(test, []).append(float(row["avg_ts"]))
+            tokens_per_s = float(row["avg_ts"])
         except (ValueError, KeyError, TypeError) as exc:
             raise SystemExit(f"{path}:{n}: not a llama-bench JSONL row ({exc})") from None
+        if not math.isfinite(tokens_per_s) or tokens_per_s <= 0:
+            raise SystemExit(f"{path}:{n}: avg_ts is {row['avg_ts']!r}; expected tokens/s above 0")
+        out.setdefault(test, []).append(tokens_per_s)
     return out
 
 
@@ -49,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("bench_dir", type=Path)
     parser.add_argument("--base", default="hook-off", help="configuration the others are divided by")
     args = parser.parse_args(argv)
+    if not args.bench_dir.is_dir():
+        print(f"{args.bench_dir}: no such folder (expected one holding <model>-<config>.jsonl)", file=sys.stderr)
+        return 1
     files = sorted(args.bench_dir.glob("*.jsonl"))
     if not files:
         print(f"{args.bench_dir}: no *.jsonl files (expected <model>-<config>.jsonl)", file=sys.stderr)
@@ -59,8 +74,19 @@ def main(argv: list[str] | None = None) -> int:
         for known in ("hook-off", "hook-on", "no-option"):  # configuration names with a dash
             if f.stem.endswith("-" + known):
                 model, config = f.stem[: -len(known) - 1], known
+        if not model:
+            print(f"{f}: expected a name <model>-<config>.jsonl", file=sys.stderr)
+            return 1
         runs.setdefault(model, {})[config] = load(f)
+    if not any(args.base in configs and len(configs) > 1 for configs in runs.values()):
+        print(
+            f"{args.bench_dir}: no model with both {args.base!r} runs and another configuration "
+            f"(found: {', '.join(f'{m}: {sorted(c)}' for m, c in runs.items())})",
+            file=sys.stderr,
+        )
+        return 1
     rng = random.Random(1)
+    printed = 0
     print("| model | test | config | rounds | median ratio to " + args.base + " | 95% interval | faster in |")
     print("|---|---|---|---:|---:|---:|---:|")
     for model, configs in runs.items():
@@ -77,14 +103,25 @@ def main(argv: list[str] | None = None) -> int:
                 if not pairs:
                     continue
                 ratios = [a / b for a, b in pairs]
+                short = max(len(tests.get(test, [])), len(base.get(test, []))) - len(pairs)
+                if short:  # a round cut by the deadline: say so rather than drop it quietly
+                    print(f"{model} {test} {config}: {short} unpaired round(s) left out", file=sys.stderr)
+                printed += 1
                 lo, hi = median_interval(ratios, rng)
                 faster = sum(r > 1 for r in ratios)
                 print(
                     f"| {model} | {test} | {config} | {len(ratios)} | {statistics.median(ratios):.3f} "
                     f"| {lo:.3f}–{hi:.3f} | {faster}/{len(ratios)} |"
                 )
+    if not printed:
+        print(f"{args.bench_dir}: no test has rounds in both {args.base!r} and another configuration", file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except BrokenPipeError:  # piped into head: the reader has what it wanted
+        sys.stderr.close()
+        raise SystemExit(0) from None
