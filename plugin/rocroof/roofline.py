@@ -68,7 +68,9 @@ def _uses_mmq(quant: str, gpu_arch: str | None, tokens: float, n_experts: float)
 
     Follows ``ggml_cuda_should_use_mmq`` (ggml/src/ggml-cuda/mmq.cu, llama.cpp 0c1e570) for the
     GPUs in ``configs/peaks.yaml``; an unknown batch counts as large. MMVQ (batches up to 8)
-    also multiplies int8, with dot-product instructions.
+    also multiplies int8, with dot-product instructions on the vector units; rocroof still gives
+    it the INT8 matrix roof, which a matrix-vector product (about 2 FLOP per weight byte) never
+    reaches: it sits far left of the ridge, where DRAM governs.
     """
     from .dram import base_arch
 
