@@ -649,6 +649,19 @@ _DROP_FIRST = (
 _MIN_NAME_WIDTH = 32
 
 
+def _table_width(headers: list[str], rows: list[list[str]], cols: list[int], caps: dict[int, int]) -> int:
+    """Characters a rich SIMPLE_HEAVY table of columns ``cols`` needs on one line per row.
+
+    Each column is as wide as its widest cell or header, at most ``caps[j]`` for a column that may
+    fold; three characters separate columns (padding, rule, padding).
+    """
+    total = 0
+    for j in cols:
+        w = max([len(headers[j])] + [len(row[j]) for row in rows])
+        total += min(w, caps[j]) if j in caps else w
+    return total + 3 * (len(cols) - 1)
+
+
 def _fit_columns(
     headers: list[str], lines: list[list[str]], width: int
 ) -> tuple[list[str], list[list[str]], list[str], int]:
@@ -665,11 +678,7 @@ def _fit_columns(
     """
 
     def needed(cols: list[int]) -> int:
-        total = 0
-        for j in cols:
-            w = max([len(headers[j])] + [len(line[j]) for line in lines])
-            total += min(w, _MIN_NAME_WIDTH) if j == 0 else w
-        return total + 3 * (len(cols) - 1)
+        return _table_width(headers, lines, cols, {0: _MIN_NAME_WIDTH})
 
     keep = list(range(len(headers)))
     dropped: list[str] = []
@@ -893,15 +902,11 @@ def render_frame(
     wrapping = None if wrap is None else set(wrap)
     width = width or _width()
 
-    def too_wide() -> bool:
-        """Whole columns (those that may not wrap at full width, wrapping ones at 12+) exceed ``width``."""
-        total = 0
-        for j, c in enumerate(df.columns):
-            w = max([len(str(c))] + [len(r[j]) for r in cells])
-            total += min(w, 12) if wrapping is not None and c in wrapping else w
-        return total + 3 * (len(df.columns) - 1) > width
-
-    if fmt == "table" and (len(df.columns) > max_columns or (wrapping is not None and too_wide())):
+    names = [str(c) for c in df.columns]
+    # columns that may wrap count as 12 characters; the others must fit whole, or one block per record
+    caps = {j: 12 for j, c in enumerate(df.columns) if wrapping is not None and c in wrapping}
+    too_wide = _table_width(names, cells, list(range(len(names))), caps) > width
+    if fmt == "table" and (len(df.columns) > max_columns or (wrapping is not None and too_wide)):
         # too wide for columns: one block per record, "name: value" per line
         pad = max(len(str(c)) for c in df.columns)
         blocks = [
