@@ -43,8 +43,9 @@ class Diff:
 
     Attributes:
         run_a, run_b: the run ids (A = before, B = after).
-        by_node: one row per matched key (columns: op, node_name, n_a, n_b, mean_us_a, mean_us_b,
-            delta_us, delta_pct, read_mb_a, read_mb_b, verdict).
+        by_node: one row per matched key (columns: op, op_list, node_name, occurrence (the k-th node
+            of that name in a graph evaluation, 0-based), n_a, n_b, mean_us_a, mean_us_b, delta_us,
+            delta_pct, read_mb_a, read_mb_b, verdict).
         by_op: per op type: time per evaluation (sum of the node means), deltas, verdict counts.
         total: one row: total time per evaluation of the matched nodes, and unmatched counts.
         notes: one-line remarks (keys only in one run, missing shapes).
@@ -73,6 +74,12 @@ def _invocations(store: Store, run_id: int) -> pd.DataFrame:
         occurrence = df.groupby(["evaluation", "op_list", "node_name", "key_shapes"], dropna=False).cumcount()
         df["key_shapes"] = df["key_shapes"] + "#" + occurrence.astype(str)
     return df
+
+
+def _ordinal(n: int) -> str:
+    """``2nd``, ``3rd``, ``4th``..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _verdict(
@@ -156,6 +163,8 @@ def diff_runs(
     m["delta_us"] = m["mean_us_b"] - m["mean_us_a"]
     m["delta_pct"] = 100 * m["delta_us"] / m["mean_us_a"]
     m["verdict"] = m.apply(_verdict, axis=1, min_change=min_change, min_change_us=min_change_us)
+    # the k-th node of that name in a graph evaluation (0 = first): llama.cpp names two norms norm-0
+    m["occurrence"] = pd.to_numeric(m["key_shapes"].str.rsplit("#", n=1).str[1], errors="coerce").fillna(0).astype(int)
     only_a, only_b = int((m["n_b"] == 0).sum()), int((m["n_a"] == 0).sum())
     if only_a or only_b:
         notes.append(
@@ -167,6 +176,7 @@ def diff_runs(
                 "op",
                 "op_list",
                 "node_name",
+                "occurrence",
                 "n_a",
                 "n_b",
                 "mean_us_a",
@@ -324,7 +334,14 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
             "only_b": "only B",
         }
     )
-    nodes = cells(changed.drop(columns=["op_list"]).head(top)).rename(
+    shown = changed.head(top).copy()
+    second = shown["occurrence"] > 0  # norm-0 (2nd): the second node of that name in a graph evaluation
+    shown["node_name"] = (
+        shown["node_name"]
+        .astype(str)
+        .where(~second, shown["node_name"].astype(str) + " (" + (shown["occurrence"] + 1).map(_ordinal) + ")")
+    )
+    nodes = cells(shown.drop(columns=["op_list", "occurrence"])).rename(
         columns={
             "node_name": "node",
             "n_a": "n A",
