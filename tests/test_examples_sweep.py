@@ -94,8 +94,9 @@ def test_fusion_off_regroups_the_decode_graph_and_costs_gpu_time(db: tuple[Store
     assert doc["total"]["delta_pct_all"] == pytest.approx(100 * (ns_off / ns_on - 1), abs=1e-6)
     assert len(doc["nodes"]) == ranges_on // DECODE_TOKENS + ranges_off // DECODE_TOKENS - doc["total"]["matched_nodes"]
     assert sum(op["only_b"] for op in doc["by_op"]) == doc["total"]["only_in_b"]
-    # llama.cpp names both norms of a layer norm-N: the occurrence tells the two nodes apart
-    keys = [(n["op_list"], n["node_name"], n["occurrence"]) for n in doc["nodes"]]
+    # llama.cpp names both norms of a layer norm-N (and qwen3's q/k norms too, with other shapes):
+    # shapes and occurrence tell the nodes apart
+    keys = [(n["op_list"], n["node_name"], n["shapes"], n["occurrence"]) for n in doc["nodes"]]
     assert len(set(keys)) == len(keys)
     assert {n["occurrence"] for n in doc["nodes"] if n["node_name"] == "norm-0"} == {0, 1}
 

@@ -44,8 +44,8 @@ class Diff:
     Attributes:
         run_a, run_b: the run ids (A = before, B = after).
         by_node: one row per matched key (columns: op, op_list, node_name, occurrence (the k-th node
-            of that name in a graph evaluation, 0-based), n_a, n_b, mean_us_a, mean_us_b, delta_us,
-            delta_pct, read_mb_a, read_mb_b, verdict).
+            of that name and shapes in a graph evaluation, 0-based), shapes (output ne | sources' ne),
+            n_a, n_b, mean_us_a, mean_us_b, delta_us, delta_pct, read_mb_a, read_mb_b, verdict).
         by_op: per op type: time per evaluation (sum of the node means), deltas, verdict counts.
         total: one row: total time per evaluation of the matched nodes, and unmatched counts.
         notes: one-line remarks (keys only in one run, missing shapes).
@@ -164,7 +164,9 @@ def diff_runs(
     m["delta_pct"] = 100 * m["delta_us"] / m["mean_us_a"]
     m["verdict"] = m.apply(_verdict, axis=1, min_change=min_change, min_change_us=min_change_us)
     # the k-th node of that name in a graph evaluation (0 = first): llama.cpp names two norms norm-0
-    m["occurrence"] = pd.to_numeric(m["key_shapes"].str.rsplit("#", n=1).str[1], errors="coerce").fillna(0).astype(int)
+    split = m["key_shapes"].str.rsplit("#", n=1)
+    m["occurrence"] = pd.to_numeric(split.str[1], errors="coerce").fillna(0).astype(int)
+    m["shapes"] = split.str[0]  # output ne | sources' ne (JSON): one name can head nodes of other shapes
     only_a, only_b = int((m["n_b"] == 0).sum()), int((m["n_a"] == 0).sum())
     if only_a or only_b:
         notes.append(
@@ -177,6 +179,7 @@ def diff_runs(
                 "op_list",
                 "node_name",
                 "occurrence",
+                "shapes",
                 "n_a",
                 "n_b",
                 "mean_us_a",
@@ -341,7 +344,7 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
         .astype(str)
         .where(~second, shown["node_name"].astype(str) + " (" + (shown["occurrence"] + 1).map(_ordinal) + ")")
     )
-    nodes = cells(shown.drop(columns=["op_list", "occurrence"])).rename(
+    nodes = cells(shown.drop(columns=["op_list", "occurrence", "shapes"])).rename(
         columns={
             "node_name": "node",
             "n_a": "n A",
