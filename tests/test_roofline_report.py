@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -295,3 +296,22 @@ def test_int8_peak_governs_quantized_matmuls_and_mixed_ops_add_their_time() -> N
     assert out["bound"][0] == "compute"
     assert out["pct_of_ceiling"][0] == pytest.approx(75.0)
     assert out["time_at_roof_ns"][0] == pytest.approx(1.5e9 / 2000e3)  # TOP/s = 1e3 op/ns
+
+
+def test_without_a_dram_ceiling_ops_with_flops_are_not_called_memory_bound() -> None:
+    rows = pd.DataFrame(
+        {
+            "op": ["MUL_MAT", "GET_ROWS"],
+            "arithmetic_intensity": [66.8, None],
+            "flops": [1e9, 0.0],
+            "duration_ns": [1000.0, 1000.0],
+            "achieved_gbps": [15.0, 480.0],
+            "share_of_time_pct": [50.0, 50.0],
+        }
+    )
+    out = add_roofline_columns(rows, {}, {"fp16_matrix_tflops": 1000.0})
+    assert pd.isna(out["bound"][0])  # 66.8 FLOP/B: which side of a ridge nobody knows
+    assert out["bound"][1] == "memory"  # a gather only moves bytes
+    assert np.isnan(out["pct_of_ceiling"][0])
+    unknown = compute_peaks(pd.DataFrame({"op": ["MUL_MAT"], "quant": ["q8_0"], "m": [512]}), "sm_90", {})
+    assert unknown["compute_peak"][0] == "INT8 matrix (peak unknown)"

@@ -171,9 +171,11 @@ def compute_peaks(
         ct = compute_type(str(op), str(quant) or None, gpu_arch, _f(m), _f(experts))
         ceiling, label = COMPUTE_PEAKS[ct]
         value = _f(ceilings.get(ceiling))
-        if not np.isfinite(value) and ct in ("int8", "bf16"):
+        if not np.isfinite(value) and ct in ("int8", "bf16") and np.isfinite(_f(ceilings.get("fp16_matrix_tflops"))):
             value = _f(ceilings.get("fp16_matrix_tflops"))
             label = f"FP16 matrix ({label.split()[0]} peak unknown)"
+        elif not np.isfinite(value):
+            label = f"{label} (peak unknown)"
         decided[tuple(_nan_key(v) for v in key)] = (ct, value, label)
     chosen = [decided[tuple(_nan_key(v) for v in key)] for key in keys.itertuples(index=False, name=None)]
     types = [c[0] for c in chosen]
@@ -318,7 +320,9 @@ def add_roofline_columns(
             governing.append("DRAM bandwidth" if np.isfinite(bw) else None)
             attainable.append(np.nan)
             pct.append(100.0 * gbps / bw if np.isfinite(gbps) and np.isfinite(bw) and bw > 0 else np.nan)
-            bound.append("memory" if np.isfinite(gbps) else None)
+            # without FLOPs an op only moves bytes: memory-bound; with FLOPs but no DRAM roof: unknown
+            no_flops = not (np.isfinite(flops) and flops > 0)
+            bound.append("memory" if np.isfinite(gbps) and (no_flops or np.isfinite(bw)) else None)
     out["governing_ceiling"] = governing
     out["attainable_tflops"] = attainable
     out["pct_of_ceiling"] = pct
