@@ -144,18 +144,21 @@ def test_a_narrow_terminal_drops_whole_columns_and_names_them(db: Path, width: i
     time_us = f"{rep.rows['duration_ns'].iloc[0] / 1e3:,.2f}"
     assert time_us in body[0]
     dropped = next(line for line in lines if line.startswith("left out for a"))
-    assert f"left out for a {width}-column terminal: µs at roof, disp." in dropped
+    assert f"left out for a terminal of {width} columns: µs at roof, disp." in dropped
     for name in ("meas/model", "bound", "% roof"):  # the roofline verdict stays
         assert name in lines[header]
 
 
-def test_a_terminal_too_narrow_for_the_fewest_columns_gets_long_lines_not_cut_numbers(db: Path) -> None:
+def test_a_terminal_too_narrow_for_the_fewest_columns_gets_one_block_per_row(db: Path) -> None:
     rep = build_report(Store(db, read_only=True), 1, by="op")
-    lines = render(rep, "table", width=50).splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("ggml op"))
-    body = lines[header + 2 : header + 2 + len(rep.rows)]
-    assert [line.split()[0] for line in body] == list(rep.rows["op"])
-    assert f"{rep.rows['duration_ns'].iloc[0] / 1e3:,.2f}" in body[0]
+    text = render(rep, "table", width=50)
+    assert max(len(line) for line in text.splitlines()) <= 50
+    blocks = text.split("-- row ")[1:]
+    assert len(blocks) == len(rep.rows)
+    first = blocks[0].splitlines()
+    assert first[1].split(": ") == ["   ggml op", rep.rows["op"].iloc[0]]
+    assert f"time µs: {rep.rows['duration_ns'].iloc[0] / 1e3:,.2f}" in blocks[0]  # whole, on one line
+    assert "µs at roof: " in blocks[0]  # every column, nothing left out
 
 
 def test_runs_too_wide_for_the_terminal_print_one_block_per_run(db: Path) -> None:

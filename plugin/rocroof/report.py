@@ -645,8 +645,9 @@ _DROP_FIRST = (
     *("µs at roof", "µs at peak", "disp.", "dispatches", "write MB", "model MB", "µs/call", "% peak", "% time"),
     *("FLOP/B", "inv."),
 )
-#: The fewest characters a folding name column (kernel names) is given before columns are dropped.
-_MIN_NAME_WIDTH = 32
+#: Report columns that may fold onto several lines (long names), with the fewest characters each
+#: is given before columns are dropped; every other cell stays whole.
+_FOLDING_COLUMNS = {"kernel": 24, "op invocation": 28, "op": 16}
 
 
 def _table_width(headers: list[str], rows: list[list[str]], cols: list[int], caps: dict[int, int]) -> int:
@@ -668,17 +669,17 @@ def _fit_columns(
     """Drop columns (:data:`_DROP_FIRST` order) until the table fits ``width`` characters.
 
     Numbers are never folded across lines: a table too wide for the terminal loses whole columns
-    instead, and the caller names them. The name column counts as at most
-    :data:`_MIN_NAME_WIDTH` characters (it may fold); three characters separate columns (padding,
-    rule, padding).
+    instead, and the caller names them. A name column of :data:`_FOLDING_COLUMNS` counts as its
+    minimum there (it folds); three characters separate columns (padding, rule, padding).
 
     Returns:
         The headers and lines kept, the dropped headers in the order dropped, and the width the
         kept columns need (more than ``width`` when even the fewest columns do not fit).
     """
+    caps = {j: _FOLDING_COLUMNS[h] for j, h in enumerate(headers) if h in _FOLDING_COLUMNS}
 
     def needed(cols: list[int]) -> int:
-        return _table_width(headers, lines, cols, {0: _MIN_NAME_WIDTH})
+        return _table_width(headers, lines, cols, caps)
 
     keep = list(range(len(headers)))
     dropped: list[str] = []
@@ -756,28 +757,35 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
             out.append(f"_({n_info} info note(s): rocroof runs --notes {report.run['run_id']})_")
         return "\n".join(out).rstrip() + "\n"
     width = width or _width()
+    all_headers, all_lines = headers, lines
     headers, lines, dropped, needed = _fit_columns(headers, lines, width)
-    if dropped:
-        footer.insert(
-            0,
-            f"left out for a {width}-column terminal: {', '.join(dropped)} (a wider terminal or --format "
-            "markdown|csv|json shows every column)",
-        )
-    width = max(width, needed)  # narrower still: lines run long, but no number is cut
-    table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
-    for i, h in enumerate(headers):
-        table.add_column(
-            h,
-            justify="left" if i == 0 or h in _TEXT_COLUMNS else "right",
-            overflow="fold",
-            no_wrap=i == 0 and report.by == "op",  # op names stay whole (grep-able)
-        )
-    for cells in lines:
-        table.add_row(*(Text(c) for c in cells))  # literal text: '[ref-5]' is not console markup
     console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
     for text in _header_lines(report):
         console.print(text, highlight=False, markup=False)
-    console.print(table)
+    if needed > width:  # not even the fewest columns fit: one block per row, every value whole
+        pad = max(len(h) for h in all_headers)
+        for i, cells in enumerate(all_lines):
+            console.print(f"-- row {i + 1} --", highlight=False, markup=False)
+            for h, c in zip(all_headers, cells, strict=True):
+                console.print(f"{h.rjust(pad)}: {c}", highlight=False, markup=False)
+    else:
+        if dropped:
+            footer.insert(
+                0,
+                f"left out for a terminal of {width} columns: {', '.join(dropped)} (a wider terminal or "
+                "--format markdown|csv|json shows every column)",
+            )
+        table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
+        for i, h in enumerate(headers):
+            table.add_column(
+                h,
+                justify="left" if i == 0 or h in _TEXT_COLUMNS else "right",
+                overflow="fold",
+                no_wrap=h not in _FOLDING_COLUMNS,  # numbers and op names stay whole; long names fold
+            )
+        for cells in lines:
+            table.add_row(*(Text(c) for c in cells))  # literal text: '[ref-5]' is not console markup
+        console.print(table)
     for f in footer:
         console.print(f, highlight=False, markup=False)
     for n in report.notes:
