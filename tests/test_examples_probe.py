@@ -74,6 +74,8 @@ def _ceiling_and_notes(capture: Path) -> tuple[float, str, dict[str, str]]:
         ({"device": "AMD Instinct MI300X"}, "probe-other-gpu"),  # measured on another GPU
         ({"gbps_best": 6000.0, "gbps_median": 5900.0}, "measured-ceiling-implausible"),  # 1.25x the pins
         ({"remove": True}, "probe-missing"),  # the manifest lists the probe, its result is gone
+        ({"gbps_best": 50.0, "gbps_median": 49.0}, "measured-ceiling-implausible"),  # 1% of the pins
+        ({"bytes_per_copy": 4096}, "probe-too-small"),  # 4 KiB copies time the caches
     ],
 )
 def test_a_probe_result_that_cannot_be_this_gpus_falls_back_to_the_datasheet_with_a_warning(

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..bandwidth import BANDWIDTH_FILE, read_bandwidth
+from ..bandwidth import BANDWIDTH_FILE, MIN_PROBE_BYTES, read_bandwidth
 from ..errors import InputError, ParseError
 from ..fileio import logical_name, read_text
 from ..markers import file_has_fused_lines, read_fused_log
@@ -537,7 +537,7 @@ def _probe_ceiling(
                         "warning",
                         "probe-failed",
                         f"the copy-bandwidth probe failed ({lines[-1] if lines else 'no reason recorded'}); "
-                        "the DRAM ceiling is the datasheet's",
+                        "the DRAM ceiling is the peaks table's",
                     )
                 )
             elif isinstance(entry, dict) and entry.get("output"):
@@ -546,19 +546,29 @@ def _probe_ceiling(
                         "warning",
                         "probe-missing",
                         f"the manifest lists a copy-bandwidth probe but {entry['output']} is not in the capture; "
-                        "the DRAM ceiling is the datasheet's",
+                        "the DRAM ceiling is the peaks table's",
                     )
                 )
         return None, None
     probe = read_bandwidth(found[0])
     used.append(found[0])
+    if probe.bytes_per_copy < MIN_PROBE_BYTES:
+        notes.append(
+            Note(
+                "warning",
+                "probe-too-small",
+                f"{found[0]}: the probe copied {probe.bytes_per_copy:,} bytes, under {MIN_PROBE_BYTES:,} (a copy that "
+                "small times caches, not DRAM); its result is not used (the DRAM ceiling is the peaks table's)",
+            )
+        )
+        return None, None
     if gpu_name and str(gpu_name).strip() and probe.device.strip() != str(gpu_name).strip():
         notes.append(
             Note(
                 "warning",
                 "probe-other-gpu",
                 f"{found[0]}: the probe measured {probe.device!r} but the capture ran on {gpu_name!r}; "
-                "its result is not used (the DRAM ceiling is the datasheet's)",
+                "its result is not used (the DRAM ceiling is the peaks table's)",
             )
         )
         return None, None
