@@ -259,12 +259,24 @@ def test_loader_rejects_arithmetic_that_does_not_give_the_value(tmp_path: Path) 
         ("int8_matrix_tops: 1978.9", "int8_matrix_tops is 1978.9; expected a mapping"),
         ("int8_matrix_tflops: {value: 1, mark: verified, source: s}", "int8_matrix_tflops: unknown key"),
         ("int8_matrix_tops: {value: 1, mark: unverified, source: s}", "unverified without a 'reason'"),
+        ("dram_gbps: {value: 1, mark: derived, source: s, arithmetc: '1'}", "dram_gbps.arithmetc: unknown key"),
+        ("compute_units: {value: 131.5, mark: verified, source: s}", "value is 131.5; expected a whole number"),
     ],
 )
 def test_loader_refuses_values_a_ceiling_cannot_have(tmp_path: Path, entry: str, expected: str) -> None:
     bad = tmp_path / "peaks.yaml"
     bad.write_text(f"gpus:\n  - name: X\n    {entry}\n")
     with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_peaks(bad)
+
+
+def test_loader_refuses_unknown_top_level_keys_and_gpus_listed_twice(tmp_path: Path) -> None:
+    bad = tmp_path / "peaks.yaml"
+    bad.write_text("gpu: []\ngpus: []\n")
+    with pytest.raises(ConfigError, match="gpu: unknown top-level key"):
+        load_peaks(bad)
+    bad.write_text("gpus:\n  - name: X\n  - name: X\n")
+    with pytest.raises(ConfigError, match=r"gpus\[1\]: 'X' is listed twice \(also gpus\[0\]\)"):
         load_peaks(bad)
 
 

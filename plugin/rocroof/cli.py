@@ -860,7 +860,10 @@ def plot(db: str, run_spec: str, out: Path | None) -> None:
     points = roofline_points(rep)
     ceilings = plot_ceilings(rep)
     if ceilings is None:
-        raise _InputError(f"run {rid}: no DRAM ceiling known for its GPU; add it to configs/peaks.yaml")
+        raise _InputError(
+            f"run {rid}: no DRAM ceiling known for its GPU; add it to configs/peaks.yaml (or a ROCROOF_PEAKS "
+            "table), then re-ingest the capture with rocroof ingest --replace"
+        )
     if not len(points) or not (points["flops_per_s"] > 0).any():
         raise _InputError(
             f"run {rid}: no modelled FLOPs (the run has no op metadata); collect with the llama.cpp hook's sidecar "

@@ -222,7 +222,7 @@ def peaks_label(path: Path | None = None) -> str:
     """How reports name the peaks table: ``configs/peaks.yaml`` for the shipped one, else its path."""
     if path is None and not os.environ.get(PEAKS_ENV):
         return SHIPPED_LABEL
-    return str(path or peaks_path())
+    return str((path or peaks_path()).absolute())  # a relative ROCROOF_PEAKS means nothing elsewhere
 
 
 def evaluate_arithmetic(expr: str) -> float:
@@ -272,7 +272,16 @@ def evaluate_arithmetic(expr: str) -> float:
 ENTRY_KEYS = ("name", "vendor", "gfx_arch", "aliases", "default_for_arch")
 
 
+#: Keys a ceiling's mapping may have.
+VALUE_KEYS = ("value", "mark", "source", "arithmetic", "reason", "level", "note")
+#: Top-level keys of the table.
+TOP_KEYS = ("version", "fp32_vector_convention", "gpus")
+
+
 def _check_value(path: Path, where: str, val: dict[str, Any]) -> None:
+    unknown = [k for k in val if k not in VALUE_KEYS]
+    if unknown:
+        raise ConfigError(f"{path}: {where}.{unknown[0]}: unknown key (expected {', '.join(VALUE_KEYS)})")
     if not isinstance(val.get("value"), int | float) or isinstance(val.get("value"), bool):
         raise ConfigError(f"{path}: {where} needs a numeric 'value', a 'source' and a mark in {MARKS}")
     if not math.isfinite(val["value"]) or val["value"] <= 0:
@@ -281,6 +290,9 @@ def _check_value(path: Path, where: str, val: dict[str, Any]) -> None:
         raise ConfigError(f"{path}: {where} needs a numeric 'value', a 'source' and a mark in {MARKS}")
     if val["mark"] == "unverified" and not str(val.get("reason") or "").strip():
         raise ConfigError(f"{path}: {where} is marked unverified without a 'reason' saying why")
+    key = where.rsplit(".", 1)[-1]
+    if (key.endswith("_bytes") or key == "compute_units") and not float(val["value"]).is_integer():
+        raise ConfigError(f"{path}: {where}.value is {val['value']}; expected a whole number")
     arithmetic = val.get("arithmetic")
     if arithmetic is None:
         return
@@ -320,9 +332,16 @@ def load_peaks(path: Path | None = None) -> list[dict[str, Any]]:
         raise ConfigError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), list):
         raise ConfigError(f"{path}: expected a mapping with a 'gpus' list")
+    unknown = [k for k in doc if k not in TOP_KEYS]
+    if unknown:
+        raise ConfigError(f"{path}: {unknown[0]}: unknown top-level key (expected {', '.join(TOP_KEYS)})")
+    seen: dict[str, int] = {}
     for i, gpu in enumerate(doc["gpus"]):
         if not isinstance(gpu, dict) or not isinstance(gpu.get("name"), str):
             raise ConfigError(f"{path}: gpus[{i}] needs a 'name'")
+        if gpu["name"] in seen:
+            raise ConfigError(f"{path}: gpus[{i}]: {gpu['name']!r} is listed twice (also gpus[{seen[gpu['name']]}])")
+        seen[gpu["name"]] = i
         for key, val in gpu.items():
             where = f"gpus[{i}] ({gpu['name']}).{key}"
             if key in TABLE_KEYS:
