@@ -49,7 +49,7 @@ def test_ratios_are_paired_by_round(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_a_line_that_is_not_llama_bench_json_is_named(tmp_path: Path) -> None:
     (tmp_path / "m-hook-off.jsonl").write_text('{"n_prompt": 0, "avg_ts": 1}\nnot json\n')
-    with pytest.raises(SystemExit, match=r"m-hook-off.jsonl:2: not a llama-bench JSONL row"):
+    with pytest.raises(SystemExit, match=r"m-hook-off.jsonl:2: not JSON"):
         load_script().main([str(tmp_path)])
 
 
@@ -58,6 +58,9 @@ def test_a_line_that_is_not_llama_bench_json_is_named(tmp_path: Path) -> None:
     [
         ({"m-hook-off.jsonl": b'{"n_prompt": 0, "avg_ts": 0}\n'}, "avg_ts is 0; expected tokens/s above 0"),
         ({"m-hook-off.jsonl": b"\xff\xfe"}, "cannot read it as llama-bench JSONL text"),
+        ({"m-hook-off.jsonl": b'{"n_prompt": 0, "avg_ts": true}\n'}, "avg_ts is True; expected tokens/s above 0"),
+        ({"m-hook-off.jsonl": b'{"n_prompt": "0", "avg_ts": 5}\n'}, "n_prompt is '0'; expected a token count"),
+        ({"m-hook-off.jsonl": b"[1]\n"}, "expected a llama-bench JSON object, not list"),
         ({"m-hook-on.jsonl": b'{"n_prompt": 0, "avg_ts": 5}\n'}, "no model with both 'hook-off' runs"),
         ({"m-hook-off.jsonl": b'{"n_prompt": 0, "avg_ts": 5}\n'}, "no model with both 'hook-off' runs"),
     ],

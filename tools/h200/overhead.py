@@ -39,14 +39,22 @@ def load(path: Path) -> dict[str, list[float]]:
             continue
         try:
             row = json.loads(line)
-            test = "pp" if row["n_prompt"] else "tg"
-            tokens_per_s = float(row["avg_ts"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SystemExit(f"{path}:{n}: not a llama-bench JSONL row ({exc})") from None
-        if not math.isfinite(tokens_per_s) or tokens_per_s <= 0:
-            raise SystemExit(f"{path}:{n}: avg_ts is {row['avg_ts']!r}; expected tokens/s above 0")
-        out.setdefault(test, []).append(tokens_per_s)
+        except ValueError as exc:
+            raise SystemExit(f"{path}:{n}: not JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise SystemExit(f"{path}:{n}: expected a llama-bench JSON object, not {type(row).__name__}")
+        prompt, tokens_per_s = row.get("n_prompt"), row.get("avg_ts")
+        if not _count(prompt):
+            raise SystemExit(f"{path}:{n}: n_prompt is {prompt!r}; expected a token count (0 for generation)")
+        if not _count(tokens_per_s) or not math.isfinite(tokens_per_s) or tokens_per_s <= 0:
+            raise SystemExit(f"{path}:{n}: avg_ts is {tokens_per_s!r}; expected tokens/s above 0")
+        out.setdefault("pp" if prompt else "tg", []).append(float(tokens_per_s))
     return out
+
+
+def _count(value: object) -> bool:
+    """A JSON number that is not a boolean (``true`` is 1 to Python)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def median_interval(ratios: list[float], rng: random.Random, resamples: int = 4000) -> tuple[float, float]:
@@ -62,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", default="hook-off", help="configuration the others are divided by")
     args = parser.parse_args(argv)
     if not args.bench_dir.is_dir():
-        print(f"{args.bench_dir}: no such folder (expected one holding <model>-<config>.jsonl)", file=sys.stderr)
+        what = "not a folder" if args.bench_dir.exists() else "no such folder"
+        print(f"{args.bench_dir}: {what} (expected one holding <model>-<config>.jsonl)", file=sys.stderr)
         return 1
     files = sorted(args.bench_dir.glob("*.jsonl"))
     if not files:
@@ -86,9 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     rng = random.Random(1)
-    printed = 0
-    print("| model | test | config | rounds | median ratio to " + args.base + " | 95% interval | faster in |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    table: list[str] = []
     for model, configs in runs.items():
         if args.base not in configs:
             print(f"{model}: no {args.base} runs", file=sys.stderr)
@@ -106,16 +113,18 @@ def main(argv: list[str] | None = None) -> int:
                 short = max(len(tests.get(test, [])), len(base.get(test, []))) - len(pairs)
                 if short:  # a round cut by the deadline: say so rather than drop it quietly
                     print(f"{model} {test} {config}: {short} unpaired round(s) left out", file=sys.stderr)
-                printed += 1
                 lo, hi = median_interval(ratios, rng)
                 faster = sum(r > 1 for r in ratios)
-                print(
+                table.append(
                     f"| {model} | {test} | {config} | {len(ratios)} | {statistics.median(ratios):.3f} "
                     f"| {lo:.3f}–{hi:.3f} | {faster}/{len(ratios)} |"
                 )
-    if not printed:
+    if not table:
         print(f"{args.bench_dir}: no test has rounds in both {args.base!r} and another configuration", file=sys.stderr)
         return 1
+    print("| model | test | config | rounds | median ratio to " + args.base + " | 95% interval | faster in |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    print("\n".join(table))
     return 0
 
 
