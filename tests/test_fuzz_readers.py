@@ -673,6 +673,15 @@ def test_a_rocpd_marker_without_an_end_is_refused_with_its_id(base: dict[str, Pa
         _ingest(cap)
 
 
+def test_a_carriage_return_before_a_csv_header_is_refused_with_the_file(base: dict[str, Path], tmp_path: Path) -> None:
+    # found by test_fuzz_rocprofv3_csv: a leading '\r' made csv.reader raise instead of a ParseError
+    cap = _copy(base, "csv", tmp_path)
+    victim = sorted(cap.rglob("*kernel_trace.csv"))[0]
+    victim.write_bytes(b"\r" + victim.read_bytes())
+    with pytest.raises(ParseError, match=r"kernel_trace.csv:1: the header row is not CSV"):
+        _ingest(cap)
+
+
 def test_a_rocpd_marker_time_that_is_text_is_refused(base: dict[str, Path], tmp_path: Path) -> None:
     # found by test_fuzz_rocpd: SQLite stores text in an integer column, and pandas then compared str with int
     cap = _copy(base, "rocpd", tmp_path)

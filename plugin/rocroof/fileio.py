@@ -324,7 +324,7 @@ def read_header(path: Path) -> list[str]:
     """The header row of a CSV file.
 
     Raises:
-        ParseError: the file is empty or not UTF-8.
+        ParseError: the file is empty, not UTF-8, or its first row is not CSV.
     """
     with open_binary(path) as fh:
         try:
@@ -334,7 +334,10 @@ def read_header(path: Path) -> list[str]:
     line = decode_utf8(path, raw)
     if not line.strip():
         raise ParseError(path, "file is empty (expected a CSV header row)", 1)
-    return next(csv.reader(io.StringIO(line)))
+    try:
+        return next(csv.reader(io.StringIO(line)))
+    except csv.Error as exc:  # e.g. a stray carriage return inside the header
+        raise ParseError(path, f"the header row is not CSV ({exc})", 1) from exc
 
 
 def column_map(columns: Iterable[str]) -> dict[str, str]:
