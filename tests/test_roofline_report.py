@@ -318,3 +318,13 @@ def test_without_a_dram_ceiling_ops_with_flops_are_not_called_memory_bound() -> 
     assert np.isnan(out["pct_of_ceiling"][0])
     unknown = compute_peaks(pd.DataFrame({"op": ["MUL_MAT"], "quant": ["q8_0"], "m": [512]}), "sm_90", {})
     assert unknown["compute_peak"][0] == "INT8 matrix (peak unknown)"
+
+
+def test_headers_name_the_peaks_table_also_for_runs_stored_before_sources_named_it(db: Path) -> None:
+    rep = build_report(Store(db, read_only=True), 1, by="op")
+    assert rep.ceilings["fp16_matrix_tflops"]["source"].startswith("configs/peaks.yaml: ")
+    text = render(rep, "table", width=400)
+    assert "FP32 vector 66.9 TFLOP/s (unverified) — configs/peaks.yaml" in text
+    for c in rep.ceilings.values():  # as an older rocroof stored them: the citation alone
+        c["source"] = str(c["source"]).removeprefix("configs/peaks.yaml: ")
+    assert "FP32 vector 66.9 TFLOP/s (unverified) — configs/peaks.yaml" in render(rep, "table", width=400)

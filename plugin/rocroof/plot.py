@@ -83,11 +83,23 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     dram_label = f"DRAM {ceilings.dram_gbps:,.0f} GB/s" + (f" ({ceilings.dram_mark})" if ceilings.dram_mark else "")
     ax.plot(ai, roof, color="black", lw=1.8, label=dram_label)
     styles = ["--", ":", "-."]
+    above = float("inf")  # the roof drawn just above this one
     for i, (name, peak) in enumerate(sorted(peaks.items(), key=lambda kv: -kv[1])):
         ridge = peak / bw
         ax.plot([ridge, ai[-1]], [peak, peak], ls=styles[i % 3], color="dimgray", lw=1.2)
         unit = "TOP/s" if name.startswith("INT") else "TFLOP/s"  # integer roofs count operations
-        ax.text(ai[-1] / 1.5, peak, f"{name} {peak / 1e12:,.0f} {unit}", ha="right", va="bottom", fontsize=8)
+        # a label sits on its roof, or under it when the roof above is within 3x (INT8 is 2x FP16)
+        va = "top" if above / peak < 3 else "bottom"
+        ax.annotate(
+            f"{name} {peak / 1e12:,.0f} {unit}",
+            (ai[-1] / 1.5, peak),
+            xytext=(0, -3 if va == "top" else 2),  # points: clear of the roof's own line
+            textcoords="offset points",
+            ha="right",
+            va=va,
+            fontsize=8,
+        )
+        above = peak
     colors = plt.get_cmap("tab10")
     for i, row in enumerate(pts.sort_values("time_share", ascending=False).itertuples(index=False)):
         size = 40 + 1400 * float(row.time_share)

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .peaks import SHIPPED_LABEL
 from .records import Note
 from .store import Store, schema
 
@@ -547,6 +548,8 @@ def _table_origins(report: Report) -> list[str]:
         head = source.split(": ", 1)[0] if ": " in source else ""
         if head.endswith((".yaml", ".yml")):
             found.add(head)
+        elif source and (report.ceilings.get(key) or {}).get("mark") != "measured":
+            found.add(SHIPPED_LABEL)  # stored before sources named their table: the shipped one
     return sorted(found)
 
 
