@@ -7,9 +7,9 @@ and the run's ``run_ceiling`` rows. The roofline (Williams, Waterman, Patterson,
 **compute-bound**. The compute peak that governs an op (:func:`compute_type`): the INT8 matrix
 peak for ``MUL_MAT`` / ``MUL_MAT_ID`` with integer-quantized weights where ggml's quantized matmul
 kernels (MMQ/MMVQ, int8 dot products) run them, the BF16 matrix peak for BF16 weights, the FP16
-matrix peak for the other matrix ops (``FLASH_ATTN_EXT``, ``OUT_PROD``, ``CONV*``, F16/F32
-weights, and quantized weights that ggml dequantizes for BLAS), the FP32 vector peak for the
-others. Ops without FLOPs (copies, gathers) are judged on bandwidth alone.
+matrix peak for the other matrix ops (``FLASH_ATTN_EXT``, ``OUT_PROD``, ``CONV*``, F16 weights,
+and quantized weights that ggml dequantizes for BLAS), the FP32 vector peak for F32 weights and
+the others. Ops without FLOPs (copies, gathers) are judged on bandwidth alone.
 
 Flags: measured / modelled DRAM bytes outside [0.7, 1.3] get a one-line explanation that
 depends on how the run was measured (Nsight Compute's default cache flush makes every kernel
