@@ -147,6 +147,9 @@ def test_a_narrow_terminal_drops_whole_columns_and_names_them(db: Path, width: i
     assert f"left out for a terminal of {width} columns: µs at roof, disp." in dropped
     for name in ("meas/model", "bound", "% roof"):  # the roofline verdict stays
         assert name in lines[header]
+    # the key explains only the columns shown
+    assert "µs/call per op invocation" in wide
+    assert ("µs/call per op invocation" in text) == ("µs/call" in lines[header])
 
 
 def test_a_terminal_too_narrow_for_the_fewest_columns_gets_one_block_per_row(db: Path) -> None:

@@ -528,6 +528,13 @@ _COMPUTE_CEILINGS = (
 )
 
 
+def _legend_without(legend: str, dropped: list[str]) -> str:
+    """``legend`` without the clauses that explain ``dropped`` columns (``key: a = ...; b = ...``)."""
+    parts = legend.removeprefix("key: ").split("; ")
+    kept = [part for part in parts if not any(part.startswith(name + " ") for name in dropped)]
+    return "key: " + "; ".join(kept)
+
+
 def _ceiling_line(report: Report) -> str | None:
     parts = []
     for key, label, unit in _COMPUTE_CEILINGS:
@@ -772,6 +779,8 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
             for h, c in zip(all_headers, cells, strict=True):
                 console.print(f"{h.rjust(pad)}: {c}", highlight=False, markup=False)
     else:
+        if dropped and legend:  # the key explains the columns shown
+            footer[footer.index(legend)] = _legend_without(legend, dropped)
         if dropped:
             footer.insert(
                 0,
