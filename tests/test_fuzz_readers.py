@@ -668,12 +668,22 @@ def test_a_rocpd_counter_record_that_is_no_count_is_refused_with_its_id(
         _ingest(cap)
 
 
-def test_a_rocpd_marker_without_an_end_is_refused_with_its_id(base: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("end", "expected"),
+    [
+        ("NULL", r"rocpd_region id {first}: a marker needs a start and an end"),
+        # found by test_fuzz_rocpd: SQLite stores text in an integer column, and pandas then compared str with int
+        ("'soon'", r"rocpd_region: end holds 'soon', not an integer"),
+    ],
+)
+def test_a_rocpd_marker_without_an_end_or_with_a_text_end_is_refused(
+    base: dict[str, Path], tmp_path: Path, end: str, expected: str
+) -> None:
     cap = _copy(base, "rocpd", tmp_path)
     (db,) = cap.glob("*_results.db")
     first = sqlite3.connect(db).execute(f'SELECT MIN(id) FROM "rocpd_region{suffix(UUID_A)}"').fetchone()[0]
-    _sql(db, f'UPDATE "rocpd_region{suffix(UUID_A)}" SET "end" = NULL WHERE id = {first}')
-    with pytest.raises(ParseError, match=rf"rocpd_region id {first}: a marker needs a start and an end"):
+    _sql(db, f'UPDATE "rocpd_region{suffix(UUID_A)}" SET "end" = {end} WHERE id = {first}')
+    with pytest.raises(ParseError, match=expected.format(first=first)):
         _ingest(cap)
 
 
@@ -683,16 +693,6 @@ def test_a_carriage_return_before_a_csv_header_is_refused_with_the_file(base: di
     victim = sorted(cap.rglob("*kernel_trace.csv"))[0]
     victim.write_bytes(b"\r" + victim.read_bytes())
     with pytest.raises(ParseError, match=r"kernel_trace.csv:1: the header row is not CSV"):
-        _ingest(cap)
-
-
-def test_a_rocpd_marker_time_that_is_text_is_refused(base: dict[str, Path], tmp_path: Path) -> None:
-    # found by test_fuzz_rocpd: SQLite stores text in an integer column, and pandas then compared str with int
-    cap = _copy(base, "rocpd", tmp_path)
-    (db,) = cap.glob("*_results.db")
-    first = sqlite3.connect(db).execute(f'SELECT MIN(id) FROM "rocpd_region{suffix(UUID_A)}"').fetchone()[0]
-    _sql(db, f'UPDATE "rocpd_region{suffix(UUID_A)}" SET "end" = \'soon\' WHERE id = {first}')
-    with pytest.raises(ParseError, match=r"rocpd_region: end holds 'soon', not an integer"):
         _ingest(cap)
 
 

@@ -660,6 +660,16 @@ _DROP_FIRST = (
 _FOLDING_COLUMNS = {"kernel": 24, "op invocation": 28, "op": 16}
 
 
+def _record_blocks(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Lines of one block per row (``-- row N --``, then ``header: value``), for tables too wide to print."""
+    pad = max((len(h) for h in headers), default=0)
+    lines: list[str] = []
+    for i, row in enumerate(rows):
+        lines.append(f"-- row {i + 1} --")
+        lines += [f"{h.rjust(pad)}: {v}" for h, v in zip(headers, row, strict=True)]
+    return lines
+
+
 def _table_width(headers: list[str], rows: list[list[str]], cols: list[int], caps: dict[int, int]) -> int:
     """Characters a rich SIMPLE_HEAVY table of columns ``cols`` needs on one line per row.
 
@@ -773,11 +783,8 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
     for text in _header_lines(report):
         console.print(text, highlight=False, markup=False)
     if needed > width:  # not even the fewest columns fit: one block per row, every value whole
-        pad = max(len(h) for h in all_headers)
-        for i, cells in enumerate(all_lines):
-            console.print(f"-- row {i + 1} --", highlight=False, markup=False)
-            for h, c in zip(all_headers, cells, strict=True):
-                console.print(f"{h.rjust(pad)}: {c}", highlight=False, markup=False)
+        for block_line in _record_blocks(all_headers, all_lines):
+            console.print(block_line, highlight=False, markup=False)
     else:
         if dropped and legend:  # the key explains the columns shown
             footer[footer.index(legend)] = _legend_without(legend, dropped)
@@ -928,13 +935,8 @@ def render_frame(
     too_wide = _table_width(names, cells, list(range(len(names))), caps) > width
     if fmt == "table" and (len(df.columns) > max_columns or (wrapping is not None and too_wide)):
         # too wide for columns: one block per record, "name: value" per line
-        pad = max(len(str(c)) for c in df.columns)
-        blocks = [
-            f"-- row {i + 1} --\n"
-            + "\n".join(f"{str(c).rjust(pad)}: {v}" for c, v in zip(df.columns, row, strict=True))
-            for i, row in enumerate(cells)
-        ]
-        return "\n".join(blocks) + ("\n" if blocks else "(no rows)\n")
+        lines = _record_blocks(names, cells)
+        return "\n".join(lines) + ("\n" if lines else "(no rows)\n")
     if fmt == "markdown":
 
         def numeric(j: int) -> bool:
