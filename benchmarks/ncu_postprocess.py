@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
+from rocroof.capture.readers import read_capture
+from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
 REPO = Path(__file__).resolve().parent.parent

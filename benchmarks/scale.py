@@ -66,8 +66,8 @@ PANDAS_NEEDS_GB_PER_MILLION = 12.0
 def _child_ingest(path: str, db: str) -> dict[str, Any]:
     """``rocroof ingest PATH --db DB`` with its stages timed (the command's own library calls)."""
     t0 = time.perf_counter()
-    import rocroof.pipeline
-    import rocroof.readers
+    import rocroof.capture.readers
+    import rocroof.ingest.pipeline
     import rocroof.store
     from rocroof.cli import cli
 
@@ -90,8 +90,8 @@ def _child_ingest(path: str, db: str) -> dict[str, Any]:
         rows.update({k: len(v) for k, v in frames.tables.items()})
         return real_write(self, frames, **kwargs)
 
-    rocroof.readers.read_capture = timed("read_s", rocroof.readers.read_capture)
-    rocroof.pipeline.build_run = timed("build_s", rocroof.pipeline.build_run)
+    rocroof.capture.readers.read_capture = timed("read_s", rocroof.capture.readers.read_capture)
+    rocroof.ingest.pipeline.build_run = timed("build_s", rocroof.ingest.pipeline.build_run)
     rocroof.store.Store.write_run = timed("write_s", write_run)  # type: ignore[method-assign]
     t1 = time.perf_counter()
     cli.main(["ingest", path, "--db", db], standalone_mode=False)
@@ -207,7 +207,7 @@ def _child_attribution(sizes: list[int]) -> dict[str, Any]:
     import numpy as np
     import pandas as pd
 
-    from rocroof.attribution import attribute_pass
+    from rocroof.ingest.attribution import attribute_pass
     from rocroof.records import DISPATCH_COLUMNS, LAUNCH_COLUMNS, MARKER_COLUMNS, PassData, conform
 
     out = {}

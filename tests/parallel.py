@@ -15,8 +15,8 @@ from pathlib import Path
 _WORKER = r"""
 import pathlib, sys, time
 from rocroof.errors import DuplicateRunError
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
+from rocroof.ingest.pipeline import build_run
+from rocroof.capture.readers import read_capture
 from rocroof.store import Store
 
 db, capture, sync, name = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3]), sys.argv[4]

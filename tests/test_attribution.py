@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
+from rocroof.capture.readers import read_capture
+from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
 from .rocprof_csv import T0, Kernel, Recorder, api, rng, write_pass
@@ -604,7 +604,7 @@ def test_launch_record_beats_a_stale_kernel_rename_region() -> None:
     With a HIP launch record the launch time decides."""
     import pandas as pd
 
-    from rocroof.attribution import attribute_pass
+    from rocroof.ingest.attribution import attribute_pass
     from rocroof.records import DISPATCH_COLUMNS, LAUNCH_COLUMNS, MARKER_COLUMNS, PassData, conform
 
     markers = conform(

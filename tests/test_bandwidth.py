@@ -1,4 +1,4 @@
-"""The NVIDIA copy-bandwidth probe (rocroof.bandwidth) against a stand-in CUDA driver library."""
+"""The NVIDIA copy-bandwidth probe (rocroof.analysis.bandwidth) against a stand-in CUDA driver library."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rocroof.bandwidth import copy_gbps, main, measure_copy_bandwidth, read_bandwidth
+from rocroof.analysis.bandwidth import copy_gbps, main, measure_copy_bandwidth, read_bandwidth
 from rocroof.errors import ParseError, ProfilerFailed
 
 

@@ -16,12 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocroof.cli import cli
-from rocroof.collect import execute, make_plan
-from rocroof.errors import ConfigError, ProfilerFailed, ProfilerNotFound
-from rocroof.pipeline import build_run
-from rocroof.profilers.base import Device
-from rocroof.profilers.rocprofv3 import (
+from rocroof.capture.collect import execute, make_plan
+from rocroof.capture.profilers.base import Device
+from rocroof.capture.profilers.rocprofv3 import (
     BLOCK_LIMITS,
     Rocprofv3,
     block_of,
@@ -30,7 +27,10 @@ from rocroof.profilers.rocprofv3 import (
     plan_groups,
     resolve_counters,
 )
-from rocroof.readers import read_capture
+from rocroof.capture.readers import read_capture
+from rocroof.cli import cli
+from rocroof.errors import ConfigError, ProfilerFailed, ProfilerNotFound
+from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
 LISTING = (

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from rocroof.capture.readers import read_capture
 from rocroof.cli import cli
-from rocroof.diff import diff_runs, render_diff
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
+from rocroof.ingest.pipeline import build_run
+from rocroof.report.diff import diff_runs, render_diff
 from rocroof.store import Store
 
 DECODE = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense500m-decode"
@@ -94,7 +94,7 @@ def test_cli_diff(store: tuple[Store, Path]) -> None:
     ],
 )
 def test_a_change_must_clear_the_spread_and_both_floors(delta_us: float, floor_us: float, verdict: str) -> None:
-    from rocroof.diff import _verdict
+    from rocroof.report.diff import _verdict
 
     # 8 samples a side with a standard deviation of 0.05 µs: 2 SE = 2 * sqrt(2 * 0.05**2 / 8) = 0.05 µs
     row = pd.Series({"n_a": 8, "n_b": 8, "mean_us_a": 1.3, "sd_us_a": 0.05, "sd_us_b": 0.05, "delta_us": delta_us})

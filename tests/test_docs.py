@@ -6,8 +6,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from rocroof.analysis.peaks import find_peak, load_peaks
 from rocroof.cli import cli
-from rocroof.peaks import find_peak, load_peaks
 
 from .conftest import REPO
 

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocroof.dram import OUTPUT_COLUMNS, base_arch, counters_for, dram_bytes, family
+from rocroof.analysis.dram import OUTPUT_COLUMNS, base_arch, counters_for, dram_bytes, family
 
 from .conftest import VCOPY_BYTES, fixture_path
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rocroof.pipeline import build_run
-from rocroof.readers import collect_captures, read_capture
+from rocroof.capture.readers import collect_captures, read_capture
+from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "h200"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
-from rocroof.report import build_report
+from rocroof.capture.readers import read_capture
+from rocroof.ingest.pipeline import build_run
+from rocroof.report.tables import build_report
 from rocroof.store import Store
 
 CAPTURE = Path(__file__).resolve().parent.parent / "examples" / "h200-probe" / "dense-prefill"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocroof.diff import diff_runs, render_diff
+from rocroof.report.diff import diff_runs, render_diff
 from rocroof.store import Store
 from rocroof.sweep import load_sweep, run_sweep
 
@@ -163,7 +163,7 @@ def test_the_sweep_captures_hold_no_environment_or_paths() -> None:
 
 
 def test_the_terminal_table_of_a_diff_keeps_columns(db: tuple[Store, dict[str, int]]) -> None:
-    from rocroof.diff import render_diff
+    from rocroof.report.diff import render_diff
 
     store, run = db
     d = diff_runs(store, run["dense-tiny-decode-fusion-r1"], run["dense-tiny-decode-no-fusion-r1"])
@@ -174,7 +174,7 @@ def test_the_terminal_table_of_a_diff_keeps_columns(db: tuple[Store, dict[str, i
 
 
 def test_the_op_report_names_the_fused_groups_each_row_includes(db: tuple[Store, dict[str, int]]) -> None:
-    from rocroof.report import build_report, render
+    from rocroof.report.tables import build_report, render
 
     store, run = db
     case = "moe-tiny-decode-fusion-r1"

@@ -34,9 +34,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as _event
 from hypothesis import strategies as st
 
+from rocroof.capture.readers import read_capture
 from rocroof.errors import ParseError, RocroofError
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
+from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
 from . import synthetic
@@ -742,7 +742,7 @@ def test_op_metadata_shapes_counts_and_text_are_checked(
 
 
 def test_an_empty_kernel_name_is_not_a_range_message() -> None:
-    from rocroof.markers import parse_range
+    from rocroof.capture.markers import parse_range
 
     assert parse_range(float("nan")) is None  # type: ignore[arg-type]  # an empty CSV cell
 

@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from rocroof.capture.readers.ggml_meta import looks_like_metadata, read_metadata
 from rocroof.errors import ParseError
-from rocroof.readers.ggml_meta import looks_like_metadata, read_metadata
 
 _ZERO_PARAMS = [0] * 16
 

@@ -1,4 +1,4 @@
-"""rocroof.graph: producer → consumer edges, graph evaluations, layers and blocks, critical path, exports.
+"""rocroof.analysis.graph: producer → consumer edges, graph evaluations, layers and blocks, critical path, exports.
 
 Hand-built sidecars (written to ``tmp_path`` and read back with ``read_metadata``) check each edge
 rule on a case small enough to work out by hand. The committed H200 captures check the
@@ -21,8 +21,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rocroof import graph
-from rocroof.readers.ggml_meta import read_metadata
+from rocroof.analysis import graph
+from rocroof.capture.readers.ggml_meta import read_metadata
 from rocroof.records import OpMetadata
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "h200"

@@ -99,8 +99,8 @@ def test_patch_stays_small_and_off_by_default() -> None:
 
 
 def test_hook_emits_the_grammar_rocroof_parses() -> None:
-    """The range/mark formats in the C++ source match rocroof.markers' grammar."""
-    from rocroof.markers import parse_fused, parse_range
+    """The range/mark formats in the C++ source match rocroof.capture.markers' grammar."""
+    from rocroof.capture.markers import parse_fused, parse_range
 
     text = PATCH.read_text()
     source = "\n".join(

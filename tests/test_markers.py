@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocroof.errors import ParseError
-from rocroof.markers import (
+from rocroof.capture.markers import (
     FusedGroup,
     GgmlRange,
     file_has_fused_lines,
@@ -18,6 +17,7 @@ from rocroof.markers import (
     parse_range,
     read_fused_log,
 )
+from rocroof.errors import ParseError
 
 from .conftest import fixture_path
 

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from rocroof.capture.readers import read_capture
 from rocroof.cli import cli
 from rocroof.errors import InputError, SchemaError
-from rocroof.pipeline import RunFrames, build_run
-from rocroof.readers import read_capture
+from rocroof.ingest.pipeline import RunFrames, build_run
 from rocroof.store import Store
 from rocroof.store.merge import merge
 

@@ -1,4 +1,4 @@
-"""Modelled DRAM bytes and FLOPs per op invocation (rocroof.model).
+"""Modelled DRAM bytes and FLOPs per op invocation (rocroof.analysis.model).
 
 Every expected number is computed by hand in the comment beside it, from the block sizes of the
 ggml types (Q4_K: 144 bytes per 256 weights, Q8_0: 34 per 32, f32 4, f16 2, i32 4, i64 8) and the
@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rocroof.model import MODEL_COLUMNS, model_bytes, model_flops, model_invocations, tensor_bytes
-from rocroof.readers.ggml_meta import read_metadata
+from rocroof.analysis.model import MODEL_COLUMNS, model_bytes, model_flops, model_invocations, tensor_bytes
+from rocroof.capture.readers.ggml_meta import read_metadata
 from rocroof.records import OpMetadata
 
 REPO = Path(__file__).resolve().parents[1]

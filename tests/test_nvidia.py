@@ -25,17 +25,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocroof.attribution import normalise_kernel_name
+from rocroof.capture.collect import execute, make_plan
+from rocroof.capture.profilers import choose_profiler
+from rocroof.capture.profilers.base import Device
+from rocroof.capture.profilers.nsight import DRAM_METRICS, FLOP_METRICS, NsightPair, parse_smi, resolve_metrics
+from rocroof.capture.profilers.rocprofv3 import Rocprofv3
+from rocroof.capture.readers import read_capture
+from rocroof.capture.readers.nvidia import is_ncu_csv, is_nsys_sqlite, read_ncu_csv, read_nsys_sqlite, unit_scale
 from rocroof.cli import cli
-from rocroof.collect import execute, make_plan
 from rocroof.errors import ConfigError, InputError, ParseError, ProfilerFailed, ProfilerNotFound
-from rocroof.pipeline import build_run
-from rocroof.profilers import choose_profiler
-from rocroof.profilers.base import Device
-from rocroof.profilers.nsight import DRAM_METRICS, FLOP_METRICS, NsightPair, parse_smi, resolve_metrics
-from rocroof.profilers.rocprofv3 import Rocprofv3
-from rocroof.readers import read_capture
-from rocroof.readers.nvidia import is_ncu_csv, is_nsys_sqlite, read_ncu_csv, read_nsys_sqlite, unit_scale
+from rocroof.ingest.attribution import normalise_kernel_name
+from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
 from .conftest import fixture_path
@@ -724,7 +724,7 @@ class FakeNsight:
         meta = env.get("GGML_CUDA_OP_META")
         if meta is not None:
             self.sidecar_dir_ready.append(Path(meta).parent.is_dir())
-        if argv[1:3] == ("-m", "rocroof.bandwidth"):  # the probe: a result an H200 could give
+        if argv[1:3] == ("-m", "rocroof.analysis.bandwidth"):  # the probe: a result an H200 could give
             probe = Path(argv[argv.index("--out") + 1])
             probe.parent.mkdir(parents=True, exist_ok=True)
             probe.write_text(json.dumps(PROBE_RESULT))
@@ -781,7 +781,7 @@ def test_collect_with_ncu_and_nsys_then_ingest(tmp_path: Path) -> None:
         ("sh", "-c"),
     ]
     (probe_argv, probe_env), (trace_argv, trace_env), _, (ncu_argv, ncu_env), _ = fake.calls
-    assert probe_argv[1:3] == ("-m", "rocroof.bandwidth") and "GGML_CUDA_MARKERS" not in probe_env
+    assert probe_argv[1:3] == ("-m", "rocroof.analysis.bandwidth") and "GGML_CUDA_MARKERS" not in probe_env
     assert trace_env["GGML_CUDA_OP_META"] == str(out / "trace" / "ggml-op-meta.json")
     assert "GGML_CUDA_OP_META" not in ncu_env
     assert trace_env["GGML_CUDA_MARKERS"] == ncu_env["GGML_CUDA_MARKERS"] == "1"
@@ -861,7 +861,7 @@ def test_a_failed_bandwidth_probe_is_recorded_and_the_capture_goes_on(tmp_path: 
     fake = FakeNsight(pair.ncu, pair.nsys)
 
     def no_memory(argv: Sequence[str], env: dict[str, str], log: Path) -> int:
-        if tuple(argv[1:3]) == ("-m", "rocroof.bandwidth"):
+        if tuple(argv[1:3]) == ("-m", "rocroof.analysis.bandwidth"):
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text("rocroof bandwidth probe: cuMemAlloc_v2 failed: out of memory\n")
             return 1

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from rocroof.errors import ConfigError, ParseError
-from rocroof.peaks import (
+from rocroof.analysis.peaks import (
     MARKS,
     Ceiling,
     Ceilings,
@@ -27,7 +26,8 @@ from rocroof.peaks import (
     load_peaks,
     peaks_path,
 )
-from rocroof.readers.rocprof_compute import ROOFLINE_SOURCE, read_roofline_ceilings, read_roofline_peak
+from rocroof.capture.readers.rocprof_compute import ROOFLINE_SOURCE, read_roofline_ceilings, read_roofline_peak
+from rocroof.errors import ConfigError, ParseError
 
 from .conftest import REPO, fixture_path
 

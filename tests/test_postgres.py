@@ -23,12 +23,12 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from rocroof.capture.readers import read_capture
 from rocroof.cli import cli
-from rocroof.diff import diff_runs, render_diff
 from rocroof.errors import DuplicateRunError, InputError, QueryError, SchemaError
-from rocroof.pipeline import RunFrames, build_run
-from rocroof.readers import read_capture
-from rocroof.report import build_report, render
+from rocroof.ingest.pipeline import RunFrames, build_run
+from rocroof.report.diff import diff_runs, render_diff
+from rocroof.report.tables import build_report, render
 from rocroof.store import Store, schema, views
 from rocroof.store.merge import merge
 from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocroof import peaks
+from rocroof.analysis import peaks
+from rocroof.capture.readers import MANIFEST, ggml_meta, read_capture
+from rocroof.capture.readers import rocprof_compute as rc
 from rocroof.cli import cli
 from rocroof.errors import ConfigError, ParseError
-from rocroof.readers import MANIFEST, ggml_meta, read_capture
-from rocroof.readers import rocprof_compute as rc
 
 from . import synthetic
 from .parallel import ingest_at_once
@@ -42,8 +42,8 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import sys
 from pathlib import Path
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
+from rocroof.ingest.pipeline import build_run
+from rocroof.capture.readers import read_capture
 from rocroof.store import Store
 
 capture, db = Path(sys.argv[1]), sys.argv[2]

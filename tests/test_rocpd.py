@@ -1,4 +1,4 @@
-"""rocpd SQLite reader (``rocroof.readers.rocpd``) and its path through the pipeline and the store.
+"""rocpd SQLite reader (``rocroof.capture.readers.rocpd``) and its path through the pipeline and the store.
 
 No public real rocpd database exists, so every database here is built by the test itself
 (``tests/rocpd_builder.py``) in the documented schema: rocprofiler-sdk ``rocpd_tables.sql`` /
@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rocroof.capture.readers import detect, read_capture, rocpd
 from rocroof.errors import InputError, ParseError
-from rocroof.pipeline import build_run
-from rocroof.readers import detect, read_capture, rocpd
+from rocroof.ingest.pipeline import build_run
 from rocroof.records import PassData
 from rocroof.store import Store
 

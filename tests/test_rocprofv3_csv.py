@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 from rocroof import fileio
+from rocroof.capture.readers import read_capture, rocprofv3_csv
+from rocroof.capture.readers.rocprofv3_csv import classify, group_pass_files, read_pass
 from rocroof.errors import ParseError
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture, rocprofv3_csv
-from rocroof.readers.rocprofv3_csv import classify, group_pass_files, read_pass
+from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
 from .conftest import fixture_path

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from rocroof.analysis.roofline import add_roofline_columns, compute_peaks, compute_type, flag_for, per_op_compute_peaks
+from rocroof.capture.readers import read_capture
 from rocroof.cli import cli
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
-from rocroof.report import build_report, render
-from rocroof.roofline import add_roofline_columns, compute_peaks, compute_type, flag_for, per_op_compute_peaks
+from rocroof.ingest.pipeline import build_run
+from rocroof.report.tables import build_report, render
 from rocroof.store import Store
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "h200"

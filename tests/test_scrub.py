@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from rocroof.capture.readers import read_capture
+from rocroof.capture.scrub import scrub_capture, shorten_paths
 from rocroof.cli import cli
 from rocroof.errors import InputError
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
-from rocroof.scrub import scrub_capture, shorten_paths
+from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense-prefill"

@@ -22,11 +22,11 @@ import pytest
 import sqlalchemy as sa
 
 import rocroof.store as store_mod
+from rocroof.capture.readers import read_capture
 from rocroof.errors import DuplicateRunError, InputError, QueryError, SchemaError
-from rocroof.pipeline import RunFrames, build_run
-from rocroof.readers import read_capture
+from rocroof.ingest.pipeline import RunFrames, build_run
 from rocroof.records import Note
-from rocroof.report import build_report, render
+from rocroof.report.tables import build_report, render
 from rocroof.store import Store, schema, views
 from rocroof.store.docs import schema_markdown
 from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION, migration_table

@@ -23,14 +23,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import rocroof.attribution as attribution_mod
-import rocroof.pipeline as pipeline_mod
+import rocroof.ingest.attribution as attribution_mod
+import rocroof.ingest.pipeline as pipeline_mod
 import rocroof.store as store_mod
-from rocroof import dram, fileio
+from rocroof import fileio
+from rocroof.analysis import dram
+from rocroof.capture.markers import parse_range, parse_ranges
+from rocroof.capture.readers import nvidia, read_capture, rocpd, rocprofv3_csv
 from rocroof.errors import ParseError
-from rocroof.markers import parse_range, parse_ranges
-from rocroof.pipeline import build_run
-from rocroof.readers import nvidia, read_capture, rocpd, rocprofv3_csv
+from rocroof.ingest.pipeline import build_run
 from rocroof.records import distinct, match_rows, stack_frames
 from rocroof.store import Store
 
@@ -443,8 +444,8 @@ def test_the_content_hash_is_the_hash_of_the_files_read(cache: Path) -> None:
 MEASURE = r"""
 import resource, sys
 from pathlib import Path
-from rocroof.pipeline import build_run
-from rocroof.readers import read_capture
+from rocroof.ingest.pipeline import build_run
+from rocroof.capture.readers import read_capture
 from rocroof.store import Store
 capture = read_capture(Path(sys.argv[1]))
 frames = build_run(capture, source_path=sys.argv[1])

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from rocroof.capture.profilers.nsight import NsightPair
 from rocroof.cli import cli
 from rocroof.errors import ConfigError
-from rocroof.profilers.nsight import NsightPair
 from rocroof.store import Store
 from rocroof.sweep import (
     LocalExecutor,

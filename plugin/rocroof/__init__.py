@@ -2,8 +2,8 @@
 
 The library never prints or exits. Entry points:
 
-* :func:`rocroof.readers.read_capture` - a profiler output path to a :class:`~rocroof.records.Capture`;
-* :func:`rocroof.pipeline.build_run` - a capture to the rows of one run;
+* :func:`rocroof.capture.readers.read_capture` - a profiler output path to a :class:`~rocroof.records.Capture`;
+* :func:`rocroof.ingest.pipeline.build_run` - a capture to the rows of one run;
 * :class:`rocroof.store.Store` - the results database (SQLite file or any SQLAlchemy URL).
 """
 

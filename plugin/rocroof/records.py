@@ -313,7 +313,7 @@ class OpMetadata:
     """ggml op metadata of one process (the fork's ``GGML_ROOFLINE_OUT`` schema or our sidecar).
 
     Attributes:
-        ops: one row per op invocation (columns: see :mod:`rocroof.readers.ggml_meta`).
+        ops: one row per op invocation (columns: see :mod:`rocroof.capture.readers.ggml_meta`).
         nodes: one row per graph node of a fused group (node_index 0 is the head).
         operands: one row per source/destination tensor of each node, and per graph input.
         kernels: kernels with their GPU time, when the file came from the fork's profiler.
@@ -350,7 +350,7 @@ class Capture:
         dram_peak_gbps: a measured or recorded DRAM bandwidth ceiling in GB/s (1e9 B/s).
         dram_peak_source: where that ceiling came from.
         content_sha256: hash of the raw input files, to refuse double ingests (a property:
-            :func:`rocroof.readers.read_capture` computes it on a second thread while the
+            :func:`rocroof.capture.readers.read_capture` computes it on a second thread while the
             capture is processed; reading it waits for that).
         files_read: the files that were read (what the hash covers).
     """

@@ -108,7 +108,7 @@ if [ "$mode" = check ]; then
   B=$W/build-on/bin
   [ -x $B/llama-bench ] || { tail -40 $W/build-on.log; exit 1; }
   step "bandwidth probe alone"
-  python3 -m rocroof.bandwidth --out "$OUT/bandwidth.json"
+  python3 -m rocroof.analysis.bandwidth --out "$OUT/bandwidth.json"
   echo "probe rc=$?"
   cat "$OUT/bandwidth.json"
   step "collect dense-prefill (ncu, with the probe)"

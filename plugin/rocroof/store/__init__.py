@@ -27,7 +27,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
-from ..pipeline import RunFrames
+from ..ingest.pipeline import RunFrames
 from . import migrations, schema
 
 #: progress(stage, done, total)
@@ -306,7 +306,7 @@ class Store:
         ``op_total`` (what ``rocroof report --by op`` reads).
 
         Args:
-            frames: from :func:`rocroof.pipeline.build_run`.
+            frames: from :func:`rocroof.ingest.pipeline.build_run`.
             labels: user labels (``key=value``).
             replace: replace a run with the same content hash instead of refusing; the new run
                 gets a new id and keeps the old run's labels that ``labels`` does not set.

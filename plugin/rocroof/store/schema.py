@@ -332,7 +332,7 @@ dram_traffic = sa.Table(
     _c("dram_write_bytes", sa.Float, "DRAM bytes written; NULL when undetermined."),
     _c("dram_write_bytes_min", sa.Float, "Lower bound of DRAM bytes written."),
     _c("dram_write_bytes_max", sa.Float, "Upper bound of DRAM bytes written."),
-    _c("dram_formula", sa.Text, "The formula used (see rocroof.dram)."),
+    _c("dram_formula", sa.Text, "The formula used (see rocroof.analysis.dram)."),
     _c("dram_bytes_note", sa.Text, "Why a value is unknown or approximate."),
     sa.PrimaryKeyConstraint("run_id", "dispatch_index"),
 )
@@ -346,12 +346,20 @@ op_model = sa.Table(
         "model_read_bytes",
         sa.BigInteger,
         "Modelled DRAM bytes read: each input tensor once, views and fused-group internals excluded, "
-        "MUL_MAT_ID experts scaled by experts_used/n_experts (rocroof.model); NULL if a size is unknown.",
+        "MUL_MAT_ID experts scaled by experts_used/n_experts (rocroof.analysis.model); NULL if a size is unknown.",
     ),
     _c("model_write_bytes", sa.BigInteger, "Modelled DRAM bytes written (KV-cache rows once; in-place once)."),
-    _c("flops", sa.Float, "Modelled floating-point operations (multiply-add = 2; rocroof.model); NULL if no model."),
+    _c(
+        "flops",
+        sa.Float,
+        "Modelled floating-point operations (multiply-add = 2; rocroof.analysis.model); NULL if no model.",
+    ),
     _c("model_note", sa.Text, "What the model assumed or could not know (empty when nothing)."),
-    _c("evaluation", sa.Integer, "Graph evaluation (one llama_decode) the op belongs to, 0-based (rocroof.graph)."),
+    _c(
+        "evaluation",
+        sa.Integer,
+        "Graph evaluation (one llama_decode) the op belongs to, 0-based (rocroof.analysis.graph).",
+    ),
     _c("block_part", _str(16), "Part of the transformer block: attention, ffn, moe, input, output."),
     _c("on_critical_path", sa.Boolean, "On the longest dependency chain (by time) of its graph evaluation."),
     sa.PrimaryKeyConstraint("run_id", "op_index"),

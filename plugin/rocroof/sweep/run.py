@@ -8,7 +8,7 @@ all; a rerun skips stored points and runs the others, whatever happened before.
 **Resume without rerunning.** Beside each capture ``<out>/<id>/`` the point keeps a status file
 ``<out>/<id>.json`` (``profiling``, ``captured``, ``failed``, ``interrupted``, ``done``; the
 attempt number, the GPU, the error). When a rerun finds a complete capture (its
-``rocroof-collect.json`` manifest, which :func:`rocroof.collect.execute` writes after the last
+``rocroof-collect.json`` manifest, which :func:`rocroof.capture.collect.execute` writes after the last
 profiler run) of a point that did not fail, it only ingests it: a sweep killed between the
 profiler and the commit does not profile that point again. A capture left incomplete (killed
 during the profiler), or one whose point failed, is moved to ``<out>/attempts/<id>.<n>/`` (its
@@ -39,9 +39,9 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from ..capture.profilers.base import PlannedRun, Profiler, Runner
+from ..capture.readers import MANIFEST
 from ..errors import DuplicateRunError, InputError, ProfilerNotFound, RocroofError
-from ..profilers.base import PlannedRun, Profiler, Runner
-from ..readers import MANIFEST
 from .executors import EventSink, Executor, LocalExecutor, Slot, SweepEvent, pin_env
 from .expand import Point, expand
 from .spec import ProfilerSpec, Sweep
@@ -146,12 +146,12 @@ class PointInterrupted(Exception):
 
 
 def default_profiler(spec: ProfilerSpec) -> Profiler:
-    """The profiler backend for a sweep's ``profiler`` section (:func:`rocroof.profilers.choose_profiler`).
+    """The profiler backend for a sweep's ``profiler`` section (:func:`rocroof.capture.profilers.choose_profiler`).
 
     Raises:
         ConfigError: options the profiler does not have.
     """
-    from ..profilers import choose_profiler
+    from ..capture.profilers import choose_profiler
 
     o = spec.options
     return choose_profiler(
@@ -282,7 +282,7 @@ def kill_running_commands() -> int:
 
 
 def cancellable_runner(cancel: threading.Event, *, grace_s: float = 10.0, poll_s: float = 0.2) -> Runner:
-    """A :data:`~rocroof.profilers.base.Runner` whose command stops when ``cancel`` is set.
+    """A :data:`~rocroof.capture.profilers.base.Runner` whose command stops when ``cancel`` is set.
 
     The command runs in its own process group with stdout and stderr in its log; when ``cancel``
     is set the group gets SIGINT, then SIGTERM after ``grace_s`` seconds, then SIGKILL, and the
@@ -467,7 +467,7 @@ class PointRunner:
 
     def _capture(self, point: Point, slot: Slot) -> tuple[Path, int]:
         """Profile the point, or reuse the complete capture an interrupted sweep left; (capture, attempt)."""
-        from ..collect import execute, make_plan
+        from ..capture.collect import execute, make_plan
 
         capture = point.capture_dir
         status = read_status(self.sweep, point)
@@ -502,8 +502,8 @@ class PointRunner:
         return capture, attempt
 
     def _ingest(self, point: Point, capture: Path, slot: Slot) -> int:
-        from ..pipeline import build_run
-        from ..readers import read_capture
+        from ..capture.readers import read_capture
+        from ..ingest.pipeline import build_run
         from ..store import Store
 
         frames = build_run(

@@ -513,8 +513,8 @@ def _profiler(doc: _Doc, value: Any, given: bool) -> ProfilerSpec:
             options[opt] = _string(doc, k, v, what)
     if name == "rocprofv3" and "arch" in options:
         # what collect --dry-run would refuse, refused at load time (sweep --dry-run included)
+        from ..capture.profilers.rocprofv3 import resolve_counters
         from ..errors import ConfigError
-        from ..profilers.rocprofv3 import resolve_counters
 
         try:
             resolve_counters(str(options.get("counters", "dram")), str(options["arch"]))

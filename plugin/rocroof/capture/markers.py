@@ -1,0 +1,191 @@
+"""The ggml marker grammar that the llama.cpp hook emits (roctx on HIP, NVTX on CUDA).
+
+Grammar (defined by rocroof's llama.cpp patch, ``tools/llama.cpp/``):
+
+* range ``ggml:<OP>:<node name>:<invocation>`` around each launched node or fused node
+  group. ``<OP>`` is ``ggml_op_desc`` (no colons), ``<invocation>`` is a decimal process-wide
+  counter and the last field, the node name is everything in between (it may contain colons
+  or spaces).
+* mark ``ggml-fused:<invocation>:<op1>+<op2>+...:<name1>|<name2>|...`` naming the nodes of a
+  fused group (the range only carries the first node). The same line may be printed on
+  stderr, because Nsight Compute ignores marks.
+* mark ``ggml reset``: everything before the last reset is warm-up.
+
+Other roctx/NVTX messages are kept as plain markers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ParseError
+from ..fileio import open_binary
+
+RANGE_PREFIX = "ggml:"
+FUSED_PREFIX = "ggml-fused:"
+RESET_MESSAGES = frozenset({"ggml reset", "ggml:reset"})
+
+_OP_RE = re.compile(r"[A-Za-z0-9_]+")
+#: ASCII digits only: ``\d`` would also take e.g. Arabic-Indic digits, which ``int()`` accepts.
+_INV_RE = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True)
+class GgmlRange:
+    """A parsed ``ggml:<OP>:<node name>:<invocation>`` range message."""
+
+    op: str
+    node_name: str
+    invocation: int
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """A parsed ``ggml-fused:`` message: the ops and node names of one fused invocation."""
+
+    invocation: int
+    ops: tuple[str, ...]
+    node_names: tuple[str, ...]
+
+    @property
+    def op_list(self) -> str:
+        """The ops joined with ``+``, e.g. ``RMS_NORM+MUL``."""
+        return "+".join(self.ops)
+
+
+def parse_range(message: str | None) -> GgmlRange | None:
+    """Parse a ggml range message; None when ``message`` is not one.
+
+    >>> parse_range("ggml:MUL_MAT:Qcur-0:17")
+    GgmlRange(op='MUL_MAT', node_name='Qcur-0', invocation=17)
+    >>> parse_range("ggml:CPY:a:b c (view):3").node_name
+    'a:b c (view)'
+    """
+    if not isinstance(message, str) or not message.startswith(RANGE_PREFIX):  # None, or NaN from an empty cell
+        return None
+    op, sep, tail = message[len(RANGE_PREFIX) :].partition(":")
+    if not sep or not _OP_RE.fullmatch(op):
+        return None
+    name, sep, inv = tail.rpartition(":")
+    if not sep or not _INV_RE.fullmatch(inv) or not _fits(inv):
+        return None
+    return GgmlRange(op=op, node_name=name, invocation=int(inv))
+
+
+#: ``ggml:<OP>:<node name>:<invocation>`` as one expression (the same grammar as :func:`parse_range`).
+_RANGE_RE = re.compile(r"ggml:([A-Za-z0-9_]+):(.*):([0-9]+)", re.DOTALL)
+_INT64_MAX = 2**63 - 1
+
+
+def _fits(digits: str) -> bool:
+    """True when the ASCII digits ``digits`` stand for a number that a signed 64-bit integer holds."""
+    return len(digits) < 19 or int(digits) <= _INT64_MAX
+
+
+def parse_ranges(messages: Sequence[object]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`parse_range` of many messages at once.
+
+    Args:
+        messages: message texts (None, NaN or any non-string is not a range).
+
+    Returns:
+        ``(is_ggml, invocation, op, node_name)``: a bool array, an int64 array (0 where not a
+        ggml range) and two object arrays (None where not a ggml range), one entry per message.
+    """
+    n = len(messages)
+    is_ggml = np.zeros(n, dtype=bool)
+    invocation = np.zeros(n, dtype=np.int64)
+    op = np.full(n, None, dtype=object)
+    node = np.full(n, None, dtype=object)
+    match = _RANGE_RE.fullmatch
+    # one string object per distinct op and node name (a graph repeats its node names every
+    # evaluation): 10^6 ranges then hold a few hundred names, not 2x10^6 copies
+    seen: dict[str, str] = {}
+    for i, text in enumerate(messages):
+        if type(text) is not str or not text.startswith(RANGE_PREFIX):
+            continue
+        m = match(text)
+        if m is None:
+            continue
+        inv = m.group(3)
+        if not _fits(inv):
+            continue
+        is_ggml[i] = True
+        invocation[i] = int(inv)
+        name, node_name = m.group(1, 2)
+        op[i] = seen.setdefault(name, name)
+        node[i] = seen.setdefault(node_name, node_name)
+    return is_ggml, invocation, op, node
+
+
+def parse_fused(message: str | None) -> FusedGroup | None:
+    """Parse a ``ggml-fused:`` message; None when ``message`` is not one.
+
+    >>> parse_fused("ggml-fused:0:RMS_NORM+MUL:norm-0|attn_norm-0").op_list
+    'RMS_NORM+MUL'
+    """
+    if not message:
+        return None
+    start = message.find(FUSED_PREFIX)
+    if start < 0:
+        return None
+    body = message[start + len(FUSED_PREFIX) :].rstrip("\r\n")
+    parts = body.split(":", 2)
+    if len(parts) != 3 or not _INV_RE.fullmatch(parts[0]) or not _fits(parts[0]):
+        return None
+    ops = tuple(parts[1].split("+"))
+    if not all(_OP_RE.fullmatch(op) for op in ops):
+        return None
+    return FusedGroup(invocation=int(parts[0]), ops=ops, node_names=tuple(parts[2].split("|")))
+
+
+def is_reset(message: str | None) -> bool:
+    """True for the ``ggml reset`` mark (end of warm-up)."""
+    return message is not None and message.strip() in RESET_MESSAGES
+
+
+def file_has_fused_lines(path: Path, probe_bytes: int = 4 << 20) -> bool:
+    """True when the first ``probe_bytes`` of a text log contain a ``ggml-fused:`` line."""
+    try:
+        with open_binary(path) as fh:
+            head = fh.read(probe_bytes)
+    except Exception:  # unreadable logs are simply not fused logs
+        return False
+    # "ggml-fused:<invocation>:" — the invocation digits tell a real line from a mention in prose
+    return re.search(re.escape(FUSED_PREFIX.encode()) + rb"\d+:", head) is not None
+
+
+def read_fused_log(path: Path) -> dict[int, FusedGroup]:
+    """Collect the ``ggml-fused:`` lines of a text log (e.g. stderr with ``GGML_CUDA_MARKERS=1``).
+
+    Lines may carry any prefix (log timestamps, profiler output glued to the line); bytes
+    that are not UTF-8 are replaced, since logs mix in program output.
+
+    Returns:
+        ``{invocation: FusedGroup}``; a later line for the same invocation wins.
+
+    Raises:
+        ParseError: the file cannot be opened, or its gzip data is damaged or truncated.
+    """
+    groups: dict[int, FusedGroup] = {}
+    prefix = FUSED_PREFIX.encode()
+    line = 0
+    with open_binary(path) as fh:
+        try:
+            for raw in fh:
+                line += 1
+                if prefix not in raw:
+                    continue
+                group = parse_fused(raw.decode("utf-8", errors="replace"))
+                if group is not None:
+                    groups[group.invocation] = group
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise ParseError(path, f"compressed data is damaged or truncated after line {line} ({exc})") from exc
+    return groups

@@ -1,0 +1,672 @@
+"""Capture detection and reading: a path in, a :class:`~rocroof.records.Capture` out.
+
+A *capture* is what one profiled execution of one command left on disk: a directory (or a
+single file) holding one or more passes plus attachments. Detection looks at the files present:
+
+* rocprofv3 CSV (``[<pid>_|out_]kernel_trace.csv``, ``counter_collection.csv``,
+  ``marker_api_trace.csv``, ``hip_api_trace.csv``, ``agent_info.csv``); each directory holding
+  them is one pass (``pmc_N/``, ``pass_N/`` sub-directories for multi-pass runs);
+* rocprofv3 rocpd databases (``*_results.db``; one per process, grouped by directory);
+* a rocprofiler-compute workload (``sysinfo.csv`` + ``pmc_perf*.csv``);
+* ggml op metadata JSON (``GGML_ROOFLINE_OUT`` schema or rocroof's sidecar);
+* ``*.log`` files with ``ggml-fused:`` lines;
+* ``rocroof-collect.json``, the manifest ``rocroof collect`` writes.
+
+Any file may be gzip-compressed (``.gz``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+
+from ...analysis.bandwidth import BANDWIDTH_FILE, MIN_PROBE_BYTES, read_bandwidth
+from ...errors import InputError, ParseError
+from ...fileio import logical_name, read_text
+from ...memory import release_free_memory
+from ...records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame
+from ..markers import file_has_fused_lines, read_fused_log
+from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprofv3_csv
+
+MANIFEST = "rocroof-collect.json"
+
+
+def _natural(path: Path) -> list[object]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
+
+
+def _files_below(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    return sorted((p for p in root.rglob("*") if p.is_file()), key=_natural)
+
+
+def _hash_files(paths: list[Path], root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths, key=lambda p: str(p)):
+        try:
+            rel = path.relative_to(root) if root.is_dir() else Path(path.name)
+        except ValueError:
+            rel = Path(path.name)
+        digest.update(os.fsencode(rel) + b"\0")
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+#: File name of the op-metadata sidecar that ``rocroof collect`` asks the llama.cpp hook for.
+SIDECAR_NAME = "ggml-op-meta.json"
+
+
+def _read_manifest(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(read_text(path, limit_bytes=16 << 20))
+    except json.JSONDecodeError as exc:
+        raise ParseError(path, f"invalid JSON: {exc.msg}", exc.lineno) from exc
+    except RecursionError as exc:  # json.loads recurses once per nesting level
+        raise ParseError(path, "invalid JSON: nested too deeply (expected the rocroof collect manifest)") from exc
+    if not isinstance(data, dict):
+        raise ParseError(path, "expected a JSON object (the rocroof collect manifest)")
+    return data
+
+
+def collect_captures(path: Path) -> list[Path]:
+    """The ``rocroof collect`` capture directories at or below ``path`` (each has a manifest).
+
+    Returns ``[path]`` when ``path`` is one capture (or not a directory of captures), else the
+    capture directories in name order: ``rocroof ingest examples/h200`` stores one run each.
+    """
+    if not path.is_dir() or (path / MANIFEST).is_file():
+        return [path]
+    found = sorted({m.parent for m in path.rglob(MANIFEST) if m.is_file()}, key=lambda p: _natural(p))
+    return found or [path]
+
+
+def detect(path: Path) -> str:
+    """Name the capture format found at ``path``.
+
+    Returns:
+        One of ``rocprof-compute``, ``rocpd``, ``rocprofv3-csv``, ``ggml-roofline-json``.
+
+    Raises:
+        InputError: the path does not exist, is empty, or holds nothing rocroof can read.
+    """
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if path.is_dir():
+        files = _files_below(path)
+        if not files:
+            raise InputError(
+                f"{path}: directory is empty (expected rocprofv3, rocpd, rocprofiler-compute or Nsight output)"
+            )
+        if rocprof_compute.is_workload(path):
+            return "rocprof-compute"
+        workloads = sorted(
+            {f.parent for f in files if logical_name(f) == "sysinfo.csv" and rocprof_compute.is_workload(f.parent)}
+        )
+        if workloads:
+            shown = ", ".join(str(w.relative_to(path)) for w in workloads[:5]) + (", ..." if len(workloads) > 5 else "")
+            raise InputError(
+                f"{path}: holds {len(workloads)} rocprofiler-compute workload(s) ({shown}); "
+                "one run is one capture: ingest each workload directory"
+            )
+        manifests = [f for f in files if f.name == MANIFEST]
+        if len(manifests) > 1:
+            raise InputError(
+                f"{path}: holds {len(manifests)} rocroof collect captures; ingest each capture directory "
+                f"({', '.join(str(m.parent.relative_to(path)) for m in manifests[:5])})"
+            )
+        if any(nvidia.is_nsys_sqlite(f) or nvidia.is_ncu_csv(f) or logical_name(f).endswith(".ncu-rep") for f in files):
+            return "nvidia"
+        if (path / MANIFEST).is_file() and str(_read_manifest(path / MANIFEST).get("profiler", "")).startswith("ncu"):
+            return "nvidia"  # its exports are all unreadable: the NVIDIA reader names the broken file
+        dbs = [f for f in files if logical_name(f).endswith(".db")]
+        if any(rocpd.is_rocpd(f) for f in dbs):
+            return "rocpd"
+        if any(rocprofv3_csv.classify(f) for f in files):
+            return "rocprofv3-csv"
+        if any(logical_name(f).endswith(".json") and ggml_meta.looks_like_metadata(f) for f in files):
+            return "ggml-roofline-json"
+        if dbs:
+            raise InputError(
+                f"{path}: {dbs[0].name} is not a readable rocpd database (no rocpd_kernel_dispatch table, or the "
+                "file is damaged); expected rocprofv3 --output-format rocpd output"
+            )
+        shown = ", ".join(sorted({logical_name(f) for f in files})[:5])
+        raise InputError(
+            f"{path}: no profiler output found (saw {shown}{'...' if len(files) > 5 else ''}); expected rocprofv3 "
+            "CSV (*_kernel_trace.csv, *_counter_collection.csv), a rocpd *_results.db, a rocprofiler-compute "
+            "workload (sysinfo.csv + pmc_perf.csv), an Nsight Systems SQLite or Nsight Compute raw CSV export, "
+            "or ggml op metadata JSON"
+        )
+    name = logical_name(path)
+    if nvidia.is_nsys_sqlite(path) or nvidia.is_ncu_csv(path):
+        return "nvidia"
+    if name.endswith(".db"):
+        if rocpd.is_rocpd(path):
+            return "rocpd"
+        raise InputError(
+            f"{path}: not a readable rocpd database (no rocpd_kernel_dispatch table, or the file is damaged)"
+        )
+    if rocprofv3_csv.classify(path):
+        return "rocprofv3-csv"
+    if name in ("pmc_perf.csv", "sysinfo.csv") and rocprof_compute.is_workload(path.parent):
+        return "rocprof-compute"
+    if name.endswith(".json"):
+        return "ggml-roofline-json"  # the reader names what is wrong with a JSON file that is not one
+    if name.endswith(".log") and file_has_fused_lines(path):
+        raise InputError(
+            f"{path}: a log of ggml-fused lines names fused groups but holds no profile; put it in the capture "
+            "directory or pass it with --attach"
+        )
+    raise InputError(
+        f"{path}: unknown file format (expected a rocprofv3 CSV or rocpd .db, a rocprofiler-compute pmc_perf.csv, "
+        "an Nsight Compute raw CSV or Nsight Systems SQLite export, or ggml op metadata JSON)"
+    )
+
+
+def read_capture(
+    path: Path,
+    *,
+    attachments: list[Path] | None = None,
+    keep_instances: bool = True,
+) -> Capture:
+    """Detect and read one capture.
+
+    Args:
+        path: a capture directory or a single profiler file.
+        attachments: extra files that belong to this run (op metadata JSON, fused-group logs).
+        keep_instances: keep per-instance counter values where the source has them.
+
+    Returns:
+        The :class:`~rocroof.records.Capture`; passes are in run order (the trace pass first).
+
+    Raises:
+        InputError: unknown or empty input.
+        ParseError: malformed input (file and row named).
+    """
+    fmt = detect(path)
+    root = path if path.is_dir() else path.parent
+    files = _files_below(path) if path.is_dir() else [path]
+    used: list[Path] = []
+    notes: list[Note] = []
+    manifest: dict[str, object] = {}
+    manifest_path = root / MANIFEST
+    if path.is_dir() and manifest_path.is_file():
+        manifest = _read_manifest(manifest_path)
+        used.append(manifest_path)
+
+    capture: Capture
+    if fmt == "rocprof-compute":
+        workload = path if path.is_dir() else path.parent
+        passes, sysinfo, agents, wnotes, roof_bw = rocprof_compute.read_workload(workload)
+        notes += wnotes
+        used += [p for p in _files_below(workload) if p.suffix in (".csv", ".txt", ".gz", ".yaml")]
+        capture = Capture(
+            source_format=fmt,
+            source_paths=[str(workload)],
+            profiler="rocprof-compute",
+            profiler_version=sysinfo.get("version"),
+            command=sysinfo.get("command"),
+            host=sysinfo.get("hostname"),
+            passes=passes,
+            agents=agents,
+            sysinfo=sysinfo,
+        )
+        if roof_bw:
+            capture.dram_peak_gbps, capture.dram_peak_source = (
+                roof_bw,
+                "roofline.csv HBMBw (measured by rocprofiler-compute)",
+            )
+        elif sysinfo.get("hbm_bw"):
+            try:
+                hbm_bw = float(sysinfo["hbm_bw"])
+            except ValueError:
+                hbm_bw = math.nan
+            if math.isfinite(hbm_bw) and hbm_bw > 0:
+                capture.dram_peak_gbps = hbm_bw
+                capture.dram_peak_source = "sysinfo.csv hbm_bw (rocprofiler-compute)"
+            else:  # a ceiling must be a positive bandwidth; configs/peaks.yaml applies instead
+                notes.append(
+                    Note(
+                        "warning",
+                        "bad-sysinfo",
+                        f"sysinfo.csv hbm_bw is {sysinfo['hbm_bw']!r}, not a positive bandwidth; left out",
+                    )
+                )
+    elif fmt == "rocpd":
+        dbs = [f for f in files if logical_name(f).endswith(".db") and rocpd.is_rocpd(f)]
+        by_dir: dict[Path, list[Path]] = {}
+        for db in dbs:
+            by_dir.setdefault(db.parent, []).append(db)
+        passes = []
+        agent_frames = []
+        meta: dict[str, str] = {}
+        for i, (directory, group) in enumerate(sorted(by_dir.items(), key=lambda kv: _natural(kv[0]))):
+            label = _pass_label(root, directory, i)
+            parts = [rocpd.read_pass(db, label, keep_instances) for db in group]
+            passes.append(_merge_processes(parts, label, str(directory)))
+            for db in group:
+                agent_frames.append(rocpd.read_agents(db))
+                meta = {**rocpd.read_metadata(db), **meta}
+        used += dbs
+        if any(rocprofv3_csv.classify(f) for f in files):
+            notes.append(
+                Note(
+                    "info",
+                    "csv-ignored",
+                    "rocprofv3 CSV files next to the rocpd databases were not read (rocpd preferred)",
+                )
+            )
+        agents = (
+            pd.concat(agent_frames, ignore_index=True).drop_duplicates("agent_label")
+            if agent_frames
+            else empty_frame(AGENT_COLUMNS)
+        )
+        capture = Capture(
+            source_format=fmt,
+            source_paths=[str(path)],
+            profiler="rocprofv3",
+            command=meta.get("command"),
+            host=meta.get("host"),
+            passes=passes,
+            agents=conform(agents, AGENT_COLUMNS),
+            sysinfo={k: v for k, v in meta.items() if k.startswith("rocpd_")},
+        )
+    elif fmt == "rocprofv3-csv":
+        if path.is_file():
+            prefix = rocprofv3_csv.classify(path)
+            assert prefix is not None
+            files = [
+                f
+                for f in _files_below(path.parent)
+                if f.parent == path.parent and (rocprofv3_csv.classify(f) or ("", None))[1] == prefix[1]
+            ]
+        grouped = rocprofv3_csv.group_pass_files(files)
+        passes = []
+        agent_paths: list[Path] = []
+        for i, (directory, pfiles) in enumerate(sorted(grouped.items(), key=lambda kv: _natural(kv[0]))):
+            if not (pfiles.files.get("kernel_trace") or pfiles.files.get("counter_collection")):
+                agent_paths += [p for _, p in pfiles.files.get("agent_info", [])]
+                used += pfiles.all_paths()
+                continue
+            passes.append(rocprofv3_csv.read_pass(pfiles, _pass_label(root, directory, i)))
+            agent_paths += [p for _, p in pfiles.files.get("agent_info", [])]
+            used += pfiles.all_paths()
+        if not passes:
+            raise InputError(
+                f"{path}: rocprofv3 output without kernel_trace.csv or counter_collection.csv; nothing to ingest"
+            )
+        capture = Capture(
+            source_format=fmt,
+            source_paths=[str(path)],
+            profiler="rocprofv3",
+            passes=passes,
+            agents=rocprofv3_csv.read_agents(agent_paths),
+        )
+    elif fmt == "nvidia":
+        capture = _read_nvidia(path, root, files, used, notes)
+    else:
+        capture = Capture(source_format=fmt, source_paths=[str(path)], profiler="ggml-roofline", passes=[])
+
+    # attachments: op metadata JSON and ggml-fused logs (inside the capture dir or given explicitly)
+    # the sidecar collect asked for is op metadata whatever its content: damaged, it must fail, not vanish
+    expected = {SIDECAR_NAME}
+    passes_listed = manifest.get("passes") if isinstance(manifest, dict) else None
+    for entry in passes_listed if isinstance(passes_listed, list) else []:
+        env = entry.get("env") if isinstance(entry, dict) else None
+        if isinstance(env, dict) and isinstance(env.get("GGML_CUDA_OP_META"), str):
+            expected.add(Path(env["GGML_CUDA_OP_META"]).name)
+    meta_files = [
+        f
+        for f in files
+        if logical_name(f).endswith(".json")
+        and f.name != MANIFEST
+        and (logical_name(f) in expected or ggml_meta.looks_like_metadata(f))
+    ]
+    if fmt == "ggml-roofline-json" and path.is_file():
+        meta_files = [path]
+    log_files = [f for f in files if logical_name(f).endswith(".log") and file_has_fused_lines(f)]
+    for extra in attachments or []:
+        if extra.is_dir():
+            raise InputError(f"{extra}: --attach takes a file (op metadata JSON or a ggml-fused log), not a directory")
+        if not extra.is_file():
+            raise InputError(f"{extra}: attachment not found")
+        if any(extra.resolve() == m.resolve() for m in meta_files + log_files):
+            continue  # the capture holds it already
+        if logical_name(extra).endswith(".json"):
+            if not ggml_meta.looks_like_metadata(extra):
+                raise InputError(
+                    f"{extra}: --attach expects ggml op metadata JSON (rows with invocation and ggml_op, from "
+                    "GGML_CUDA_OP_META or GGML_ROOFLINE_OUT); this JSON is something else"
+                )
+            meta_files.append(extra)
+        elif file_has_fused_lines(extra):
+            log_files.append(extra)
+        else:
+            raise InputError(
+                f"{extra}: --attach expects op metadata JSON or a log with 'ggml-fused:' lines; this file has neither"
+            )
+    if len(meta_files) > 1:
+        shown = ", ".join(str(m) for m in meta_files)
+        raise InputError(f"{path}: more than one ggml op metadata JSON ({shown}); keep one per capture")
+    if meta_files:
+        meta_obj, mnotes = ggml_meta.read_metadata(meta_files[0])
+        capture.op_metadata = meta_obj
+        notes += mnotes
+        used.append(meta_files[0])
+        if fmt == "ggml-roofline-json":
+            capture.profiler = meta_obj.source
+            capture.passes = [_pass_from_metadata_kernels(meta_obj, str(meta_files[0]))]
+            if meta_obj.device:
+                capture.agents = conform(
+                    pd.DataFrame([{"agent_label": "0", "agent_type": "GPU", "gfx_arch": meta_obj.device}]),
+                    AGENT_COLUMNS,
+                )
+    for log in log_files:
+        capture.fused_groups.update({k: (g.op_list, list(g.node_names)) for k, g in read_fused_log(log).items()})
+        used.append(log)
+
+    if manifest:
+        _apply_manifest(capture, manifest, root)
+    if not keep_instances:
+        for p in capture.passes:
+            p.instances = p.instances.iloc[0:0]
+    if not any(len(p.dispatches) for p in capture.passes):
+        if fmt == "ggml-roofline-json":
+            raise InputError(
+                f"{path}: op metadata without kernel timings (rocroof's llama.cpp sidecar); ingest the profiler "
+                "capture and attach it: rocroof ingest CAPTURE --attach FILE"
+            )
+        raise InputError(f"{path}: no kernel dispatches recorded (did the application launch any GPU kernel?)")
+    capture.notes = notes + capture.notes
+    used = list(dict.fromkeys(used))
+    # the hash reads every input file again: on a second thread (hashlib releases the GIL), while
+    # the caller attributes the capture; Capture.content_sha256 waits for it
+    release_free_memory()  # what reading freed (chunks of text) goes back before the next stage
+    hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocroof-hash")
+    capture._hash_job = hasher.submit(_hash_files, used, root)
+    hasher.shutdown(wait=False)
+    capture.files_read = [str(u) for u in used]
+    return capture
+
+
+def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], notes: list[Note]) -> Capture:
+    """An NVIDIA capture: an Nsight Systems export (the trace pass) and Nsight Compute raw CSVs."""
+    nsys = [f for f in files if nvidia.is_nsys_sqlite(f)]
+    ncu = [f for f in files if nvidia.is_ncu_csv(f)]
+    reps = [f for f in files if logical_name(f).endswith(".ncu-rep")]
+    # an export that is there but unreadable must stop the ingest, not leave a pass out silently
+    for f in files:
+        name = logical_name(f)
+        if name.endswith(".sqlite") and f not in nsys:
+            raise ParseError(
+                f,
+                "not an Nsight Systems export: expected an SQLite database with CUPTI_ACTIVITY_KIND_KERNEL "
+                "(nsys export --type sqlite); the file is empty, damaged, cut short or another database",
+            )
+        if name.endswith(".csv") and (name.startswith("ncu") or f.parent.name == "ncu") and f not in ncu:
+            raise ParseError(
+                f,
+                "not an Nsight Compute raw export: expected the CSV of 'ncu --import REPORT --csv --page raw' "
+                '(header with "Kernel Name" and metric columns); the file is empty, damaged or another CSV',
+            )
+    if reps and not ncu:
+        raise InputError(
+            f"{reps[0]}: Nsight Compute reports are binary; export them first: "
+            f"ncu --import {reps[0].name} --csv --page raw > {reps[0].stem}.csv"
+        )
+    if len(nsys) > 1:
+        raise InputError(
+            f"{path}: more than one Nsight Systems export ({', '.join(f.name for f in nsys)}); one per capture"
+        )
+    passes: list[PassData] = []
+    agents = empty_frame(AGENT_COLUMNS)
+    facts: dict[str, str] = {}
+    for f in nsys:
+        p, agents, more = nvidia.read_nsys_sqlite(f, _pass_label(root, f.parent, 0) if f.parent != root else "nsys")
+        if not len(p.dispatches) and ncu:
+            raise ParseError(
+                f,
+                "holds no kernel activity (CUPTI_ACTIVITY_KIND_KERNEL is empty) while Nsight Compute profiled "
+                "kernels: was nsys run with -t cuda, and did the export finish?",
+            )
+        passes.append(p)
+        facts.update(more)
+        used.append(f)
+    for i, f in enumerate(sorted(ncu, key=_natural)):
+        label = _pass_label(root, f.parent, i) if f.parent != root else logical_name(f)
+        p, more = nvidia.read_ncu_csv(f, label)
+        if not len(p.dispatches):
+            raise ParseError(f, "holds no kernel rows (did ncu profile any kernel? see its log)")
+        passes.append(p)
+        facts = {**more, **facts}
+        used.append(f)
+    if not len(agents):
+        agents = conform(
+            pd.DataFrame(
+                [
+                    {
+                        "agent_label": "0",
+                        "agent_type": "GPU",
+                        "gfx_arch": facts.get("gfx_arch"),
+                        "product_name": facts.get("gpu_name"),
+                    }
+                ]
+            ),
+            AGENT_COLUMNS,
+        )
+    manifest_path = root / MANIFEST
+    manifest = _read_manifest(manifest_path) if manifest_path.is_file() else {}
+    if manifest:
+        listed = manifest.get("passes")
+        have = {p.label for p in passes}
+        for entry in listed if isinstance(listed, list) else []:
+            label = str(entry.get("dir", "")) if isinstance(entry, dict) else ""
+            if label and label not in have:
+                expected = "nsys.sqlite (nsys export)" if entry.get("kind") == "trace" else "ncu_raw.csv (ncu --import)"
+                raise InputError(
+                    f"{root / label}: the capture's manifest lists this pass but it holds no {expected}; "
+                    "the run failed or the file was removed"
+                )
+    peak_gbps, peak_source = _probe_ceiling(root, files, manifest, used, notes, facts.get("gpu_name"))
+    profiler = "+".join(n for n, have in (("ncu", ncu), ("nsys", nsys)) if have)
+    if ncu and not nsys:
+        notes.append(
+            Note(
+                "info",
+                "no-trace-pass",
+                "no Nsight Systems export: durations come from Nsight Compute's serialised replay",
+            )
+        )
+    return Capture(
+        source_format="nvidia",
+        source_paths=[str(path)],
+        profiler=profiler,
+        passes=passes,
+        agents=agents,
+        host=facts.get("host"),
+        sysinfo={k: v for k, v in facts.items() if k.startswith(("nsys_", "nvidia_"))},
+        dram_peak_gbps=peak_gbps,
+        dram_peak_source=peak_source,
+    )
+
+
+def _probe_ceiling(
+    root: Path,
+    files: list[Path],
+    manifest: dict[str, object],
+    used: list[Path],
+    notes: list[Note],
+    gpu_name: object = None,
+) -> tuple[float | None, str | None]:
+    """The measured DRAM ceiling of an NVIDIA capture: ``bandwidth.json`` of ``rocroof.analysis.bandwidth``.
+
+    ``rocroof collect --profiler ncu`` writes it (``probe/bandwidth.json``; ``rocroof scrub --gzip``
+    makes it ``bandwidth.json.gz``); its best copy bandwidth becomes the run's ceiling, ahead of
+    ``configs/peaks.yaml``. A probe that the manifest records as failed gives a warning note and no
+    ceiling (the datasheet one applies); so does a probe the manifest lists whose result is missing,
+    and a result measured on another GPU than the capture's (``gpu_name``).
+
+    Returns:
+        ``(GB/s, source)``, or ``(None, None)`` without a probe result.
+
+    Raises:
+        InputError: more than one probe result in the capture.
+        ParseError: a probe result that is not one (:func:`rocroof.analysis.bandwidth.read_bandwidth`).
+    """
+    found = [f for f in files if logical_name(f) == BANDWIDTH_FILE]
+    if len(found) > 1:
+        raise InputError(f"{root}: more than one {BANDWIDTH_FILE} ({', '.join(map(str, found))}); one per capture")
+    if not found:
+        probes = manifest.get("probes")
+        for entry in probes if isinstance(probes, list) else []:
+            if isinstance(entry, dict) and entry.get("error"):
+                lines = str(entry["error"]).strip().splitlines()
+                notes.append(
+                    Note(
+                        "warning",
+                        "probe-failed",
+                        f"the copy-bandwidth probe failed ({lines[-1] if lines else 'no reason recorded'}); "
+                        "the DRAM ceiling is the peaks table's",
+                    )
+                )
+            elif isinstance(entry, dict) and entry.get("output"):
+                notes.append(
+                    Note(
+                        "warning",
+                        "probe-missing",
+                        f"the manifest lists a copy-bandwidth probe but {entry['output']} is not in the capture; "
+                        "the DRAM ceiling is the peaks table's",
+                    )
+                )
+        return None, None
+    probe = read_bandwidth(found[0])
+    used.append(found[0])
+    if probe.bytes_per_copy < MIN_PROBE_BYTES:
+        notes.append(
+            Note(
+                "warning",
+                "probe-too-small",
+                f"{found[0]}: the probe copied {probe.bytes_per_copy:,} bytes, under {MIN_PROBE_BYTES:,} (a copy that "
+                "small times caches, not DRAM); its result is not used (the DRAM ceiling is the peaks table's)",
+            )
+        )
+        return None, None
+    if gpu_name and str(gpu_name).strip() and probe.device.strip() != str(gpu_name).strip():
+        notes.append(
+            Note(
+                "warning",
+                "probe-other-gpu",
+                f"{found[0]}: the probe measured {probe.device!r} but the capture ran on {gpu_name!r}; "
+                "its result is not used (the DRAM ceiling is the peaks table's)",
+            )
+        )
+        return None, None
+    source = (
+        f"measured: {probe.device} device-to-device copy, best of {probe.repeats} x "
+        f"{probe.bytes_per_copy / 2**30:g} GiB (median {probe.gbps_median:,.0f} GB/s; rocroof bandwidth probe)"
+    )
+    return probe.gbps_best, source
+
+
+def _pass_label(root: Path, directory: Path, index: int) -> str:
+    try:
+        rel = directory.relative_to(root)
+    except ValueError:
+        rel = Path(directory.name)
+    text = str(rel)
+    return f"pass {index + 1}" if text in ("", ".") else text
+
+
+def _merge_processes(parts: list[PassData], label: str, source: str) -> PassData:
+    if len(parts) == 1:
+        return parts[0]
+    offset = 0
+    dispatches, counters, instances, markers, launches = [], [], [], [], []
+    for part in parts:
+        dispatches.append(part.dispatches)
+        c = part.counters.copy()
+        c["row"] += offset
+        counters.append(c)
+        inst = part.instances.copy()
+        inst["row"] += offset
+        instances.append(inst)
+        markers.append(part.markers)
+        launches.append(part.launches)
+        offset += len(part.dispatches)
+    return PassData(
+        kind="counter" if any(p.kind == "counter" for p in parts) else "trace",
+        label=label,
+        source=source,
+        dispatches=pd.concat(dispatches, ignore_index=True),
+        counters=pd.concat(counters, ignore_index=True),
+        instances=pd.concat(instances, ignore_index=True),
+        markers=pd.concat(markers, ignore_index=True),
+        launches=pd.concat(launches, ignore_index=True),
+    )
+
+
+def _pass_from_metadata_kernels(meta: object, source: str) -> PassData:
+    from ...records import OpMetadata
+
+    assert isinstance(meta, OpMetadata)
+    k = meta.kernels
+    if len(k) == 0:
+        return PassData(kind="trace", label="ggml-roofline", source=source, dispatches=empty_frame(DISPATCH_COLUMNS))
+    k = k.sort_values(["invocation", "kernel_index"], kind="stable").reset_index(drop=True)
+    disp = pd.DataFrame(
+        {
+            "kernel_name": k["kernel_name"],
+            "invocation": k["invocation"].astype("Int64"),
+            "duration_ns": k["gpu_time_ns"].round().astype("Int64"),
+            "agent_label": "0",
+        }
+    )
+    return PassData(kind="trace", label="ggml-roofline", source=source, dispatches=conform(disp, DISPATCH_COLUMNS))
+
+
+def _apply_manifest(capture: Capture, manifest: dict[str, object], root: Path) -> None:
+    command = manifest.get("command")
+    if isinstance(command, list):
+        capture.command = " ".join(str(c) for c in command)
+    elif isinstance(command, str):
+        capture.command = command
+    for key in ("profiler", "profiler_version", "host"):
+        value = manifest.get(key)
+        if isinstance(value, str):
+            setattr(capture, key, value)
+    passes = manifest.get("passes")
+    if isinstance(passes, list):
+        by_label = {p.label: p for p in capture.passes}
+        for entry in passes:
+            if not isinstance(entry, dict):
+                continue
+            p = by_label.get(str(entry.get("dir", "")))
+            if p is None:
+                continue
+            counters = entry.get("counters")
+            if isinstance(counters, list):
+                p.requested_counters = tuple(str(c) for c in counters)
+                have = set(p.counters["counter_name"])
+                missing = [c for c in p.requested_counters if c not in have]
+                if missing and len(p.dispatches):
+                    capture.notes.append(
+                        Note(
+                            "warning",
+                            "missing-counter",
+                            f"{p.label}: requested counter(s) absent from the output: {', '.join(missing)}",
+                        )
+                    )
+    extra = manifest.get("settings")
+    if isinstance(extra, dict):
+        capture.sysinfo.update({str(k): str(v) for k, v in extra.items()})

@@ -1,0 +1,698 @@
+"""Readers for NVIDIA captures: Nsight Compute raw CSV (counters) and Nsight Systems SQLite (trace).
+
+Nsight Compute: ``ncu --import report.ncu-rep --csv --page raw``. Row 1 is the header, row 2
+the unit of each column (chosen per column: ``us``, ``Mbyte``...; decimal prefixes, ``Kbyte`` =
+1e3 bytes) unless exported with ``--print-units base``; numbers may carry thousands separators.
+Each kernel row carries its NVTX push/pop stack in the column
+``thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`` as
+``<tid>  "<domain>:<message>:<6 payload/color fields>" ...`` (outermost first); rocroof takes the
+innermost ggml range as the kernel's region. Nsight Compute replays and serialises kernels (and by
+default flushes caches before each), so its durations are not the timings.
+
+Nsight Systems: ``nsys export --type sqlite``. Kernels from ``CUPTI_ACTIVITY_KIND_KERNEL``
+(``correlationId`` links them to the launching ``CUPTI_ACTIVITY_KIND_RUNTIME`` call), NVTX ranges
+and marks from ``NVTX_EVENTS`` (event type 59 push/pop range, 60 start/end range, 34 mark), names
+from ``StringIds``, the GPU from ``TARGET_INFO_GPU``. ``globalTid`` packs the process and thread:
+the low 24 bits are the thread id, the rest is the process's ``globalPid`` (table ``PROCESSES``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import gzip
+import io
+import re
+import shutil
+import sqlite3
+import tempfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ...errors import ParseError
+from ...fileio import (
+    check_counter_values,
+    column_map,
+    is_gzip,
+    logical_name,
+    open_binary,
+    parse_int,
+    parse_str,
+    pick,
+    read_csv_chunks,
+    read_header,
+    require,
+)
+from ...records import (
+    AGENT_COLUMNS,
+    COUNTER_COLUMNS,
+    DISPATCH_COLUMNS,
+    LAUNCH_COLUMNS,
+    MARKER_COLUMNS,
+    Note,
+    PassData,
+    conform,
+    empty_frame,
+    stack_frames,
+)
+
+NVTX_COLUMN = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
+_STACK_ENTRY = re.compile(r'"([^"]*)"')
+_PREFIX = {
+    "": 1.0,
+    "k": 1e3,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "Ki": 1024.0,
+    "Mi": 1024.0**2,
+    "Gi": 1024.0**3,
+    "Ti": 1024.0**4,
+}
+_TIME = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
+#: Columns of the raw page that describe the launch rather than measure it.
+_META = {
+    "id",
+    "process id",
+    "process name",
+    "host name",
+    "kernel name",
+    "context",
+    "stream",
+    "block size",
+    "grid size",
+    "device",
+    "cc",
+    NVTX_COLUMN.lower(),
+}
+
+
+def unit_scale(unit: str) -> float | None:
+    """The factor from an Nsight Compute unit to rocroof's base unit (bytes, ns, bytes/s...).
+
+    ``Kbyte`` -> 1e3, ``Mbyte`` -> 1e6, ``us`` -> 1e3 (to ns), ``Gbyte/s`` -> 1e9 (to bytes/s).
+    Returns None for units without a known prefix (the value is kept as printed).
+
+    >>> unit_scale("Mbyte"), unit_scale("us"), unit_scale("Gbyte/s"), unit_scale("%")
+    (1000000.0, 1000.0, 1000000000.0, 1.0)
+    """
+    u = unit.strip()
+    if not u or u in ("%", "byte", "cycle", "inst", "warp", "thread", "block", "register/thread"):
+        return 1.0
+    if "/" in u:
+        num, _, den = u.partition("/")
+        a, b = unit_scale(num), _TIME.get(den.strip())
+        if a is not None and b is not None:
+            return a / (b / 1e9)  # per ns -> per second
+        return unit_scale(num) if den.strip() in ("cycle", "block", "thread", "warp", "SM") else None
+    if u in _TIME:
+        return _TIME[u]
+    m = re.fullmatch(r"(Ki|Mi|Gi|Ti|[kKMGTP]?)(byte|B|bytes)", u)
+    if m:
+        return _PREFIX[m.group(1)]
+    m = re.fullmatch(r"([kKMGT]?)(hz|Hz|inst|cycle)", u)
+    if m:
+        return _PREFIX[m.group(1)]
+    return None
+
+
+def _number(text: pd.Series) -> pd.Series:
+    """Nsight numbers: thousands separators dropped, ``n/a`` and empty cells as NaN."""
+    cleaned = text.astype(str).str.replace(",", "", regex=False).str.strip()
+    return pd.to_numeric(cleaned.where(~cleaned.isin(["", "n/a", "N/A", "nan"]), None), errors="coerce")
+
+
+def _whole(path: Path, values: pd.Series, column: str, first_row: int, *, exact: bool = False) -> pd.Series:
+    """Numbers rounded to ``Int64``; ParseError naming the first row outside the signed 64-bit range.
+
+    With ``exact`` (ids), a value with a fraction is refused too: rounding ``1.5`` made it id 2.
+    """
+    rounded = values.round()
+    if exact:
+        fraction = rounded.notna() & (rounded != values)
+        if bool(fraction.any()):
+            pos = int(np.flatnonzero(fraction.to_numpy())[0])
+            raise ParseError(
+                path, f"column {column!r} has {values.iloc[pos]:g}; expected a whole number", first_row + pos
+            )
+    bad = rounded.notna() & ~((rounded >= -(2**63)) & (rounded < 2**63))
+    if bool(bad.any()):
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ParseError(
+            path, f"column {column!r} has {values.iloc[pos]:g}; expected a number within 64 bits", first_row + pos
+        )
+    return pd.Series(pd.array(rounded, dtype="Int64"))
+
+
+def _innermost_ggml(cell: object) -> tuple[int | None, str | None]:
+    """``(thread id, innermost ggml range message)`` of an NVTX stack cell."""
+    if not isinstance(cell, str) or not cell.strip():
+        return None, None
+    head = cell.strip().split(None, 1)[0]
+    tid = int(head) if head.isdigit() else None
+    # the quoted entries, innermost last: the last one whose message is a ggml range
+    for entry in reversed(_STACK_ENTRY.findall(cell)):
+        if "ggml:" not in entry:
+            continue
+        # "<domain>:<message>:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"; the message may hold colons
+        body = entry.split(":", 1)[1] if entry.startswith("<") or ":" in entry else entry
+        parts = body.rsplit(":", 6)
+        text = parts[0] if len(parts) == 7 else body
+        if text.startswith("ggml:"):
+            return tid, text
+    return tid, None
+
+
+def is_ncu_csv(path: Path) -> bool:
+    """True for an ``ncu --csv --page raw`` export (header holds ``Kernel Name`` and ncu metrics)."""
+    if not logical_name(path).endswith(".csv"):
+        return False
+    try:
+        with open_binary(path) as fh:
+            head = fh.read(1 << 16).decode("utf-8", errors="replace")
+    except Exception:
+        return False
+    first = head.splitlines()[0] if head else ""
+    return '"Kernel Name"' in first and ("gpu__time_duration" in first or "Push/Pop_Range" in first)
+
+
+def _units_row(path: Path, header: list[str], id_col: str) -> list[str] | None:
+    """Row 2 of an Nsight Compute raw export when it is the units row (its ID cell empty), else None."""
+    try:
+        with open_binary(path) as fh:
+            fh.readline()
+            second = fh.readline()
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
+        return None  # the reader reports the damage
+    text = second.decode("utf-8", errors="replace")
+    try:
+        cells = next(csv.reader(io.StringIO(text)), [])
+    except csv.Error:
+        return None
+    if not cells or len(cells) < len(header):
+        return None
+    units = dict(zip(header, cells, strict=False))
+    return [units.get(name, "") for name in header] if units.get(id_col, "x").strip() == "" else None
+
+
+def _numeric(column: pd.Series) -> pd.Series:
+    """A column of a chunk as numbers: as the C parser typed it, else by :func:`_number`."""
+    if column.dtype.kind in "iuf":
+        return column.reset_index(drop=True)
+    return _number(column).reset_index(drop=True)
+
+
+def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
+    """Read an Nsight Compute raw-page CSV as one counter pass, a chunk of rows at a time.
+
+    Returns:
+        ``(pass, facts)``: facts hold the GPU (``CC``, device name when present).
+
+    Raises:
+        ParseError: a missing or repeated column, or a row without a kernel name / duration.
+    """
+    header = read_header(path)
+    repeated = sorted({str(c) for c in header if header.count(c) > 1})
+    if repeated:
+        raise ParseError(path, f"column {repeated[0]!r} appears more than once (expected one column per metric)", 1)
+    cols = column_map(header)
+    name_col = require(path, cols, "kernel name", "Kernel Name")
+    id_col = require(path, cols, "kernel id", "ID")
+    unit_cells = _units_row(path, header, id_col)
+    units = pd.Series(unit_cells if unit_cells is not None else [""] * len(header), index=header).fillna("")
+    dur_col = pick(cols, "gpu__time_duration.sum")
+    metrics = []  # (column, scale): counters of each dispatch
+    for col in header:
+        if str(col).strip().lower() in _META or "__" not in str(col) or str(col).startswith("device__attribute"):
+            continue  # device attributes repeat on every row: facts of the GPU, not counters of a dispatch
+        scale = unit_scale(units[col])
+        if scale is not None:
+            metrics.append((col, scale))
+    id_like = [c for c in (pick(cols, "Process ID"), pick(cols, "Stream"), pick(cols, "Context")) if c]
+    numbers = [id_col, *id_like, *(m for m, _ in metrics), *([dur_col] if dur_col else [])]
+    nvtx = pick(cols, NVTX_COLUMN)
+    device = pick(cols, "Device")
+    frames: list[pd.DataFrame] = []
+    values: dict[str, list[np.ndarray]] = {m: [] for m, _ in metrics}
+    rows: dict[str, list[np.ndarray]] = {m: [] for m, _ in metrics}
+    facts: dict[str, str] = {}
+    offset = 0
+    for chunk, first_row in read_csv_chunks(path, numbers=numbers, skip_second_row=unit_cells is not None):
+        if not facts and len(chunk):
+            facts = _ncu_facts(chunk, cols)
+        disp = pd.DataFrame({"kernel_name": parse_str(chunk[name_col])})
+        disp["dispatch_id"] = _whole(path, _numeric(chunk[id_col]), id_col, first_row, exact=True)
+        if bool(disp["kernel_name"].isna().any()):
+            pos = int(np.flatnonzero(disp["kernel_name"].isna().to_numpy())[0])
+            raise ParseError(path, f"column {name_col!r} is empty; expected a kernel name", first_row + pos)
+        if dur_col is not None:
+            dur_scale = unit_scale(units[dur_col]) or 1.0
+            disp["duration_ns"] = _whole(path, _numeric(chunk[dur_col]) * dur_scale, dur_col, first_row)
+        for target, alias in (("process_id", "Process ID"), ("stream_id", "Stream"), ("queue_id", "Context")):
+            column = pick(cols, alias)
+            if column is not None:
+                disp[target] = _whole(path, _numeric(chunk[column]), column, first_row)
+        for target, alias in (("grid", "Grid Size"), ("workgroup", "Block Size")):
+            column = pick(cols, alias)
+            if column is not None:
+                xyz = _dims(chunk[column])
+                for i, axis in enumerate("xyz"):
+                    disp[f"{target}_{axis}"] = parse_int(path, xyz[i], first_row, column)[0]
+        if "workgroup_x" in disp and "grid_x" in disp:
+            # ncu's Grid Size counts blocks; rocroof's grid sizes count work-items (threads)
+            for a in "xyz":
+                disp[f"grid_{a}"] = disp[f"grid_{a}"] * disp[f"workgroup_{a}"]
+            disp["workgroup_size"] = disp["workgroup_x"] * disp["workgroup_y"] * disp["workgroup_z"]
+            disp["grid_size"] = disp["grid_x"] * disp["grid_y"] * disp["grid_z"]
+        if nvtx is not None:
+            parsed = [_innermost_ggml(c) for c in chunk[nvtx]]
+            disp["thread_id"] = pd.array([t for t, _ in parsed], dtype="Int64")
+            disp["region"] = pd.Series([msg for _, msg in parsed], dtype=object)
+        disp["agent_label"] = parse_str(chunk[device]) if device else "0"
+        frames.append(conform(disp, DISPATCH_COLUMNS))
+        local = np.arange(offset, offset + len(chunk), dtype=np.int64)
+        for col, scale in metrics:
+            v = (_numeric(chunk[col]) * scale).to_numpy(dtype=np.float64, na_value=np.nan)
+            check_counter_values(path, v, first_row, str(col))
+            if str(units[col]).strip().lower().endswith("byte") and str(col).endswith(".sum"):
+                v = np.round(v)  # a byte count: 0.509952 Mbyte is 509,952 B, not 509,951.99999999994
+            keep = ~np.isnan(v)
+            values[col].append(v[keep])
+            rows[col].append(local[keep])
+        offset += len(chunk)
+    dispatches = stack_frames(frames) if frames else empty_frame(DISPATCH_COLUMNS)
+    # a kernel's ID is unique in a report (per profiled process): a repeated row is damage
+    repeated = dispatches.duplicated(subset=["process_id", "dispatch_id"], keep="first")
+    if bool(repeated.any()):
+        pos = int(np.flatnonzero(repeated.to_numpy())[0])
+        raise ParseError(
+            path,
+            f"kernel ID {dispatches['dispatch_id'].iloc[pos]} appears twice (expected one row per profiled kernel)",
+            (3 if unit_cells is not None else 2) + pos,
+        )
+    counter_frame = empty_frame(COUNTER_COLUMNS)
+    present = [m for m, _ in metrics if sum(len(v) for v in values[m])]
+    if present:  # counter-major, as the columns come: one row per dispatch and counter measured
+        code_parts = [np.full(sum(len(v) for v in values[m]), j, dtype=np.int32) for j, m in enumerate(present)]
+        counter_frame = pd.DataFrame(
+            {
+                "row": np.concatenate([r for m in present for r in rows[m]]),
+                "counter_name": pd.Categorical.from_codes(
+                    np.concatenate(code_parts), categories=[str(m) for m in present]
+                ),
+                "value": np.concatenate([v for m in present for v in values[m]]),
+            },
+            copy=False,
+        )
+    del values, rows
+    return (
+        PassData(
+            kind="counter",
+            label=label,
+            source=str(path),
+            dispatches=dispatches,
+            counters=counter_frame,
+            region_method="nvtx_stack",
+        ),
+        facts,
+    )
+
+
+def _dims(column: pd.Series) -> pd.DataFrame:
+    """``(x, y, z)`` text of each ``(x, y, z)`` cell, computed once per distinct cell."""
+    codes, uniques = pd.factorize(column.to_numpy(dtype=object), use_na_sentinel=False)
+    parsed = pd.Series(uniques, dtype=object).astype(str).str.extract(r"\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)")
+    return pd.DataFrame({i: parsed[i].to_numpy(dtype=object)[codes] for i in range(3)})
+
+
+def _ncu_facts(chunk: pd.DataFrame, cols: dict[str, str]) -> dict[str, str]:
+    """Facts of the GPU from the first kernel row: CC, device attributes, host name."""
+    facts: dict[str, str] = {}
+    cc = pick(cols, "CC")
+    if cc is not None:
+        major_minor = str(chunk[cc].iloc[0]).strip()
+        if re.fullmatch(r"\d+\.\d+", major_minor):
+            facts["gfx_arch"] = "sm_" + major_minor.replace(".", "")
+    for fact, column in (
+        ("nvidia_l2_cache_bytes", "device__attribute_l2_cache_size"),
+        ("nvidia_sm_count", "device__attribute_multiprocessor_count"),
+        ("nvidia_memory_bus_width_bits", "device__attribute_global_memory_bus_width"),
+        ("nvidia_memory_clock_khz", "device__attribute_memory_clock_rate"),
+        ("gpu_name", "device__attribute_display_name"),
+    ):
+        col = pick(cols, column)
+        if col is not None:
+            facts[fact] = str(chunk[col].iloc[0]).replace(",", "").strip()
+    host = pick(cols, "Host Name")
+    if host is not None:
+        facts["host"] = str(chunk[host].iloc[0])
+    return facts
+
+
+@contextlib.contextmanager
+def sqlite_file(path: Path) -> Iterator[Path]:
+    """A plain SQLite file for ``path``: itself, or a temporary decompressed copy of a ``.gz``."""
+    if not is_gzip(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="rocroof-") as tmp:
+        plain = Path(tmp) / logical_name(path)
+        try:
+            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (OSError, EOFError) as exc:
+            raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
+        yield plain
+
+
+def is_nsys_sqlite(path: Path) -> bool:
+    """True for an ``nsys export --type sqlite`` database with a kernel activity table."""
+    if not logical_name(path).endswith((".sqlite", ".db", ".sqlite3")):
+        return False
+    try:
+        with sqlite_file(path) as plain:
+            return _has_kernel_table(plain)
+    except ParseError:
+        return False
+
+
+def _has_kernel_table(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(16) != b"SQLite format 3\x00":
+                return False
+        conn = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True)
+    except (OSError, sqlite3.Error):
+        return False
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except (sqlite3.Error, UnicodeDecodeError, MemoryError):  # damage: text that is not UTF-8, SQLITE_NOMEM
+        return False
+    finally:
+        conn.close()
+    return "CUPTI_ACTIVITY_KIND_KERNEL" in names
+
+
+def read_nsys_sqlite(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str, str]]:
+    """Read an Nsight Systems SQLite export (``.gz`` accepted) as the trace pass.
+
+    Returns:
+        ``(pass, agents, facts)``.
+
+    Raises:
+        ParseError: not an nsys export, or a query failure.
+    """
+    with sqlite_file(path) as plain:
+        try:
+            result = _read_nsys(plain, label)
+        except ParseError as exc:
+            if exc.path == str(path):
+                raise
+            raise ParseError(path, exc.reason, exc.row) from exc  # the user's file, not the decompressed copy
+    result[0].source = str(path)
+    return result
+
+
+def _ints(path: Path, table: str, frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column of an nsys table as ``Int64``; ParseError naming the table and column when it is not one."""
+    if column not in frame.columns:
+        raise ParseError(path, f"{table} has no column {column!r}; is this a complete nsys SQLite export?")
+    values = frame[column]
+    try:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return values.astype("Int64")
+    except (ValueError, TypeError, OverflowError) as exc:
+        bad = next((v for v in values if not _is_int(v)), None)
+        raise ParseError(path, f"{table}.{column} holds {bad!r}, not an integer") from exc
+
+
+def _floats(path: Path, table: str, frame: pd.DataFrame, column: str) -> pd.Series:
+    """A numeric column of an nsys table as float64 (NaN when missing or not finite)."""
+    if column not in frame.columns:
+        raise ParseError(path, f"{table} has no column {column!r}; is this a complete nsys SQLite export?")
+    values = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    bad = frame[column].notna() & values.isna()
+    if bool(bad.any()):
+        raise ParseError(path, f"{table}.{column} holds {frame[column][bad].iloc[0]!r}, not a number")
+    return values.where(np.isfinite(values.fillna(0.0)))
+
+
+def _is_int(value: object) -> bool:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return True
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, float):
+        return value.is_integer() and -(2**63) <= value < 2**63
+    return isinstance(value, int | np.integer) and -(2**63) <= int(value) < 2**63
+
+
+#: Rows fetched and converted per step (bounds the Python objects alive at once).
+FETCH_ROWS = 50_000
+
+
+def _query(conn: sqlite3.Connection, sql: str) -> pd.DataFrame:
+    """A query's rows, fetched a chunk at a time; typed as one read would type them."""
+    parts = list(pd.read_sql_query(sql, conn, chunksize=FETCH_ROWS))
+    if len(parts) <= 1:
+        return parts[0] if parts else pd.read_sql_query(sql, conn)
+    if all(p.dtypes.equals(parts[0].dtypes) for p in parts):
+        return stack_frames(parts)
+    del parts  # the chunks typed a column differently (NULLs in part of it): read it whole, as before
+    return pd.read_sql_query(sql, conn)
+
+
+def _strings(conn: sqlite3.Connection, ids_sql: str) -> dict[object, object]:
+    """``{id: value}`` of the StringIds rows whose id the query ``ids_sql`` names (the first row of an id)."""
+    out: dict[object, object] = {}
+    for key, value in conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({ids_sql}) ORDER BY rowid"):
+        out.setdefault(key, value)
+    return out
+
+
+def _names(first: pd.Series, second: pd.Series | None, strings: dict[object, object]) -> pd.Series:
+    """``COALESCE(name of first id, name of second id)`` per row, looked up once per distinct pair of ids."""
+    pairs = pd.DataFrame({"a": first.astype(object), "b": second.astype(object) if second is not None else None})
+    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(pairs), use_na_sentinel=False)
+    table = []
+    for a, b in uniques:
+        name = strings.get(a) if _is_key(a) else None
+        if name is None and second is not None and _is_key(b):
+            name = strings.get(b)
+        table.append(name)
+    return pd.Series(np.array([*table, None], dtype=object)[:-1][codes], dtype=object)
+
+
+def _is_key(value: object) -> bool:
+    """A value that can be a StringIds id (a number or text; not NULL/NaN)."""
+    return value is not None and not (isinstance(value, float) and np.isnan(value))
+
+
+def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str, str]]:
+    try:
+        conn = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise ParseError(path, f"cannot open the Nsight Systems database ({exc})") from exc
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+            raise ParseError(path, "not an nsys SQLite export (no CUPTI_ACTIVITY_KIND_KERNEL table)")
+        # names by id from StringIds (a handful of kernels), not a string per row
+        k = _query(
+            conn,
+            "SELECT k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId, k.globalPid, "
+            "k.demangledName AS demangled_id, k.shortName AS short_id, k.registersPerThread, k.gridX, k.gridY, "
+            "k.gridZ, k.blockX, k.blockY, k.blockZ, k.staticSharedMemory, k.dynamicSharedMemory, "
+            "k.localMemoryPerThread FROM CUPTI_ACTIVITY_KIND_KERNEL k ORDER BY k.correlationId, k.start",
+        )
+        names = (
+            _strings(
+                conn,
+                "SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION "
+                "SELECT DISTINCT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            )
+            if "StringIds" in tables
+            else {}
+        )
+        k["name"] = _names(k.pop("demangled_id"), k.pop("short_id"), names)
+        pids = (
+            pd.read_sql_query("SELECT globalPid, pid FROM PROCESSES", conn) if "PROCESSES" in tables else pd.DataFrame()
+        )
+        runtime = pd.DataFrame()
+        if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
+            runtime = _query(
+                conn,
+                "SELECT r.start, r.end, r.globalTid, r.correlationId, r.nameId AS name_id "
+                "FROM CUPTI_ACTIVITY_KIND_RUNTIME r",
+            )
+            api = (
+                _strings(conn, "SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+                if "StringIds" in tables
+                else {}
+            )
+            runtime["api_name"] = _names(runtime.pop("name_id"), None, api)
+        nvtx = pd.DataFrame()
+        if "NVTX_EVENTS" in tables:
+            nvtx = _query(
+                conn,
+                "SELECT e.start, e.end, e.eventType, e.globalTid, COALESCE(e.text, s.value) AS message "
+                "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (34, 59, 60)",
+            )
+        gpus = pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", conn) if "TARGET_INFO_GPU" in tables else None
+    except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError) as exc:
+        raise ParseError(path, f"query failed ({exc}); is this a complete nsys SQLite export?") from exc
+    except MemoryError as exc:  # SQLITE_NOMEM: a damaged page can claim a record of any size
+        raise ParseError(path, "SQLite ran out of memory reading it; the file is damaged or cut short") from exc
+    finally:
+        conn.close()
+
+    # every value is checked, so that a damaged export is a ParseError naming the table and column
+    kt = "CUPTI_ACTIVITY_KIND_KERNEL"
+
+    def ints(frame: pd.DataFrame, column: str, table: str = kt) -> pd.Series:
+        return _ints(path, table, frame, column)
+
+    pid_of: dict[int, int] = {}
+    if len(pids):
+        process_ids = ints(pids, "pid", "PROCESSES")
+        for g, p in zip(ints(pids, "globalPid", "PROCESSES"), process_ids, strict=True):
+            if pd.notna(g) and pd.notna(p):
+                pid_of[int(g)] = int(p)
+
+    def pid(global_id: pd.Series) -> pd.Series:
+        gpid = global_id & ~0xFFFFFF if len(global_id) else global_id
+        codes, uniques = pd.factorize(gpid, use_na_sentinel=True)  # a few processes: looked up once each
+        table = np.array([*(pid_of.get(int(g)) for g in uniques), None], dtype=object)
+        return pd.array(table[codes], dtype="Int64")
+
+    def tid(global_tid: pd.Series) -> pd.Series:
+        return (global_tid & 0xFFFFFF).astype("Int64")
+
+    block = {a: ints(k, f"block{a.upper()}") for a in "xyz"}
+    disp = pd.DataFrame(
+        {
+            "kernel_name": k["name"],
+            "start_ns": ints(k, "start"),
+            "end_ns": ints(k, "end"),
+            "agent_label": k["deviceId"].astype(str),
+            "queue_id": ints(k, "contextId"),
+            "stream_id": ints(k, "streamId"),
+            "correlation_id": ints(k, "correlationId"),
+            "process_id": pid(ints(k, "globalPid")),
+            "vgpr_count": ints(k, "registersPerThread"),
+            "lds_bytes": ints(k, "staticSharedMemory") + ints(k, "dynamicSharedMemory"),
+            "scratch_bytes": ints(k, "localMemoryPerThread"),
+            "workgroup_x": block["x"],
+            "workgroup_y": block["y"],
+            "workgroup_z": block["z"],
+            "grid_x": ints(k, "gridX") * block["x"],
+            "grid_y": ints(k, "gridY") * block["y"],
+            "grid_z": ints(k, "gridZ") * block["z"],
+        }
+    )
+    disp["dispatch_id"] = pd.array(np.arange(1, len(disp) + 1), dtype="Int64")
+    disp["workgroup_size"] = disp["workgroup_x"] * disp["workgroup_y"] * disp["workgroup_z"]
+    disp["grid_size"] = disp["grid_x"] * disp["grid_y"] * disp["grid_z"]
+    launches = empty_frame(LAUNCH_COLUMNS)
+    if len(runtime):
+        rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
+        wanted = runtime[ints(runtime, "correlationId", rt).isin(set(disp["correlation_id"].dropna()))]
+        gtid = ints(wanted, "globalTid", rt)
+        launches = conform(
+            pd.DataFrame(
+                {
+                    "correlation_id": ints(wanted, "correlationId", rt),
+                    "process_id": pid(gtid),
+                    "thread_id": tid(gtid),
+                    "start_ns": ints(wanted, "start", rt),
+                    "end_ns": ints(wanted, "end", rt),
+                    "api_name": wanted["api_name"],
+                }
+            ),
+            LAUNCH_COLUMNS,
+        )
+        by_corr = launches.drop_duplicates("correlation_id").set_index("correlation_id")
+        disp["thread_id"] = pd.array(by_corr["thread_id"].reindex(disp["correlation_id"]).to_numpy(), dtype="Int64")
+    markers = empty_frame(MARKER_COLUMNS)
+    pass_notes: list[Note] = []
+    if len(nvtx):
+        nt = "NVTX_EVENTS"
+        is_mark = (ints(nvtx, "eventType", nt) == 34).fillna(False).to_numpy(dtype=bool)
+        start = ints(nvtx, "start", nt)
+        end = ints(nvtx, "end", nt).where(~is_mark, start)
+        backwards = (end < start).fillna(False).to_numpy(dtype=bool)
+        if backwards.any():
+            pos = int(np.flatnonzero(backwards)[0])
+            raise ParseError(
+                path,
+                f"{nt}: range {str(nvtx['message'].iloc[pos])[:80]!r} ends before it starts "
+                f"(start {start.iloc[pos]}, end {end.iloc[pos]} ns)",
+            )
+        open_ranges = int((end.isna() & nvtx["message"].notna()).sum())
+        if open_ranges:
+            pass_notes.append(
+                Note(
+                    "warning",
+                    "open-ranges",
+                    f"{path.name}: {open_ranges} of {int((~is_mark).sum())} NVTX ranges never ended (the application "
+                    "stopped inside them?); they are left out, and kernels they held are not attributed",
+                )
+            )
+        gtid = ints(nvtx, "globalTid", nt)
+        markers = conform(
+            pd.DataFrame(
+                {
+                    "process_id": pid(gtid),
+                    "thread_id": tid(gtid),
+                    "start_ns": start,
+                    "end_ns": end,
+                    "message": nvtx["message"],
+                    "kind": np.where(is_mark, "mark", "range"),
+                }
+            ).dropna(subset=["message", "end_ns"]),
+            MARKER_COLUMNS,
+        )
+    agents = empty_frame(AGENT_COLUMNS)
+    facts: dict[str, str] = {}
+    if gpus is not None and len(gpus):
+        gt = "TARGET_INFO_GPU"
+        clock = _floats(path, gt, gpus, "clockRate")
+        agents = conform(
+            pd.DataFrame(
+                {
+                    "agent_label": gpus["id"].astype(str),
+                    "node_id": ints(gpus, "id", gt),
+                    "agent_type": "GPU",
+                    "gfx_arch": "sm_"
+                    + ints(gpus, "computeMajor", gt).astype(str)
+                    + ints(gpus, "computeMinor", gt).astype(str),
+                    "product_name": gpus["name"] if "name" in gpus.columns else None,
+                    "cu_count": ints(gpus, "smCount", gt),
+                    "wave_size": ints(gpus, "threadsPerWarp", gt),
+                    "max_clock_mhz": clock / 1e6,
+                }
+            ),
+            AGENT_COLUMNS,
+        )
+        bandwidth = _floats(path, gt, gpus, "memoryBandwidth").iloc[0]
+        l2 = ints(gpus, "l2CacheSize", gt).iloc[0]
+        if pd.notna(bandwidth):
+            facts["nsys_gpu_memory_bandwidth_gbps"] = f"{float(bandwidth) / 1e9:.1f}"
+        if pd.notna(l2):
+            facts["nsys_gpu_l2_bytes"] = str(int(l2))
+    p = PassData(
+        kind="trace",
+        label=label,
+        source=str(path),
+        dispatches=conform(disp, DISPATCH_COLUMNS),
+        markers=markers,
+        launches=launches,
+        notes=pass_notes,
+    )
+    return p, agents, facts

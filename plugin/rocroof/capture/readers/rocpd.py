@@ -1,0 +1,902 @@
+"""Reader for rocprofv3 rocpd SQLite databases (``--output-format rocpd``, ROCm >= 7.0).
+
+Schema: rocprofiler-sdk ``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql`` and
+``rocpd_views.sql`` (schema version 3; rocm-systems ``1b1610f``) and the writer
+``source/lib/output/generateRocpd.cpp``. Physical tables carry a UUID suffix
+(``rocpd_kernel_dispatch_0000ddb5_...``); the unsuffixed ``rocpd_*`` views select from them.
+This reader queries the views, and falls back to the suffixed tables (``UNION ALL`` of all
+suffixes, as ``rocpd merge`` does) when a database lacks the views.
+
+What is read, and from where:
+
+* dispatches: ``rocpd_kernel_dispatch`` (``id`` = dispatch id) joined to
+  ``rocpd_info_kernel_symbol`` (name, registers), ``rocpd_event`` (``stack_id`` = the internal
+  correlation id of the launching API call) and ``rocpd_string`` (``region_name_id``: the
+  renamed region under ``--kernel-rename``, ``""`` otherwise).
+* counters: ``rocpd_pmc_event`` rows (one per hardware instance record) joined to
+  ``rocpd_info_pmc`` on ``pmc_id`` and to the dispatch on ``event_id``; summed per dispatch and
+  counter (the ``counters_collection`` view does the same ``SUM``); instance values are kept in
+  record order.
+* roctx ranges: ``rocpd_region`` rows whose event category is ``MARKER_*``; the message is
+  ``rocpd_event.extdata`` ``$.message``. Marks (start == end) are ``rocpd_sample`` rows on a
+  ``rocpd_track``.
+* launches: the non-marker ``rocpd_region`` (HIP API call) whose event ``stack_id`` equals a
+  dispatch's.
+
+Every join also matches ``guid``: ids restart in each process's tables, so in a merged
+database only (guid, id) is unique. Files are opened read-only and ``immutable`` (no lock or
+``-shm`` files needed) unless a non-empty ``-wal`` file holds rows not yet checkpointed. Every
+failure (not SQLite, not rocpd, damaged, a value of the wrong type, marker ``extdata`` that is
+not JSON) is a :class:`~rocroof.errors.ParseError` naming the file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...errors import ParseError
+from ...fileio import COUNTER_MAX
+from ...records import (
+    AGENT_COLUMNS,
+    COUNTER_COLUMNS,
+    DISPATCH_COLUMNS,
+    INSTANCE_COLUMNS,
+    LAUNCH_COLUMNS,
+    MARKER_COLUMNS,
+    PassData,
+    conform,
+    empty_frame,
+    stack_frames,
+)
+from ..markers import parse_range
+
+_TABLES = (
+    "rocpd_metadata",
+    "rocpd_string",
+    "rocpd_info_node",
+    "rocpd_info_process",
+    "rocpd_info_agent",
+    "rocpd_info_pmc",
+    "rocpd_info_kernel_symbol",
+    "rocpd_track",
+    "rocpd_event",
+    "rocpd_pmc_event",
+    "rocpd_region",
+    "rocpd_sample",
+    "rocpd_kernel_dispatch",
+)
+
+#: ``_<uuid>`` with ``-`` replaced by ``_`` (``generateRocpd.cpp`` ``replace_uuid``).
+_UUID_SUFFIX = re.compile(r"_[0-9A-Fa-f]{8}_[0-9A-Fa-f]{4}_[0-9A-Fa-f]{4}_[0-9A-Fa-f]{4}_[0-9A-Fa-f]{12}$")
+
+#: How far :func:`is_rocpd` looks for rocpd table names in a file whose schema SQLite cannot read.
+_PROBE_BYTES = 8 << 20
+
+_DAMAGED = "the file may be truncated, damaged or still being written"
+
+
+def is_rocpd(path: Path) -> bool:
+    """True when ``path`` is an SQLite file with a rocpd kernel dispatch view or table.
+
+    A file with the SQLite header whose schema cannot be read (truncated, damaged) still counts
+    when its first pages name a rocpd kernel dispatch table, so that reading it reports the
+    damage instead of an unknown format.
+    """
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(16) != b"SQLite format 3\x00":
+                return False
+        conn = _connect(path)
+    except (OSError, sqlite3.Error):
+        return False
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    except (sqlite3.Error, UnicodeDecodeError, MemoryError):  # damaged (MemoryError: SQLITE_NOMEM)
+        return _names_rocpd_table(path)
+    finally:
+        conn.close()
+    return any(_logical_name(n) == "rocpd_kernel_dispatch" for n in names)
+
+
+def _names_rocpd_table(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_PROBE_BYTES)
+    except OSError:
+        return False
+    return b"rocpd_kernel_dispatch" in head
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, in words (sqlite3 reports SQLITE_NOMEM as a MemoryError without a message)."""
+    if isinstance(exc, MemoryError):
+        return "SQLite ran out of memory: a damaged page can claim a record of any size"
+    return str(exc)
+
+
+def _logical_name(name: str) -> str:
+    """``rocpd_x_<uuid>`` -> ``rocpd_x``; other names unchanged."""
+    m = _UUID_SUFFIX.search(name)
+    return name[: m.start()] if m else name
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # immutable=1 reads a file in a read-only place without lock or -shm files, but ignores a
+    # write-ahead log: when a non-empty "-wal" file is present its pages are needed.
+    wal = path.with_name(path.name + "-wal")
+    try:
+        immutable = not (wal.is_file() and wal.stat().st_size > 0)
+    except OSError:
+        immutable = True
+    uri = f"file:{path.resolve().as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
+    return sqlite3.connect(uri, uri=True)
+
+
+@contextmanager
+def _open(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, str]]]:
+    """A read-only connection and the resolved table sources; ParseError when unreadable."""
+    try:
+        conn = _connect(path)
+    except sqlite3.Error as exc:
+        raise ParseError(path, f"cannot open as an SQLite database ({exc})") from exc
+    try:
+        try:
+            src = _resolve(conn, path)
+        except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
+            raise ParseError(path, f"cannot read the rocpd database ({_reason(exc)}); {_DAMAGED}") from exc
+        yield conn, src
+    finally:
+        conn.close()
+
+
+def _resolve(conn: sqlite3.Connection, path: Path) -> dict[str, str]:
+    """Map each logical rocpd table to a FROM-clause source (view, table, or UNION ALL)."""
+    rows = conn.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+    names = {str(name) for name, _ in rows}
+    out: dict[str, str] = {}
+    for logical in _TABLES:
+        if logical in names:
+            out[logical] = f'"{logical}"'
+            continue
+        suffixed = sorted(n for n in names if n != logical and _logical_name(n) == logical)
+        if suffixed:
+            out[logical] = "(" + " UNION ALL ".join(f'SELECT * FROM "{n}"' for n in suffixed) + ")"
+    if "rocpd_kernel_dispatch" not in out:
+        raise ParseError(path, "not a rocpd database (no rocpd_kernel_dispatch view or table)")
+    return out
+
+
+#: Rows converted per step: a large result (8 counter rows per dispatch...) is turned into columns
+#: chunk by chunk, so that its Python row tuples never all exist at once.
+FETCH_ROWS = 50_000
+
+
+def _query(conn: sqlite3.Connection, path: Path, sql: str, params: Sequence[object] = ()) -> pd.DataFrame:
+    try:
+        parts = [
+            _shared_strings(part) for part in pd.read_sql_query(sql, conn, params=list(params), chunksize=FETCH_ROWS)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        if all(p.dtypes.equals(parts[0].dtypes) for p in parts):
+            return pd.concat(parts, ignore_index=True)
+        # the chunks typed a column differently (NULLs or mixed values in part of it): read the result
+        # whole, so that every column gets the type of one read
+        del parts
+        return _shared_strings(pd.read_sql_query(sql, conn, params=list(params)))
+    except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError, MemoryError) as exc:
+        # pandas wraps the sqlite3 error in a message that repeats the whole statement
+        cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else exc
+        raise ParseError(
+            path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 database"
+        ) from exc
+
+
+def _chunked(
+    conn: sqlite3.Connection,
+    path: Path,
+    sql: str,
+    params: Sequence[object],
+    shape: Any,
+) -> pd.DataFrame:
+    """Run a query a chunk of :data:`FETCH_ROWS` rows at a time and stack the chunks ``shape`` makes.
+
+    ``shape(chunk)`` gives each chunk its final columns and dtypes, so that a raw chunk lives only
+    while it is shaped and the result is built column by column (never two whole copies).
+
+    Raises:
+        ParseError: the query fails (damaged database), or ``shape`` finds a bad value.
+    """
+    try:
+        chunks = [
+            shape(_shared_strings(part))
+            for part in pd.read_sql_query(sql, conn, params=list(params), chunksize=FETCH_ROWS)
+        ]
+    except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError, MemoryError) as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else exc
+        raise ParseError(
+            path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 database"
+        ) from exc
+    return stack_frames(chunks)
+
+
+def _shared_strings(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with each repeated value of a text column held once (same values and dtypes).
+
+    sqlite3 returns a new string object per row: a guid or counter name repeated on millions of
+    rows would take that many copies.
+    """
+    for name in df.columns:
+        col = df[name]
+        if len(col) < 2 or col.dtype == object or not pd.api.types.is_string_dtype(col.dtype):
+            continue
+        codes = col.astype("category")
+        if 2 * len(codes.cat.categories) < len(col):
+            df[name] = codes.astype(col.dtype)
+    return df
+
+
+def _conform(df: pd.DataFrame, columns: dict[str, str], path: Path, what: str) -> pd.DataFrame:
+    """:func:`conform`, with a ParseError naming the column when a value has the wrong type."""
+    try:
+        with np.errstate(invalid="ignore", over="ignore"):  # 1e308 in an integer column: no stray warning
+            return conform(df, columns)
+    except (ValueError, TypeError, OverflowError):
+        for name, dtype in columns.items():
+            if name not in df.columns or dtype == "object":
+                continue
+            try:
+                with np.errstate(invalid="ignore", over="ignore"):
+                    df[name].astype(dtype)
+            except (ValueError, TypeError, OverflowError) as exc:
+                bad = next((v for v in df[name] if not _castable(v, dtype)), None)
+                kind = "a number" if dtype.startswith("float") else "an integer"
+                raise ParseError(path, f"{what}: {name} holds {bad!r}, not {kind}") from exc
+        raise
+
+
+def _castable(value: object, dtype: str) -> bool:
+    try:
+        with np.errstate(invalid="ignore", over="ignore"):
+            pd.Series([value]).astype(dtype)
+    except (ValueError, TypeError, OverflowError):
+        return False
+    return True
+
+
+#: A marker's extdata as rocprofv3 writes it: one "message" string with no escapes or control characters.
+_SIMPLE_MESSAGE = re.compile(r'\{[ \t\n\r]*"message"[ \t\n\r]*:[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*\}')
+
+
+def _message(path: Path, table: str, row_id: object, event_id: object, extdata: object) -> str | None:
+    """The ``$.message`` of a marker event's ``extdata`` (None when absent)."""
+    if extdata is None or (isinstance(extdata, float) and np.isnan(extdata)):
+        return None
+    if isinstance(extdata, bytes):
+        try:
+            extdata = extdata.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError(path, f"rocpd_event id {event_id} ({table} id {row_id}): extdata is not UTF-8") from exc
+    text = str(extdata)
+    simple = _SIMPLE_MESSAGE.fullmatch(text)
+    if simple is not None:  # {"message": "..."} without escapes: what json.loads would give
+        return simple.group(1)
+    if not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(
+            path, f"rocpd_event id {event_id} ({table} id {row_id}): extdata is not valid JSON ({exc.msg})"
+        ) from exc
+    except RecursionError as exc:  # json.loads recurses once per nesting level
+        raise ParseError(
+            path, f"rocpd_event id {event_id} ({table} id {row_id}): extdata is not valid JSON (nested too deeply)"
+        ) from exc
+    msg = data.get("message") if isinstance(data, dict) else None
+    return None if msg is None else str(msg)
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """Run-level facts of a rocpd database: command, host, schema version, profiler.
+
+    Returns:
+        ``rocpd_<tag>`` for each ``rocpd_metadata`` row, plus ``command`` (the first process's
+        command line) and ``host`` (the node's host name) when recorded.
+
+    Raises:
+        ParseError: not a readable rocpd database.
+    """
+    with _open(path) as (conn, src):
+        try:
+            meta: dict[str, str] = {}
+            if "rocpd_metadata" in src:
+                for tag, value in conn.execute(f"SELECT tag, value FROM {src['rocpd_metadata']} ORDER BY id"):
+                    meta[f"rocpd_{tag}"] = str(value)
+            if "rocpd_info_process" in src:
+                row = conn.execute(f"SELECT command FROM {src['rocpd_info_process']} LIMIT 1").fetchone()
+                if row and row[0]:
+                    meta["command"] = str(row[0])
+            if "rocpd_info_node" in src:
+                row = conn.execute(f"SELECT hostname FROM {src['rocpd_info_node']} LIMIT 1").fetchone()
+                if row and row[0]:
+                    meta["host"] = str(row[0])
+            return meta
+        except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
+            raise ParseError(path, f"rocpd query failed ({_reason(exc)}); {_DAMAGED}") from exc
+
+
+def _int_or_none(value: object) -> int | None:
+    """An integer extdata field, or None (bools, strings, floats with a fraction are not counts)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def read_agents(path: Path) -> pd.DataFrame:
+    """GPU and CPU agents of a rocpd database as :data:`~rocroof.records.AGENT_COLUMNS`.
+
+    ``agent_label`` is the ``rocpd_info_agent.id`` that dispatches reference. ``cu_count``,
+    ``simd_count``, ``num_xcc`` and ``wave_size`` come from the agent's ``extdata`` JSON when it
+    holds them as integers (``wave_front_size`` for the wave size).
+
+    Raises:
+        ParseError: not a readable rocpd database.
+    """
+    with _open(path) as (conn, src):
+        if "rocpd_info_agent" not in src:
+            return empty_frame(AGENT_COLUMNS)
+        df = _query(
+            conn,
+            path,
+            f"SELECT id, type, absolute_index, logical_index, name, product_name, extdata "
+            f"FROM {src['rocpd_info_agent']} ORDER BY id",
+        )
+    rows = []
+    for rec in df.itertuples(index=False):
+        extra: dict[str, object] = {}
+        if isinstance(rec.extdata, str | bytes) and rec.extdata:
+            try:
+                loaded = json.loads(rec.extdata)
+                extra = loaded if isinstance(loaded, dict) else {}
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+                extra = {}  # agent details are optional: a bad extdata loses them, nothing else
+        rows.append(
+            {
+                "agent_label": None if pd.isna(rec.id) else str(int(rec.id)),
+                "node_id": rec.absolute_index,
+                "logical_node_id": rec.logical_index,
+                "agent_type": rec.type,
+                "gfx_arch": rec.name,
+                "product_name": rec.product_name,
+                "cu_count": _int_or_none(extra.get("cu_count")),
+                "simd_count": _int_or_none(extra.get("simd_count")),
+                "num_xcc": _int_or_none(extra.get("num_xcc")),
+                "wave_size": _int_or_none(extra.get("wave_front_size")),
+            }
+        )
+    return _conform(pd.DataFrame(rows), AGENT_COLUMNS, path, "rocpd_info_agent")
+
+
+def read_pass(path: Path, label: str, keep_instances: bool = True) -> PassData:
+    """Read one rocpd database (one process of one pass) into a :class:`PassData`.
+
+    A database merged from several processes (``rocpd merge``: several table suffixes) is read
+    as a whole; rows are told apart by their ``guid``. Dispatches are ordered by process id,
+    guid and dispatch id.
+
+    Args:
+        path: the ``*_results.db`` file.
+        label: the pass label to record.
+        keep_instances: also return per-instance counter values (can be large: one row per
+            TCC channel per counter per dispatch).
+
+    Returns:
+        The pass: ``counter`` kind when it holds counter values, else ``trace``.
+
+    Raises:
+        ParseError: not a rocpd database, or a query/JSON decoding failure.
+    """
+    with _open(path) as (conn, src):
+        try:
+            return _read_pass(conn, src, path, label, keep_instances)
+        except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
+            raise ParseError(path, f"rocpd query failed ({_reason(exc)}); {_DAMAGED}") from exc
+
+
+def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label: str, keep_instances: bool) -> PassData:
+    kd, ev, st, ks = (
+        src["rocpd_kernel_dispatch"],
+        src.get("rocpd_event"),
+        src.get("rocpd_string"),
+        src.get("rocpd_info_kernel_symbol"),
+    )
+    # ids restart in every process of a merged database: rows are told apart by guid, which is
+    # fetched as a small code (its position among the dispatches' guids), not as text per row
+    guids = [r[0] for r in conn.execute(f"SELECT DISTINCT guid FROM {kd}")]
+    select = [
+        f"{_code('kd.guid', guids)} AS guid",
+        "kd.id AS dispatch_id",
+        "kd.pid AS process_id",
+        "kd.tid AS thread_id",
+        "kd.agent_id AS agent_label",
+        "kd.kernel_id AS kernel_id",
+        "kd.queue_id AS queue_id",
+        "kd.stream_id AS stream_id",
+        "kd.start AS start_ns",
+        'kd."end" AS end_ns',
+        "kd.private_segment_size AS scratch_bytes",
+        "kd.group_segment_size AS lds_bytes",
+        "kd.workgroup_size_x AS workgroup_x",
+        "kd.workgroup_size_y AS workgroup_y",
+        "kd.workgroup_size_z AS workgroup_z",
+        "kd.grid_size_x AS grid_x",
+        "kd.grid_size_y AS grid_y",
+        "kd.grid_size_z AS grid_z",
+        "kd.event_id AS event_id",
+    ]
+    joins = []
+    if ks:
+        select += [
+            # display_name is the demangled name; an empty one falls back to the symbol
+            "COALESCE(NULLIF(ks.display_name, ''), ks.kernel_name) AS kernel_name",
+            "ks.sgpr_count AS sgpr_count",
+            "ks.arch_vgpr_count AS vgpr_count",
+            "ks.accum_vgpr_count AS accum_vgpr_count",
+        ]
+        joins.append(f"LEFT JOIN {ks} ks ON ks.id = kd.kernel_id AND ks.guid = kd.guid")
+    if ev:
+        select.append("e.stack_id AS correlation_id")
+        joins.append(f"LEFT JOIN {ev} e ON e.id = kd.event_id AND e.guid = kd.guid")
+    if st:
+        select.append("rs.string AS region")
+        joins.append(f"LEFT JOIN {st} rs ON rs.id = kd.region_name_id AND rs.guid = kd.guid")
+
+    def shape(chunk: pd.DataFrame) -> pd.DataFrame:
+        """A chunk of dispatch rows in their final form (plus the guid code and event id)."""
+        if "region" in chunk:
+            chunk["region"] = _per_value(
+                chunk["region"], lambda r: r if isinstance(r, str) and parse_range(r) is not None else None
+            )
+        for axis in ("grid", "workgroup"):
+            dims = [f"{axis}_{c}" for c in "xyz"]
+            chunk[dims] = _conform(chunk[dims], dict.fromkeys(dims, "Int64"), path, "rocpd_kernel_dispatch")
+            chunk[f"{axis}_size"] = chunk[dims[0]] * chunk[dims[1]] * chunk[dims[2]]
+        chunk["agent_label"] = _per_value(chunk["agent_label"], _label)
+        out = _conform(chunk, DISPATCH_COLUMNS, path, "rocpd_kernel_dispatch")
+        out["guid"] = chunk["guid"].to_numpy(dtype=np.int64)
+        out["event_id"] = _int_ids(chunk["event_id"], path, "rocpd_kernel_dispatch", "event_id").array
+        return out
+
+    dispatches = _chunked(
+        conn,
+        path,
+        f"SELECT {', '.join(select)} FROM {kd} kd {' '.join(joins)} ORDER BY kd.pid, kd.guid, kd.id",
+        guids,
+        shape,
+    )
+    guid_code = dispatches.pop("guid").to_numpy(dtype=np.int64)
+    _refuse_repeated_dispatches(guid_code, dispatches["dispatch_id"], guids, path)
+    # (guid, event id) -> dispatch row: ids restart in every process of a merged database
+    keymap = pd.DataFrame(
+        {"guid": guid_code, "event_id": dispatches.pop("event_id").array, "row": np.arange(len(guid_code))}
+    )
+    keymap = keymap[keymap["event_id"].notna()].drop_duplicates(["guid", "event_id"])
+    dispatch_keys = pd.DataFrame({"guid": guid_code, "correlation_id": dispatches["correlation_id"]}) if ev else None
+
+    counters = empty_frame(COUNTER_COLUMNS)
+    instances = empty_frame(INSTANCE_COLUMNS)
+    if "rocpd_pmc_event" in src and "rocpd_info_pmc" in src:
+        fast = _counters_one_record_each(conn, src, path, guids, keymap)
+        if fast is not None:
+            counters = fast
+        else:  # several records of one counter per dispatch (hardware instances), or damage: SQL sums them
+            counters, instances = _counters_summed(conn, src, path, guids, keymap, keep_instances)
+
+    markers = empty_frame(MARKER_COLUMNS)
+    launches = empty_frame(LAUNCH_COLUMNS)
+    if ev and st and "rocpd_region" in src:
+        markers = _markers(conn, src, path)
+        if dispatch_keys is not None and len(dispatch_keys):
+            launches = _launches(conn, src, path, guids, dispatch_keys)
+    return PassData(
+        kind="counter" if len(counters) else "trace",
+        label=label,
+        source=str(path),
+        dispatches=dispatches,
+        counters=counters,
+        instances=instances,
+        markers=markers,
+        launches=launches,
+    )
+
+
+def _code(column: str, values: list[object]) -> str:
+    """An SQL expression giving ``column``'s position in ``values`` (bound as ``?1``...), -1 for others."""
+    if not values:
+        return "-1"
+    whens = " ".join(f"WHEN ?{i + 1} THEN {i}" for i in range(len(values)))
+    return f"(CASE {column} {whens} ELSE -1 END)"
+
+
+def _per_value(column: pd.Series, fn: Any) -> pd.Series:
+    """``column.map(fn)``, calling ``fn`` once per distinct value (a few agents, kernels, regions)."""
+    values = column.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    table = np.array([*(fn(u) for u in uniques), None], dtype=object)[:-1]
+    return pd.Series(table[codes], index=column.index, dtype=object)
+
+
+def _shown(value: object) -> str:
+    """A value for a message: text quoted, numbers as numbers."""
+    return repr(value) if isinstance(value, str | bytes) else str(value)
+
+
+def _refuse_repeated_dispatches(guid_code: np.ndarray, ids: pd.Series, guids: list[object], path: Path) -> None:
+    """A (process, dispatch id) twice is a damaged database or a bad merge: ParseError naming the id."""
+    dup = pd.DataFrame({"guid": guid_code, "id": ids.array}, copy=False).duplicated(keep="first")
+    if bool(dup.any()):
+        pos = int(np.flatnonzero(dup.to_numpy())[0])
+        code = int(guid_code[pos])
+        owner = f" of process {guids[code]}" if 0 <= code < len(guids) else ""
+        raise ParseError(
+            path,
+            f"rocpd_kernel_dispatch: dispatch id {_shown(ids.iloc[pos])}{owner} appears twice (expected one row per "
+            "dispatch; a damaged database, or one merged twice)",
+        )
+
+
+def _sorted_keymap(keymap: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per guid code: the dispatches' event ids (sorted) and their rows, for :func:`_guid_rows`."""
+    out = {}
+    guid = keymap["guid"].to_numpy(dtype=np.int64)
+    event = keymap["event_id"].to_numpy(dtype=np.int64)
+    row = keymap["row"].to_numpy(dtype=np.int64)
+    for code in pd.unique(guid).tolist():
+        sel = np.flatnonzero(guid == code)
+        order = np.argsort(event[sel], kind="stable")
+        out[int(code)] = (event[sel][order], row[sel][order])
+    return out
+
+
+def _guid_rows(keymap: dict[int, tuple[np.ndarray, np.ndarray]], guid: np.ndarray, event: np.ndarray) -> np.ndarray:
+    """The dispatch row of each (guid code, event id); -1 where no dispatch has it."""
+    rows = np.full(len(event), -1, dtype=np.int64)
+    for code in pd.unique(guid).tolist():
+        if code not in keymap:
+            continue
+        keys, targets = keymap[code]
+        sel = np.flatnonzero(guid == code)
+        at = np.searchsorted(keys, event[sel])
+        ok = at < len(keys)
+        ok[ok] = keys[at[ok]] == event[sel][ok]
+        rows[sel[ok]] = targets[at[ok]]
+    return rows
+
+
+def _counters_one_record_each(
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], keymap: pd.DataFrame
+) -> pd.DataFrame | None:
+    """Counter values when each dispatch has one record per counter (the usual rocprofv3 output).
+
+    Reads ``rocpd_pmc_event`` in table order as numbers only (names come from the small
+    ``rocpd_info_pmc``), so that no per-row text or grouping is needed: the same values as
+    :func:`_counters_summed` (``SUM`` of one value is the value, as REAL). Returns None when the
+    data needs that path: several records of one (dispatch, counter), counter ids or names that
+    are not unique, values that are not numbers.
+    """
+    pe, pmc = src["rocpd_pmc_event"], src["rocpd_info_pmc"]
+    info = _query(conn, path, f"SELECT {_code('guid', guids)} AS guid, id, name FROM {pmc}", guids)
+    if not all(k in ("i", "u") for k in (info["guid"].dtype.kind, info["id"].dtype.kind)):
+        return None
+    names = info["name"].to_numpy(dtype=object)
+    if not all(isinstance(n, str) for n in names.tolist()) or info.duplicated(["guid", "id"]).any():
+        return None
+    # records as numbers only, a chunk at a time: (guid code, event id, counter id, value)
+    labels = sorted(set(names.tolist()))
+    name_code = np.searchsorted(np.array(labels, dtype=object), names).astype(np.int64)
+    info_guid, info_id = info["guid"].to_numpy(dtype=np.int64), info["id"].to_numpy(dtype=np.int64)
+    lookups = []  # per guid code: its counter ids (sorted) and their name codes
+    for g in range(-1, len(guids)):
+        mine = np.flatnonzero(info_guid == g)
+        order = np.argsort(info_id[mine])
+        lookups.append((info_id[mine][order], name_code[mine][order]))
+    by_event = _sorted_keymap(keymap)
+    rows_parts: list[np.ndarray] = []
+    code_parts: list[np.ndarray] = []
+    value_parts: list[np.ndarray] = []
+    chunks = _number_chunks(
+        conn,
+        f"SELECT {_code('pe.guid', guids)}, {_integer('pe.event_id')}, {_integer('pe.pmc_id')}, "
+        f"{_counter_value('pe.value')} "
+        f"FROM {pe} pe WHERE pe.event_id IS NOT NULL",
+        guids,
+        4,
+    )
+    try:
+        for block in chunks:  # mapped to (dispatch row, counter code, value) a chunk at a time
+            guid = block[:, 0].astype(np.int64)
+            pmc_id = block[:, 2].astype(np.int64)
+            code = np.full(len(block), -1, dtype=np.int64)
+            for g in pd.unique(guid).tolist():
+                keys, targets = lookups[g + 1]
+                sel = np.flatnonzero(guid == g)
+                at = np.searchsorted(keys, pmc_id[sel])
+                ok = at < len(keys)
+                ok[ok] = keys[at[ok]] == pmc_id[sel][ok]
+                code[sel[ok]] = targets[at[ok]]
+            if bool(np.isnan(block[:, 3]).any()):  # NULL, or not a counter value: the path that names it
+                raise _NotNumbers
+            row = _guid_rows(by_event, guid, block[:, 1].astype(np.int64))
+            keep = (code >= 0) & (row >= 0)  # as the joins: records of no counter or no dispatch are left out
+            rows_parts.append(row[keep])
+            code_parts.append(code[keep].astype(np.int32))
+            value_parts.append(block[keep, 3])
+    except _NotNumbers:
+        return None
+    if not rows_parts:
+        return empty_frame(COUNTER_COLUMNS)
+    row = np.concatenate(rows_parts)
+    del rows_parts
+    key = row * len(labels) + np.concatenate(code_parts)
+    del row, code_parts
+    value = np.concatenate(value_parts)
+    del value_parts
+    if len(key) > 1 and not bool((np.diff(key) > 0).all()):
+        by_key = np.argsort(key, kind="stable")
+        key = key[by_key]
+        if bool((np.diff(key) == 0).any()):
+            return None  # a counter recorded twice for one dispatch: summed by SQL instead
+        value = value[by_key]
+    # the names as a categorical column: a code per value, not a pointer to a string
+    names_column = pd.Categorical.from_codes((key % len(labels)).astype(np.int32), categories=labels)
+    return pd.DataFrame({"row": key // len(labels), "counter_name": names_column, "value": value}, copy=False)
+
+
+#: Integers a float64 holds exactly: record ids beyond this are read the slow way.
+_EXACT = float(2**53)
+
+
+def _counter_value(column: str) -> str:
+    """``column`` as REAL when it is a counter value (a number from 0 to 2**64), else NULL.
+
+    SQLite turns text into 0 in arithmetic (``'abc' + 0.0`` is 0.0): anything else goes to the
+    path that names the record (:func:`_check_pmc_values`).
+    """
+    return (
+        f"(CASE WHEN typeof({column}) IN ('integer', 'real') AND {column} >= 0 AND {column} <= {COUNTER_MAX!r} "
+        f"THEN {column} + 0.0 END)"
+    )
+
+
+def _check_pmc_values(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> None:
+    """Refuse a counter record whose value no hardware counter gives (NULL, text, negative, huge).
+
+    Raises:
+        ParseError: naming the ``rocpd_pmc_event`` record id and its value.
+    """
+    pe = src["rocpd_pmc_event"]
+    bad = conn.execute(
+        f"SELECT id, value FROM {pe} WHERE event_id IS NOT NULL AND {_counter_value('value')} IS NULL LIMIT 1"
+    ).fetchone()
+    if bad is not None:
+        raise ParseError(
+            path,
+            f"rocpd_pmc_event record id {bad[0]}: value {_shown(bad[1])} is not a counter value "
+            "(expected a number from 0 to 2**64)",
+        )
+
+
+def _integer(column: str) -> str:
+    """``column`` when it holds an integer, else NULL (which makes :func:`_numbers` give up)."""
+    return f"(CASE WHEN typeof({column}) = 'integer' THEN {column} END)"
+
+
+class _NotNumbers(Exception):
+    """A value that :func:`_number_chunks` cannot take as a number."""
+
+
+def _number_chunks(conn: sqlite3.Connection, sql: str, params: Sequence[object], width: int) -> Iterator[np.ndarray]:
+    """The rows of a query whose values are all numbers, a chunk at a time, as float64 arrays.
+
+    Rows become arrays in C (no per-row Python objects are kept). Raises :class:`_NotNumbers`
+    (while iterating) at a value that is NULL or not a number, or an integer in the first
+    ``width - 1`` columns beyond 2**53: the caller then reads the rows with :func:`_query`,
+    which types and reports such values.
+    """
+    cur = conn.execute(sql, list(params))
+    while True:
+        rows = cur.fetchmany(FETCH_ROWS)
+        if not rows:
+            return
+        try:
+            block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width)
+        except (TypeError, ValueError) as exc:
+            raise _NotNumbers from exc
+        del rows
+        block = block.reshape(-1, width)
+        if not bool((np.abs(block[:, : width - 1]) < _EXACT).all()):
+            raise _NotNumbers
+        yield block
+
+
+def _counters_summed(
+    conn: sqlite3.Connection,
+    src: dict[str, str],
+    path: Path,
+    guids: list[object],
+    keymap: pd.DataFrame,
+    keep_instances: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Counter values summed per dispatch and counter by SQL, and the per-instance values."""
+    pe, pmc = src["rocpd_pmc_event"], src["rocpd_info_pmc"]
+    _check_pmc_values(conn, src, path)
+    instances = empty_frame(INSTANCE_COLUMNS)
+    summed = _query(
+        conn,
+        path,
+        f"SELECT {_code('pe.guid', guids)} AS guid, pe.event_id AS event_id, pmc.name AS counter_name, "
+        f"SUM(pe.value) AS value, COUNT(*) AS records FROM {pe} pe JOIN {pmc} pmc ON pmc.id = pe.pmc_id AND "
+        f"pmc.guid = pe.guid WHERE pe.event_id IS NOT NULL GROUP BY pe.guid, pe.event_id, pmc.name",
+        guids,
+    )
+    summed = _with_rows(summed, keymap, path)
+    counters = _conform(
+        summed.sort_values(["row", "counter_name"], kind="stable"), COUNTER_COLUMNS, path, "rocpd_pmc_event"
+    )
+    multi = summed.loc[summed["records"] > 1, ["guid", "event_id", "counter_name"]]
+    if keep_instances and len(multi):
+        inst = _query(
+            conn,
+            path,
+            f"SELECT {_code('pe.guid', guids)} AS guid, pe.event_id AS event_id, pmc.name AS counter_name, "
+            f"pe.value AS value FROM {pe} pe JOIN {pmc} pmc ON pmc.id = pe.pmc_id AND pmc.guid = pe.guid "
+            f"WHERE pe.event_id IS NOT NULL ORDER BY pe.guid, pe.id",
+            guids,
+        )
+        inst = _with_rows(inst, keymap, path).merge(multi, on=["guid", "event_id", "counter_name"])
+        inst["instance"] = inst.groupby(["row", "counter_name"], sort=False).cumcount()
+        inst = inst.sort_values(["row", "counter_name", "instance"], kind="stable")
+        instances = _conform(inst, INSTANCE_COLUMNS, path, "rocpd_pmc_event")
+    return counters, instances
+
+
+def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.DataFrame:
+    """Roctx ranges (``rocpd_region`` rows of a ``MARKER*`` category) and marks (``rocpd_sample``)."""
+    ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
+
+    def shape(chunk: pd.DataFrame) -> pd.DataFrame:
+        """Marker rows with their message (from the extdata JSON), the JSON text dropped."""
+        chunk["message"] = pd.Series(
+            [
+                _message(path, "rocpd_region", i, e, x)
+                for i, e, x in zip(chunk["id"], chunk["event_id"], chunk["extdata"], strict=True)
+            ],
+            index=chunk.index,
+            dtype=object,
+        )
+        chunk = chunk[chunk["message"].notna()].copy()
+        for column, name in (("start_ns", "start"), ("end_ns", "end")):  # SQLite lets text in: refuse it by name
+            chunk[column] = _int_ids(chunk[column], path, "rocpd_region", name)
+        bad = (
+            chunk["start_ns"].isna() | chunk["end_ns"].isna() | (chunk["end_ns"] < chunk["start_ns"]).fillna(False)
+        ).to_numpy(dtype=bool)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ParseError(
+                path,
+                f"rocpd_region id {chunk['id'].iloc[i]}: a marker needs a start and an end, not before its start "
+                f"(start {chunk['start_ns'].iloc[i]}, end {chunk['end_ns'].iloc[i]})",
+            )
+        chunk["kind"] = np.where(chunk["start_ns"] == chunk["end_ns"], "mark", "range")
+        return _conform(chunk, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample")
+
+    mk = _chunked(
+        conn,
+        path,
+        f'SELECT r.id AS id, r.pid AS process_id, r.tid AS thread_id, r.start AS start_ns, r."end" AS end_ns, '
+        f"e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata FROM {rg} r "
+        f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid "
+        f"JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
+        f"WHERE c.string GLOB 'MARKER*' ORDER BY r.start, r.guid, r.id",
+        (),
+        shape,
+    )
+    frames = [mk]
+    if "rocpd_sample" in src and "rocpd_track" in src:
+        samples = _query(
+            conn,
+            path,
+            f"SELECT s.id AS id, t.pid AS process_id, t.tid AS thread_id, s.timestamp AS start_ns, "
+            f"s.timestamp AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, "
+            f"c.string AS category FROM {src['rocpd_sample']} s "
+            f"JOIN {ev} e ON e.id = s.event_id AND e.guid = s.guid "
+            f"LEFT JOIN {src['rocpd_track']} t ON t.id = s.track_id AND t.guid = s.guid "
+            f"LEFT JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
+            f"ORDER BY s.timestamp, s.guid, s.id",
+        )
+        keep = samples["category"].map(lambda c: isinstance(c, str) and c.startswith("MARKER")).astype(bool)
+        samples = samples[keep].copy()
+        samples["message"] = pd.Series(
+            [
+                _message(path, "rocpd_sample", i, e, x)
+                for i, e, x in zip(samples["id"], samples["event_id"], samples["extdata"], strict=True)
+            ],
+            index=samples.index,
+            dtype=object,
+        )
+        samples = samples[samples["message"].notna()].copy()
+        samples["kind"] = "mark"
+        frames.append(samples)
+    frames = [_conform(f, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample") for f in frames if len(f)]
+    if not frames:
+        return empty_frame(MARKER_COLUMNS)
+    # by host time; at equal starts the outer (longer) range first
+    both = pd.concat(frames, ignore_index=True)
+    order = np.lexsort((-both["end_ns"].fillna(0).to_numpy(np.int64), both["start_ns"].fillna(0).to_numpy(np.int64)))
+    return both.iloc[order].reset_index(drop=True)
+
+
+def _launches(
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], dispatch_keys: pd.DataFrame
+) -> pd.DataFrame:
+    """The HIP API calls (``rocpd_region`` rows of other categories) whose correlation id a dispatch has."""
+    ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
+    api = _query(
+        conn,
+        path,
+        f"SELECT {_code('r.guid', guids)} AS guid, r.pid AS process_id, r.tid AS thread_id, r.start AS start_ns, "
+        f'r."end" AS end_ns, e.stack_id AS correlation_id, n.string AS api_name FROM {rg} r '
+        f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid "
+        f"LEFT JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
+        f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
+        f"WHERE c.string IS NULL OR NOT (c.string GLOB 'MARKER*') ORDER BY r.start, r.guid, r.id",
+        guids,
+    )
+    wanted = pd.DataFrame(
+        {
+            "guid": dispatch_keys["guid"].to_numpy(dtype=np.int64),
+            "correlation_id": _int_ids(dispatch_keys["correlation_id"], path, "rocpd_event", "stack_id").array,
+        }
+    )
+    wanted = wanted.dropna().drop_duplicates()
+    api["correlation_id"] = _int_ids(api["correlation_id"], path, "rocpd_event", "stack_id")
+    api = api[api["correlation_id"].notna()]
+    return _conform(api.merge(wanted, on=["guid", "correlation_id"]), LAUNCH_COLUMNS, path, "rocpd_region")
+
+
+def _label(agent: object) -> str | None:
+    if agent is None or pd.isna(agent):
+        return None
+    try:
+        return str(int(agent))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return str(agent)
+
+
+def _int_ids(values: pd.Series, path: Path, table: str, column: str) -> pd.Series:
+    """``values`` as nullable integers (same index); ParseError naming ``table.column`` otherwise."""
+    out = _conform(pd.DataFrame({column: values.to_numpy(dtype=object)}), {column: "Int64"}, path, table)[column]
+    return out.set_axis(values.index)
+
+
+def _with_rows(df: pd.DataFrame, keymap: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Add the dispatch ``row`` of each (guid code, event_id); rows of no dispatch are dropped."""
+    df = df.assign(
+        guid=df["guid"].to_numpy(dtype=np.int64), event_id=_int_ids(df["event_id"], path, "rocpd_pmc_event", "event_id")
+    )
+    return df.merge(keymap, on=["guid", "event_id"], how="inner")

@@ -1,0 +1,937 @@
+"""Reader for rocprofv3 CSV output (``--output-format csv``) and ``rocpd convert -f csv``.
+
+Formats: rocprofiler-sdk ``source/lib/output/generateCSV.cpp`` (ROCm 7.0, rocm-systems
+``1b1610f``) and the ROCm 6.3 headers of ``ROCm/rocprofiler-sdk`` ``8ab1ed7``
+(``Private_Segment_Size``/``Group_Segment_Size``, no ``Stream_Id``, no counter timestamps);
+``rocpd convert`` prepends ``Guid`` (traces) or ``Pid`` (counters), see
+``source/lib/python/rocpd/source/csv.cpp``. Column names are matched case-insensitively and
+unknown columns are ignored.
+
+File names are ``[<prefix>_]<domain>.csv`` where the prefix is ``<pid>`` by default
+(``%hostname%/%pid%``) or ``out`` for ``rocpd convert``; ``.gz`` is accepted. One directory
+holds one pass (one application run); several processes of that run may share it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...errors import ParseError
+from ...fileio import (
+    NotPlain,
+    categorical_text,
+    check_counter_values,
+    column_map,
+    logical_name,
+    parse_float,
+    parse_int,
+    parse_str,
+    pick,
+    read_csv,
+    read_csv_chunks,
+    read_csv_plain,
+    read_header,
+    require,
+)
+from ...records import (
+    AGENT_COLUMNS,
+    COUNTER_COLUMNS,
+    DISPATCH_COLUMNS,
+    LAUNCH_COLUMNS,
+    MARKER_COLUMNS,
+    Note,
+    PassData,
+    conform,
+    empty_frame,
+    match_rows,
+    stack_frames,
+)
+from ..markers import parse_range
+
+DOMAINS = ("kernel_trace", "counter_collection", "marker_api_trace", "hip_api_trace", "agent_info")
+_NAME_RE = re.compile(r"^(?:(?P<prefix>.*)_)?(?P<domain>" + "|".join(DOMAINS) + r")\.csv$")
+
+#: Marker domains that carry user messages (roctxMarkA / roctxRangePush / roctxRangeStart).
+_MESSAGE_DOMAINS_EXCLUDED = {"MARKER_CONTROL_API", "MARKER_NAME_API"}
+
+
+@dataclass
+class PassFiles:
+    """The rocprofv3 CSV files of one pass directory, by domain (one list entry per process)."""
+
+    directory: Path
+    files: dict[str, list[tuple[str | None, Path]]] = field(default_factory=dict)
+
+    def all_paths(self) -> list[Path]:
+        """Every file of the pass."""
+        return [p for entries in self.files.values() for _, p in entries]
+
+
+def _dispatch_chunk(df: pd.DataFrame, pid: int | None) -> pd.DataFrame:
+    """A chunk of kernel-trace rows, finished (in place, and returned).
+
+    Adds the file's process id where no column gives it, and ``grid_size`` / ``workgroup_size`` as
+    the product of their x, y, z columns when all three are there.
+    """
+    if "process_id" not in df and pid is not None:
+        df["process_id"] = pid
+    for axis in ("grid", "workgroup"):
+        parts = [f"{axis}_{a}" for a in "xyz"]
+        if all(p in df for p in parts):
+            df[f"{axis}_size"] = df[parts[0]] * df[parts[1]] * df[parts[2]]
+    return df
+
+
+def classify(path: Path) -> tuple[str, str | None] | None:
+    """``(domain, prefix)`` of a rocprofv3 CSV file name, or None if it is not one.
+
+    >>> classify(Path("4242_kernel_trace.csv"))
+    ('kernel_trace', '4242')
+    >>> classify(Path("out_counter_collection.csv.gz"))
+    ('counter_collection', 'out')
+    """
+    match = _NAME_RE.match(logical_name(path))
+    if not match:
+        return None
+    return match.group("domain"), match.group("prefix")
+
+
+def group_pass_files(paths: Iterable[Path]) -> dict[Path, PassFiles]:
+    """Group rocprofv3 CSV files by directory (one directory = one pass)."""
+    passes: dict[Path, PassFiles] = {}
+    for path in sorted(paths):
+        kind = classify(path)
+        if kind is None:
+            continue
+        domain, prefix = kind
+        entry = passes.setdefault(path.parent, PassFiles(path.parent))
+        entry.files.setdefault(domain, []).append((prefix, path))
+    return passes
+
+
+def _pid_from_prefix(prefix: str | None) -> int | None:
+    if prefix is None:
+        return None
+    tail = prefix.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def read_agents(paths: list[Path]) -> pd.DataFrame:
+    """Read ``agent_info.csv`` files into :data:`~rocroof.records.AGENT_COLUMNS` rows."""
+    frames = []
+    for path in paths:
+        df = read_csv(path)
+        cols = column_map(df.columns)
+        node = require(path, cols, "agent node id", "Node_Id")
+        out = pd.DataFrame(
+            {
+                # the agent's key: kernel records name their agent by it
+                "node_id": parse_int(path, df[node], 2, node, required=True)[0],
+            }
+        )
+        for target, aliases in {
+            "logical_node_id": ("Logical_Node_Id",),
+            "cu_count": ("Cu_Count",),
+            "simd_count": ("Simd_Count",),
+            "num_xcc": ("Num_Xcc",),
+            "wave_size": ("Wave_Front_Size",),
+        }.items():
+            col = pick(cols, *aliases)
+            if col is not None:
+                out[target] = parse_int(path, df[col], 2, col)[0]
+        clk = pick(cols, "Max_Engine_Clk_Fcompute")
+        if clk is not None:
+            out["max_clock_mhz"] = parse_float(path, df[clk], 2, clk)
+        text_columns: dict[str, tuple[str, ...]] = {
+            "agent_type": ("Agent_Type", "Type"),
+            "gfx_arch": ("Name",),
+            "product_name": ("Product_Name", "Marketing_Name", "Model_Name"),
+        }
+        for target, names in text_columns.items():
+            col = pick(cols, *names)
+            if col is not None:
+                out[target] = parse_str(df[col])
+        if "agent_type" in out:
+            out["agent_type"] = out["agent_type"].map(_agent_type)
+            if "gfx_arch" in out:
+                # a CPU agent's Name is its model ("AMD EPYC 9454"), not a gfx target
+                out["gfx_arch"] = out["gfx_arch"].where(out["agent_type"] != "CPU", None)
+        out["agent_label"] = out["node_id"].astype(str)
+        frames.append(out)
+    if not frames:
+        return empty_frame(AGENT_COLUMNS)
+    agents = pd.concat(frames, ignore_index=True).drop_duplicates(subset=["node_id"])
+    return conform(agents, AGENT_COLUMNS)
+
+
+def _agent_type(value: object) -> object:
+    if value is None:
+        return None
+    text = str(value).upper()
+    for known in ("GPU", "CPU"):
+        if known in text:
+            return known
+    return text
+
+
+def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
+    frames = []
+    exact_parts = []
+    for chunk, first in read_csv_chunks(path):
+        cols = column_map(chunk.columns)
+        out: dict[str, pd.Series] = {}
+        did = require(path, cols, "dispatch id", "Dispatch_Id")
+        out["dispatch_id"] = parse_int(path, chunk[did], first, did, required=True)[0]
+        name = require(path, cols, "kernel name", "Kernel_Name")
+        out["kernel_name"] = parse_str(chunk[name])
+        start = require(path, cols, "kernel start time", "Start_Timestamp")
+        end = require(path, cols, "kernel end time", "End_Timestamp")
+        out["start_ns"], ex1 = parse_int(path, chunk[start], first, start, required=True)
+        out["end_ns"], ex2 = parse_int(path, chunk[end], first, end, required=True)
+        exact_parts.append(ex1 & ex2)
+        agent = pick(cols, "Agent_Id")
+        out["agent_label"] = parse_str(chunk[agent]) if agent else pd.Series([None] * len(chunk))
+        for target, aliases in _KERNEL_TRACE_INTS.items():
+            col = pick(cols, *aliases)
+            if col is not None:
+                out[target] = parse_int(path, chunk[col], first, col)[0]
+        frames.append(_dispatch_chunk(pd.DataFrame(out), pid))
+    if not frames:
+        return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
+    df = pd.concat(frames, ignore_index=True)
+    exact = pd.concat(exact_parts, ignore_index=True)
+    keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
+    dup = df.duplicated(subset=keys, keep="first")
+    if bool(dup.any()):
+        pos = int(np.flatnonzero(dup.to_numpy())[0])
+        raise ParseError(
+            path, f"dispatch id {df['dispatch_id'].iloc[pos]} appears twice (expected one row per dispatch)", pos + 2
+        )
+    return df, exact
+
+
+def _counter_file_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """Read a long-form counter_collection.csv cell by cell (any file; errors name their row).
+
+    Returns:
+        ``(counters, dispatch_info, exact)``: counters with columns ``process_id, dispatch_id,
+        counter_name, value``; one dispatch row per (process, dispatch id) in first-seen
+        order, in :data:`DISPATCH_COLUMNS` names; and timestamp exactness per dispatch row.
+    """
+    counter_parts = []
+    info_parts = []
+    for chunk, first in read_csv_chunks(path):
+        cols = column_map(chunk.columns)
+        did = require(path, cols, "dispatch id", "Dispatch_Id")
+        cname = require(path, cols, "counter name", "Counter_Name")
+        cval = require(path, cols, "counter value", "Counter_Value")
+        dispatch_id = parse_int(path, chunk[did], first, did, required=True)[0]
+        names = parse_str(chunk[cname])
+        if bool(names.isna().any()):
+            pos = int(np.flatnonzero(names.isna().to_numpy())[0])
+            raise ParseError(path, f"column {cname!r} is empty; expected a counter name", first + pos)
+        values = parse_float(path, chunk[cval], first, cval, required=True)
+        check_counter_values(path, values.to_numpy(dtype=np.float64), first, cval)
+        pcol = pick(cols, "Process_Id", "Pid")
+        proc = (
+            parse_int(path, chunk[pcol], first, pcol)[0]
+            if pcol
+            else pd.Series(pd.array([pid] * len(chunk), dtype="Int64"))
+        )
+        counter_parts.append(
+            pd.DataFrame({"process_id": proc, "dispatch_id": dispatch_id, "counter_name": names, "value": values})
+        )
+        info: dict[str, pd.Series] = {"process_id": proc, "dispatch_id": dispatch_id}
+        kname = pick(cols, "Kernel_Name")
+        info["kernel_name"] = parse_str(chunk[kname]) if kname else pd.Series([None] * len(chunk))
+        agent = pick(cols, "Agent_Id")
+        info["agent_label"] = parse_str(chunk[agent]) if agent else pd.Series([None] * len(chunk))
+        exact = pd.Series(np.ones(len(chunk), dtype=bool))
+        for target, aliases in _COUNTER_INFO_INTS.items():
+            col = pick(cols, *aliases)
+            if col is not None:
+                # rocprofv3 always fills the timestamps when it writes the columns: an empty one is
+                # a row cut short (a file still being written), whose Counter_Value may be cut too
+                stamp = target in ("start_ns", "end_ns")
+                info[target], ex = parse_int(path, chunk[col], first, col, required=stamp)
+                if stamp:
+                    exact &= ex
+        info_df = pd.DataFrame(info)
+        info_df["_exact"] = exact
+        info_parts.append(info_df.drop_duplicates(subset=["process_id", "dispatch_id"]))
+    if not counter_parts:
+        return (
+            pd.DataFrame(columns=["process_id", "dispatch_id", "counter_name", "value"]),
+            empty_frame(DISPATCH_COLUMNS),
+            pd.Series(dtype=bool),
+        )
+    counters = pd.concat(counter_parts, ignore_index=True)
+    merged = pd.concat(info_parts, ignore_index=True).drop_duplicates(subset=["process_id", "dispatch_id"])
+    merged = merged.reset_index(drop=True)
+    return counters, merged.drop(columns="_exact"), merged["_exact"]
+
+
+def _markers_text(path: Path) -> pd.DataFrame:
+    frames = []
+    for chunk, first in read_csv_chunks(path):
+        cols = column_map(chunk.columns)
+        func = require(path, cols, "marker message", "Function")
+        start = require(path, cols, "marker start time", "Start_Timestamp")
+        end = require(path, cols, "marker end time", "End_Timestamp")
+        domain = pick(cols, "Domain")
+        df = pd.DataFrame(
+            {
+                "message": parse_str(chunk[func]),
+                "start_ns": parse_int(path, chunk[start], first, start, required=True)[0],
+                "end_ns": parse_int(path, chunk[end], first, end, required=True)[0],
+            }
+        )
+        for target, aliases in {
+            "process_id": ("Process_Id", "Pid"),
+            "thread_id": ("Thread_Id", "Tid"),
+            "correlation_id": ("Correlation_Id",),
+        }.items():
+            col = pick(cols, *aliases)
+            if col is not None:
+                df[target] = parse_int(path, chunk[col], first, col)[0]
+        if domain is not None:
+            keep = ~parse_str(chunk[domain]).isin(_MESSAGE_DOMAINS_EXCLUDED)
+            df = df[keep.to_numpy()]
+        bad = df["end_ns"] < df["start_ns"]
+        if bool(bad.any()):
+            # df keeps the chunk positions as its index (rows of other domains were dropped)
+            pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
+            raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
+        df["kind"] = np.where(df["start_ns"] == df["end_ns"], "mark", "range")
+        frames.append(df)
+    if not frames:
+        return empty_frame(MARKER_COLUMNS)
+    return conform(pd.concat(frames, ignore_index=True), MARKER_COLUMNS)
+
+
+def _launches_text(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
+    frames = []
+    for chunk, first in read_csv_chunks(path):
+        cols = column_map(chunk.columns)
+        corr = require(path, cols, "correlation id", "Correlation_Id")
+        corr_ids = parse_int(path, chunk[corr], first, corr, required=True)[0]
+        keep = corr_ids.isin(wanted).to_numpy()
+        if not keep.any():
+            continue
+        start = require(path, cols, "API start time", "Start_Timestamp")
+        end = require(path, cols, "API end time", "End_Timestamp")
+        df = pd.DataFrame(
+            {
+                "correlation_id": corr_ids,
+                "start_ns": parse_int(path, chunk[start], first, start, required=True)[0],
+                "end_ns": parse_int(path, chunk[end], first, end, required=True)[0],
+            }
+        )
+        for target, aliases in {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid")}.items():
+            col = pick(cols, *aliases)
+            if col is not None:
+                df[target] = parse_int(path, chunk[col], first, col)[0]
+        if "process_id" not in df and pid is not None:
+            df["process_id"] = pid
+        func = pick(cols, "Function")
+        if func is not None:
+            df["api_name"] = parse_str(chunk[func])
+        frames.append(df[keep])
+    if not frames:
+        return empty_frame(LAUNCH_COLUMNS)
+    return conform(pd.concat(frames, ignore_index=True), LAUNCH_COLUMNS)
+
+
+# ---- the typed fast paths ------------------------------------------------------------------------
+#
+# A file whose numbers are all plain integers (what rocprofv3 writes) is read by the C parser with
+# its columns typed (fileio.read_csv_plain): no string per cell. Any other file raises NotPlain
+# and is read cell by cell by the *_text functions above, which give the same values for plain
+# files and name the row of what is wrong in the others.
+
+_KERNEL_TRACE_INTS = {
+    "kernel_id": ("Kernel_Id",),
+    "queue_id": ("Queue_Id",),
+    "stream_id": ("Stream_Id",),
+    "thread_id": ("Thread_Id",),
+    "process_id": ("Process_Id", "Pid"),
+    "correlation_id": ("Correlation_Id",),
+    "grid_x": ("Grid_Size_X",),
+    "grid_y": ("Grid_Size_Y",),
+    "grid_z": ("Grid_Size_Z",),
+    "workgroup_x": ("Workgroup_Size_X",),
+    "workgroup_y": ("Workgroup_Size_Y",),
+    "workgroup_z": ("Workgroup_Size_Z",),
+    "lds_bytes": ("LDS_Block_Size", "Group_Segment_Size"),
+    "scratch_bytes": ("Scratch_Size", "Private_Segment_Size"),
+    "vgpr_count": ("VGPR_Count", "Arch_VGPR_Count"),
+    "accum_vgpr_count": ("Accum_VGPR_Count",),
+    "sgpr_count": ("SGPR_Count",),
+}
+_COUNTER_INFO_INTS = {
+    "kernel_id": ("Kernel_Id",),
+    "queue_id": ("Queue_Id",),
+    "thread_id": ("Thread_Id",),
+    "correlation_id": ("Correlation_Id",),
+    "grid_size": ("Grid_Size",),
+    "workgroup_size": ("Workgroup_Size",),
+    "lds_bytes": ("LDS_Block_Size",),
+    "scratch_bytes": ("Scratch_Size",),
+    "vgpr_count": ("VGPR_Count", "Arch_VGPR_Count"),
+    "accum_vgpr_count": ("Accum_VGPR_Count",),
+    "sgpr_count": ("SGPR_Count",),
+    "start_ns": ("Start_Timestamp",),
+    "end_ns": ("End_Timestamp",),
+}
+
+
+def _ints(column: pd.Series) -> pd.Series:
+    """An int64 column of a plain chunk as exact nullable ``Int64`` (what :func:`parse_int` gives)."""
+    values = column.to_numpy(dtype=np.int64)
+    return pd.Series(pd.arrays.IntegerArray(values, np.zeros(len(values), dtype=bool)), copy=False)
+
+
+def _texts(column: pd.Series) -> pd.Series:
+    """A categorical column of a plain chunk as :func:`parse_str` gives it (None for empty cells)."""
+    return pd.Series(categorical_text(column), dtype=object)
+
+
+def _present(cols: dict[str, str], wanted: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """``{target: the file's column}`` of the ``wanted`` aliases the header has."""
+    return {target: col for target, aliases in wanted.items() if (col := pick(cols, *aliases)) is not None}
+
+
+def _dispatches_from_kernel_trace(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
+    """Dispatches of a kernel_trace.csv and their timestamp exactness (typed fast path, else cell by cell)."""
+    try:
+        return _kernel_trace_plain(path, pid)
+    except NotPlain:
+        return _kernel_trace_text(path, pid)
+
+
+def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
+    cols = column_map(read_header(path))
+    did = require(path, cols, "dispatch id", "Dispatch_Id")
+    name = require(path, cols, "kernel name", "Kernel_Name")
+    start = require(path, cols, "kernel start time", "Start_Timestamp")
+    end = require(path, cols, "kernel end time", "End_Timestamp")
+    agent = pick(cols, "Agent_Id")
+    optional = _present(cols, _KERNEL_TRACE_INTS)
+    frames = []
+    for chunk, _ in read_csv_plain(path, ints=[did, start, end, *optional.values()]):
+        out: dict[str, pd.Series] = {
+            "dispatch_id": _ints(chunk[did]),
+            "kernel_name": _texts(chunk[name]),
+            "start_ns": _ints(chunk[start]),
+            "end_ns": _ints(chunk[end]),
+            "agent_label": _texts(chunk[agent]) if agent else pd.Series([None] * len(chunk), dtype=object),
+        }
+        for target, col in optional.items():
+            out[target] = _ints(chunk[col])
+        frames.append(_dispatch_chunk(pd.DataFrame(out, copy=False), pid))
+    if not frames:
+        return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
+    df = stack_frames(frames)
+    keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
+    dup = df.duplicated(subset=keys, keep="first")
+    if bool(dup.any()):
+        pos = int(np.flatnonzero(dup.to_numpy())[0])
+        raise ParseError(
+            path, f"dispatch id {df['dispatch_id'].iloc[pos]} appears twice (expected one row per dispatch)", pos + 2
+        )
+    return df, pd.Series(np.ones(len(df), dtype=bool))
+
+
+def _read_counter_file(
+    path: Path, pid: int | None, lookup: _RowLookup | None = None, error_path: Path | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """Read a long-form counter_collection.csv.
+
+    Args:
+        path: the file.
+        pid: the process id of its file name, if any.
+        lookup: the pass's dispatches, when known: a plain file's rows are then matched to them
+            as they are read (no (process, dispatch id) column of every counter row is kept).
+        error_path: the file named when a counter row matches no dispatch.
+
+    Returns:
+        ``(counters, dispatch_info, exact)``: counters with columns ``process_id, dispatch_id,
+        counter_name, value`` (or ``row, counter_name, value`` when matched by ``lookup``);
+        one dispatch row per (process, dispatch id) in first-seen order, in
+        :data:`DISPATCH_COLUMNS` names; and timestamp exactness per dispatch row.
+
+    Raises:
+        ParseError: malformed rows, or (with ``lookup``) a counter row of no dispatch.
+    """
+    try:
+        return _counter_file_plain(path, pid, lookup, error_path or path)
+    except NotPlain:
+        return _counter_file_text(path, pid)
+
+
+def _counter_file_plain(
+    path: Path, pid: int | None, lookup: _RowLookup | None, error_path: Path
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """:func:`_read_counter_file` of a plain file.
+
+    Counter names come back as a categorical; the dispatch columns are converted only for each
+    dispatch's first row (the other rows repeat them).
+    """
+    cols = column_map(read_header(path))
+    did = require(path, cols, "dispatch id", "Dispatch_Id")
+    cname = require(path, cols, "counter name", "Counter_Name")
+    cval = require(path, cols, "counter value", "Counter_Value")
+    pcol = pick(cols, "Process_Id", "Pid")
+    kname = pick(cols, "Kernel_Name")
+    agent = pick(cols, "Agent_Id")
+    info_cols = _present(cols, _COUNTER_INFO_INTS)
+    ints = [did, *([pcol] if pcol else []), *info_cols.values()]
+    names: dict[str, int] = {}  # counter name -> code, in order of first appearance
+    proc_parts: list[np.ndarray] = []
+    id_parts: list[np.ndarray] = []
+    code_parts: list[np.ndarray] = []
+    value_parts: list[np.ndarray] = []
+    info_parts: list[pd.DataFrame] = []
+    unmatched: np.ndarray | None = None
+    for chunk, first in read_csv_plain(path, ints=ints, floats=[cval]):
+        labels = [str(c) for c in chunk[cname].cat.categories]
+        local = chunk[cname].cat.codes.to_numpy()
+        if "" in labels and bool((local == labels.index("")).any()):
+            pos = int(np.flatnonzero(local == labels.index(""))[0])
+            raise ParseError(path, f"column {cname!r} is empty; expected a counter name", first + pos)
+        to_global = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
+        code_parts.append(to_global[local])
+        value_parts.append(chunk[cval].to_numpy(dtype=np.float64))
+        check_counter_values(path, value_parts[-1], first, cval)
+        ids = chunk[did].to_numpy(dtype=np.int64)
+        proc = chunk[pcol].to_numpy(dtype=np.int64) if pcol else None
+        if lookup is not None:
+            pids = proc if proc is not None else np.full(len(ids), pid if pid is not None else _NA_KEY, np.int64)
+            row = lookup.rows(pids, ids)
+            if unmatched is None and bool((row < 0).any()):
+                unmatched = ids[row < 0][:1]  # reported once the whole file was read (as the text path)
+            id_parts.append(row)  # the dispatch rows themselves
+        else:
+            id_parts.append(ids)
+            if proc is not None:
+                proc_parts.append(proc)
+        # one dispatch row per (process, dispatch id): its first row in the chunk
+        keys = pd.DataFrame({"p": proc if proc is not None else np.zeros(len(ids), np.int64), "d": ids}, copy=False)
+        firsts = np.flatnonzero(~keys.duplicated().to_numpy())
+        sub = chunk.iloc[firsts]
+        info: dict[str, pd.Series] = {
+            "process_id": _ints(sub[pcol]) if pcol else pd.Series(pd.array([pid] * len(sub), dtype="Int64")),
+            "dispatch_id": _ints(sub[did]),
+            "kernel_name": _texts(sub[kname]) if kname else pd.Series([None] * len(sub), dtype=object),
+            "agent_label": _texts(sub[agent]) if agent else pd.Series([None] * len(sub), dtype=object),
+        }
+        for target, col in info_cols.items():
+            if lookup is None or target == "start_ns":  # with the dispatches known, only the cross-check needs them
+                info[target] = _ints(sub[col])
+        info_df = pd.DataFrame(info, copy=False)
+        info_df["_exact"] = True
+        info_parts.append(info_df)
+    if not id_parts:
+        return (
+            pd.DataFrame(columns=["process_id", "dispatch_id", "counter_name", "value"]),
+            empty_frame(DISPATCH_COLUMNS),
+            pd.Series(dtype=bool),
+        )
+    merged = pd.concat(info_parts, ignore_index=True).drop_duplicates(subset=["process_id", "dispatch_id"])
+    merged = merged.reset_index(drop=True)
+    names_column = pd.Categorical.from_codes(np.concatenate(code_parts), categories=list(names))
+    if lookup is not None:
+        if unmatched is not None:
+            _refuse_unmatched(np.array([-1]), unmatched, error_path)
+        counters = pd.DataFrame(
+            {"row": np.concatenate(id_parts), "counter_name": names_column, "value": np.concatenate(value_parts)},
+            copy=False,
+        )
+        return counters, merged.drop(columns="_exact"), merged["_exact"]
+    n = sum(len(part) for part in id_parts)
+    if pcol:
+        proc_all = np.concatenate(proc_parts)
+        process = pd.arrays.IntegerArray(proc_all, np.zeros(n, dtype=bool))
+    else:
+        process = pd.array(np.full(n, pid if pid is not None else 0, dtype=np.int64), dtype="Int64")
+        if pid is None:
+            process[:] = pd.NA
+    counters = pd.DataFrame(
+        {
+            "process_id": process,
+            "dispatch_id": np.concatenate(id_parts),
+            "counter_name": names_column,
+            "value": np.concatenate(value_parts),
+        },
+        copy=False,
+    )
+    return counters, merged.drop(columns="_exact"), merged["_exact"]
+
+
+def _read_markers(path: Path) -> pd.DataFrame:
+    """Roctx markers of a marker_api_trace.csv (typed fast path, else cell by cell)."""
+    try:
+        return _markers_plain(path)
+    except NotPlain:
+        return _markers_text(path)
+
+
+def _markers_plain(path: Path) -> pd.DataFrame:
+    cols = column_map(read_header(path))
+    func = require(path, cols, "marker message", "Function")
+    start = require(path, cols, "marker start time", "Start_Timestamp")
+    end = require(path, cols, "marker end time", "End_Timestamp")
+    domain = pick(cols, "Domain")
+    optional = _present(
+        cols,
+        {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid"), "correlation_id": ("Correlation_Id",)},
+    )
+    frames = []
+    for chunk, first in read_csv_plain(path, ints=[start, end, *optional.values()], strings=[func]):
+        df = pd.DataFrame(
+            {"message": _texts(chunk[func]), "start_ns": _ints(chunk[start]), "end_ns": _ints(chunk[end])}, copy=False
+        )
+        for target, col in optional.items():
+            df[target] = _ints(chunk[col])
+        if domain is not None:
+            keep = ~_texts(chunk[domain]).isin(_MESSAGE_DOMAINS_EXCLUDED)
+            df = df[keep.to_numpy()]
+        bad = df["end_ns"] < df["start_ns"]
+        if bool(bad.any()):
+            pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
+            raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
+        df["kind"] = np.where(df["start_ns"] == df["end_ns"], "mark", "range")
+        frames.append(conform(df, MARKER_COLUMNS))
+    if not frames:
+        return empty_frame(MARKER_COLUMNS)
+    return stack_frames(frames)
+
+
+def _read_launches(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
+    """The hip_api_trace.csv calls whose correlation id is in ``wanted`` (typed fast path, else cell by cell)."""
+    try:
+        return _launches_plain(path, wanted, pid)
+    except NotPlain:
+        return _launches_text(path, wanted, pid)
+
+
+def _launches_plain(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
+    cols = column_map(read_header(path))
+    corr = require(path, cols, "correlation id", "Correlation_Id")
+    start = require(path, cols, "API start time", "Start_Timestamp")
+    end = require(path, cols, "API end time", "End_Timestamp")
+    optional = _present(cols, {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid")})
+    func = pick(cols, "Function")
+    wanted_ids = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
+    frames = []
+    for chunk, _ in read_csv_plain(path, ints=[corr, start, end, *optional.values()]):
+        keep = np.isin(chunk[corr].to_numpy(dtype=np.int64), wanted_ids)
+        if not keep.any():
+            continue
+        sub = chunk[keep]
+        df = pd.DataFrame(
+            {"correlation_id": _ints(sub[corr]), "start_ns": _ints(sub[start]), "end_ns": _ints(sub[end])}, copy=False
+        )
+        for target, col in optional.items():
+            df[target] = _ints(sub[col])
+        if "process_id" not in df and pid is not None:
+            df["process_id"] = pid
+        if func is not None:
+            df["api_name"] = _texts(sub[func])
+        frames.append(conform(df, LAUNCH_COLUMNS))
+    if not frames:
+        return empty_frame(LAUNCH_COLUMNS)
+    return stack_frames(frames)
+
+
+def read_pass(files: PassFiles, label: str) -> PassData:
+    """Read one pass directory into a :class:`~rocroof.records.PassData`.
+
+    Dispatches come from ``kernel_trace.csv`` when present, else from the dispatch columns
+    of ``counter_collection.csv``. Counters are joined to dispatches on (process, dispatch id).
+    Launch records (``hip_api_trace.csv``) are kept only for correlation ids of dispatches.
+
+    Raises:
+        ParseError: a file lacks a required column or holds malformed values.
+    """
+    dispatch_frames = []
+    exact_frames = []
+    for prefix, path in files.files.get("kernel_trace", []):
+        df, exact = _dispatches_from_kernel_trace(path, _pid_from_prefix(prefix))
+        dispatch_frames.append(df)
+        exact_frames.append(exact)
+    dispatches = exact = None
+    if dispatch_frames:
+        dispatches, exact = _in_enqueue_order(
+            pd.concat(dispatch_frames, ignore_index=True) if len(dispatch_frames) > 1 else dispatch_frames[0],
+            pd.concat(exact_frames, ignore_index=True),
+        )
+        del dispatch_frames, exact_frames
+    counter_files = files.files.get("counter_collection", [])
+    counter_frames = []
+    info_frames = []
+    info_exact = []
+    # counters are matched on (process, dispatch id), or on the dispatch id alone when one side
+    # has no process ids; with the dispatches known, a plain file's rows are matched as it is read
+    use_pid = None
+    if dispatches is not None:
+        file_pids = [_file_has_pids(path, prefix) for prefix, path in counter_files]
+        use_pid = bool(dispatches["process_id"].notna().all()) and all(file_pids)
+        if not use_pid and (dispatches["process_id"].notna().any() and any(file_pids)):
+            use_pid = None  # a mix of known and unknown process ids: matched after reading, as a whole
+    lookup = _RowLookup(dispatches, use_pid) if dispatches is not None and use_pid is not None else None
+    error_path = counter_files[0][1] if counter_files else files.directory
+    for prefix, path in counter_files:
+        counters, info, info_ok = _read_counter_file(path, _pid_from_prefix(prefix), lookup, error_path)
+        counter_frames.append(counters)
+        info_frames.append(info)
+        info_exact.append(info_ok)
+
+    if dispatches is None:
+        if info_frames:
+            dispatches, exact = _in_enqueue_order(
+                pd.concat(info_frames, ignore_index=True), pd.concat(info_exact, ignore_index=True)
+            )
+        else:
+            dispatches, exact = _in_enqueue_order(empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool))
+    assert exact is not None
+
+    counters = empty_frame(COUNTER_COLUMNS)
+    if counter_frames:
+        mapped = [f for f in counter_frames if "row" in f.columns]
+        longs = [f for f in counter_frames if "row" not in f.columns]
+        del counter_frames
+        if longs:
+            long = pd.concat(longs, ignore_index=True) if len(longs) > 1 else longs[0]
+            del longs
+            mapped.append(_counter_rows(long, dispatches, error_path))
+        counters = _summed(pd.concat(mapped, ignore_index=True) if len(mapped) > 1 else mapped[0])
+
+    markers = pd.concat(
+        [_read_markers(p) for _, p in files.files.get("marker_api_trace", [])] or [empty_frame(MARKER_COLUMNS)],
+        ignore_index=True,
+    )
+    wanted = set(dispatches["correlation_id"].dropna().astype(np.int64).tolist())
+    launches = pd.concat(
+        [_read_launches(p, wanted, _pid_from_prefix(pre)) for pre, p in files.files.get("hip_api_trace", [])]
+        or [empty_frame(LAUNCH_COLUMNS)],
+        ignore_index=True,
+    )
+    notes: list[Note] = []
+    if len(exact):
+        dispatches["timestamps_exact"] = pd.array(exact.to_numpy(dtype=bool), dtype="boolean")
+    all_exact = bool(exact.all()) if len(exact) else True
+    rounded_note = None
+    if not all_exact:
+        sources = files.files.get("kernel_trace") or files.files.get("counter_collection") or [(None, files.directory)]
+        source = sources[0][1]
+        first = int(np.flatnonzero(~exact.to_numpy(dtype=bool))[0])
+        rounded_note = (
+            f"{source}: {int((~exact).sum())} dispatch(es) have rounded timestamps (e.g. dispatch "
+            f"{dispatches['dispatch_id'].iloc[first]}); their durations are unknown"
+        )
+    if files.files.get("kernel_trace") and info_frames:
+        notes += _check_counter_timestamps(files, dispatches, pd.concat(info_frames, ignore_index=True))
+    return PassData(
+        kind="counter" if len(counters) else "trace",
+        label=label,
+        source=str(files.directory),
+        dispatches=dispatches,
+        counters=conform(counters, COUNTER_COLUMNS),
+        markers=markers,
+        launches=launches,
+        timestamps_exact=all_exact,
+        timestamps_note=rounded_note,
+        notes=notes,
+    )
+
+
+def _take(df: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
+    """``df.iloc[order]`` with a fresh index, a column at a time (never two copies of the frame)."""
+    out = pd.DataFrame(index=pd.RangeIndex(len(order)))
+    for name in list(df.columns):
+        out[name] = df[name].iloc[order].reset_index(drop=True)
+        del df[name]
+    return out
+
+
+def _per_distinct(column: pd.Series, fn: Any) -> np.ndarray:
+    """``fn`` of each value of ``column``, computed once per distinct value."""
+    codes, uniques = pd.factorize(column.to_numpy(dtype=object), use_na_sentinel=False)
+    out: np.ndarray = np.array([*(fn(u) for u in uniques), None], dtype=object)[:-1][codes]
+    return out
+
+
+def _in_enqueue_order(dispatches: pd.DataFrame, exact: pd.Series) -> tuple[pd.DataFrame, pd.Series]:
+    """Dispatches conformed and sorted by (process, dispatch id), with their timestamp exactness.
+
+    Dispatch ids are assigned at enqueue, per process. ``--kernel-rename`` regions are taken from
+    kernel names that are ggml ranges.
+    """
+    dispatches = conform(dispatches, DISPATCH_COLUMNS)
+    order = np.lexsort(
+        (
+            dispatches["dispatch_id"].fillna(-1).to_numpy(np.int64),
+            dispatches["process_id"].fillna(-1).to_numpy(np.int64),
+        )
+    )
+    if not bool((order == np.arange(len(order))).all()):  # already in order: no copy
+        dispatches = _take(dispatches, order)
+        exact = exact.iloc[order].reset_index(drop=True) if len(exact) else exact
+    renamed = pd.Series(
+        _per_distinct(dispatches["kernel_name"], lambda n: n if parse_range(n) is not None else None), dtype=object
+    )
+    dispatches["region"] = renamed.where(renamed.notna(), dispatches["region"])
+    return dispatches, exact
+
+
+def _file_has_pids(path: Path, prefix: str | None) -> bool:
+    """True when every counter row of the file carries a process id (a column, or the file name's pid)."""
+    if _pid_from_prefix(prefix) is not None:
+        return True
+    try:
+        return pick(column_map(read_header(path)), "Process_Id", "Pid") is not None
+    except ParseError:
+        return False  # the reader names what is wrong with the file
+
+
+class _RowLookup:
+    """(process id, dispatch id) -> row of the pass's dispatches, for counter rows a chunk at a time."""
+
+    def __init__(self, dispatches: pd.DataFrame, use_pid: bool) -> None:
+        self.use_pid = use_pid
+        self.pids = dispatches["process_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+        self.ids = dispatches["dispatch_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+
+    def rows(self, pids: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
+        """The dispatch row of each counter row; -1 where no dispatch has its key."""
+        if not self.use_pid:
+            return match_rows([self.ids], [ids])
+        assert pids is not None
+        return match_rows([self.pids, self.ids], [pids, ids])
+
+
+def _summed(counters: pd.DataFrame) -> pd.DataFrame:
+    """Counter rows (row, counter_name, value) with the values of one (dispatch, counter) summed.
+
+    Rows stay in file order; nothing is grouped when every (dispatch, counter) has one value.
+    """
+    names = counters["counter_name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes = names.cat.codes.to_numpy()
+        width = max(len(names.cat.categories), 1)
+    else:
+        factor, uniques = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=False)
+        codes, width = factor.astype(np.int64), max(len(uniques), 1)
+    rows = counters["row"].to_numpy(dtype=np.int64)
+    if not _repeats(rows, codes, width):
+        return counters
+    frame = conform(
+        pd.DataFrame({"row": counters["row"], "counter_name": names.astype(object), "value": counters["value"]}),
+        COUNTER_COLUMNS,
+    )
+    return frame.groupby(["row", "counter_name"], as_index=False, sort=False)["value"].sum()
+
+
+def _repeats(rows: np.ndarray, codes: np.ndarray, width: int, block: int = 1 << 20) -> bool:
+    """True when some (row, code) pair occurs twice.
+
+    Counter rows come grouped by dispatch: then only a dispatch's own rows can repeat a pair, and
+    the check sorts a block of whole dispatches at a time (no sorted copy of the whole column).
+    """
+    if len(rows) < 2:
+        return False
+    grouped = all(bool((np.diff(rows[lo : lo + block + 1]) >= 0).all()) for lo in range(0, len(rows), block))
+    if not grouped:
+        key = np.sort(rows * width + codes)
+        return bool((key[1:] == key[:-1]).any())
+    lo = 0
+    while lo < len(rows):
+        hi = min(lo + block, len(rows))
+        if hi < len(rows):  # end the block where a dispatch ends
+            hi = int(np.searchsorted(rows, rows[hi - 1], side="right"))
+        key = np.sort(rows[lo:hi] * width + codes[lo:hi])
+        if bool((key[1:] == key[:-1]).any()):
+            return True
+        lo = hi
+    return False
+
+
+def _counter_rows(long: pd.DataFrame, dispatches: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Counter values by dispatch row: (process, dispatch id) looked up in the pass's dispatches.
+
+    Matched on the dispatch id alone (its first dispatch) when either side lacks process ids;
+    a missing process id matches a missing one. Values of one (dispatch, counter) are summed.
+
+    Raises:
+        ParseError: a counter row names a dispatch the pass does not have.
+    """
+    ids = long["dispatch_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+    d_ids = dispatches["dispatch_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+    if long["process_id"].isna().all() or dispatches["process_id"].isna().all():
+        row = match_rows([d_ids], [ids])
+    else:
+        row = match_rows(
+            [dispatches["process_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY), d_ids],
+            [long["process_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY), ids],
+        )
+    _refuse_unmatched(row, long["dispatch_id"].array, path)
+    return pd.DataFrame(
+        {"row": row, "counter_name": long["counter_name"].array, "value": long["value"].to_numpy()}, copy=False
+    )
+
+
+def _refuse_unmatched(row: np.ndarray, ids: Any, path: Path) -> None:
+    """ParseError naming the first counter row's dispatch id that matched no dispatch (row -1)."""
+    missing = np.flatnonzero(row < 0)
+    if len(missing):
+        raise ParseError(
+            path,
+            f"counter rows for dispatch {ids[int(missing[0])]} have no matching kernel_trace.csv dispatch",
+        )
+
+
+#: The key of a missing process or dispatch id (equal to itself, as pandas merges missing keys).
+_NA_KEY = np.iinfo(np.int64).min
+
+
+def _check_counter_timestamps(files: PassFiles, dispatches: pd.DataFrame, info: pd.DataFrame) -> list[Note]:
+    """Warn when counter_collection.csv and kernel_trace.csv disagree.
+
+    counter_collection.csv repeats each dispatch's GPU timestamps (ROCm >= 6.4): they must match
+    kernel_trace.csv, else the two files come from different runs.
+    """
+    if "start_ns" not in info or info["start_ns"].isna().all():
+        return []
+    key = (
+        ["dispatch_id"]
+        if info["process_id"].isna().all() or dispatches["process_id"].isna().all()
+        else [
+            "process_id",
+            "dispatch_id",
+        ]
+    )
+    both = dispatches[[*key, "start_ns", "kernel_name"]].merge(
+        info[[*key, "start_ns", "kernel_name"]], on=key, suffixes=("_k", "_c")
+    )
+    differ = (both["start_ns_k"] != both["start_ns_c"]).fillna(False) | (
+        both["kernel_name_k"].fillna("") != both["kernel_name_c"].fillna("")
+    )
+    if not bool(differ.any()):
+        return []
+    path = files.files["counter_collection"][0][1]
+    return [
+        Note(
+            "warning",
+            "files-disagree",
+            f"{path}: {int(differ.sum())} of {len(both)} dispatches have other timestamps or kernel names than "
+            "kernel_trace.csv; the two files look like different runs (counters were matched by dispatch id)",
+        )
+    ]

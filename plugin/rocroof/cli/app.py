@@ -1,0 +1,150 @@
+"""The ``rocroof`` click group, its error handling, and the helpers every command module uses.
+
+Every :class:`~rocroof.errors.RocroofError` becomes a one-line ``Error: ...`` message and exit
+status 1; anything else is a bug and keeps its traceback. ``--traceback`` shows tracebacks for
+user errors too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from sqlalchemy import exc as sa_exc
+
+from .. import __version__
+from ..errors import InputError, RocroofError
+
+DEFAULT_DB = "rocroof.db"
+DB_HELP = (
+    "Results database: a SQLite file or an SQLAlchemy URL (postgresql://...). [env ROCROOF_DB; default rocroof.db]"
+)
+FORMATS = ("table", "csv", "json", "markdown")
+
+
+class RocroofGroup(click.Group):
+    """A click group that turns :class:`RocroofError` into one-line messages."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; user errors become ``Error: <message>`` and exit status 1."""
+        args = [*getattr(ctx, "_protected_args", []), *ctx.args]  # the subcommand line, to name the database
+        try:
+            return super().invoke(ctx)
+        except RocroofError as exc:
+            if ctx.params.get("traceback") or os.environ.get("ROCROOF_TRACEBACK"):
+                raise
+            raise click.ClickException(printable(str(exc))) from None
+        except sa_exc.OperationalError as exc:  # the database refused: read-only, locked, full disk, gone
+            if os.environ.get("ROCROOF_TRACEBACK"):
+                raise
+            shown = _db_in_args(args) or "the database"
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
+            message = f"{shown}: the database refused the command ({reason}); no run is left half-written"
+            raise click.ClickException(printable(message)) from None
+
+
+def _db_in_args(args: Sequence[str]) -> str | None:
+    """The database a command line names (``--into``, ``--db``, else ``ROCROOF_DB``), shown safely."""
+    from ..store import shown_db  # here, not at start-up: the store pulls in pandas
+
+    for flag in ("--into", "--db"):
+        for i, a in enumerate(args):
+            if a == flag and i + 1 < len(args):
+                return shown_db(args[i + 1])
+            if a.startswith(flag + "="):
+                return shown_db(a.split("=", 1)[1])
+    env = os.environ.get("ROCROOF_DB")
+    return shown_db(env) if env else None
+
+
+def printable(text: str) -> str:
+    """Text any terminal can print: undecodable bytes of file names become ``\\xNN``."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def echo(text: str, nl: bool = True) -> None:
+    """Print ``text`` to stdout, made printable (:func:`printable`)."""
+    click.echo(printable(text), nl=nl)
+
+
+def stderr_console() -> Console:
+    """A rich console on stderr, for progress and messages that are not the command's output."""
+    return Console(stderr=True, highlight=False)
+
+
+def db_option(fn: Any) -> Any:
+    """The ``--db FILE|URL`` option (env ``ROCROOF_DB``, default ``rocroof.db``)."""
+    return click.option("--db", "db", envvar="ROCROOF_DB", default=DEFAULT_DB, show_default=False, help=DB_HELP)(fn)
+
+
+def format_option(fn: Any) -> Any:
+    """The ``--format table|csv|json|markdown`` option."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="table",
+        show_default=True,
+        help="table for terminals, markdown for PR reviews, csv/json for scripts (raw values, units in names).",
+    )(fn)
+
+
+@click.group(cls=RocroofGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="rocroof")
+@click.option("--traceback", is_flag=True, help="Show Python tracebacks for errors (for bug reports).")
+def cli(traceback: bool) -> None:
+    """rocroof: per-ggml-op DRAM roofline profiles of llama.cpp, in a database you can query.
+
+    \b
+    Typical session:
+      rocroof collect --out cap1 -- llama-bench -m model.gguf -p 512 -n 0 -r 1
+      rocroof report --by op
+      rocroof report --by dispatch --top 20 --format markdown
+      rocroof query "SELECT op, SUM(duration_ns) FROM dispatch_dram GROUP BY op"
+
+    \b
+    Already have profiler output? Ingest it:
+      rocroof ingest path/to/rocprofv3-output/ --label model=qwen3-30b
+    """
+
+
+def parse_labels(labels: Sequence[str]) -> dict[str, str]:
+    """``--label KEY=VALUE`` options as a mapping.
+
+    Raises:
+        InputError: a label without ``=``, with control characters, non-UTF-8 bytes, or ``,`` in its key.
+    """
+    out = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--label {item!r}: expected key=value")
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError("--label: the label contains bytes that are not UTF-8") from exc
+        if any(ch < " " or ch == "\x7f" for ch in item):
+            raise InputError(f"--label {item!r}: control characters (newlines, tabs...) are not allowed in labels")
+        if "," in key:
+            raise InputError(f"--label {item!r}: a key cannot hold ',' (labels are listed as key=value,...)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def progress_bar() -> Progress:
+    """A transient progress display on stderr (off when stderr is not a terminal)."""
+    console = stderr_console()
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,  # a pipe or log file gets no spinner frames or stray newlines
+    )

@@ -1,0 +1,382 @@
+"""``rocroof ingest``, ``collect`` and ``scrub``: captures in, runs stored, captures shared."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import InputError, RocroofError
+from .app import (
+    cli,
+    db_option,
+    echo,
+    parse_labels,
+    printable,
+    progress_bar,
+    stderr_console,
+)
+
+
+def _ingest_one(
+    path: Path,
+    db: str,
+    labels: dict[str, str],
+    attach: list[Path],
+    arch: str | None,
+    replace: bool,
+    keep_instances: bool,
+    keep_warmup: bool,
+) -> str:
+    from ..capture.readers import read_capture
+    from ..ingest.pipeline import build_run
+    from ..store import Store
+
+    store = Store(db)
+    try:
+        store.preflight()
+        with progress_bar() as progress:
+            task = progress.add_task(f"reading {path}", total=None, detail="")
+            capture = read_capture(path, attachments=attach, keep_instances=keep_instances)
+            progress.update(
+                task, description=f"attributing {sum(len(p.dispatches) for p in capture.passes):,} dispatches"
+            )
+            frames = build_run(capture, arch_override=arch, source_path=str(path), keep_warmup=keep_warmup)
+
+            def cb(stage: str, done: int, total: int) -> None:
+                progress.update(
+                    task, description=f"writing {stage}", completed=done, total=total, detail=f"{done:,}/{total:,} rows"
+                )
+
+            run_id = store.write_run(frames, labels=labels, replace=replace, progress=cb)
+    finally:
+        store.close()
+    return _summary(run_id, path, capture, frames)
+
+
+def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
+    run = frames.run
+    disp = frames.tables["dispatch"]
+    timing = disp[disp["timing_dispatch_index"] == disp["dispatch_index"]] if len(disp) else disp
+    dram = frames.tables["dram_traffic"]
+    n = len(timing)
+    attributed = int(timing["op_index"].notna().sum()) if n else 0
+    known_r = int(dram["dram_read_bytes"].notna().sum()) if len(dram) else 0
+    known_w = int(dram["dram_write_bytes"].notna().sum()) if len(dram) else 0
+    bounded = int((dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum()) if len(dram) else 0
+    from ..report.tables import gpu_text, timing_text
+
+    gpu = gpu_text(run.get("gpu_name"), run.get("gpu_arch"))
+    files = [Path(f).name for f in capture.files_read]
+    shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
+    # one fact per line: the summary reads in a terminal and pastes into a log or a PR comment
+    parts = [
+        f"Stored run {run_id} from {path} ({capture.source_format}, {gpu or 'unknown GPU'}).",
+        f"  read {len(files)} file(s): {shown}",
+        f"  {len(capture.passes)} pass(es), {n:,} dispatch(es) in the timing pass, "
+        f"{len(frames.tables['op_invocation']):,} ggml op invocation(s), {attributed:,} dispatch(es) attributed "
+        f"({run['attribution_method']})",
+        f"  DRAM bytes known for {known_r:,}/{n:,} reads ({bounded:,} bounded only) and {known_w:,}/{n:,} writes; "
+        f"durations from {timing_text(run['timing_source'])}",
+    ]
+    if run.get("dram_peak_gbps"):
+        parts.append(f"  ceiling {run['dram_peak_gbps']:,.1f} GB/s ({run['dram_peak_source']})")
+    warnings = [note for note in frames.notes if note.severity != "info"]
+    if warnings:
+        parts.append(f"{len(warnings)} warning(s):")
+    text = "\n".join(parts)
+    for note in warnings:
+        text += f"\n  - {note.message}"
+    text += f"\nNext: rocroof report --run {run_id} --by op   (or --by kernel, --by dispatch)"
+    return text
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option
+@click.option(
+    "--label", "labels", multiple=True, metavar="KEY=VALUE", help="Label the run (repeatable), e.g. --label model=q4_k."
+)
+@click.option(
+    "--attach",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Extra file of this run: ggml op metadata JSON, or a log with ggml-fused: lines.",
+)
+@click.option("--arch", metavar="GFX", help="GPU architecture when the capture does not record it (e.g. gfx942).")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a stored run with the same content (new run id; its labels are kept unless given again).",
+)
+@click.option(
+    "--instances/--no-instances",
+    default=True,
+    show_default=True,
+    help="Keep per-instance counter values (e.g. one per TCC channel) where the source has them.",
+)
+@click.option("--keep-warmup", is_flag=True, help="Keep dispatches before the last 'ggml reset' mark.")
+def ingest(
+    paths: tuple[Path, ...],
+    db: str,
+    labels: tuple[str, ...],
+    attach: tuple[Path, ...],
+    arch: str | None,
+    replace: bool,
+    instances: bool,
+    keep_warmup: bool,
+) -> None:
+    """Store recorded profiler output: one run per PATH (per capture in a folder of them).
+
+    PATH is a capture directory or file, or a folder of 'rocroof collect' captures. The
+    format is detected: rocprofv3 CSV (also 'rocpd convert' CSV and multi-pass pmc_N/ or
+    pass_N/ directories), rocprofv3 rocpd databases (*_results.db), rocprofiler-compute
+    workloads, Nsight Systems SQLite + Nsight Compute raw CSV exports, and ggml op metadata
+    JSON (AMD's GGML_ROOFLINE_OUT). Files may be gzip-compressed. Each run is written in one
+    transaction: a failed ingest stores nothing.
+
+    \b
+    Examples:
+      rocroof ingest out/ --label model=llama-3b --label ubatch=512
+      rocroof ingest examples/h200                     # three captures: three runs
+      rocroof ingest workloads/vcopy/MI300X_A1 --db team.db
+      rocroof ingest kernel_trace_dir/ --attach roofline.json --arch gfx1151
+    """
+    from ..capture.readers import collect_captures
+
+    label_map = parse_labels(labels)
+    runs = [capture for path in paths for capture in collect_captures(path)]
+    if attach and len(runs) > 1:
+        raise InputError("--attach belongs to one run; ingest one capture at a time with it")
+    if len(runs) == 1:
+        echo(_ingest_one(runs[0], db, label_map, list(attach), arch, replace, instances, keep_warmup))
+        return
+    # several captures: store each in its own transaction, skip those already stored, go on after a bad one
+    from ..errors import DuplicateRunError
+    from ..store import Store
+
+    store = Store(db)  # a database that cannot be used stops everything, once
+    try:
+        store.preflight()
+    finally:
+        store.close()
+
+    failed = []
+    for path in runs:
+        try:
+            echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
+        except DuplicateRunError as exc:
+            reason = str(exc)  # names the capture already, as a rule
+            echo(f"Skipped {reason if reason.startswith(str(path)) else f'{path}: {reason}'}")
+        except RocroofError as exc:
+            stderr_console().print(f"Error: {printable(str(exc))}", markup=False, highlight=False, soft_wrap=True)
+            failed.append(str(path))
+    if failed:
+        raise InputError(f"{len(failed)} of {len(runs)} capture(s) not stored: {', '.join(failed)} (errors above)")
+
+
+@cli.command()
+@click.argument("app", nargs=-1, required=True)
+@click.option(
+    "--profiler",
+    type=click.Choice(["rocprofv3", "ncu"]),
+    default=None,
+    help="rocprofv3 (AMD) or ncu (NVIDIA: nsys for timings, ncu for counters). Default: by --arch, else the one "
+    "on PATH.",
+)
+@click.option(
+    "--counters",
+    default=None,
+    help="Preset (dram, roofline) or names: TCC_EA0_RDREQ_sum,... for rocprofv3, dram__bytes_read.sum,... for ncu. "
+    "[default: dram for rocprofv3, roofline for ncu]",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Directory for the raw profiler output (default: rocroof-out/<timestamp>).",
+)
+@db_option
+@click.option("--arch", metavar="ARCH", help="Skip GPU detection and plan for this architecture (gfx942, sm_90...).")
+@click.option(
+    "--output-format",
+    type=click.Choice(["rocpd", "csv"]),
+    default=None,
+    help="rocprofv3 output format (default: rocpd on ROCm >= 7.0, else csv).",
+)
+@click.option(
+    "--cache-control",
+    type=click.Choice(["all", "none"]),
+    default="all",
+    show_default=True,
+    help="ncu: flush caches before each profiled kernel (all: cold-L2 DRAM bytes) or not (none). Stored with the run.",
+)
+@click.option(
+    "--nvtx-include",
+    "nvtx_include",
+    multiple=True,
+    metavar="EXPR",
+    help="ncu: profile only kernels inside matching NVTX ranges (passed to ncu --nvtx-include; repeatable).",
+)
+@click.option(
+    "--nsys",
+    metavar="PATH",
+    default=None,
+    help="ncu: the nsys executable (default: PATH, then beside ncu); 'none' skips the trace run (durations then "
+    "come from ncu's serialised replay).",
+)
+@click.option(
+    "--no-bandwidth-probe",
+    is_flag=True,
+    help="ncu: skip the copy-bandwidth probe (1 GiB device-to-device copies, about a second) that gives the run "
+    "a measured DRAM ceiling.",
+)
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Label the run (repeatable).")
+@click.option("--no-sidecar", is_flag=True, help="Do not ask the llama.cpp hook for the op-metadata JSON.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and the commands; run nothing.")
+def collect(
+    app: tuple[str, ...],
+    profiler: str | None,
+    counters: str | None,
+    out: Path | None,
+    db: str,
+    arch: str | None,
+    output_format: str | None,
+    cache_control: str,
+    nvtx_include: tuple[str, ...],
+    nsys: str | None,
+    no_bandwidth_probe: bool,
+    labels: tuple[str, ...],
+    no_sidecar: bool,
+    dry_run: bool,
+) -> None:
+    """Profile APP and store the result.
+
+    Runs APP once for timings (rocprofv3 kernel/marker/HIP traces, or nsys CUDA+NVTX traces)
+    and for the counters (rocprofv3: one run per group of counters that fits the GPU; ncu: one
+    run, replaying each kernel), keeps the raw output under --out, joins the runs per ggml op
+    invocation, and ingests. APP should be built with rocroof's llama.cpp marker hook
+    (tools/llama.cpp); collect sets GGML_CUDA_MARKERS=1 for it.
+
+    \b
+    Examples:
+      rocroof collect -- llama-bench -m qwen3-30b-a3b-q4_k.gguf -p 512 -n 0 -r 1
+      rocroof collect --counters roofline --out cap/ -- llama-completion -m m.gguf -p hi -n 8
+      rocroof collect --profiler ncu -- llama-bench -m m.gguf -p 0 -n 16 -r 1
+      rocroof collect --arch gfx942 --dry-run -- ./app
+    """
+    from ..capture.collect import execute, make_plan
+    from ..capture.profilers import choose_profiler
+
+    label_map = parse_labels(labels)  # before the (long) application runs, not after
+    if arch is not None and not re.fullmatch(r"gfx[0-9a-f]{3,5}|sm_\d{2,3}[a-z]?", arch):
+        raise InputError(f"--arch {arch}: expected an AMD gfx target (gfx942, gfx90a...) or an NVIDIA sm_XX (sm_90)")
+    if counters is not None and not counters.strip():
+        raise InputError("--counters is empty; give a preset (dram, roofline) or counter names")
+    out_dir = out or Path("rocroof-out") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    backend = choose_profiler(
+        profiler,
+        arch,
+        output_format=output_format,
+        cache_control=cache_control,
+        nvtx_include=nvtx_include,
+        nsys=nsys,
+        bandwidth_probe=not no_bandwidth_probe,
+    )
+    plan = make_plan(
+        list(app),
+        out_dir,
+        counters=counters,
+        arch=arch,
+        profiler=backend,
+        sidecar=not no_sidecar,
+        dry_run=dry_run,
+    )
+    lines = [
+        f"GPU {plan.device.arch}: {plan.profiler}, "
+        f"{sum(r.kind in ('trace', 'counter') for r in plan.runs)} application run(s), "
+        f"output {plan.output_format}, raw output in {out_dir}"
+    ]
+    if plan.settings:
+        lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in plan.settings.items()))
+    if plan.profiler == "ncu":
+        lines.append("  no nsys (Nsight Systems): no trace run; durations will come from ncu's serialised replay")
+    for run in plan.runs:
+        what = {"trace": "timings", "export": "export the report"}.get(run.kind, f"counters {' '.join(run.counters)}")
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env.items())
+        lines.append(f"  {run.label}: {what}\n    {env + ' ' if env else ''}{shlex.join(run.argv)}")
+    if dry_run:
+        echo("\n".join(lines))
+        return
+    from ..store import Store
+
+    store = Store(db)
+    try:
+        store.preflight()
+    finally:
+        store.close()
+    stderr_console().print("\n".join(lines), markup=False, soft_wrap=True)  # commands stay whole, to copy
+
+    def on_run(i: int, total: int, run: Any) -> None:
+        doing = {
+            "export": "exporting the report",
+            "probe": "measuring the GPU's copy bandwidth (rocroof.analysis.bandwidth)",
+        }.get(run.kind, f"running the application under {run.argv[0]}")
+        stderr_console().print(f"[{i + 1}/{total}] {run.label}: {doing} ...", markup=False, soft_wrap=True)
+
+    # each profiler run in its own process group, stopped as a whole (SIGINT, then SIGTERM, then SIGKILL)
+    # when rocroof is interrupted: the application a profiler started must not outlive it
+    import threading
+
+    from ..sweep.run import cancellable_runner
+
+    capture_dir = execute(plan, list(app), runner=cancellable_runner(threading.Event()), on_run=on_run)
+    echo(_ingest_one(capture_dir, db, label_map, [], arch, False, True, False))
+
+
+@cli.command()
+@click.argument("capture", type=click.Path(path_type=Path))
+@click.option(
+    "--out", "out", type=click.Path(path_type=Path), required=True, help="Destination directory (new or empty)."
+)
+@click.option("--gzip", "compress", is_flag=True, help="Compress .sqlite/.db/.csv/.json files (rocroof reads .gz).")
+@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Another host name to replace (repeatable).")
+def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> None:
+    """Copy CAPTURE without environment variables, host names or paths, to share it.
+
+    Profiler output embeds the profiled process's whole environment (tokens included), the
+    host name, the working directory and every path on the command line. The copy keeps the
+    measurements (ingest it: same numbers), drops binary reports (.ncu-rep, .nsys-rep; their
+    exports stay), keeps GGML_* variables, and shortens absolute paths to their last part.
+
+    \b
+    Examples:
+      rocroof scrub rocroof-out/20261130-1225 --out share/dense-prefill --gzip
+      rocroof scrub cap/ --out cap-clean --host gpu-node-17
+    """
+    from ..capture.scrub import SHORT_HOST, scrub_capture
+
+    rep = scrub_capture(capture, out, compress=compress, extra_hosts=hosts)
+    removed = ", ".join(f"{n} {kind}(s)" for kind, n in sorted(rep.removed.items())) or "nothing"
+    lines = [f"Wrote {len(rep.written)} file(s) to {out}; removed {removed}; paths shortened to their last part."]
+    if rep.hosts:
+        lines.append(f"  host names replaced with 'host': {', '.join(rep.hosts)}")
+        short = [h for h in rep.hosts if len(h) < SHORT_HOST]
+        if short:
+            lines.append(
+                f"  warning: {', '.join(short)} replaced in host fields only (shorter than {SHORT_HOST} characters, it "
+                "would hit ordinary words in free text): check logs and commands for it before sharing"
+            )
+    if rep.dropped:
+        lines.append(f"  left out (binary reports; their exports are kept): {', '.join(rep.dropped)}")
+    lines.append(
+        "Search it before sharing; compressed and SQLite files need e.g. "
+        f"find {shlex.quote(str(out))} -type f -exec sh -c "
+        '\'zcat -f "$1" | grep -a -q -e "$USER" && echo "$1"\' _ {} \\;'
+    )
+    echo("\n".join(lines))

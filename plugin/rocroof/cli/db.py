@@ -1,0 +1,153 @@
+"""``rocroof merge`` and ``rocroof db``: databases as a whole."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from .. import __version__
+from .app import (
+    cli,
+    db_option,
+    echo,
+)
+
+# ---- rocroof merge ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
+@click.option(
+    "--into",
+    "into",
+    required=True,
+    metavar="DB",
+    help="Target database: a SQLite file (created when absent) or a URL (postgresql://user@host/db).",
+)
+def merge(sources: tuple[str, ...], into: str) -> None:
+    """Copy every run of the SOURCE databases, with all its rows, into one database.
+
+    SOURCEs and the target are SQLite files or URLs (postgresql://...), in any mix. Each run is
+    copied in one transaction and gets a new run id; a run whose content the target already
+    holds (same raw capture) is skipped and named. All databases must be at this rocroof's
+    schema version: run 'rocroof db upgrade --db X' on an older one first.
+
+    \b
+    Examples:
+      rocroof merge alice.db bob.db --into team.db
+      rocroof merge sweep-*.db --into postgresql://rocroof@dbhost/rocroof
+      rocroof merge postgresql://rocroof@dbhost/rocroof --into snapshot.db
+    """
+    from ..store import shown_db
+    from ..store.merge import MergedRun
+    from ..store.merge import merge as merge_databases
+
+    def report_run(r: MergedRun) -> None:
+        what = f"run {r.source_run_id} of {r.source}" + (f" ({r.source_path})" if r.source_path else "")
+        if r.run_id is not None:
+            echo(f"Copied {what} as run {r.run_id} ({r.rows:,} rows)")
+        elif r.existing_run_id is not None:
+            echo(f"Skipped {what}: already stored as run {r.existing_run_id} (same content)")
+        else:
+            echo(f"Skipped {what}: stored by another writer meanwhile (same content)")
+
+    done = merge_databases(list(sources), into, on_run=report_run)
+    copied = [r.run_id for r in done if r.run_id is not None]
+    ids = f" (run ids {min(copied)}–{max(copied)})" if len(copied) > 1 else f" (run {copied[0]})" if copied else ""
+    echo(f"Merged {len(copied)} run(s) into {shown_db(into)}{ids}; skipped {len(done) - len(copied)} already there.")
+
+
+# ---- end of rocroof merge -----------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("capture", type=click.Path(path_type=Path))
+@click.option(
+    "--out", "out", type=click.Path(path_type=Path), required=True, help="Destination directory (new or empty)."
+)
+@click.option("--gzip", "compress", is_flag=True, help="Compress .sqlite/.db/.csv/.json files (rocroof reads .gz).")
+@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Another host name to replace (repeatable).")
+def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> None:
+    """Copy CAPTURE without environment variables, host names or paths, to share it.
+
+    Profiler output embeds the profiled process's whole environment (tokens included), the
+    host name, the working directory and every path on the command line. The copy keeps the
+    measurements (ingest it: same numbers), drops binary reports (.ncu-rep, .nsys-rep; their
+    exports stay), keeps GGML_* variables, and shortens absolute paths to their last part.
+
+    \b
+    Examples:
+      rocroof scrub rocroof-out/20261130-1225 --out share/dense-prefill --gzip
+      rocroof scrub cap/ --out cap-clean --host gpu-node-17
+    """
+    from ..capture.scrub import SHORT_HOST, scrub_capture
+
+    rep = scrub_capture(capture, out, compress=compress, extra_hosts=hosts)
+    removed = ", ".join(f"{n} {kind}(s)" for kind, n in sorted(rep.removed.items())) or "nothing"
+    lines = [f"Wrote {len(rep.written)} file(s) to {out}; removed {removed}; paths shortened to their last part."]
+    if rep.hosts:
+        lines.append(f"  host names replaced with 'host': {', '.join(rep.hosts)}")
+        short = [h for h in rep.hosts if len(h) < SHORT_HOST]
+        if short:
+            lines.append(
+                f"  warning: {', '.join(short)} replaced in host fields only (shorter than {SHORT_HOST} characters, it "
+                "would hit ordinary words in free text): check logs and commands for it before sharing"
+            )
+    if rep.dropped:
+        lines.append(f"  left out (binary reports; their exports are kept): {', '.join(rep.dropped)}")
+    lines.append(
+        "Search it before sharing; compressed and SQLite files need e.g. "
+        f"find {shlex.quote(str(out))} -type f -exec sh -c "
+        '\'zcat -f "$1" | grep -a -q -e "$USER" && echo "$1"\' _ {} \\;'
+    )
+    echo("\n".join(lines))
+
+
+@cli.group()
+def db() -> None:
+    """Database schema: status and upgrades.
+
+    \b
+    Examples:
+      rocroof db status --db team.db
+      rocroof db upgrade --db team.db
+    """
+
+
+@db.command("status")
+@db_option
+def db_status(db: str) -> None:
+    """Show the schema migrations and whether they are applied.
+
+    \b
+    Example:
+      rocroof db status --db team.db
+    """
+    from ..store import Store
+    from ..store.migrations import MIGRATIONS, SCHEMA_VERSION
+
+    store = Store(db, read_only=True)
+    known = {name for name, _ in MIGRATIONS}
+    for name, applied in store.status():
+        if name not in known:
+            echo(f"{name}: applied {applied} (unknown to rocroof {__version__}: written by a newer rocroof)")
+        else:
+            echo(f"{name}: {'applied ' + applied if applied else 'pending'}")
+    echo(f"rocroof {__version__} knows schema version {SCHEMA_VERSION}")
+
+
+@db.command("upgrade")
+@db_option
+def db_upgrade(db: str) -> None:
+    """Create the schema or apply pending migrations.
+
+    \b
+    Example:
+      rocroof db upgrade --db team.db
+    """
+    from ..store import Store
+
+    ran = Store(db).upgrade(recreate_views=True)
+    echo(f"applied {', '.join(ran)}" if ran else "schema is up to date")

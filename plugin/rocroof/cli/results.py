@@ -1,0 +1,310 @@
+"""``rocroof runs``, ``report``, ``plot``, ``query``, ``graph`` and ``diff``: reading stored runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import InputError
+from .app import (
+    FORMATS,
+    cli,
+    db_option,
+    echo,
+    format_option,
+)
+
+
+@cli.command()
+@db_option
+@format_option
+@click.option("--notes", "notes_for", type=int, default=None, metavar="RUN", help="Show all notes of one run instead.")
+def runs(db: str, fmt: str, notes_for: int | None) -> None:
+    """List stored runs (or one run's notes with --notes RUN).
+
+    \b
+    Examples:
+      rocroof runs
+      rocroof runs --notes 3                  # every note of run 3 (missing counters, ...)
+      rocroof runs --format json --db team.db
+    """
+    import sqlalchemy as sa
+
+    from ..report.tables import render_frame, runs_for_people, runs_frame
+    from ..store import Store, schema
+
+    store = Store(db, read_only=True)
+    store.check()
+    if notes_for is not None:
+        rid = store.resolve_run(notes_for)
+        df = store.frame(
+            sa.select(schema.run_note.c.severity, schema.run_note.c.code, schema.run_note.c.message)
+            .where(schema.run_note.c.run_id == rid)
+            .order_by(schema.run_note.c.note_index)
+        )
+    else:
+        df = runs_frame(store, labels_as_mapping=fmt == "json")
+        if fmt in ("table", "markdown"):
+            df = runs_for_people(df)
+            echo(render_frame(df, fmt, wrap=["labels"]), nl=False)  # type: ignore[arg-type]
+            return
+    echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
+
+
+@cli.command()
+@db_option
+@click.option("--run", "run_spec", default="latest", show_default=True, help="Run id or 'latest'.")
+@click.option(
+    "--by",
+    type=click.Choice(["op", "kernel", "dispatch", "invocation"]),
+    default="op",
+    show_default=True,
+    help="One row per ggml op, kernel name, timing-pass dispatch, or op invocation.",
+)
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows (longest first).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice([*FORMATS, "html"]),
+    default="table",
+    show_default=True,
+    help="table for terminals, markdown for PR reviews, html (tables + roofline plot, one file), csv/json for "
+    "scripts (raw values, units in names).",
+)
+def report(db: str, run_spec: str, by: str, top: int | None, fmt: str) -> None:
+    """Per-op / per-kernel / per-dispatch time, DRAM bytes, model and roofline of a run.
+
+    Achieved bandwidth is (read + write DRAM bytes) / GPU time against the run's measured or
+    datasheet DRAM ceiling (named in the header). With op metadata (the llama.cpp hook's
+    sidecar or the fork's JSON), op and invocation reports add the modelled bytes and FLOPs:
+    meas/model (measured / modelled DRAM bytes; rows outside [0.7, 1.3] are marked * and
+    explained), FLOP/B (arithmetic intensity on measured bytes), bound (memory or compute: the
+    side of the roofline's ridge; latency: under 10% of the roof in calls under 20 µs, where
+    launches, latency or too little parallelism limit it) and % roof (achieved as % of the
+    governing ceiling: DRAM left of the ridge, right of it compute_peak in JSON/CSV, the INT8
+    matrix peak for matmuls on quantized weights, FP16/BF16 matrix for other matrix ops, FP32
+    otherwise; compute_peak_tflops is in TFLOP/s, TOP/s for INT8). Unknown values print as '?',
+    with the bounds the counters allow. Tables fit the terminal (COLUMNS): a narrow one leaves
+    out whole columns and names them.
+
+    \b
+    Examples:
+      rocroof report                          # latest run, per ggml op
+      rocroof report --run 3 --by dispatch --format json > run3.json
+      rocroof report --by kernel --top 10 --format markdown
+      rocroof report --run 3 --format html > run3.html
+    """
+    from ..report.tables import build_report, render
+    from ..store import Store
+
+    store = Store(db, read_only=True)
+    rid = store.resolve_run(run_spec)
+    rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
+    if fmt == "html":
+        echo(_html_report(rep), nl=False)
+        return
+    echo(render(rep, fmt), nl=False)  # type: ignore[arg-type]
+
+
+def _html_report(rep: Any) -> str:
+    import tempfile
+
+    from ..report.plot import save_roofline
+    from ..report.tables import plot_ceilings, plot_title, render_html, roofline_points
+
+    svg = None
+    ceilings = plot_ceilings(rep)
+    if rep.by == "op" and ceilings is not None and len(roofline_points(rep)):
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = save_roofline(roofline_points(rep), ceilings, plot_title(rep), Path(tmp) / "roofline")
+            svg = paths[1].read_text(encoding="utf-8")
+    return render_html(rep, svg)
+
+
+@cli.command()
+@db_option
+@click.option("--run", "run_spec", default="latest", show_default=True, help="Run id or 'latest'.")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="File name without extension; writes OUT.png and OUT.svg (default: roofline-run<N>).",
+)
+def plot(db: str, run_spec: str, out: Path | None) -> None:
+    """Draw the run's roofline: ceilings, and one point per ggml op type.
+
+    Filled markers sit at the arithmetic intensity from measured DRAM bytes, hollow ones at the
+    intensity from modelled bytes (same height: achieved FLOP/s); marker area is the op type's
+    share of GPU time. Ceilings come from configs/peaks.yaml (their marks are in the legend).
+    Needs op metadata (FLOPs come from the model).
+
+    \b
+    Examples:
+      rocroof plot --run 3 --out docs/decode-roofline
+    """
+    from ..errors import InputError as _InputError
+    from ..report.plot import save_roofline
+    from ..report.tables import build_report, plot_ceilings, plot_title, roofline_points
+    from ..store import Store
+
+    if out is not None and (not out.name or out.name in (".", "..") or out.is_dir()):
+        raise _InputError(f"--out {str(out)!r}: expected a file name without extension, e.g. docs/decode-roofline")
+    store = Store(db, read_only=True)
+    rid = store.resolve_run(run_spec)
+    rep = build_report(store, rid, by="op")
+    points = roofline_points(rep)
+    ceilings = plot_ceilings(rep)
+    if ceilings is None:
+        raise _InputError(
+            f"run {rid}: no DRAM ceiling known for its GPU; add it to configs/peaks.yaml (or a ROCROOF_PEAKS "
+            "table), then re-ingest the capture with rocroof ingest --replace"
+        )
+    if not len(points) or not (points["flops_per_s"] > 0).any():
+        raise _InputError(
+            f"run {rid}: no modelled FLOPs (the run has no op metadata); collect with the llama.cpp hook's sidecar "
+            "or --attach the op metadata JSON when ingesting"
+        )
+    base = out or Path(f"roofline-run{rid}")
+    paths = save_roofline(points, ceilings, plot_title(rep), base)
+    echo("Wrote " + ", ".join(str(p) for p in paths))
+
+
+@cli.command()
+@click.argument("sql")
+@db_option
+@format_option
+def query(sql: str, db: str, fmt: str) -> None:
+    """Run one read-only SQL query on the database.
+
+    Views: dispatch_dram, op_invocation_summary, op_roofline (measured beside modelled bytes
+    and FLOPs), op_summary, kernel_summary; tables: run, run_ceiling, pass, dispatch,
+    counter_value, counter_instance, marker_range, op_invocation, op_model, op_edge,
+    op_operand, dram_traffic, run_note... (docs/schema.md). Statements that write are refused.
+    Wide results print one record per block in the terminal; use --format csv for a sheet.
+
+    \b
+    Examples:
+      rocroof query "SELECT op, SUM(duration_ns)/1e3 AS us FROM dispatch_dram WHERE run_id=1 GROUP BY op"
+      rocroof query "SELECT * FROM run_note WHERE severity='warning'" --format markdown
+    """
+    from ..report.tables import render_frame
+    from ..store import Store
+
+    store = Store(db, read_only=True)
+    store.check()
+    echo(render_frame(store.query(sql), fmt), nl=False)  # type: ignore[arg-type]
+
+
+@cli.command()
+@db_option
+@click.option("--run", "run_spec", default="latest", show_default=True, help="Run id or 'latest'.")
+@click.option("--evaluation", type=int, default=None, help="One graph evaluation (0-based; e.g. one decode token).")
+@click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot", show_default=True)
+def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
+    """Export the op graph: producer -> consumer edges between op invocations, with time and bytes.
+
+    Edges come from the op metadata's storage ids (the last writer of a storage feeds its
+    readers). Nodes carry op, name, GPU time and DRAM bytes; the critical path (the longest
+    chain by time in its evaluation) is red in DOT.
+
+    \b
+    Examples:
+      rocroof graph --run 3 --evaluation 1 | dot -Tsvg > token1.svg
+      rocroof graph --run 3 --format json > graph.json
+    """
+    import json
+
+    from ..report.graph import graph_dot, stored_graph
+    from ..store import Store
+
+    store = Store(db, read_only=True)
+    rid = store.resolve_run(run_spec)
+    nodes, edges = stored_graph(store, rid, evaluation)
+    if not len(nodes):
+        every, _ = stored_graph(store, rid, None)
+        evals = sorted({int(e) for e in every["evaluation"].dropna()}) if len(every) else []
+        if evaluation is not None and evals:
+            raise InputError(f"run {rid}: no evaluation {evaluation}; it has evaluations {evals[0]}–{evals[-1]}")
+        raise InputError(f"run {rid}: no op graph (it needs op metadata: the hook's sidecar or the fork's JSON)")
+    if fmt == "dot":
+        echo(graph_dot(nodes, edges, f"run {rid}").rstrip("\n"))
+        return
+    doc = {
+        "run_id": rid,
+        "evaluation": evaluation,
+        "nodes": json.loads(nodes.to_json(orient="records")),
+        "edges": json.loads(edges.to_json(orient="records")),
+    }
+    echo(json.dumps(doc, indent=1))
+
+
+@cli.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@db_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="markdown",
+    show_default=True,
+    help="markdown pastes into a PR review; table for terminals; csv gives every node; json every node plus the "
+    "whole-graph totals and per-op rows.",
+)
+@click.option("--top", type=int, default=15, show_default=True, help="Largest node changes to list.")
+@click.option(
+    "--min-change",
+    type=click.FloatRange(0, 100, max_open=True),
+    default=5.0,
+    show_default=True,
+    metavar="PCT",
+    help="Changes under PCT % of A's time are noise, whatever the spread.",
+)
+@click.option(
+    "--min-change-us",
+    type=click.FloatRange(0),
+    default=0.25,
+    show_default=True,
+    metavar="US",
+    help="Changes under US µs per call are noise, whatever the spread.",
+)
+def diff(run_a: str, run_b: str, db: str, fmt: str, top: int, min_change: float, min_change_us: float) -> None:
+    """Compare RUN_B against RUN_A per ggml op: time and DRAM bytes, with noise told apart.
+
+    Nodes are matched by op, node name and shapes. A node evaluated several times (decode
+    tokens, repetitions) gives its own spread: a change smaller than twice the standard error
+    of the difference, under --min-change or under --min-change-us is reported as noise, not as
+    a gain (repeats of one decode run on the H200 moved 1-5 µs kernels by up to 0.2 µs, 8.5%).
+    When nodes appear in one run only (fusion on vs off, another model) the whole graph's time per
+    evaluation is compared too. The heading names each run by its capture and the labels that
+    differ between the two.
+
+    \b
+    Examples:
+      rocroof diff 3 4                          # Markdown for a PR comment
+      rocroof diff 3 latest --format table --top 30
+      rocroof diff 3 4 --min-change 2            # call 2% changes real (quiet machine, many samples)
+    """
+    from ..report.diff import diff_runs, render_diff
+    from ..report.tables import run_labels
+    from ..store import Store
+
+    store = Store(db, read_only=True)
+    store.check()
+    a, b = store.resolve_run(run_a), store.resolve_run(run_b)
+
+    def describe(rid: int, own: dict[str, str], other: dict[str, str]) -> str:
+        path = store.query(f"SELECT source_path FROM run WHERE run_id = {rid}")["source_path"].iloc[0]
+        text = ", ".join(f"{k}={v}" for k, v in own.items() if other.get(k) != v)  # what tells A from B
+        return " ".join(x for x in (str(path or ""), f"[{text}]" if text else "") if x)
+
+    la, lb = run_labels(store, a), run_labels(store, b)
+    names = (describe(a, la, lb), describe(b, lb, la))
+    for name, value in (("--min-change", min_change), ("--min-change-us", min_change_us)):
+        if value != value:  # NaN passes click's range check
+            raise click.BadParameter("expected a number, not nan", param_hint=name)
+    d = diff_runs(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)
+    echo(render_diff(d, fmt, top=top, names=names).rstrip("\n"))

@@ -1,0 +1,579 @@
+"""Kernel dispatch -> ggml op invocation, and the join of passes.
+
+Attribution rule: a dispatch belongs to the innermost roctx/NVTX range open on its launching
+host thread at the host time of its launching API call (the HIP/CUDA runtime call with the
+dispatch's correlation id). GPU start times are never used: llama.cpp enqueues many kernels
+and synchronises later, so kernels run after their range closed
+(``shared/reference/rocprofv3-formats.md`` §4). Methods, best first:
+
+``profiler``
+    the source attributed the dispatch itself (AMD fork's ``GGML_ROOFLINE_OUT`` kernels).
+``launch_api``
+    the launching API call (joined by correlation id) gives thread and host time.
+``kernel_rename``
+    rocprofv3 ``--kernel-rename`` recorded the innermost range as the kernel's region; used only
+    without a launch record, because rocprofv3 never pops roctx marks from its rename stack, so a
+    mark inside a range (e.g. ``ggml-fused:``) leaves that range's name on later kernels.
+``nvtx_stack``
+    Nsight Compute recorded the NVTX push/pop stack of each kernel at launch; the innermost
+    ggml range is the op.
+``enqueue_order``
+    no launch record: roctx calls and kernel launches share the process-wide internal
+    correlation id counter, so the roctx call with the next lower id on the dispatch's thread
+    came just before the launch; the dispatch takes the innermost range open when that call
+    started. Exact for flat ranges that enclose every launch (the ggml hook); a launch after a
+    pop and before the next roctx call still lands in the popped range.
+``none``
+    unattributed: no markers, or no ggml range held the launch (``launch_ns`` and
+    ``range_row`` still say where it was launched when known).
+
+Passes are joined per ggml invocation and kernel ordinal inside it, or by dispatch order
+when a pass has no ggml markers; kernel names must agree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..capture.markers import is_reset, parse_fused, parse_ranges
+from ..memory import release_free_memory
+from ..records import Note, PassData, match_rows
+
+#: Methods where the profiler recorded the dispatch's innermost range itself.
+REGION_METHODS = ("kernel_rename", "nvtx_stack")
+
+ATTRIBUTION_COLUMNS = (
+    "range_row",
+    "ggml_range_row",
+    "invocation",
+    "op",
+    "node_name",
+    "kernel_ordinal",
+    "launch_ns",
+    "method",
+)
+
+
+@dataclass
+class PassAttribution:
+    """Attribution of one pass.
+
+    Attributes:
+        dispatch: one row per dispatch (same order as ``PassData.dispatches``) with
+            :data:`ATTRIBUTION_COLUMNS`: ``range_row``/``ggml_range_row`` index the pass's
+            markers (innermost range / innermost ggml range), ``invocation``, ``op`` and
+            ``node_name`` come from the ggml range, ``kernel_ordinal`` is the 0-based position
+            of the dispatch inside its invocation (or among unattributed dispatches),
+            ``launch_ns`` the host launch time when known, ``method`` as in the module doc.
+        marker_depth: nesting depth of each marker row (0 = outermost; marks get the depth of
+            the ranges open around them).
+        fused: ``{invocation: (op_list, node_names)}`` from ``ggml-fused:`` marks.
+        methods: dispatch count per method.
+        marker_invocation: per marker row, the ggml invocation of a ggml range (``<NA>`` for
+            other markers), as :func:`rocroof.capture.markers.parse_range` reads the message.
+        marker_op: per marker row, the op of a ggml range (None for other markers).
+        marker_node: per marker row, the node name of a ggml range (None for other markers).
+    """
+
+    dispatch: pd.DataFrame
+    marker_depth: pd.Series
+    fused: dict[int, tuple[str, list[str]]] = field(default_factory=dict)
+    methods: dict[str, int] = field(default_factory=dict)
+    marker_invocation: pd.Series | None = None
+    marker_op: np.ndarray | None = None
+    marker_node: np.ndarray | None = None
+
+
+def _sweep(
+    starts: np.ndarray, ends: np.ndarray, is_ggml: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cut one thread's ranges into segments with their innermost open range.
+
+    Ranges are closed intervals ``[start, end]`` in ns. Returns ``(seg_start, seg_inner,
+    seg_inner_ggml, depth)``: segment k covers ``[seg_start[k], seg_start[k+1])``; inner
+    indexes are positions in the input arrays (-1 = none); ``depth[i]`` is the number of
+    ranges that contain range i. O(R log R + R * D) for nesting depth D: one sort, then one
+    pass over the 2R open/close events with the open ranges on a stack.
+
+    Back-to-back ranges may share a boundary (``end[a] == start[b]``): both contain that
+    instant, so a is still open when b opens, but a does not contain b and does not count
+    towards b's depth.
+    """
+    n = len(starts)
+    times = np.concatenate([starts, ends + 1])
+    kinds = np.concatenate([np.zeros(n, dtype=np.int8), np.ones(n, dtype=np.int8)])  # 0 open, 1 close
+    ids = np.concatenate([np.arange(n), np.arange(n)])
+    # at equal times: closes first (end+1 == next start means back-to-back), then opens;
+    # among opens, the longer (outer) range first so the inner one ends up innermost
+    lengths = np.concatenate([-(ends - starts), np.zeros(n, dtype=ends.dtype)])
+    order = np.lexsort((lengths, -kinds, times))
+    end_of = ends.tolist()
+    ggml = is_ggml.tolist()
+    open_ids: list[int] = []
+    open_ggml: list[int] = []
+    depth = np.zeros(n, dtype=np.int64)
+    seg_start = np.empty(2 * n, dtype=np.int64)
+    seg_inner = np.empty(2 * n, dtype=np.int64)
+    seg_ggml = np.empty(2 * n, dtype=np.int64)
+    segments = 0
+    last = None
+    # the events a block at a time: Python ints for one block only, segments straight into arrays
+    for lo in range(0, 2 * n, _SWEEP_BLOCK):
+        block = order[lo : lo + _SWEEP_BLOCK]
+        out_start: list[int] = []
+        out_inner: list[int] = []
+        out_ggml: list[int] = []
+        for t, kind, i in zip(times[block].tolist(), kinds[block].tolist(), ids[block].tolist(), strict=True):
+            if kind == 0:
+                # open ranges started at or before this one; they contain it if they end no earlier
+                e = end_of[i]
+                depth[i] = sum(1 for j in open_ids if end_of[j] >= e)
+                open_ids.append(i)
+                if ggml[i]:
+                    open_ggml.append(i)
+            else:
+                if open_ids and open_ids[-1] == i:
+                    open_ids.pop()
+                else:
+                    open_ids.remove(i)
+                if ggml[i]:
+                    if open_ggml and open_ggml[-1] == i:
+                        open_ggml.pop()
+                    else:
+                        open_ggml.remove(i)
+            inner = open_ids[-1] if open_ids else -1
+            inner_g = open_ggml[-1] if open_ggml else -1
+            if last == t:  # events at one instant make one segment: the last state wins
+                if out_start:
+                    out_inner[-1], out_ggml[-1] = inner, inner_g
+                else:
+                    seg_inner[segments - 1], seg_ggml[segments - 1] = inner, inner_g
+            else:
+                out_start.append(t)
+                out_inner.append(inner)
+                out_ggml.append(inner_g)
+                last = t
+        k = len(out_start)
+        seg_start[segments : segments + k] = out_start
+        seg_inner[segments : segments + k] = out_inner
+        seg_ggml[segments : segments + k] = out_ggml
+        segments += k
+    return seg_start[:segments].copy(), seg_inner[:segments].copy(), seg_ggml[:segments].copy(), depth
+
+
+#: Open/close events of :func:`_sweep` turned into Python values at a time.
+_SWEEP_BLOCK = 1 << 16
+
+
+def _match_launches(d: pd.DataFrame, launches: pd.DataFrame, todo: np.ndarray) -> tuple[np.ndarray, Any, Any]:
+    """Find the launching API call of each dispatch in ``todo``.
+
+    Correlation ids are per process (each process counts its own API calls), so a dispatch
+    matches the call with its (process, correlation id); the process is ignored only where
+    the dispatch or the call does not record it. When several calls share a key, the first one
+    (in ``launches`` order) is the launch. A sort-based join (:func:`rocroof.records.match_rows`).
+
+    Returns:
+        ``(rows, start_ns, thread_id)``: matched dispatch positions (ascending), with the host
+        start time and thread of their launching call (nullable ``Int64``).
+    """
+    d_corr = d["correlation_id"].astype("Int64")
+    rows = np.flatnonzero(todo & d_corr.notna().to_numpy(dtype=bool))
+    c_corr = launches["correlation_id"].astype("Int64")
+    calls = np.flatnonzero(c_corr.notna().to_numpy(dtype=bool))
+    empty = np.zeros(0, dtype=np.int64)
+    if not len(rows) or not len(calls):
+        return empty, pd.array(empty, dtype="Int64"), pd.array(empty, dtype="Int64")
+    d_pid = d["process_id"].astype("Int64")
+    c_pid = launches["process_id"].astype("Int64")
+    corr_r = d_corr.to_numpy(dtype=np.int64, na_value=0)[rows]
+    corr_c = c_corr.to_numpy(dtype=np.int64, na_value=0)[calls]
+    pid_r = d_pid.to_numpy(dtype=np.int64, na_value=0)[rows]
+    pid_c = c_pid.to_numpy(dtype=np.int64, na_value=0)[calls]
+    known_r = d_pid.notna().to_numpy(dtype=bool)[rows]
+    known_c = c_pid.notna().to_numpy(dtype=bool)[calls]
+    hit = np.full(len(rows), -1, dtype=np.int64)
+    if known_r.any() and known_c.any():  # process known on both sides
+        among = np.flatnonzero(known_c)
+        found = match_rows([pid_c[among], corr_c[among]], [pid_r[known_r], corr_r[known_r]])
+        hit[known_r] = np.where(found >= 0, among[np.clip(found, 0, None)], -1)
+    if (~known_r).any():  # dispatch process unknown: any call with that id
+        hit[~known_r] = match_rows([corr_c], [corr_r[~known_r]])
+    loose = known_r & (hit < 0)
+    if loose.any() and (~known_c).any():  # call process unknown
+        among = np.flatnonzero(~known_c)
+        found = match_rows([corr_c[among]], [corr_r[loose]])
+        hit[loose] = np.where(found >= 0, among[np.clip(found, 0, None)], -1)
+    matched = hit >= 0
+    picked = calls[hit[matched]]
+    start = launches["start_ns"].astype("Int64").array[picked]
+    thread = launches["thread_id"].astype("Int64").array[picked]
+    return rows[matched], start, thread
+
+
+#: The thread key of a missing thread id (see :func:`_thread_keys`).
+_NO_THREAD = np.iinfo(np.int64).min
+
+
+def _thread_keys(tid: pd.Series) -> np.ndarray:
+    """Threads are matched on the thread id alone, as int64 keys (missing ids share one key).
+
+    Linux thread ids are unique host-wide, and not every source records the pid.
+    """
+    keys: np.ndarray = tid.astype("Int64").to_numpy(dtype=np.int64, na_value=_NO_THREAD)
+    return keys
+
+
+def _int64_or_na(values: np.ndarray, known: np.ndarray) -> Any:
+    """A nullable ``Int64`` array of ``values``, ``<NA>`` where not ``known``."""
+    return pd.arrays.IntegerArray(values.astype(np.int64, copy=False), ~known)
+
+
+def attribute_pass(p: PassData) -> PassAttribution:
+    """Attribute the dispatches of one pass to marker ranges and ggml op invocations.
+
+    Every step is vectorised over the pass's dispatches and markers: O((N + M) log M) for N
+    dispatches and M markers (a sort of each thread's ranges, a binary search per dispatch),
+    plus O(M * D) for the nesting depth D of the ranges.
+
+    Returns:
+        The :class:`PassAttribution` of the pass.
+    """
+    d = p.dispatches
+    n = len(d)
+    given = d["invocation"].astype("Int64").reset_index(drop=True)
+    has_inv = np.array(given.notna().to_numpy(dtype=bool))  # copies: pandas hands out read-only views
+    invocation = np.array(given.to_numpy(dtype=np.int64, na_value=0))
+    range_row = np.full(n, -1, dtype=np.int64)
+    ggml_row = np.full(n, -1, dtype=np.int64)
+    op = np.full(n, None, dtype=object)
+    node_name = np.full(n, None, dtype=object)
+    launch_ns = np.zeros(n, dtype=np.int64)
+    launched = np.zeros(n, dtype=bool)
+    method = np.full(n, "none", dtype=object)
+    method[has_inv] = "profiler"
+
+    m = p.markers.reset_index(drop=True)
+    kinds = m["kind"].to_numpy(dtype=object)
+    is_range_row = kinds == "range"
+    messages = m["message"].to_numpy(dtype=object)
+    is_ggml, m_inv_values, m_op, m_name = parse_ranges(np.where(is_range_row, messages, None))
+    m_inv = _int64_or_na(m_inv_values, is_ggml)
+    depth = np.zeros(len(m), dtype=np.int64)
+    fused: dict[int, tuple[str, list[str]]] = {}
+    for msg in messages[kinds == "mark"].tolist():
+        grp = parse_fused(msg)
+        if grp is not None:
+            fused[grp.invocation] = (grp.op_list, list(grp.node_names))
+
+    ranges = np.flatnonzero(is_range_row)
+    # innermost range / ggml range by host time, per thread: (segment starts, marker rows, ggml marker rows)
+    segments: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    if len(ranges):
+        rkey = _thread_keys(m["thread_id"].iloc[ranges])
+        range_start = m["start_ns"].iloc[ranges].to_numpy(dtype=np.int64)
+        range_end = m["end_ns"].iloc[ranges].to_numpy(dtype=np.int64)
+        by_thread = np.argsort(rkey, kind="stable")
+        bounds = np.flatnonzero(np.diff(rkey[by_thread])) + 1
+        for group in np.split(by_thread, bounds):
+            sel = ranges[group]
+            seg_start, seg_inner, seg_ggml, dep = _sweep(range_start[group], range_end[group], is_ggml[sel])
+            depth[sel] = dep
+            segments[int(rkey[group[0]])] = (
+                seg_start,
+                np.where(seg_inner >= 0, sel[np.clip(seg_inner, 0, None)], -1),
+                np.where(seg_ggml >= 0, sel[np.clip(seg_ggml, 0, None)], -1),
+            )
+
+    release_free_memory()  # the sweeps' temporaries
+
+    def locate(rows: np.ndarray, t: np.ndarray, key: int, how: str) -> None:
+        """Attribute dispatch ``rows`` launched on thread ``key`` at host times ``t``."""
+        seg_start, inner, inner_g = segments[key]
+        k = np.searchsorted(seg_start, t, side="right") - 1
+        range_row[rows] = np.where(k >= 0, inner[np.clip(k, 0, None)], -1)
+        ggml_row[rows] = np.where(k >= 0, inner_g[np.clip(k, 0, None)], -1)
+        method[rows] = how
+
+    # 2. launch API calls, joined by correlation id
+    todo = method == "none"
+    launch_thread = np.full(n, _NO_THREAD, dtype=np.int64)
+    has_launch_thread = np.zeros(n, dtype=bool)
+    if len(p.launches) and todo.any():
+        rows, start, thr = _match_launches(d, p.launches, todo)
+        if len(rows):
+            start_known = pd.array(start, dtype="Int64")
+            known = ~np.asarray(pd.isna(start_known), dtype=bool)
+            launch_ns[rows[known]] = start_known[known].to_numpy(dtype=np.int64)
+            launched[rows[known]] = True
+            thr_known = pd.array(thr, dtype="Int64")
+            tk = ~np.asarray(pd.isna(thr_known), dtype=bool)
+            launch_thread[rows[tk]] = thr_known[tk].to_numpy(dtype=np.int64)
+            has_launch_thread[rows[tk]] = True
+        del rows, start, thr
+        release_free_memory()  # the join's temporaries
+    # 2b. --kernel-rename regions, only where no launch record exists: rocprofv3 pushes roctx marks
+    # on its rename stack and never pops them (rocm-systems PR #8141), so a ggml-fused mark inside a
+    # range makes that range's name stick to later kernels; the launch time is the better witness
+    region = d["region"].reset_index(drop=True).to_numpy(dtype=object)
+    has_region = (method == "none") & ~np.asarray(pd.isna(region), dtype=bool) & ~launched
+    if has_region.any():
+        candidates = np.flatnonzero(has_region)
+        r_ggml, r_inv, r_op, r_name = parse_ranges(region[candidates])
+        rows = candidates[r_ggml]
+        invocation[rows] = r_inv[r_ggml]
+        has_inv[rows] = True
+        op[rows] = r_op[r_ggml]
+        node_name[rows] = r_name[r_ggml]
+        method[rows] = p.region_method
+        # the first ggml range row with the region's message, when the pass recorded the ranges
+        ggml_rows = np.flatnonzero(is_ggml)
+        first_row_of = pd.Series(ggml_rows, index=messages[ggml_rows]).groupby(level=0, sort=False).first()
+        found = first_row_of.reindex(region[rows]).to_numpy(dtype=np.float64)
+        at = ~np.isnan(found)
+        range_row[rows[at]] = found[at].astype(np.int64)
+        ggml_row[rows[at]] = found[at].astype(np.int64)
+
+    # a dispatch whose launch is known stays out of the enqueue-order fallback, even if no range held it
+    todo = method == "none"
+    if segments and (todo & launched).any():
+        thread_of_dispatch = np.where(has_launch_thread, launch_thread, _thread_keys(d["thread_id"]))
+        for key in segments:
+            rows = np.flatnonzero(todo & launched & (thread_of_dispatch == key))
+            if len(rows):
+                locate(rows, launch_ns[rows], key, "launch_api")
+
+    # 3. enqueue order by correlation id (no launch record). On one thread the roctx call with the
+    # next lower correlation id came just before the launch, so the launch happened after that
+    # call's start: attribute at that instant (ranges that closed before it cannot hold the launch;
+    # one that closed between it and the launch cannot be told from one still open).
+    d_corr = d["correlation_id"].astype("Int64").reset_index(drop=True)
+    todo = (method == "none") & ~launched & d_corr.notna().to_numpy(dtype=bool)
+    events = m[m["correlation_id"].notna()]
+    if todo.any() and segments and len(events):
+        ekey = _thread_keys(events["thread_id"])
+        dkey = _thread_keys(d["thread_id"].reset_index(drop=True))
+        corr_of_dispatch = d_corr.to_numpy(dtype=np.int64, na_value=0)
+        for key in segments:
+            mine = events[ekey == key]
+            rows = np.flatnonzero(todo & (dkey == key))
+            if not len(rows) or not len(mine):
+                continue
+            order = np.argsort(mine["correlation_id"].to_numpy(dtype=np.int64), kind="stable")
+            corr = mine["correlation_id"].to_numpy(dtype=np.int64)[order]
+            t_call = mine["start_ns"].to_numpy(dtype=np.int64)[order]
+            j = np.searchsorted(corr, corr_of_dispatch[rows], side="left") - 1
+            if (j >= 0).any():
+                locate(rows[j >= 0], t_call[j[j >= 0]], key, "enqueue_order")
+
+    # invocation / op / node name from the ggml range
+    have = (ggml_row >= 0) & ~np.isin(method, REGION_METHODS)
+    if have.any():
+        idx = ggml_row[have]
+        invocation[have] = m_inv_values[idx]
+        has_inv[have] = is_ggml[idx]
+        op[have] = m_op[idx]
+        node_name[have] = m_name[idx]
+    # no ggml range held the launch: the dispatch is unattributed, whatever located it
+    lost = ~has_inv & ((method == "launch_api") | (method == "enqueue_order"))
+    method[lost] = "none"
+    out = pd.DataFrame(
+        {
+            "range_row": _int64_or_na(range_row, range_row >= 0),
+            "ggml_range_row": _int64_or_na(ggml_row, ggml_row >= 0),
+            "invocation": _int64_or_na(invocation, has_inv),
+            "op": pd.Series(op, dtype=object),
+            "node_name": pd.Series(node_name, dtype=object),
+            "kernel_ordinal": pd.array(np.zeros(n, dtype=np.int64), dtype="Int64"),  # set below
+            "launch_ns": _int64_or_na(launch_ns, launched),
+            "method": pd.Series(method, dtype=object),
+        }
+    )
+    _kernel_ordinals(out)
+    marker_depth = pd.Series(depth)
+    if len(m):
+        _mark_depths(m, marker_depth)
+    return PassAttribution(
+        dispatch=out,
+        marker_depth=marker_depth,
+        fused=fused,
+        methods={str(k): int(v) for k, v in out["method"].value_counts().items()},
+        marker_invocation=pd.Series(m_inv),
+        marker_op=m_op,
+        marker_node=m_name,
+    )
+
+
+def _mark_depths(m: pd.DataFrame, depth: pd.Series) -> None:
+    """Give marks the number of ranges open around them on their thread.
+
+    A range ``[start, end]`` contains the mark at ``t`` when ``start <= t <= end``; that count
+    is ``#(start <= t) - #(end < t)`` because a range that ended before ``t`` also started
+    before it. O((M + R) log R).
+    """
+    is_mark = (m["kind"] == "mark").to_numpy()
+    is_range = (m["kind"] == "range").to_numpy()
+    if not is_mark.any() or not is_range.any():
+        return
+    thread = _thread_keys(m["thread_id"])
+    for key in pd.unique(thread[is_mark]).tolist():
+        same = thread == key
+        marks = np.flatnonzero(is_mark & same)
+        ranges = is_range & same
+        if not ranges.any():
+            continue
+        starts = np.sort(m["start_ns"].to_numpy()[ranges].astype(np.int64))
+        ends = np.sort(m["end_ns"].to_numpy()[ranges].astype(np.int64))
+        t = m["start_ns"].to_numpy()[marks].astype(np.int64)
+        inside = np.searchsorted(starts, t, side="right") - np.searchsorted(ends, t, side="left")
+        depth.iloc[marks] = inside
+
+
+def _kernel_ordinals(out: pd.DataFrame) -> None:
+    """Set ``kernel_ordinal``: each dispatch's position among those of its invocation.
+
+    In dispatch order; unattributed dispatches are numbered among themselves. A stable sort,
+    no grouped copy of the frame.
+    """
+    inv = out["invocation"]
+    attributed = inv.notna().to_numpy(dtype=bool)
+    ordinal = np.zeros(len(out), dtype=np.int64)
+    rows = np.flatnonzero(attributed)
+    if len(rows):
+        values = inv.to_numpy(dtype=np.int64, na_value=0)[rows]
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        starts = np.ones(len(ordered), dtype=bool)
+        starts[1:] = ordered[1:] != ordered[:-1]
+        first_of_group = np.maximum.accumulate(np.where(starts, np.arange(len(ordered)), 0))
+        ordinal[rows[order]] = np.arange(len(ordered)) - first_of_group
+    if (~attributed).any():
+        ordinal[~attributed] = np.arange(int((~attributed).sum()))
+    out["kernel_ordinal"] = pd.array(ordinal, dtype="Int64")
+
+
+def reset_cutoff(p: PassData, attr: PassAttribution) -> np.ndarray | None:
+    """Dispatches launched before the last ``ggml reset`` mark (warm-up), or None if no reset.
+
+    The launch is placed by host launch time when known, else by correlation id; dispatches
+    with neither are kept.
+
+    Returns:
+        A boolean mask over the pass's dispatches (True = warm-up, to drop).
+    """
+    m = p.markers
+    resets = m[(m["kind"] == "mark") & m["message"].map(is_reset)]
+    if not len(resets):
+        return None
+    last = resets.sort_values("start_ns").iloc[-1]
+    launch = attr.dispatch["launch_ns"]
+    corr = p.dispatches["correlation_id"].reset_index(drop=True)
+    before = pd.Series(False, index=range(len(p.dispatches)))
+    if pd.notna(last["start_ns"]):
+        before |= (launch < int(last["start_ns"])).fillna(False).astype(bool)
+    if pd.notna(last["correlation_id"]):
+        before |= (launch.isna() & (corr < int(last["correlation_id"]))).fillna(False).astype(bool)
+    result: np.ndarray = before.to_numpy(dtype=bool)
+    return result
+
+
+_KD = re.compile(r"\s*\(\.kd\)\s*$")
+# A C-style cast in front of a template literal: nsys writes ``rms_norm_f32<(int)256, (bool)1>``
+# where ncu (and the source) write ``rms_norm_f32<256, 1>``.
+_LITERAL_CAST = re.compile(r"\((?:[A-Za-z_][\w:]*)(?: [A-Za-z_][\w:]*)*\)(?=-?\d)")
+_SPACES = re.compile(r"\s+")
+
+
+def normalise_kernel_name(name: object) -> str:
+    """Kernel name for cross-pass comparison.
+
+    Drops what differs between tools for the same kernel: the `` (.kd)`` suffix of rocprofv2,
+    the casts nsys puts in front of template literals (``<(int)256>`` for ncu's ``<256>``),
+    and runs of white space.
+    """
+    if name is None:
+        return ""
+    text = _LITERAL_CAST.sub("", _KD.sub("", str(name)))
+    return _SPACES.sub(" ", text).strip()
+
+
+def _normalised_names(names: pd.Series) -> np.ndarray:
+    """:func:`normalise_kernel_name` of each name, computed once per distinct name."""
+    codes, uniques = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=False)
+    table = np.array([*(normalise_kernel_name(u) for u in uniques), ""], dtype=object)[:-1]
+    out: np.ndarray = table[codes]
+    return out
+
+
+def join_pass(
+    primary: PassData,
+    primary_attr: PassAttribution,
+    other: PassData,
+    other_attr: PassAttribution,
+) -> tuple[pd.Series, Note | None]:
+    """Match the dispatches of ``other`` to those of ``primary``.
+
+    Key: (invocation, kernel ordinal) when both passes carry ggml invocations, else the
+    dispatch order. A match also needs equal kernel names (``(.kd)`` suffix ignored).
+
+    Returns:
+        ``(primary_row, note)``: for each row of ``other`` the matched row of ``primary``
+        (``<NA>`` when unmatched), and a warning when some dispatches did not match.
+    """
+    pa, oa = primary_attr.dispatch, other_attr.dispatch
+    by_invocation = bool(pa["invocation"].notna().any()) and bool(oa["invocation"].notna().any())
+
+    def keys(attr: pd.DataFrame, n: int) -> pd.DataFrame:
+        if by_invocation:
+            return pd.DataFrame(
+                {
+                    "k1": attr["invocation"].fillna(-1).astype(np.int64),
+                    "k2": attr["kernel_ordinal"].astype(np.int64),
+                }
+            )
+        return pd.DataFrame({"k1": np.full(n, -1, dtype=np.int64), "k2": np.arange(n, dtype=np.int64)})
+
+    pk = keys(pa, len(primary.dispatches))
+    pk["prow"] = np.arange(len(pk))
+    pk["pname"] = _normalised_names(primary.dispatches["kernel_name"])
+    ok = keys(oa, len(other.dispatches))
+    ok["orow"] = np.arange(len(ok))
+    ok["oname"] = _normalised_names(other.dispatches["kernel_name"])
+    merged = ok.merge(pk.drop_duplicates(["k1", "k2"]), on=["k1", "k2"], how="left")
+    same = merged["pname"] == merged["oname"]
+    matched = merged["prow"].notna() & same
+    result = pd.Series(pd.array([pd.NA] * len(ok), dtype="Int64"))
+    result[merged.loc[matched, "orow"].to_numpy()] = pd.array(
+        merged.loc[matched, "prow"].astype(np.int64).to_numpy(), dtype="Int64"
+    )
+    bad = merged[~matched]
+    note = None
+    missing = len(pk) - int(matched.sum())  # timing-pass dispatches that this pass has no row for
+    if len(bad) or len(ok) != len(pk):
+        if len(bad):
+            parts = [f"{other.label}: {len(bad)} of {len(ok)} dispatches do not match the timing pass {primary.label}"]
+            if len(ok) != len(pk):
+                parts.append(f"({len(ok)} vs {len(pk)} dispatches)")
+        else:
+            parts = [
+                f"{other.label}: {missing} of {len(pk)} dispatches of the timing pass {primary.label} have no row in "
+                f"this pass (it holds {len(ok)}; cut short, filtered, or the run ended early)"
+            ]
+        if len(bad):
+            first = bad.iloc[0]
+            where = (
+                f"invocation {first['k1']} kernel {first['k2']}"
+                if by_invocation and first["k1"] >= 0
+                else f"dispatch #{int(first['k2']) + 1}"
+            )
+            theirs = first["pname"] if isinstance(first["pname"], str) else "no dispatch"
+            parts.append(f"; first difference at {where}: {first['oname'][:60]!r} vs {theirs[:60]!r}")
+        if len(bad):
+            parts.append("; unmatched dispatches keep their counters but add nothing to the timing pass")
+        note = Note("warning", "pass-mismatch", " ".join(parts).replace(" ;", ";"))
+    return result, note

@@ -1,0 +1,868 @@
+"""From a :class:`~rocroof.records.Capture` to the rows of one run (pure; no database).
+
+Steps: map agents, attribute each pass's dispatches to ggml op invocations, drop warm-up
+before the last ``ggml reset``, pick the timing pass (a trace pass if there is one, else the
+first counter pass: serialised timings), join every other pass to it, merge the ggml op
+metadata and fused groups, compute DRAM bytes from the joined counters, and collect notes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..analysis.dram import base_arch, dram_bytes, is_input_counter
+from ..analysis.peaks import find_peak
+from ..capture.markers import is_reset, parse_ranges
+from ..errors import InputError
+from ..memory import release_free_memory
+from ..records import AGENT_COLUMNS, Capture, Note, PassData, conform
+from .attribution import PassAttribution, attribute_pass, join_pass, reset_cutoff
+
+_LAYER_RE = re.compile(r"-(\d+)$")
+#: A measured DRAM ceiling (probe, roofline.csv, sysinfo) above the table's peak by more than this
+#: factor is a broken measurement: a copy cannot beat the pins (measured copies reach 80-95%).
+MEASURED_OVER_PEAK = 1.05
+#: ... and one under this fraction of it too: copies on a working GPU reach most of the peak
+#: (4,195 of 4,814 GB/s on the H200, examples/h200-probe).
+MEASURED_UNDER_PEAK = 0.25
+
+
+@dataclass
+class RunFrames:
+    """All rows of one run, by table name (see :mod:`rocroof.store.schema`), without ``run_id``."""
+
+    run: dict[str, Any]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)
+
+
+def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
+    """Map trace agent labels to rows of ``agents`` (adding unknown labels as new agents).
+
+    rocprofv3 7.0 writes ``Agent N`` (logical node id), 6.x a bare node id, ``-A type-relative``
+    ``GPU k``; rocpd and rocprof-compute labels are the agent table's own keys.
+    """
+    agents = agents.reset_index(drop=True).copy()
+    lookup: dict[str, int] = {}
+    for i, row in agents.iterrows():
+        lookup[str(row["agent_label"])] = int(i)
+    gpus = agents[agents["agent_type"] == "GPU"].sort_values("node_id")
+    cpus = agents[agents["agent_type"] == "CPU"].sort_values("node_id")
+    values = labels.astype(object)
+    for label in pd.unique(values):
+        if label is None or (isinstance(label, float) and np.isnan(label)):
+            continue
+        text = str(label).strip()
+        if text in lookup:
+            continue
+        m = re.fullmatch(r"(?i)(agent|gpu|cpu)\s+(\d+)", text)
+        hit: int | None = None
+        if m:
+            kind, num = m.group(1).upper(), int(m.group(2))
+            if kind == "AGENT":
+                sel = agents.index[agents["logical_node_id"] == num]
+                if not len(sel):
+                    sel = agents.index[agents["node_id"] == num]
+                hit = int(sel[0]) if len(sel) else None
+            else:
+                pool = gpus if kind == "GPU" else cpus
+                hit = int(pool.index[num]) if num < len(pool) else None
+        elif text.isdigit():
+            sel = agents.index[agents["node_id"] == int(text)]
+            hit = int(sel[0]) if len(sel) else None
+        if hit is None:
+            agents = pd.concat(
+                [agents, conform(pd.DataFrame([{"agent_label": text, "agent_type": "GPU"}]), AGENT_COLUMNS)],
+                ignore_index=True,
+            )
+            hit = len(agents) - 1
+        lookup[text] = hit
+    # per distinct label, not per dispatch: a pass of 10^6 dispatches names a handful of agents
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    hits = [lookup.get(str(v).strip()) for v in uniques]
+    table = np.array([-1 if h is None else h for h in hits] + [-1], dtype=np.int64)  # code -1: missing label
+    result = table[codes]
+    return pd.Series(pd.arrays.IntegerArray(result, result < 0)), agents
+
+
+def _durations(p: PassData, notes: list[Note]) -> pd.Series:
+    """GPU time per dispatch, ns: the source's duration, else end - start when both are exact."""
+    d = p.dispatches.reset_index(drop=True)
+    given = d["duration_ns"].astype("Int64")
+    derived = (d["end_ns"] - d["start_ns"]).astype("Int64")
+    rounded = (d["timestamps_exact"] == False).fillna(False).to_numpy(dtype=bool)  # noqa: E712 (nullable)
+    if not p.timestamps_exact and not rounded.any():
+        rounded = np.ones(len(d), dtype=bool)  # the reader flagged the pass, not single dispatches
+    derived = derived.where(~rounded, pd.NA)
+    dur = given.where(given.notna(), derived)
+    negative = (dur < 0).fillna(False).to_numpy(dtype=bool)
+    if negative.any():
+        first = int(np.flatnonzero(negative)[0])
+        notes.append(
+            Note(
+                "warning",
+                "negative-duration",
+                f"{p.label}: {int(negative.sum())} dispatch(es) end before they start (e.g. dispatch "
+                f"{d['dispatch_id'].iloc[first]}); their durations are unknown",
+            )
+        )
+    return dur.where(~negative, pd.NA)
+
+
+_ARCH_RE = re.compile(r"gfx[0-9]{2,4}[a-z]?(:[a-z0-9+\-]+)*|sm_[0-9]{2,3}[a-z]?", re.IGNORECASE)
+
+
+def check_arch(arch: str) -> str:
+    """Validate an architecture name given by the user (``gfx942``, ``gfx90a``, ``sm_90``).
+
+    Raises:
+        InputError: anything else.
+    """
+    if not _ARCH_RE.fullmatch(arch.strip()):
+        raise InputError(f"--arch {arch!r}: expected a gfx target such as gfx942, gfx90a, gfx1151 or an sm_XY")
+    return arch.strip().lower()
+
+
+def build_run(
+    capture: Capture,
+    *,
+    arch_override: str | None = None,
+    source_path: str | None = None,
+    keep_warmup: bool = False,
+) -> RunFrames:
+    """Turn a capture into the rows of one run.
+
+    Args:
+        capture: what a reader returned.
+        arch_override: GPU architecture to assume for every GPU agent (``--arch``), for
+            captures that do not record it.
+        source_path: the path the user gave, recorded in the run.
+        keep_warmup: keep dispatches before the last ``ggml reset`` mark.
+
+    Returns:
+        The :class:`RunFrames` for :meth:`rocroof.store.Store.write_run`.
+    """
+    notes = list(capture.notes)
+    for p in capture.passes:
+        notes += p.notes
+    agent_idx_per_pass = []
+    agents = conform(capture.agents, AGENT_COLUMNS)
+    for p in capture.passes:
+        idx, agents = _agent_index(p.dispatches["agent_label"], agents)
+        agent_idx_per_pass.append(idx)
+    if arch_override:
+        arch_override = check_arch(arch_override)
+        gpu = ((agents["agent_type"] == "GPU") | agents["agent_type"].isna()).to_numpy(dtype=bool)
+        recorded = {str(a) for a in agents.loc[gpu, "gfx_arch"].dropna() if str(a)}
+        conflict = {a for a in recorded if base_arch(a) != base_arch(arch_override)}
+        if conflict:
+            raise InputError(
+                f"--arch {arch_override}: the capture records {', '.join(sorted(conflict))}; --arch only fills in an "
+                "architecture the capture does not record"
+            )
+        recorded_arch = agents.loc[gpu, "gfx_arch"]
+        agents.loc[gpu, "gfx_arch"] = recorded_arch.where(recorded_arch.notna(), arch_override)
+    agents = agents.reset_index(drop=True)
+    agents["agent_index"] = np.arange(len(agents))
+
+    # attribution per pass, then warm-up removal
+    attrs: list[PassAttribution] = []
+    passes: list[PassData] = []
+    first_measured: int | None = None  # first op invocation after a 'ggml reset' in a pass that records marks
+    attrs0 = [attribute_pass(p) for p in capture.passes]
+    cuts = [None if keep_warmup else reset_cutoff(p, a) for p, a in zip(capture.passes, attrs0, strict=True)]
+    for a, cut in zip(attrs0, cuts, strict=True):
+        if cut is not None and cut.any() and a.dispatch["invocation"][~cut].notna().any():
+            first = int(a.dispatch["invocation"][~cut].min())
+            first_measured = first if first_measured is None else max(first_measured, first)
+    meta = capture.op_metadata
+    sidecar = meta is not None and meta.source == "ggml-cuda-markers" and len(meta.ops) > 0
+    if first_measured is None and not keep_warmup and sidecar and meta is not None:
+        # no pass records the reset mark (Nsight Compute alone): the hook's sidecar restarts at the
+        # reset and holds the measured part only, so its first invocation is the first measured one
+        first_measured = int(meta.ops["invocation"].min())
+    for i, (p, aidx) in enumerate(zip(capture.passes, agent_idx_per_pass, strict=True)):
+        attr, cut = attrs0[i], cuts[i]
+        if cut is None and first_measured is not None and p.region_method == "nvtx_stack":
+            # Nsight Compute records each kernel's NVTX stack but not the marks: its warm-up is found
+            # by the op invocation ids, which the hook numbers monotonically across the reset
+            cut = (attr.dispatch["invocation"] < first_measured).fillna(False).to_numpy(dtype=bool)
+        if cut is not None:
+            keep = ~cut
+            if cut.any():
+                notes.append(
+                    Note(
+                        "info",
+                        "warmup-dropped",
+                        f"{p.label}: dropped {int(cut.sum())} warm-up dispatches before the last 'ggml reset' mark"
+                        + ("" if p.markers is not None and len(p.markers) else f" (op invocations < {first_measured})"),
+                    )
+                )
+            # the warm-up's ranges go too, so its op invocations do not appear without dispatches
+            p = _subset(p, keep, markers_from_ns=_last_reset_ns(p))
+            aidx = aidx[keep].reset_index(drop=True)
+            attr = attribute_pass(p)
+        attrs.append(attr)
+        passes.append(p)
+        agent_idx_per_pass[len(passes) - 1] = aidx
+
+    # timing pass
+    timing = next((i for i, p in enumerate(passes) if p.kind == "trace"), 0 if passes else None)
+    timing_source = "none"
+    serialised = False
+    if timing is not None:
+        tp = passes[timing]
+        if capture.profiler in ("ggml-roofline",) or tp.label == "ggml-roofline":
+            timing_source = "profiler"
+        elif tp.kind == "trace":
+            timing_source = "trace"
+        else:
+            timing_source = "merged_counters" if tp.kind == "merged" else "counter_pass"
+            serialised = True
+            notes.append(
+                Note(
+                    "info",
+                    "serialised-timings",
+                    f"no trace pass: durations come from {tp.label}, where the profiler serialised kernels to read "
+                    "counters; expect them to differ from an unprofiled run",
+                )
+            )
+        if not tp.timestamps_exact:
+            notes.append(Note("warning", "timestamps-rounded", tp.timestamps_note or f"{tp.label}: timestamps rounded"))
+
+    # dispatch rows
+    disp_frames = []
+    offset = 0
+    offsets = []
+    timing_rows: pd.Series | None = None
+    matched_counts: list[int | None] = []
+    for i, (p, attr, aidx) in enumerate(zip(passes, attrs, agent_idx_per_pass, strict=True)):
+        offsets.append(offset)
+        d = p.dispatches.reset_index(drop=True)
+        a = attr.dispatch
+        frame = pd.DataFrame(
+            {
+                "dispatch_index": np.arange(offset, offset + len(d), dtype=np.int64),
+                "pass_index": i,
+                "ordinal": np.arange(len(d), dtype=np.int64),
+                "dispatch_id": d["dispatch_id"],
+                "kernel_name": d["kernel_name"],
+                "kernel_id": d["kernel_id"],
+                "agent_index": aidx,
+                "queue_id": d["queue_id"],
+                "stream_id": d["stream_id"],
+                "process_id": d["process_id"],
+                "thread_id": d["thread_id"],
+                "correlation_id": d["correlation_id"],
+                "start_ns": d["start_ns"],
+                "end_ns": d["end_ns"],
+                "duration_ns": _durations(p, notes),
+                "grid_size": d["grid_size"],
+                "workgroup_size": d["workgroup_size"],
+                **{c: d[c] for c in ("grid_x", "grid_y", "grid_z", "workgroup_x", "workgroup_y", "workgroup_z")},
+                "lds_bytes": d["lds_bytes"],
+                "scratch_bytes": d["scratch_bytes"],
+                "vgpr_count": d["vgpr_count"],
+                "accum_vgpr_count": d["accum_vgpr_count"],
+                "sgpr_count": d["sgpr_count"],
+                "launch_ns": a["launch_ns"],
+                "_range_row": a["range_row"],
+                "_invocation": a["invocation"],
+                "kernel_ordinal": a["kernel_ordinal"],
+                "attribution_method": a["method"],
+            },
+            copy=False,  # the pass's columns are shared, not copied (copy-on-write)
+        )
+        if i == timing:
+            frame["timing_dispatch_index"] = frame["dispatch_index"]
+            matched_counts.append(len(frame))
+        elif timing is not None:
+            match, note = join_pass(passes[timing], attrs[timing], p, attr)
+            frame["timing_dispatch_index"] = (match + offsets[timing]).astype("Int64") if timing < i else match
+            matched_counts.append(int(match.notna().sum()))
+            if note:
+                notes.append(note)
+        else:
+            frame["timing_dispatch_index"] = pd.NA
+            matched_counts.append(None)
+        disp_frames.append(frame)
+        offset += len(d)
+    # passes before the timing pass were matched with unshifted rows: shift them now
+    if timing is not None:
+        for i in range(timing):
+            disp_frames[i]["timing_dispatch_index"] = (
+                disp_frames[i]["timing_dispatch_index"].astype("Int64") + offsets[timing]
+            )
+        timing_rows = disp_frames[timing]["dispatch_index"]
+    dispatches = _concat(disp_frames)
+    del disp_frames
+
+    # marker ranges
+    range_frames = []
+    r_offset = 0
+    range_offsets = []
+    for i, (p, attr) in enumerate(zip(passes, attrs, strict=True)):
+        range_offsets.append(r_offset)
+        m = p.markers.reset_index(drop=True)
+        inv = attr.marker_invocation
+        if inv is None:  # an attribution made elsewhere: read the ggml ranges here
+            is_ggml, values, _, _ = parse_ranges(
+                np.where(m["kind"].to_numpy(dtype=object) == "range", m["message"], None)
+            )
+            inv = pd.Series(pd.arrays.IntegerArray(values, ~is_ggml))
+        range_frames.append(
+            pd.DataFrame(
+                {
+                    "range_index": np.arange(r_offset, r_offset + len(m), dtype=np.int64),
+                    "pass_index": np.full(len(m), i, dtype=np.int64),
+                    "kind": m["kind"],
+                    "process_id": m["process_id"],
+                    "thread_id": m["thread_id"],
+                    "start_ns": m["start_ns"],
+                    "end_ns": m["end_ns"],
+                    "message": m["message"],
+                    "depth": attr.marker_depth.to_numpy(dtype=np.int64) if len(m) else np.zeros(0, dtype=np.int64),
+                    "correlation_id": m["correlation_id"],
+                    "invocation": inv.array,
+                },
+                copy=False,
+            )
+        )
+        r_offset += len(m)
+    if len(dispatches):
+        shift = np.repeat(np.asarray(range_offsets, dtype=np.int64), [len(p.dispatches) for p in passes])
+        dispatches["range_index"] = (dispatches["_range_row"].astype("Int64") + shift).astype("Int64")
+    ranges = _concat(range_frames)
+    del range_frames
+
+    # op invocations
+    fused: dict[int, tuple[str, list[str]]] = dict(capture.fused_groups)
+    for attr in attrs:
+        fused.update(attr.fused)
+    ops, nodes, operands = _op_tables(passes, attrs, timing, capture, fused, notes)
+    # what the run's rows need of the attributions is in the dispatch frame now: let the rest go
+    del attrs, attrs0
+    attr = a = None  # type: ignore[assignment]
+    release_free_memory()
+    if len(dispatches):
+        inv = dispatches["_invocation"].astype("Int64")
+        known = inv.notna().to_numpy(dtype=bool)
+        op_index = np.full(len(dispatches), -1, dtype=np.int64)
+        if len(ops) and known.any():
+            pos = pd.Index(ops["invocation"].to_numpy(dtype=np.int64)).get_indexer(
+                inv.to_numpy(dtype=np.int64, na_value=0)[known]
+            )
+            op_index[known] = np.where(pos >= 0, ops["op_index"].to_numpy(dtype=np.int64)[np.clip(pos, 0, None)], -1)
+        dispatches["op_index"] = pd.arrays.IntegerArray(op_index, op_index < 0)
+        del dispatches["_range_row"], dispatches["_invocation"]  # in place: no copy of the frame
+
+    # counters (their columns shared with the passes', not copied)
+    cv_frames, ci_frames = [], []
+    cv_passes: list[int] = []  # the pass of each counter frame, in order
+    for i, p in enumerate(passes):
+        if len(p.counters):
+            cv_passes.append(i)
+            c = p.counters.reset_index(drop=True)
+            rows = c["row"].to_numpy()
+            cv_frames.append(
+                pd.DataFrame(
+                    {
+                        "counter_name": c["counter_name"],
+                        "value": c["value"],
+                        # the first pass's rows are its dispatch indexes: the same array, no copy
+                        "dispatch_index": rows if offsets[i] == 0 else rows.astype(np.int64) + offsets[i],
+                    },
+                    copy=False,
+                )
+            )
+        if len(p.instances):
+            inst = p.instances.reset_index(drop=True)
+            ci_frames.append(
+                pd.DataFrame(
+                    {
+                        "counter_name": inst["counter_name"],
+                        "instance": inst["instance"],
+                        "value": inst["value"],
+                        "dispatch_index": inst["row"].to_numpy(dtype=np.int64) + offsets[i],
+                    },
+                    copy=False,
+                )
+            )
+    counter_values = (
+        _concat(cv_frames) if cv_frames else pd.DataFrame(columns=["counter_name", "value", "dispatch_index"])
+    )
+    counter_instances = (
+        _concat(ci_frames)
+        if ci_frames
+        else pd.DataFrame(columns=["counter_name", "instance", "value", "dispatch_index"])
+    )
+    cv_lengths = [len(f) for f in cv_frames]
+    del cv_frames, ci_frames
+
+    # DRAM bytes per timing dispatch
+    dram = pd.DataFrame()
+    if timing_rows is not None and len(timing_rows):
+        starts = np.cumsum([0, *cv_lengths]).tolist()
+        spans = [(k, starts[j], starts[j + 1]) for j, k in enumerate(cv_passes)]
+        dram = _dram(dispatches, counter_values, spans, agents, timing, notes)
+
+    # run row
+    # the timing pass's dispatches, only the columns the run row needs (not a copy of every column)
+    columns = [c for c in ("agent_index", "attribution_method", "op_index", "duration_ns") if c in dispatches]
+    if timing is not None and len(dispatches):
+        tdisp = dispatches[columns][(dispatches["pass_index"] == timing).to_numpy(dtype=bool)]
+    else:
+        tdisp = dispatches[columns] if len(dispatches) else dispatches
+    arch, name = _run_gpu(tdisp, agents)
+    peak_gbps, peak_source = capture.dram_peak_gbps, capture.dram_peak_source
+    table_peak = find_peak("dram_gbps", name, arch)
+    if peak_gbps is not None and table_peak is not None:
+        ratio = peak_gbps / table_peak.value
+        if not MEASURED_UNDER_PEAK <= ratio <= MEASURED_OVER_PEAK:
+            notes.append(
+                Note(
+                    "warning",
+                    "measured-ceiling-implausible",
+                    f"the capture's measured DRAM ceiling {peak_gbps:,.1f} GB/s is {ratio:.0%} of the GPU's peak "
+                    f"{table_peak.value:,.1f} GB/s (plausible: {MEASURED_UNDER_PEAK:.0%}-{MEASURED_OVER_PEAK:.0%}); "
+                    f"the peak is used instead ({peak_source})",
+                )
+            )
+            peak_gbps = None
+    if peak_gbps is None:
+        peak = table_peak
+        if peak is not None:
+            peak_gbps, peak_source = peak.value, peak.describe()
+        else:
+            notes.append(
+                Note(
+                    "info",
+                    "no-ceiling",
+                    f"no DRAM bandwidth ceiling known for {name or arch or 'this GPU'}; add it to configs/peaks.yaml "
+                    "(or point ROCROOF_PEAKS at your own table)",
+                )
+            )
+    methods = Counter(tdisp["attribution_method"]) if len(tdisp) else Counter()
+    attributed = {k: v for k, v in methods.items() if k != "none"}
+    method = max(attributed, key=lambda k: attributed[k]) if attributed else "none"
+    if attributed and methods.get("none"):
+        notes.append(Note("info", "unattributed", f"{methods['none']} dispatch(es) launched outside any ggml range"))
+    if method == "enqueue_order":
+        notes.append(
+            Note(
+                "info",
+                "attribution-enqueue-order",
+                "no HIP API trace: dispatches were attributed to the latest range pushed on their thread before "
+                "launch (correlation-id order); record with --hip-runtime-trace for launch-time attribution",
+            )
+        )
+    pass_rows = pd.DataFrame(
+        {
+            "pass_index": np.arange(len(passes)),
+            "kind": [p.kind for p in passes],
+            "label": [p.label for p in passes],
+            "source": [p.source for p in passes],
+            "is_timing_pass": [i == timing for i in range(len(passes))],
+            "dispatch_count": [len(p.dispatches) for p in passes],
+            "matched_count": matched_counts,
+            "requested_counters": [" ".join(p.requested_counters) if p.requested_counters else None for p in passes],
+            "timestamps_exact": [p.timestamps_exact for p in passes],
+        }
+    )
+    run = {
+        "source_format": capture.source_format,
+        "source_path": source_path or (capture.source_paths[0] if capture.source_paths else None),
+        "content_sha256": capture.content_sha256 or None,
+        "profiler": capture.profiler,
+        "profiler_version": capture.profiler_version,
+        "command": capture.command,
+        "host": capture.host,
+        "gpu_arch": arch,
+        "gpu_name": name,
+        "timing_source": timing_source,
+        "serialised_timings": serialised,
+        "attribution_method": method,
+        "dram_peak_gbps": peak_gbps,
+        "dram_peak_source": peak_source,
+        "cache_control": capture.sysinfo.get("cache_control") or capture.sysinfo.get("ncu_cache_control"),
+        "rocroof_version": __version__,
+    }
+    from ..analysis.tables import analysis_tables, ceiling_rows
+
+    if len(tdisp) and "op_index" in tdisp:
+        op_time = tdisp.groupby("op_index")["duration_ns"].sum(min_count=1)
+    else:
+        op_time = pd.Series(dtype=float)
+    extra = analysis_tables(capture.op_metadata, ops, op_time, notes)
+    extra["run_ceiling"] = ceiling_rows(name, arch, peak_gbps, peak_source)
+    tables = {
+        "agent": agents,
+        "pass": pass_rows,
+        "dispatch": dispatches,
+        "counter_value": counter_values,
+        "counter_instance": counter_instances,
+        "marker_range": ranges,
+        "op_invocation": ops,
+        "op_node": nodes,
+        "op_operand": operands,
+        "dram_traffic": dram,
+        **extra,
+    }
+    release_free_memory()
+    return RunFrames(run=run, tables=tables, notes=_dedupe(notes), settings=dict(capture.sysinfo))
+
+
+def _dedupe(notes: list[Note]) -> list[Note]:
+    return list(dict.fromkeys(notes))
+
+
+def _last_reset_ns(p: PassData) -> int | None:
+    m = p.markers
+    resets = m[(m["kind"] == "mark") & m["message"].map(is_reset)]
+    return int(resets["start_ns"].max()) if len(resets) and resets["start_ns"].notna().any() else None
+
+
+def _subset(p: PassData, keep: np.ndarray, markers_from_ns: int | None = None) -> PassData:
+    """The pass restricted to ``keep`` dispatches (and to markers ending at or after ``markers_from_ns``)."""
+    rows = np.flatnonzero(keep)
+    remap = pd.Series(np.arange(len(rows)), index=rows)
+    counters = p.counters[p.counters["row"].isin(rows)].copy()
+    counters["row"] = remap.reindex(counters["row"]).to_numpy()
+    inst = p.instances[p.instances["row"].isin(rows)].copy()
+    inst["row"] = remap.reindex(inst["row"]).to_numpy()
+    return dataclasses.replace(  # every other field (region method, notes...) carries over
+        p,
+        dispatches=p.dispatches.iloc[rows].reset_index(drop=True),
+        counters=counters.reset_index(drop=True),
+        instances=inst.reset_index(drop=True),
+        markers=p.markers
+        if markers_from_ns is None
+        else p.markers[(p.markers["end_ns"] >= markers_from_ns).fillna(True).to_numpy()].reset_index(drop=True),
+    )
+
+
+def _run_gpu(tdisp: pd.DataFrame, agents: pd.DataFrame) -> tuple[str | None, str | None]:
+    if len(tdisp) and tdisp["agent_index"].notna().any():
+        top = int(tdisp["agent_index"].dropna().astype(int).mode().iloc[0])
+        row = agents.iloc[top]
+    else:
+        gpus = agents[agents["agent_type"] == "GPU"]
+        if not len(gpus):
+            return None, None
+        row = gpus.iloc[0]
+    arch = row["gfx_arch"] if isinstance(row["gfx_arch"], str) else None
+    name = row["product_name"] if isinstance(row["product_name"], str) else None
+    return arch, name
+
+
+#: Counter values and dispatches handled at a time when computing DRAM bytes (bounds the memory it needs).
+_DRAM_CHUNK = 1 << 16
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Frames one after the other with a fresh index; a single frame is not copied."""
+    if not frames:
+        return pd.DataFrame()
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _dram(
+    dispatches: pd.DataFrame,
+    counter_values: pd.DataFrame,
+    spans: list[tuple[int, int, int]],
+    agents: pd.DataFrame,
+    timing: int | None,
+    notes: list[Note],
+) -> pd.DataFrame:
+    """DRAM bytes of each timing-pass dispatch from the counters of every pass joined to it.
+
+    A counter measured in several passes comes from the timing pass, else from the earliest
+    pass. Only the counters a DRAM formula reads are gathered (:func:`rocroof.analysis.dram.is_input_counter`),
+    into one row per timing dispatch and one column per counter: O(counter values).
+    """
+    if not len(counter_values):
+        return pd.DataFrame()
+    is_timing = (dispatches["pass_index"] == timing).to_numpy(dtype=bool)
+    timing_index = dispatches["dispatch_index"].to_numpy(dtype=np.int64)[is_timing]
+    n_timing = len(timing_index)
+    first_timing = int(timing_index[0]) if n_timing else 0  # the timing pass's rows are contiguous
+    names = counter_values["counter_name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        all_codes, labels = names.cat.codes.to_numpy(), list(names.cat.categories)
+    else:
+        factor, uniques = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=True)
+        all_codes, labels = factor, list(uniques)
+    wanted = [j for j, name in enumerate(labels) if isinstance(name, str) and is_input_counter(name)]
+    column_of = np.full(len(labels) + 1, -1, dtype=np.int64)  # code -1 (a missing name) stays out
+    column_of[wanted] = np.arange(len(wanted))
+    k = max(len(wanted), 1)
+    wide = np.full(n_timing * k, np.nan)
+    filled = np.zeros(n_timing * k, dtype=bool)
+    target_of = dispatches["timing_dispatch_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)
+    all_rows = counter_values["dispatch_index"].to_numpy(dtype=np.int64)
+    all_values = counter_values["value"].to_numpy(dtype=np.float64)
+    # spans: (pass, first row, end row) of each pass's counter rows; the timing pass's come first,
+    # then the others in pass order; a (dispatch, counter) already filled keeps its value
+    for _, start, stop in sorted(spans, key=lambda span: (span[0] != timing, span[0])):
+        for lo in range(start, stop, _DRAM_CHUNK):
+            hi = min(lo + _DRAM_CHUNK, stop)
+            col = column_of[all_codes[lo:hi]]
+            target = target_of[all_rows[lo:hi]]
+            sel = np.flatnonzero((col >= 0) & (target >= 0))
+            flat = (target[sel] - first_timing) * k + col[sel]
+            if len(flat) > 1 and not bool((np.diff(flat) > 0).all()):
+                flat, first = np.unique(flat, return_index=True)  # the first row of each (dispatch, counter)
+                sel = sel[first]
+            fresh = ~filled[flat]
+            wide[flat[fresh]] = all_values[lo:hi][sel[fresh]]
+            filled[flat[fresh]] = True
+    table = wide.reshape(n_timing, k)
+    present = [j for j in range(len(wanted)) if filled.reshape(n_timing, k)[:, j].any()]
+    del filled, wide
+    gfx = agents.set_index("agent_index")["gfx_arch"]
+    arch_of_agent = np.array([*[a if isinstance(a, str) else "" for a in gfx.tolist()], ""], dtype=object)
+    position = pd.Index(gfx.index.to_numpy(dtype=np.int64)).get_indexer(
+        dispatches["agent_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)[is_timing]
+    )
+    arch = arch_of_agent[position]  # position -1: no agent -> ""
+    parts = []
+    for lo in range(0, n_timing, _DRAM_CHUNK):  # the formulas a chunk of dispatches at a time
+        index = pd.Index(timing_index[lo : lo + _DRAM_CHUNK], name="dispatch_index")
+        frame = pd.DataFrame({labels[wanted[j]]: table[lo : lo + _DRAM_CHUNK, j] for j in present}, index=index)
+        parts.append(dram_bytes(frame, pd.Series(arch[lo : lo + _DRAM_CHUNK], index=index, dtype=object)))
+    if not parts:
+        return pd.DataFrame()
+    out = pd.concat(parts) if len(parts) > 1 else parts[0]
+    out.index.name = "dispatch_index"
+    out = out.reset_index()
+    for text, count in out["dram_bytes_note"].dropna().value_counts().items():
+        unknown = "unknown" in str(text) or "undetermined" in str(text) or "no DRAM byte formula" in str(text)
+        notes.append(
+            Note(
+                "warning",
+                "dram-bytes-unknown" if unknown else "dram-bytes-approximate",
+                f"{count} dispatch(es): {text}",
+            )
+        )
+    return out
+
+
+def _marker_ggml(p: PassData, a: PassAttribution) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(is_ggml, invocation, op, node_name)`` per marker row of a pass (see :func:`parse_ranges`)."""
+    if a.marker_invocation is not None and a.marker_op is not None and a.marker_node is not None:
+        inv = a.marker_invocation.astype("Int64")
+        return (
+            inv.notna().to_numpy(dtype=bool),
+            inv.to_numpy(dtype=np.int64, na_value=0),
+            np.asarray(a.marker_op, dtype=object),
+            np.asarray(a.marker_node, dtype=object),
+        )
+    m = p.markers
+    return parse_ranges(
+        np.where(m["kind"].to_numpy(dtype=object) == "range", m["message"].to_numpy(dtype=object), None)
+    )
+
+
+def _op_tables(
+    passes: list[PassData],
+    attrs: list[PassAttribution],
+    timing: int | None,
+    capture: Capture,
+    fused: dict[int, tuple[str, list[str]]],
+    notes: list[Note],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    # every ggml invocation seen: per pass (the timing pass first) its ranges, then its dispatches'
+    # invocations (regions, the profiler's own); the first sighting of an invocation names it
+    order = ([timing] if timing is not None else []) + [i for i in range(len(passes)) if i != timing]
+    inv_parts: list[np.ndarray] = []
+    op_parts: list[np.ndarray] = []
+    name_parts: list[np.ndarray] = []
+    for i in order:
+        is_ggml, marker_inv, op, name = _marker_ggml(passes[i], attrs[i])
+        inv_parts.append(marker_inv[is_ggml])
+        op_parts.append(op[is_ggml])
+        name_parts.append(name[is_ggml])
+        dd = attrs[i].dispatch
+        d_op = dd["op"].to_numpy(dtype=object)
+        d_inv = dd["invocation"].astype("Int64")
+        sel = d_inv.notna().to_numpy(dtype=bool) & np.array([o is not None for o in d_op], dtype=bool)
+        inv_parts.append(d_inv.to_numpy(dtype=np.int64, na_value=0)[sel])
+        op_parts.append(d_op[sel])
+        name_parts.append(dd["node_name"].to_numpy(dtype=object)[sel])
+    all_inv = np.concatenate(inv_parts) if inv_parts else np.zeros(0, dtype=np.int64)
+    invocations, first = np.unique(all_inv, return_index=True)  # sorted, first sighting of each
+    base_op = np.concatenate(op_parts)[first] if len(first) else np.zeros(0, dtype=object)
+    base_name = np.concatenate(name_parts)[first] if len(first) else np.zeros(0, dtype=object)
+    del inv_parts, op_parts, name_parts, all_inv
+    meta = capture.op_metadata
+    nodes = pd.DataFrame()
+    operands = pd.DataFrame()
+    if meta is None or not len(meta.ops):
+        return _op_frame(invocations, base_op, base_name, fused, notes), nodes, operands
+    records: dict[int, dict[str, Any]] = {
+        inv: {
+            "invocation": inv,
+            "op": op,
+            "op_list": op,
+            "node_name": name,
+            "from_marker": True,
+            "from_metadata": False,
+        }
+        for inv, op, name in zip(invocations.tolist(), base_op.tolist(), base_name.tolist(), strict=True)
+    }
+    # op metadata: merged invocation by invocation
+    marker_invs = set(records)
+    meta_cols = [
+        "dtype",
+        "quant",
+        "ne",
+        "src_ne",
+        "src_types",
+        "op_params",
+        "metadata_bytes",
+        "dst_bytes",
+        "dst_storage_id",
+        "out_storage_id",
+        "m",
+        "n",
+        "k",
+        "n_experts",
+        "top_k",
+        "experts_used",
+        "tokens_per_expert",
+    ]
+    disagree = 0
+    for row in meta.ops.to_dict("records"):
+        inv = int(row["invocation"])
+        rec = records.get(inv)
+        if rec is None:
+            rec = {
+                "invocation": inv,
+                "op": row["op"],
+                "op_list": row["op_list"],
+                "node_name": row["node_name"],
+                "from_marker": False,
+                "from_metadata": True,
+            }
+            records[inv] = rec
+        else:
+            rec["from_metadata"] = True
+            if rec["op"] != row["op"]:
+                disagree += 1
+            if row.get("is_fused"):
+                rec["op_list"] = row["op_list"]
+            rec["node_name"] = rec.get("node_name") or row["node_name"]
+        for col in meta_cols:
+            rec[col] = row.get(col)
+        rec["metadata_gpu_time_ns"] = row.get("gpu_time_ns")
+    if marker_invs and disagree:
+        notes.append(
+            Note(
+                "warning",
+                "metadata-mismatch",
+                f"{disagree} op invocation(s) name a different op in the metadata JSON than in the markers",
+            )
+        )
+    if marker_invs:
+        only_meta = len(set(meta.ops["invocation"].astype(int)) - marker_invs)
+        if only_meta:
+            notes.append(
+                Note(
+                    "info",
+                    "metadata-only",
+                    f"{only_meta} invocation(s) of the metadata JSON have no profiler marker (e.g. warm-up dropped)",
+                )
+            )
+    nodes = meta.nodes.copy()
+    operands = meta.operands.copy()
+    _fused_note(fused, set(records), notes)
+    for inv, (op_list, names) in fused.items():
+        rec = records.get(inv)
+        if rec is not None:
+            rec["op_list"] = op_list
+            rec["node_names"] = "|".join(names)
+    ops = pd.DataFrame(sorted(records.values(), key=lambda r: r["invocation"]))
+    if not len(ops):
+        return pd.DataFrame(), pd.DataFrame(), pd.DataFrame()
+    ops = _finish_ops(ops)
+    inv_to_op = dict(zip(ops["invocation"].astype(int), ops["op_index"], strict=True))
+    for frame in (nodes, operands):
+        if len(frame):
+            frame["op_index"] = frame["invocation"].map(inv_to_op)
+    if len(nodes):
+        nodes = nodes[nodes["op_index"].notna()].drop(columns="invocation")
+    if len(operands):
+        operands = operands[operands["op_index"].notna()].drop(columns="invocation")
+    return ops, nodes, operands
+
+
+def _fused_note(fused: dict[int, tuple[str, list[str]]], known: set[int] | np.ndarray, notes: list[Note]) -> None:
+    """Note the ``ggml-fused:`` groups whose invocation the run has no op for."""
+    have = known if isinstance(known, set) else set(np.asarray(known).tolist())
+    unmatched = sum(1 for inv in fused if inv not in have)
+    if unmatched:
+        notes.append(
+            Note(
+                "warning" if unmatched == len(fused) else "info",
+                "fused-unmatched",
+                f"{unmatched} of {len(fused)} ggml-fused group(s) name an invocation this capture has no op for"
+                + (" (is the log from another run?)" if unmatched == len(fused) else " (e.g. warm-up)"),
+            )
+        )
+
+
+def _op_frame(
+    invocations: np.ndarray,
+    op: np.ndarray,
+    node_name: np.ndarray,
+    fused: dict[int, tuple[str, list[str]]],
+    notes: list[Note],
+) -> pd.DataFrame:
+    """``op_invocation`` rows of a run without op metadata, from its sorted distinct invocations."""
+    _fused_note(fused, invocations, notes)
+    if not len(invocations):
+        return pd.DataFrame()
+    op_list = op.copy()
+    node_names = np.full(len(invocations), None, dtype=object)
+    if fused:  # parse_fused keeps invocations within int64
+        keys = np.fromiter(fused, dtype=np.int64, count=len(fused))
+        at = np.searchsorted(invocations, keys)
+        for pos, inv in zip(at.tolist(), keys.tolist(), strict=True):
+            if pos < len(invocations) and invocations[pos] == inv:
+                op_list[pos], names = fused[inv]
+                node_names[pos] = "|".join(names)
+    columns: dict[str, Any] = {
+        "invocation": invocations.astype(np.int64),
+        "op": op,
+        "op_list": op_list,
+        "node_name": node_name,
+        "from_marker": np.ones(len(invocations), dtype=bool),
+        "from_metadata": np.zeros(len(invocations), dtype=bool),
+    }
+    if any(v is not None for v in node_names.tolist()):
+        columns["node_names"] = node_names
+    return _finish_ops(pd.DataFrame(columns))
+
+
+def _finish_ops(ops: pd.DataFrame) -> pd.DataFrame:
+    """Add ``op_index`` (row order), ``is_fused`` and ``layer`` (a ``-<n>`` node-name suffix)."""
+    ops["op_index"] = np.arange(len(ops))
+    ops["is_fused"] = ops["op_list"].str.contains(r"\+", regex=True)
+    names = ops["node_name"].to_numpy(dtype=object)
+    codes, uniques = pd.factorize(names, use_na_sentinel=True)
+    layers = [int(mm.group(1)) if isinstance(n, str) and (mm := _LAYER_RE.search(n)) else -1 for n in uniques]
+    layers = [v if v < 2**63 else -1 for v in layers]  # digits beyond any layer count: unknown
+    layer = np.array([*layers, -1], dtype=np.int64)[codes]  # code -1: no name
+    ops["layer"] = pd.arrays.IntegerArray(layer, layer < 0)
+    return ops

@@ -1,0 +1,373 @@
+"""``rocroof diff RUN_A RUN_B``: what changed between two runs, per ggml op, with noise told apart.
+
+Ops are matched by key ``(op list, node name, output shape, source shapes)``: the same graph node
+of the same model at the same sizes (each layer's nodes have their own ``-<layer>`` names). A
+node evaluated several times in a run (one graph per decoded token, llama-bench repetitions)
+gives a sample of its time; the spread of those samples is the run-to-run noise.
+
+A change is called **noise** when ``|mean_B - mean_A|`` is below twice the standard error of the
+difference, ``2·sqrt(s_A²/n_A + s_B²/n_B)`` (about a 95% interval for a difference of means,
+Welch), below a floor of 5% of the mean (``min_change``), or below 0.25 µs per call
+(``min_change_us``). The spread inside one run misses what changes between runs (clocks, the GPU
+a sweep point ran on): in the three decode repeat pairs of examples/h200-sweep (8 samples per
+node, GPUs 0 and 1), 1-5 µs kernels moved by up to 0.20 µs per call, which is up to 8.5% of a
+1.3 µs kernel, while 2 SE was far smaller. The 1% floor this module first used flagged 14 of
+134 nodes of two repeat pairs, and the 5% floor alone still flagged 2 nodes (-5.9% and +5.4%,
+0.17 and 0.14 µs). With a single sample on a side the spread is unknown and the verdict says so. Totals are
+compared per op type on the *mean time of one evaluation of the node*, so runs with different
+token counts compare fairly; the whole graph (all nodes, matched or not) is compared too, which
+is the figure for changes that regroup nodes, such as fusion on vs off.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..store import Store
+
+#: Default relative change below which a difference is never called a gain or a loss (see above).
+MIN_RELATIVE_CHANGE = 0.05
+#: Default change per call, in µs, below which a difference is never called a gain or a loss.
+MIN_ABSOLUTE_CHANGE_US = 0.25
+
+
+@dataclass
+class Diff:
+    """A comparison of two runs.
+
+    Attributes:
+        run_a, run_b: the run ids (A = before, B = after).
+        by_node: one row per matched key (columns: op, op_list, node_name, occurrence (the k-th node
+            of that name and shapes in a graph evaluation, 0-based), shapes (output ne | sources' ne),
+            n_a, n_b, mean_us_a, mean_us_b, delta_us, delta_pct, read_mb_a, read_mb_b, verdict).
+        by_op: per op type: time per evaluation (sum of the node means), deltas, verdict counts.
+        total: one row: total time per evaluation of the matched nodes, and unmatched counts.
+        notes: one-line remarks (keys only in one run, missing shapes).
+    """
+
+    run_a: int
+    run_b: int
+    by_node: pd.DataFrame
+    by_op: pd.DataFrame
+    total: pd.DataFrame
+    notes: list[str]
+
+
+def _invocations(store: Store, run_id: int) -> pd.DataFrame:
+    df = store.query(
+        "SELECT s.op, s.op_list, s.node_name, s.duration_ns, s.dram_read_bytes, s.dram_write_bytes, s.evaluation, "
+        f"i.ne, i.src_ne FROM op_roofline s JOIN op_invocation i USING (run_id, op_index) "
+        f"WHERE s.run_id = {int(run_id)} ORDER BY s.op_index"
+    )
+    if not len(df):
+        raise InputError(f"run {run_id} has no ggml op invocations to compare (was it attributed?)")
+    df["key_shapes"] = df["ne"].fillna("") + "|" + df["src_ne"].fillna("")
+    if df["evaluation"].notna().all():
+        # one name can head two nodes of a graph (llama.cpp's norm-0 before attention and before the FFN):
+        # the k-th occurrence within a graph evaluation tells them apart
+        occurrence = df.groupby(["evaluation", "op_list", "node_name", "key_shapes"], dropna=False).cumcount()
+        df["key_shapes"] = df["key_shapes"] + "#" + occurrence.astype(str)
+    return df
+
+
+def _ordinal(n: int) -> str:
+    """``2nd``, ``3rd``, ``4th``..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _verdict(
+    row: pd.Series, min_change: float = MIN_RELATIVE_CHANGE, min_change_us: float = MIN_ABSOLUTE_CHANGE_US
+) -> str:
+    if row["n_a"] == 0:
+        return "only in B"
+    if row["n_b"] == 0:
+        return "only in A"
+    delta, mean_a = row["delta_us"], row["mean_us_a"]
+    if pd.isna(delta):
+        return "time unknown"
+    if (mean_a and abs(delta) < min_change * mean_a) or abs(delta) < min_change_us:
+        return "noise"
+    if row["n_a"] < 2 or row["n_b"] < 2:
+        return "unclear (1 sample: spread unknown)"
+    se = math.sqrt(row["sd_us_a"] ** 2 / row["n_a"] + row["sd_us_b"] ** 2 / row["n_b"])
+    if abs(delta) < 2 * se:
+        return "noise"
+    return "slower" if delta > 0 else "faster"
+
+
+def diff_runs(
+    store: Store,
+    run_a: int,
+    run_b: int,
+    *,
+    min_change: float = MIN_RELATIVE_CHANGE,
+    min_change_us: float = MIN_ABSOLUTE_CHANGE_US,
+) -> Diff:
+    """Compare two stored runs per matched graph node and per op type.
+
+    Args:
+        store: the results database.
+        run_a: run id of A (before).
+        run_b: run id of B (after).
+        min_change: relative change (0.05 = 5%) below which a node's difference is noise.
+        min_change_us: change of the mean time per call, in µs, below which it is noise.
+
+    Raises:
+        InputError: a run without op invocations, ``min_change`` outside [0, 1) or a negative
+            ``min_change_us``.
+    """
+    if not 0 <= min_change < 1:
+        raise InputError(f"minimum change {min_change:g}: expected a fraction in [0, 1), e.g. 0.05 for 5%")
+    if not min_change_us >= 0:
+        raise InputError(f"minimum change {min_change_us:g} µs: expected 0 or more")
+    a, b = _invocations(store, run_a), _invocations(store, run_b)
+    notes = []
+    runs = store.query(
+        f"SELECT run_id, gpu_arch, timing_source FROM run WHERE run_id IN ({int(run_a)}, {int(run_b)})"
+    ).set_index("run_id")
+    if len(runs) == 2:
+        ra, rb = runs.loc[run_a], runs.loc[run_b]
+        for column, what in (("gpu_arch", "GPU architectures"), ("timing_source", "timing sources")):
+            if str(ra[column]) != str(rb[column]):
+                notes.append(
+                    f"the runs have different {what} ({ra[column]} vs {rb[column]}): time differences include that"
+                )
+    if not a["ne"].notna().any() or not b["ne"].notna().any():
+        notes.append("no op shapes in at least one run (no op metadata): nodes matched by op and name only")
+    keys = ["op_list", "node_name", "key_shapes"]
+
+    def stats(df: pd.DataFrame, side: str) -> pd.DataFrame:
+        g = df.groupby(keys, dropna=False, sort=False)
+        out = pd.DataFrame(
+            {
+                f"n_{side}": g.size(),
+                f"mean_us_{side}": g["duration_ns"].mean() / 1e3,
+                f"sd_us_{side}": g["duration_ns"].std(ddof=1).fillna(0.0) / 1e3,
+                f"read_mb_{side}": g["dram_read_bytes"].mean() / 1e6,
+                f"op_{side}": g["op"].first(),
+            }
+        )
+        return out
+
+    m = stats(a, "a").join(stats(b, "b"), how="outer").reset_index()
+    for side in ("a", "b"):
+        m[f"n_{side}"] = m[f"n_{side}"].fillna(0).astype(int)
+    m["op"] = m["op_a"].where(m["op_a"].notna(), m["op_b"])
+    m["delta_us"] = m["mean_us_b"] - m["mean_us_a"]
+    m["delta_pct"] = 100 * m["delta_us"] / m["mean_us_a"]
+    m["verdict"] = m.apply(_verdict, axis=1, min_change=min_change, min_change_us=min_change_us)
+    # the k-th node of that name in a graph evaluation (0 = first): llama.cpp names two norms norm-0
+    split = m["key_shapes"].str.rsplit("#", n=1)
+    m["occurrence"] = pd.to_numeric(split.str[1], errors="coerce").fillna(0).astype(int)
+    m["shapes"] = split.str[0]  # output ne | sources' ne (JSON): one name can head nodes of other shapes
+    only_a, only_b = int((m["n_b"] == 0).sum()), int((m["n_a"] == 0).sum())
+    if only_a or only_b:
+        notes.append(
+            f"{only_a} node(s) only in run {run_a}, {only_b} only in run {run_b} (different model, sizes or fusion)"
+        )
+    by_node = (
+        m[
+            [
+                "op",
+                "op_list",
+                "node_name",
+                "occurrence",
+                "shapes",
+                "n_a",
+                "n_b",
+                "mean_us_a",
+                "mean_us_b",
+                "delta_us",
+                "delta_pct",
+                "read_mb_a",
+                "read_mb_b",
+                "verdict",
+            ]
+        ]
+        .sort_values("delta_us", key=lambda s: -s.abs(), na_position="last")
+        .reset_index(drop=True)
+    )
+
+    both = m[(m["n_a"] > 0) & (m["n_b"] > 0)]
+    rows = []
+    for op, g in m.groupby("op", sort=False):
+        matched = g[(g["n_a"] > 0) & (g["n_b"] > 0)]
+        ta, tb = matched["mean_us_a"].sum(), matched["mean_us_b"].sum()
+        counts = matched["verdict"].str.split(" ").str[0].value_counts()
+        rows.append(
+            {
+                "op": op,
+                "nodes": len(matched),
+                "us_per_eval_a": ta if len(matched) else np.nan,
+                "us_per_eval_b": tb if len(matched) else np.nan,
+                "delta_us": tb - ta if len(matched) else np.nan,
+                "delta_pct": 100 * (tb - ta) / ta if ta else np.nan,
+                "us_all_a": g.loc[g["n_a"] > 0, "mean_us_a"].sum(),
+                "us_all_b": g.loc[g["n_b"] > 0, "mean_us_b"].sum(),
+                "read_mb_per_eval_a": matched["read_mb_a"].sum(min_count=1),
+                "read_mb_per_eval_b": matched["read_mb_b"].sum(min_count=1),
+                "faster": int(counts.get("faster", 0)),
+                "slower": int(counts.get("slower", 0)),
+                "noise": int(counts.get("noise", 0)),
+                "unclear": int(counts.get("unclear", 0)),
+                "only_a": int((g["n_b"] == 0).sum()),
+                "only_b": int((g["n_a"] == 0).sum()),
+            }
+        )
+    by_op = pd.DataFrame(rows).sort_values(["us_all_a", "us_all_b"], ascending=False).reset_index(drop=True)
+    ta, tb = both["mean_us_a"].sum(), both["mean_us_b"].sum()
+    all_a, all_b = m.loc[m["n_a"] > 0, "mean_us_a"].sum(), m.loc[m["n_b"] > 0, "mean_us_b"].sum()
+    total = pd.DataFrame(
+        [
+            {
+                "min_change": min_change,
+                "min_change_us": min_change_us,
+                "nodes_a": int((m["n_a"] > 0).sum()),
+                "nodes_b": int((m["n_b"] > 0).sum()),
+                "us_per_eval_all_a": all_a,
+                "us_per_eval_all_b": all_b,
+                "delta_pct_all": 100 * (all_b - all_a) / all_a if all_a else np.nan,
+                "matched_nodes": len(both),
+                "us_per_eval_a": ta if len(both) else np.nan,  # no node in both runs: unknown, not 0
+                "us_per_eval_b": tb if len(both) else np.nan,
+                "delta_us": tb - ta if len(both) else np.nan,
+                "delta_pct": 100 * (tb - ta) / ta if ta else np.nan,
+                "nodes_faster": int(both["verdict"].eq("faster").sum()),
+                "nodes_slower": int(both["verdict"].eq("slower").sum()),
+                "nodes_noise": int(both["verdict"].eq("noise").sum()),
+                "nodes_unclear": int(both["verdict"].str.startswith("unclear").sum()),
+                "only_in_a": only_a,
+                "only_in_b": only_b,
+            }
+        ]
+    )
+    return Diff(run_a=run_a, run_b=run_b, by_node=by_node, by_op=by_op, total=total, notes=notes)
+
+
+def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str, str] = ("", "")) -> str:
+    """The diff as Markdown (for a PR review comment), a terminal table, CSV or JSON.
+
+    ``top`` limits the per-node table to the largest changes beyond noise (all rows in csv/json);
+    ``names`` describe runs A and B (source, labels) in the heading. CSV is the per-node table;
+    JSON is one object: ``run_a``, ``run_b``, ``name_a``, ``name_b``, ``total`` (the whole-graph
+    and matched-node totals of :attr:`Diff.total`: µs per graph evaluation, % change, verdict
+    counts, the noise thresholds), ``by_op``, ``nodes`` (every matched key) and ``notes``.
+    """
+    from .tables import json_records, render_frame
+
+    if fmt == "csv":
+        return render_frame(d.by_node, "csv")
+    if fmt == "json":
+        doc = {
+            "run_a": d.run_a,
+            "run_b": d.run_b,
+            "name_a": names[0],
+            "name_b": names[1],
+            "total": json_records(d.total)[0],
+            "by_op": json_records(d.by_op),
+            "nodes": json_records(d.by_node),
+            "notes": d.notes,
+        }
+        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    md = fmt == "markdown"
+    t = d.total.iloc[0]
+    pct = "" if pd.isna(t["delta_pct"]) else f" ({t['delta_pct']:+.1f}%)"
+    a_name = f" ({names[0]})" if names[0] else ""
+    b_name = f" ({names[1]})" if names[1] else ""
+    bold = "**" if md else ""
+    title = f"{bold}rocroof diff{bold}: A = run {d.run_a}{a_name}, B = run {d.run_b}{b_name}"
+    regrouped = bool(t["only_in_a"] or t["only_in_b"])
+    pct_all = "" if pd.isna(t["delta_pct_all"]) else f" ({t['delta_pct_all']:+.1f}%)"
+    whole = (
+        f"GPU time per graph evaluation, all nodes: {t['us_per_eval_all_a']:,.1f} µs in {int(t['nodes_a'])} nodes → "
+        f"{t['us_per_eval_all_b']:,.1f} µs in {int(t['nodes_b'])} nodes{pct_all}."
+    )
+    verdicts = (
+        f"Nodes faster {int(t['nodes_faster'])}, slower {int(t['nodes_slower'])}, within noise {int(t['nodes_noise'])}"
+        + (f", unclear (one sample) {int(t['nodes_unclear'])}" if t["nodes_unclear"] else "")
+        + (f"; only in A {int(t['only_in_a'])}, only in B {int(t['only_in_b'])}" if regrouped else "")
+        + "."
+    )
+    if not t["matched_nodes"]:
+        matched = (
+            "No node is in both runs (different models, sizes or graphs): only whole-graph and per-op totals compare."
+        )
+    else:
+        matched = (
+            f"{'Of that, the ' if regrouped else 'GPU time per graph evaluation over the '}{int(t['matched_nodes'])} "
+            f"nodes in both runs: {t['us_per_eval_a']:,.1f} µs → {t['us_per_eval_b']:,.1f} µs{pct}. {verdicts}"
+        )
+    head = [title, ""] + ([whole, matched] if regrouped else [matched])
+    head.append(
+        f"Noise: under 2 standard errors of the difference, under {100 * t['min_change']:g}% of A's time or under "
+        f"{t['min_change_us']:g} µs per call."
+    )
+    head += [f"Note: {n}" for n in d.notes]
+    changed = d.by_node[d.by_node["verdict"].isin(["faster", "slower"])]
+    if not len(changed) and not t["only_in_a"] and not t["only_in_b"]:
+        return "\n".join(head + ["", "No change beyond run-to-run noise."]) + "\n"
+
+    def cells(df: pd.DataFrame) -> pd.DataFrame:
+        out = df.copy()
+        for c in out.columns:
+            if out[c].dtype.kind == "f":
+                # + 0.0 turns -0.0 into 0.0, and a value that rounds to zero prints without a sign
+                out[c] = out[c].map(lambda v: "—" if pd.isna(v) else f"{round(v, 2) + 0.0:,.2f}")
+        return out
+
+    op_frame = d.by_op if (t["only_in_a"] or t["only_in_b"]) else d.by_op.drop(columns=["us_all_a", "us_all_b"])
+    by_op = cells(op_frame).rename(
+        columns={
+            "us_all_a": "all nodes µs A",
+            "us_all_b": "all nodes µs B",
+            "us_per_eval_a": "µs/eval A",
+            "us_per_eval_b": "µs/eval B",
+            "delta_us": "Δ µs",
+            "delta_pct": "Δ %",
+            "read_mb_per_eval_a": "read MB A",
+            "read_mb_per_eval_b": "read MB B",
+            "only_a": "only A",
+            "only_b": "only B",
+        }
+    )
+    shown = changed.head(top).copy()
+    second = shown["occurrence"] > 0  # norm-0 (2nd): the second node of that name in a graph evaluation
+    shown["node_name"] = (
+        shown["node_name"]
+        .astype(str)
+        .where(~second, shown["node_name"].astype(str) + " (" + (shown["occurrence"] + 1).map(_ordinal) + ")")
+    )
+    nodes = cells(shown.drop(columns=["op_list", "occurrence", "shapes"])).rename(
+        columns={
+            "node_name": "node",
+            "n_a": "n A",
+            "n_b": "n B",
+            "mean_us_a": "µs A",
+            "mean_us_b": "µs B",
+            "delta_us": "Δ µs",
+            "delta_pct": "Δ %",
+            "read_mb_a": "read MB A",
+            "read_mb_b": "read MB B",
+        }
+    )
+    kind = "markdown" if md else "table"
+    parts = ["\n".join(head), ""]
+    parts.append(
+        "**Per op type** (µs per evaluation: sum of the node mean times; µs/eval and Δ over matched nodes)\n"
+        if md
+        else "Per op type"
+    )
+    # short numeric cells: a table of up to 16 columns still reads best as columns
+    parts.append(render_frame(by_op, kind, width=200, max_columns=20))  # type: ignore[arg-type]
+    if len(changed):
+        title = f"Nodes that changed beyond noise (largest first, {min(top, len(changed))} of {len(changed)})"
+        parts.append(f"**{title}**\n" if md else title)
+        parts.append(render_frame(nodes, kind, width=200, max_columns=20))  # type: ignore[arg-type]
+    return "\n".join(parts)

@@ -1,0 +1,59 @@
+"""A stored run's op graph for people: its nodes and edges from the store, and Graphviz DOT.
+
+``rocroof graph`` prints what :func:`graph_dot` draws; the graph itself (edges by last writer of
+a storage id, evaluations, the critical path) is built at ingest by :mod:`rocroof.analysis.graph`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..analysis.graph import dot_quote
+
+
+def stored_graph(store: Any, run_id: int, evaluation: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(nodes, edges)`` of a stored run's op graph, optionally one graph evaluation only.
+
+    nodes: op_index, invocation, op_list, node_name, layer, evaluation, block_part,
+    on_critical_path, duration_ns, dram_bytes, model_bytes, flops. edges: src_op_index,
+    dst_op_index, storage_id, tensor_name.
+    """
+    nodes = store.query(
+        "SELECT op_index, invocation, op_list, node_name, layer, evaluation, block_part, on_critical_path, "
+        f"duration_ns, dram_bytes, model_bytes, flops FROM op_roofline WHERE run_id = {int(run_id)} ORDER BY op_index"
+    )
+    edges = store.query(
+        f"SELECT src_op_index, dst_op_index, storage_id, tensor_name FROM op_edge WHERE run_id = {int(run_id)}"
+    )
+    if evaluation is not None:
+        nodes = nodes[nodes["evaluation"] == evaluation]
+        keep = set(nodes["op_index"])
+        edges = edges[edges["src_op_index"].isin(keep) & edges["dst_op_index"].isin(keep)]
+    return nodes.reset_index(drop=True), edges.reset_index(drop=True)
+
+
+def graph_dot(nodes: pd.DataFrame, edges: pd.DataFrame, title: str) -> str:
+    """Graphviz DOT of a stored op graph: a box per op (ops, name, µs, MB), critical path in red."""
+
+    def num(v: Any, scale: float, unit: str) -> str:
+        return "?" if v is None or pd.isna(v) else f"{float(v) / scale:,.2f} {unit}"
+
+    lines = [f"digraph {dot_quote(title)} {{", "  rankdir=TB; node [shape=box, fontsize=10];"]
+    for r in nodes.itertuples(index=False):
+        label = f"{r.op_list}\n{r.node_name or ''}\n{num(r.duration_ns, 1e3, 'µs')}, {num(r.dram_bytes, 1e6, 'MB')}"
+        color = ', color="red"' if bool(r.on_critical_path) else ""
+        lines.append(f"  o{int(r.op_index)} [label={dot_quote(label)}{color}];")
+    # the path is a chain: per evaluation, each critical op feeds the next critical op
+    on_path: set[tuple[int, int]] = set()
+    for _, g in nodes[nodes["on_critical_path"].fillna(False).astype(bool)].groupby("evaluation", dropna=False):
+        chain = sorted(int(i) for i in g["op_index"])
+        on_path.update(zip(chain, chain[1:], strict=False))
+    lines.append('  label="red: the critical path (longest dependency chain by GPU time)"; labelloc=t;')
+    for e in edges.itertuples(index=False):
+        color = ', color="red"' if (int(e.src_op_index), int(e.dst_op_index)) in on_path else ""
+        name = "" if e.tensor_name is None or pd.isna(e.tensor_name) else str(e.tensor_name)
+        lines.append(f"  o{int(e.src_op_index)} -> o{int(e.dst_op_index)} [label={dot_quote(name)}{color}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1051 @@
+"""Reports over the results database: per dispatch, per kernel, per ggml op.
+
+:func:`build_report` returns data (a DataFrame plus run facts and notes); :func:`render`
+turns it into text (a rich table, CSV, JSON or Markdown). Nothing here prints.
+
+Machine formats (CSV, JSON) carry raw values with units in the column names; the table and
+Markdown formats are for people (µs, MB, GB/s) and show unknown values as ``?`` with their
+bounds when the data gives them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.peaks import SHIPPED_LABEL
+from ..records import Note
+from ..store import Store, schema
+
+By = Literal["dispatch", "kernel", "op", "invocation"]
+Format = Literal["table", "csv", "json", "markdown"]
+
+#: Bytes, bandwidth and ceiling columns shared by every grouping (bounds next to each value).
+_MEASURES = [
+    "dram_read_bytes",
+    "dram_read_bytes_min",
+    "dram_read_bytes_max",
+    "dram_write_bytes",
+    "dram_write_bytes_min",
+    "dram_write_bytes_max",
+    "achieved_gbps",
+    "achieved_gbps_min",
+    "achieved_gbps_max",
+    "pct_of_dram_peak",
+    "dram_time_at_peak_ns",
+]
+_TIME = ["dispatches", "duration_ns", "share_of_time_pct"]
+#: Model-beside-measurement columns (op and invocation reports; see rocroof.analysis.roofline).
+_ROOFLINE = [
+    "model_read_bytes",
+    "model_write_bytes",
+    "measured_over_model",
+    "flops",
+    "arithmetic_intensity",
+    "model_arithmetic_intensity",
+    "achieved_tflops",
+    "compute_peak",
+    "compute_peak_tflops",
+    "governing_ceiling",
+    "attainable_tflops",
+    "pct_of_ceiling",
+    "bound",
+    "mean_us_per_call",
+    "time_at_roof_ns",
+    "time_share",
+    "flag",
+    "model_note",
+]
+_COLUMNS: dict[str, list[str]] = {
+    "dispatch": [
+        "run_id",
+        "dispatch_id",
+        "kernel_name",
+        "duration_ns",
+        *_MEASURES,
+        "op",
+        "op_list",
+        "invocation",
+        "node_name",
+        "kernel_ordinal",
+        "attribution_method",
+        "dram_bytes_note",
+    ],
+    "kernel": ["run_id", "kernel_name", *_TIME, *_MEASURES],
+    "op": ["run_id", "op", "invocations", *_TIME, *_MEASURES, *_ROOFLINE],
+    "invocation": [
+        "run_id",
+        "invocation",
+        "op",
+        "op_list",
+        "node_name",
+        "layer",
+        "evaluation",
+        "block_part",
+        "on_critical_path",
+        *_TIME,
+        *_MEASURES,
+        *_ROOFLINE,
+    ],
+}
+_VIEW = {
+    "dispatch": "dispatch_dram",
+    "kernel": "kernel_summary",
+    "op": "op_summary",
+    "invocation": "op_roofline",
+}
+
+
+@dataclass
+class Report:
+    """A report: rows plus the facts a reader needs to trust them.
+
+    Attributes:
+        by: the grouping.
+        rows: the rows (columns listed in ``_COLUMNS[by]``), sorted.
+        run: the run's row (``run`` table) as a dict.
+        notes: the run's notes.
+        total_rows: rows before ``--top`` was applied.
+        totals: whole-run sums (``duration_ns``, ``dispatches``, ``unattributed_dispatches``...).
+        ceilings: the run's ``run_ceiling`` rows (name -> value, source, mark).
+        labels: the run's labels (``run_label``: key -> value; a sweep point's parameters).
+        fused: for ``--by op``: ``(op, op_list, invocations)`` of the fused groups counted under
+            their first op, most invocations first.
+    """
+
+    by: By
+    rows: pd.DataFrame
+    run: dict[str, Any]
+    notes: list[Note] = field(default_factory=list)
+    total_rows: int = 0
+    totals: dict[str, Any] = field(default_factory=dict)
+    ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    fused: list[tuple[str, str, int]] = field(default_factory=list)
+
+
+def run_labels(store: Store, run_id: int) -> dict[str, str]:
+    """A run's labels (``run_label``), key -> value, in key order."""
+    lab = schema.run_label
+    rows = store.frame(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == run_id).order_by(lab.c.key))
+    return dict(zip(rows["key"].astype(str), rows["value"].astype(str), strict=True))
+
+
+def build_report(store: Store, run_id: int, by: By = "op", top: int | None = None) -> Report:
+    """Query one run's report.
+
+    Args:
+        store: an open store (read-only is fine).
+        run_id: the run.
+        by: ``dispatch`` (one row per timing dispatch, in enqueue order), ``kernel``, ``op`` or
+            ``invocation`` (sorted by total time, longest first; unknown times last).
+        top: keep only the N longest rows (for ``dispatch``: the N longest dispatches, longest first).
+
+    Returns:
+        The :class:`Report`.
+    """
+    rows = pd.DataFrame()
+    if by == "op":  # stored with the run (the op_summary view sums every dispatch: seconds for 10^6)
+        stored = ", ".join(schema.OP_TOTAL_COLUMNS)
+        rows = store.frame(
+            sa.text(f"SELECT {stored} FROM op_total WHERE run_id = :rid ORDER BY row_index"), {"rid": run_id}
+        )
+    if not len(rows):  # a run without them (or no dispatches at all): the view
+        rows = store.frame(sa.text(f"SELECT * FROM {_VIEW[by]} WHERE run_id = :rid"), {"rid": run_id})
+    run_row = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
+    notes_df = store.frame(
+        sa.select(schema.run_note).where(schema.run_note.c.run_id == run_id).order_by(schema.run_note.c.note_index)
+    )
+    notes = [Note(r["severity"], r["code"], r["message"]) for r in notes_df.to_dict("records")]
+    total_ns = rows["duration_ns"].sum(min_count=1) if "duration_ns" in rows else None
+    known_total = pd.to_numeric(rows["duration_ns"], errors="coerce").sum() if "duration_ns" in rows else 0
+    if by != "dispatch":
+        rows["share_of_time_pct"] = (
+            100.0 * pd.to_numeric(rows["duration_ns"], errors="coerce") / known_total if known_total else float("nan")
+        )
+        rows = rows.sort_values(["duration_ns", "dispatches"], ascending=[False, False], na_position="last")
+    elif top is not None:
+        rows = rows.sort_values(["duration_ns", "dispatch_index"], ascending=[False, True], na_position="last")
+    else:
+        rows = rows.sort_values("dispatch_index")
+    totals = {
+        "rows": len(rows),
+        "duration_ns": None if total_ns is None or pd.isna(total_ns) else float(total_ns),
+    }
+    if by == "op" and "op" in rows:
+        unattributed = rows[rows["op"].isna()]
+        totals["unattributed_dispatches"] = int(unattributed["dispatches"].sum()) if len(unattributed) else 0
+        totals["dispatches"] = int(rows["dispatches"].sum()) if len(rows) else 0
+    ceil_df = store.frame(sa.select(schema.run_ceiling).where(schema.run_ceiling.c.run_id == run_id))
+    ceilings = {r["name"]: r for r in ceil_df.to_dict("records")}
+    if by in ("op", "invocation") and len(rows):
+        rows = _with_roofline(store, run_id, by, rows, run_row, {k: v["value"] for k, v in ceilings.items()})
+    total_rows = len(rows)
+    if top is not None:
+        rows = rows.head(top)
+    cols = [c for c in _COLUMNS[by] if c in rows.columns]
+    labels = run_labels(store, run_id)
+    fused: list[tuple[str, str, int]] = []
+    if by == "op":
+        inv = schema.op_invocation
+        groups = store.frame(
+            sa.select(inv.c.op, inv.c.op_list, sa.func.count().label("n"))
+            .where(inv.c.run_id == run_id, inv.c.is_fused.is_(True))
+            .group_by(inv.c.op, inv.c.op_list)
+        )
+        groups = groups.sort_values(["n", "op_list"], ascending=[False, True])
+        fused = [(str(r.op), str(r.op_list), int(r.n)) for r in groups.itertuples(index=False)]
+    return Report(
+        by=by,
+        rows=rows[cols].reset_index(drop=True),
+        run=run_row,
+        notes=notes,
+        total_rows=total_rows,
+        totals=totals,
+        ceilings=ceilings,
+        labels=labels,
+        fused=fused,
+    )
+
+
+def _with_roofline(
+    store: Store, run_id: int, by: By, rows: pd.DataFrame, run: dict[str, Any], ceilings: dict[str, float]
+) -> pd.DataFrame:
+    """Op or invocation rows with the model and roofline columns (rocroof.analysis.roofline)."""
+    from ..analysis.roofline import add_roofline_columns, compute_peaks, per_op_compute_peaks, per_op_sums
+
+    def shapes() -> pd.DataFrame:
+        """What decides an invocation's compute units: weight type, batch, experts."""
+        c = schema.op_invocation.c
+        return store.frame(sa.select(c.op_index, c.quant, c.m, c.n_experts).where(c.run_id == run_id))
+
+    arch = run.get("gpu_arch")
+    if by == "invocation" and "op_index" in rows:
+        rows = rows.merge(shapes(), on="op_index", how="left")
+        rows = rows.join(compute_peaks(rows, arch, ceilings))
+    if by == "op":
+        modelled = store.frame(sa.text("SELECT 1 AS one FROM op_model WHERE run_id = :rid LIMIT 1"), {"rid": run_id})
+        if len(modelled):
+            inv = store.frame(sa.text("SELECT * FROM op_roofline WHERE run_id = :rid"), {"rid": run_id})
+        else:  # no model: every modelled column is unknown; the invocations need not be read
+            ops = rows["op"].dropna().unique().tolist() if "op" in rows else []
+            inv = pd.DataFrame(
+                {
+                    "op": ops,
+                    **dict.fromkeys(
+                        ("model_read_bytes", "model_write_bytes", "flops", "dram_bytes", "duration_ns"), np.nan
+                    ),
+                    "model_note": None,
+                }
+            )
+        if len(inv):
+            rows = rows.merge(per_op_sums(inv), on="op", how="left")
+            if "op_index" in inv:
+                inv = inv.merge(shapes(), on="op_index", how="left")
+            inv = inv.join(compute_peaks(inv, arch, ceilings))
+            rows = rows.merge(per_op_compute_peaks(inv), on="op", how="left")
+    if "dram_bytes" not in rows:
+        rows["dram_bytes"] = pd.to_numeric(rows["dram_read_bytes"], errors="coerce") + pd.to_numeric(
+            rows["dram_write_bytes"], errors="coerce"
+        )
+    return add_roofline_columns(rows, run, ceilings)
+
+
+# ---- rendering -------------------------------------------------------------------------
+
+
+def _nan(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, dict):
+        return v
+    if _nan(v):
+        return None
+    if isinstance(v, bytes | bytearray | memoryview):
+        return bytes(v).hex()  # SQLite BLOB: hex text
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"  # JSON has no infinities
+    return v
+
+
+def _unique_names(columns: list[Any]) -> list[str]:
+    """Column names made unique for JSON keys: a repeated ``x`` becomes ``x_2``, ``x_3``..."""
+    seen: dict[str, int] = {}
+    out = []
+    taken = {str(c) for c in columns}
+    for c in columns:
+        name = str(c)
+        if name in seen:
+            n = seen[name]
+            while f"{name}_{n + 1}" in taken:
+                n += 1
+            seen[name] = n + 1
+            name = f"{name}_{n + 1}"
+            taken.add(name)
+        else:
+            seen[name] = 1
+        out.append(name)
+    return out
+
+
+def json_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """``df``'s rows as JSON-ready dicts: NaN/NULL -> None, numpy scalars -> Python, BLOB -> hex."""
+    keys = _unique_names(list(df.columns))
+    return [
+        {k: _json_value(v) for k, v in zip(keys, row, strict=True)} for row in df.itertuples(index=False, name=None)
+    ]
+
+
+def _json_records(df: pd.DataFrame) -> str:
+    return json.dumps(json_records(df), indent=2, allow_nan=False) + "\n"
+
+
+def _num(v: Any, scale: float = 1.0, digits: int = 2) -> str:
+    if _nan(v):
+        return "?"
+    return f"{float(v) / scale:,.{digits}f}"
+
+
+def _bytes_cell(row: pd.Series, key: str) -> str:
+    v = row.get(key)
+    if not _nan(v):
+        return _num(v, 1e6, 3)
+    lo, hi = row.get(f"{key}_min"), row.get(f"{key}_max")
+    if not _nan(lo) and not _nan(hi):
+        return f"? ({_num(lo, 1e6, 2)}–{_num(hi, 1e6, 2)})"
+    return "?"
+
+
+def _gbps_cell(row: pd.Series) -> str:
+    v = row.get("achieved_gbps")
+    if not _nan(v):
+        return _num(v, 1, 1)
+    lo, hi = row.get("achieved_gbps_min"), row.get("achieved_gbps_max")
+    if not _nan(lo) and not _nan(hi):
+        return f"? ({_num(lo, 1, 0)}–{_num(hi, 1, 0)})"
+    return "?"
+
+
+def _pct_cell(row: pd.Series, peak: Any) -> str:
+    v = row.get("pct_of_dram_peak")
+    if not _nan(v):
+        return _num(v, 1, 1)
+    lo, hi = row.get("achieved_gbps_min"), row.get("achieved_gbps_max")
+    if not _nan(lo) and not _nan(hi) and not _nan(peak) and peak:
+        return f"? ({_num(100 * lo / peak, 1, 0)}–{_num(100 * hi / peak, 1, 0)})"
+    return "?"
+
+
+def _time_at_peak_cell(row: pd.Series, peak: Any) -> str:
+    v = row.get("dram_time_at_peak_ns")
+    if not _nan(v):
+        return _num(v, 1e3)
+
+    def total(suffix: str) -> float:
+        parts = [row.get(f"{k}{suffix}") for k in ("dram_read_bytes", "dram_write_bytes")]
+        return float("nan") if any(_nan(x) for x in parts) else float(sum(parts))
+
+    lo, hi = total("_min"), total("_max")
+    if not _nan(lo) and not _nan(hi) and not _nan(peak) and peak:
+        return f"? ({_num(lo / peak, 1e3)}–{_num(hi / peak, 1e3)})"
+    return "?"
+
+
+def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    by = report.by
+    headers: list[str] = []
+    lines: list[list[str]] = []
+    if by == "dispatch":
+        headers = ["#", "kernel", "op", "time µs", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
+        for _, r in report.rows.iterrows():
+            op = r.get("op_list") if isinstance(r.get("op_list"), str) else r.get("op")
+            lines.append(
+                [
+                    str(r["dispatch_id"]) if not _nan(r["dispatch_id"]) else "",
+                    _short(r["kernel_name"]),
+                    f"{op} #{int(r['invocation'])}" if isinstance(op, str) and not _nan(r.get("invocation")) else "—",
+                    _num(r["duration_ns"], 1e3),
+                    _bytes_cell(r, "dram_read_bytes"),
+                    _bytes_cell(r, "dram_write_bytes"),
+                    _gbps_cell(r),
+                    _pct_cell(r, report.run.get("dram_peak_gbps")),
+                    _time_at_peak_cell(r, report.run.get("dram_peak_gbps")),
+                ]
+            )
+        return headers, lines
+    label = {"kernel": "kernel", "op": "ggml op", "invocation": "op invocation"}[by]
+    headers = [label]
+    if by == "op":
+        headers.append("invocations")
+    headers += ["dispatches", "time µs", "% time", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
+    modelled = "model_read_bytes" in report.rows and bool(pd.to_numeric(report.rows["model_read_bytes"]).notna().any())
+    if modelled:  # the roofline's columns replace "% peak" and "µs at peak" (same numbers for memory-bound ops)
+        headers = [{"invocations": "inv.", "dispatches": "disp."}.get(h, h) for h in headers[:-2]]
+        headers.insert(headers.index("% time") + 1, "µs/call")
+        headers += ["model MB", "meas/model", "FLOP/B", "bound", "% roof", "µs at roof"]
+    for _, r in report.rows.iterrows():
+        if by == "kernel":
+            name = _short(r["kernel_name"])
+        elif by == "op":
+            name = r["op"] if isinstance(r["op"], str) else "(unattributed)"
+        else:
+            op = r["op_list"] if isinstance(r.get("op_list"), str) else r["op"]
+            node = "" if _nan(r["node_name"]) else str(r["node_name"])  # NULL is NaN here, and NaN is truthy
+            name = " ".join(x for x in (str(op), node, f"#{int(r['invocation'])}") if x)
+        line = [name]
+        if by == "op":
+            line.append(str(int(r["invocations"])))
+        line += [
+            str(int(r["dispatches"])),
+            _num(r["duration_ns"], 1e3),
+            _num(r["share_of_time_pct"], 1, 1),
+            _bytes_cell(r, "dram_read_bytes"),
+            _bytes_cell(r, "dram_write_bytes"),
+            _gbps_cell(r),
+            _pct_cell(r, report.run.get("dram_peak_gbps")),
+            _time_at_peak_cell(r, report.run.get("dram_peak_gbps")),
+        ]
+        if modelled:
+            model_bytes = pd.to_numeric(pd.Series([r.get("model_read_bytes"), r.get("model_write_bytes")])).sum(
+                min_count=2
+            )
+            flag = "*" if isinstance(r.get("flag"), str) and r.get("flag") else ""
+            flag += "†" if isinstance(r.get("model_note"), str) and r.get("model_note") else ""
+            line = line[:-2] + [
+                _num(model_bytes, 1e6, 3),
+                _num(r.get("measured_over_model"), 1, 2) + flag,
+                _num(r.get("arithmetic_intensity"), 1, 2),
+                "" if _nan(r.get("bound")) else str(r.get("bound")),
+                _num(r.get("pct_of_ceiling"), 1, 1),
+                _num(r.get("time_at_roof_ns"), 1e3, 2),
+            ]
+            line.insert(headers.index("µs/call"), _num(r.get("mean_us_per_call"), 1, 2))
+        lines.append(line)
+    return headers, lines
+
+
+def _row_name(report: Report, r: pd.Series) -> str:
+    if report.by == "op":
+        return str(r["op"])
+    name = f"{r.get('op_list') or r['op']} {'' if _nan(r.get('node_name')) else r.get('node_name')}".strip()
+    return name + (f" #{int(r['invocation'])}" if not _nan(r.get("invocation")) else "")
+
+
+def _grouped(items: list[tuple[str, str, float]], mark: str) -> list[str]:
+    """``mark names — text`` lines, one per distinct text; names listed up to 3, ratios as a range."""
+    by_text: dict[str, list[tuple[str, float]]] = {}
+    for name, text, ratio in items:
+        by_text.setdefault(text, []).append((name, ratio))
+    out = []
+    for text, rows in by_text.items():
+        names = ", ".join(n for n, _ in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+        ratios = [x for _, x in rows if x == x]
+        span = ""
+        if ratios:
+            lo, hi = min(ratios), max(ratios)
+            span = f"measured {lo:.2f}x model: " if lo == hi else f"measured {lo:.2f}–{hi:.2f}x model: "
+        out.append(f"{mark} {names} — {span}{text}")
+    return out
+
+
+def _flag_lines(report: Report) -> list[str]:
+    """Grouped explanations of rows outside [0.7, 1.3] (*) and of model assumptions (†)."""
+    if "flag" not in report.rows:
+        return []
+    flags, assumptions = [], []
+    for _, r in report.rows.iterrows():
+        ratio = float(r["measured_over_model"]) if not _nan(r.get("measured_over_model")) else float("nan")
+        if isinstance(r.get("flag"), str) and r["flag"]:
+            text = r["flag"].split(" model: ", 1)[-1]
+            flags.append((_row_name(report, r), text, ratio))
+        if isinstance(r.get("model_note"), str) and r["model_note"]:
+            assumptions.append((_row_name(report, r), r["model_note"], float("nan")))
+    out = []
+    if flags:
+        out.append("measured/modelled DRAM bytes outside [0.7, 1.3] (marked *):")
+        out += _grouped(flags, "*")
+    if assumptions:
+        out.append("model assumptions (marked †):")
+        out += _grouped(assumptions, "†")
+    return out
+
+
+def _fused_line(report: Report) -> str | None:
+    """Which fused groups an op's row includes (rows are keyed by the group's first op)."""
+    if not report.fused:
+        return None
+    by_op: dict[str, list[str]] = {}
+    for op, op_list, n in report.fused:
+        by_op.setdefault(op, []).append(f"{op_list} ({n} inv.)")
+    parts = [f"{op} includes {', '.join(groups)}" for op, groups in by_op.items()]
+    return "fused groups count under their first op: " + "; ".join(parts)
+
+
+def _legend(report: Report) -> str | None:
+    if report.by in ("kernel", "dispatch") and len(report.rows):
+        if report.by == "dispatch":
+            first = "# = the profiler's dispatch id; op #N = the ggml op invocation (range) that launched it; "
+            time = "time µs = GPU kernel time"
+        else:
+            first, time = "", "time µs = GPU kernel time summed over the dispatches"
+        return (
+            f"key: {first}{time}; GB/s = (read + write DRAM bytes) / time; % peak = that as % of the DRAM ceiling; "
+            "µs at peak = the time those bytes take at the DRAM ceiling"
+        )
+    if "flag" not in report.rows or report.by not in ("op", "invocation"):
+        return None
+    return (
+        "key: time µs = summed GPU kernel time; µs/call per op invocation; meas/model = measured / modelled DRAM "
+        "bytes; FLOP/B = FLOP per measured DRAM byte; bound = side of the roofline's ridge (latency: under 10% of "
+        "the roof in calls under 20 µs: launch, latency or too little parallelism); % roof and µs at roof = "
+        "against the governing ceiling (DRAM bandwidth left of the ridge; right of it the compute peak: INT8 "
+        "matrix for matmuls on quantized weights, FP16/BF16 matrix for the other matrix ops, FP32 vector "
+        "otherwise)"
+    )
+
+
+#: Compute ceilings shown in headers and plots: run_ceiling name, label, unit.
+_COMPUTE_CEILINGS = (
+    ("int8_matrix_tops", "INT8 matrix", "TOP/s"),
+    ("fp16_matrix_tflops", "FP16 matrix", "TFLOP/s"),
+    ("fp32_vector_tflops", "FP32 vector", "TFLOP/s"),
+)
+
+
+def _legend_without(legend: str, dropped: list[str]) -> str:
+    """``legend`` without the clauses that explain ``dropped`` columns (``key: a = ...; b = ...``)."""
+    parts = legend.removeprefix("key: ").split("; ")
+    kept = [part for part in parts if not any(part.startswith(name + " ") for name in dropped)]
+    return "key: " + "; ".join(kept)
+
+
+def _ceiling_line(report: Report) -> str | None:
+    parts = []
+    for key, label, unit in _COMPUTE_CEILINGS:
+        c = report.ceilings.get(key)
+        if c and not _nan(c.get("value")):
+            parts.append(f"{label} {float(c['value']):,.1f} {unit} ({c.get('mark') or '?'})")
+    origins = _table_origins(report)
+    return (
+        ("compute ceilings: " + ", ".join(parts) + (f" — {', '.join(origins)}" if origins else "")) if parts else None
+    )
+
+
+def _table_origins(report: Report) -> list[str]:
+    """The peaks tables the run's compute ceilings come from (``configs/peaks.yaml``, a ROCROOF_PEAKS path)."""
+    found = set()
+    for key, _label, _unit in _COMPUTE_CEILINGS:
+        source = str((report.ceilings.get(key) or {}).get("source") or "")
+        head = source.split(": ", 1)[0] if ": " in source else ""
+        if head.endswith((".yaml", ".yml")):
+            found.add(head)
+        elif source and (report.ceilings.get(key) or {}).get("mark") != "measured":
+            found.add(SHIPPED_LABEL)  # stored before sources named their table: the shipped one
+    return sorted(found)
+
+
+def short_kernel_name(name: Any, width: int = 72) -> str:
+    """A kernel name for tables: no ``void`` return type, no argument list, at most ``width`` chars.
+
+    >>> short_kernel_name("void mul_mat_vec_q<(ggml_type)8, 1, false>(const void *, const void *, float *)")
+    'mul_mat_vec_q<(ggml_type)8, 1, false>'
+    """
+    text = "" if _nan(name) else str(name).strip()
+    if text.startswith("void "):
+        text = text[5:]
+    if text.endswith(")"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[i], 0)
+            if depth == 0:
+                if i > 0:  # keep "(anonymous namespace)"-style names whole
+                    text = text[:i].rstrip()
+                break
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _short(name: Any, width: int = 72) -> str:
+    return short_kernel_name(name, width)
+
+
+def gpu_text(name: Any, arch: Any) -> str:
+    """The GPU for people: ``MI300X (gfx942)``, ``gfx942`` or ``MI300X``; empty when unknown.
+
+    Args:
+        name: product name, or None.
+        arch: architecture (gfx target), or None.
+
+    Returns:
+        The text.
+    """
+    name = name.strip() if isinstance(name, str) and name.strip() else None
+    arch = arch.strip() if isinstance(arch, str) and arch.strip() else None
+    if name and arch:
+        return f"{name} ({arch})"
+    return name or arch or ""
+
+
+_TIMING_SOURCES = {
+    "trace": "a trace pass",
+    "counter_pass": "a counter pass (kernels serialised)",
+    "merged_counters": "merged counter passes (kernels serialised)",
+    "profiler": "the profiler's own per-kernel times",
+    "none": "no timing source",
+}
+
+
+def timing_text(source: Any) -> str:
+    """Where a run's durations come from, for people (``run.timing_source`` values)."""
+    return _TIMING_SOURCES.get(str(source), str(source))
+
+
+def _header_lines(report: Report) -> list[str]:
+    r = report.run
+    gpu = gpu_text(r.get("gpu_name"), r.get("gpu_arch"))
+    timing = timing_text(r.get("timing_source"))
+    if report.totals.get("duration_ns") is None and report.total_rows:
+        timing += " (durations unknown: see the warnings)"
+    lines = [
+        f"run {r['run_id']}: {r.get('source_path') or ''} — {r.get('profiler') or '?'} on {gpu or 'unknown GPU'}",
+        f"timings from {timing}; attribution: {r.get('attribution_method')}",
+    ]
+    if report.labels:
+        lines.insert(1, "labels: " + ", ".join(f"{k}={v}" for k, v in report.labels.items()))
+    if r.get("dram_peak_gbps"):
+        lines.append(f"DRAM ceiling {float(r['dram_peak_gbps']):,.1f} GB/s — {r.get('dram_peak_source')}")
+    else:
+        lines.append("DRAM ceiling: unknown (no % of peak)")
+    compute = _ceiling_line(report) if report.by in ("op", "invocation") else None
+    if compute:
+        lines.append(compute)
+    if str(r.get("profiler") or "").startswith("ncu") and r.get("cache_control") == "all":
+        lines.append(
+            "DRAM bytes: Nsight Compute replay with caches flushed before each kernel (cold); "
+            "times: the Nsight Systems run (warm caches, kernels back to back)"
+        )
+    return lines
+
+
+def _width() -> int:
+    """The terminal's width (``COLUMNS`` or the tty; 160 when output goes to a file or pipe)."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((160, 24)).columns)
+
+
+#: Report columns a narrow terminal drops first (one at a time, until the table fits): those
+#: another column implies or that matter least when reading a roofline table.
+_DROP_FIRST = (
+    *("µs at roof", "µs at peak", "disp.", "dispatches", "write MB", "model MB", "µs/call", "% peak", "% time"),
+    *("FLOP/B", "inv."),
+)
+#: Report columns that may fold onto several lines (long names), with the fewest characters each
+#: is given before columns are dropped; every other cell stays whole.
+_FOLDING_COLUMNS = {"kernel": 24, "op invocation": 28, "op": 16}
+
+
+def _record_blocks(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Lines of one block per row (``-- row N --``, then ``header: value``), for tables too wide to print."""
+    pad = max((len(h) for h in headers), default=0)
+    lines: list[str] = []
+    for i, row in enumerate(rows):
+        lines.append(f"-- row {i + 1} --")
+        lines += [f"{h.rjust(pad)}: {v}" for h, v in zip(headers, row, strict=True)]
+    return lines
+
+
+def _table_width(headers: list[str], rows: list[list[str]], cols: list[int], caps: dict[int, int]) -> int:
+    """Characters a rich SIMPLE_HEAVY table of columns ``cols`` needs on one line per row.
+
+    Each column is as wide as its widest cell or header, at most ``caps[j]`` for a column that may
+    fold; three characters separate columns (padding, rule, padding).
+    """
+    total = 0
+    for j in cols:
+        w = max([len(headers[j])] + [len(row[j]) for row in rows])
+        total += min(w, caps[j]) if j in caps else w
+    return total + 3 * (len(cols) - 1)
+
+
+def _fit_columns(
+    headers: list[str], lines: list[list[str]], width: int
+) -> tuple[list[str], list[list[str]], list[str], int]:
+    """Drop columns (:data:`_DROP_FIRST` order) until the table fits ``width`` characters.
+
+    Numbers are never folded across lines: a table too wide for the terminal loses whole columns
+    instead, and the caller names them. A name column of :data:`_FOLDING_COLUMNS` counts as its
+    minimum there (it folds); three characters separate columns (padding, rule, padding).
+
+    Returns:
+        The headers and lines kept, the dropped headers in the order dropped, and the width the
+        kept columns need (more than ``width`` when even the fewest columns do not fit).
+    """
+    caps = {j: _FOLDING_COLUMNS[h] for j, h in enumerate(headers) if h in _FOLDING_COLUMNS}
+
+    def needed(cols: list[int]) -> int:
+        return _table_width(headers, lines, cols, caps)
+
+    keep = list(range(len(headers)))
+    dropped: list[str] = []
+    for name in _DROP_FIRST:
+        if needed(keep) <= width:
+            break
+        if name in headers and headers.index(name) in keep:
+            keep.remove(headers.index(name))
+            dropped.append(name)
+    return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped, needed(keep)
+
+
+def _md_cell(text: str, code: bool) -> str:
+    """A Markdown table cell: kernel names as code spans (``<float>`` survives), ``|`` escaped."""
+    if code and text:
+        return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def render(report: Report, fmt: Format = "table", width: int | None = None) -> str:
+    """Render a report.
+
+    Args:
+        report: from :func:`build_report`.
+        fmt: ``table`` (rich, for terminals), ``csv``, ``json`` (a list of objects, raw values,
+            null for unknown) or ``markdown`` (for PR reviews).
+        width: terminal width for ``table``.
+
+    Returns:
+        The text, ending with a newline.
+    """
+    if fmt == "json":
+        return _json_records(report.rows)
+    if fmt == "csv":
+        return str(report.rows.to_csv(index=False))
+    headers, lines = _human_rows(report)
+    footer = []
+    if report.total_rows == 0:
+        footer.append(
+            "no ggml op invocations in this run (no ggml markers or op metadata were captured); try --by kernel"
+            if report.by == "invocation"
+            else "no kernel dispatches in this run"
+        )
+    if report.total_rows > len(report.rows):
+        footer.append(f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
+    footer += _flag_lines(report)
+    fused_line = _fused_line(report)
+    if fused_line:
+        footer.append(fused_line)
+    legend = _legend(report)
+    if legend:
+        footer.append(legend)
+    if report.by == "op" and report.totals.get("unattributed_dispatches"):
+        footer.append(
+            f"{report.totals['unattributed_dispatches']} of {report.totals['dispatches']} dispatches "
+            "are outside any ggml range"
+        )
+    if fmt == "markdown":
+        out = [f"**rocroof** {line}  " for line in _header_lines(report)[:1]]
+        out += [f"{line}  " for line in _header_lines(report)[1:]]
+        out.append("")
+        text_cols = {i for i, h in enumerate(headers) if i == 0 or h in ("kernel", "op", "bound")}
+        out.append("| " + " | ".join(headers) + " |")
+        out.append("|" + "|".join(":---" if i in text_cols else "---:" for i in range(len(headers))) + "|")
+        for line in lines:
+            out.append("| " + " | ".join(_md_cell(c, code=headers[i] == "kernel") for i, c in enumerate(line)) + " |")
+        out.append("")
+        for f in footer:
+            out.append(f"_{f}_  ")
+        for n in report.notes:
+            if n.severity != "info":
+                out.append(f"- **{n.severity}** ({n.code}): {n.message}")
+        n_info = sum(1 for n in report.notes if n.severity == "info")
+        if n_info:
+            out.append(f"_({n_info} info note(s): rocroof runs --notes {report.run['run_id']})_")
+        return "\n".join(out).rstrip() + "\n"
+    width = width or _width()
+    all_headers, all_lines = headers, lines
+    headers, lines, dropped, needed = _fit_columns(headers, lines, width)
+    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
+    for text in _header_lines(report):
+        console.print(text, highlight=False, markup=False)
+    if needed > width:  # not even the fewest columns fit: one block per row, every value whole
+        for block_line in _record_blocks(all_headers, all_lines):
+            console.print(block_line, highlight=False, markup=False)
+    else:
+        if dropped and legend:  # the key explains the columns shown
+            footer[footer.index(legend)] = _legend_without(legend, dropped)
+        if dropped:
+            footer.insert(
+                0,
+                f"left out for a terminal of {width} columns: {', '.join(dropped)} (a wider terminal or "
+                "--format markdown|csv|json shows every column)",
+            )
+        table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
+        for i, h in enumerate(headers):
+            table.add_column(
+                h,
+                justify="left" if i == 0 or h in _TEXT_COLUMNS else "right",
+                overflow="fold",
+                no_wrap=h not in _FOLDING_COLUMNS,  # numbers and op names stay whole; long names fold
+            )
+        for cells in lines:
+            table.add_row(*(Text(c) for c in cells))  # literal text: '[ref-5]' is not console markup
+        console.print(table)
+    for f in footer:
+        console.print(f, highlight=False, markup=False)
+    for n in report.notes:
+        if n.severity != "info":
+            console.print(f"{n.severity}: {n.message}", highlight=False, markup=False)
+    infos = [n for n in report.notes if n.severity == "info"]
+    if infos:
+        console.print(
+            f"({len(infos)} info note(s): rocroof runs --notes {report.run['run_id']})", highlight=False, markup=False
+        )
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    return str(out)
+
+
+def runs_frame(store: Store, *, labels_as_mapping: bool = False) -> pd.DataFrame:
+    """One row per run: id, time, source, profiler, GPU, timing source, dispatch counts, labels.
+
+    ``labels`` is ``key=value,...`` text (CSV, tables), or with ``labels_as_mapping`` a
+    ``{key: value}`` dict per run (JSON: values may hold commas).
+    """
+    r, d, lab = schema.run, schema.dispatch, schema.run_label
+    counts = (
+        sa.select(d.c.run_id, sa.func.count().label("dispatches"), sa.func.count(d.c.op_index).label("attributed"))
+        .where(d.c.timing_dispatch_index == d.c.dispatch_index)
+        .group_by(d.c.run_id)
+        .subquery()
+    )
+    df = store.frame(
+        sa.select(
+            r.c.run_id,
+            r.c.created_at,
+            r.c.source_path,
+            r.c.profiler,
+            r.c.gpu_arch,
+            r.c.gpu_name,
+            r.c.timing_source,
+            counts.c.dispatches,
+            counts.c.attributed,
+        )
+        .outerjoin(counts, counts.c.run_id == r.c.run_id)
+        .order_by(r.c.run_id)
+    )
+    for col in ("dispatches", "attributed"):  # a run without dispatches has 0 of them, not an unknown number
+        df[col] = df[col].astype("Int64").fillna(0)
+    labels = store.frame(sa.select(lab))
+    if labels_as_mapping:
+        mapping: dict[int, dict[str, str]] = {}
+        for rid, key, value in zip(labels["run_id"], labels["key"], labels["value"], strict=True):
+            mapping.setdefault(int(rid), {})[str(key)] = str(value)
+        df["labels"] = [mapping.get(int(rid), {}) for rid in df["run_id"]]
+    elif len(labels):
+        joined = labels.groupby("run_id").apply(
+            lambda g: ",".join(f"{k}={v}" for k, v in zip(g["key"], g["value"], strict=True)), include_groups=False
+        )
+        df["labels"] = df["run_id"].map(joined)
+    else:
+        df["labels"] = None
+    return df
+
+
+def runs_for_people(df: pd.DataFrame, path_width: int = 40) -> pd.DataFrame:
+    """The :func:`runs_frame` rows shaped for a terminal table (csv and json keep the raw columns).
+
+    ``created_at`` to the minute, the capture path cut from the left to ``path_width`` characters
+    (its last parts name the capture), GPU name and arch in one column, labels separated by
+    ``", "`` so that a table wraps them between labels, not inside one.
+    """
+    out = pd.DataFrame(
+        {
+            "run": df["run_id"],
+            "created": [str(v)[:16].replace("T", " ") if not _nan(v) else "" for v in df["created_at"]],
+            "capture": [_left_cut(str(v), path_width) if not _nan(v) else "" for v in df["source_path"]],
+            "profiler": df["profiler"],
+            "GPU": [gpu_text(n, a) for n, a in zip(df["gpu_name"], df["gpu_arch"], strict=True)],
+            "timing": df["timing_source"],
+            "dispatches": df["dispatches"],
+            "attributed": df["attributed"],
+            "labels": [", ".join(str(v).split(",")) if not _nan(v) else "" for v in df["labels"]],
+        }
+    )
+    return out
+
+
+def _left_cut(text: str, width: int) -> str:
+    """``text`` cut from the left to ``width`` characters, with a leading ``…`` when cut.
+
+    The cut falls at a ``/`` where one is in the kept part, so that path parts stay whole.
+    """
+    if len(text) <= width:
+        return text
+    kept = text[len(text) - width + 1 :]
+    slash = kept.find("/")
+    return "…" + (kept[slash:] if 0 <= slash < len(kept) - 1 else kept)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def render_frame(
+    df: pd.DataFrame,
+    fmt: Format = "table",
+    width: int | None = None,
+    max_columns: int = 12,
+    wrap: Iterable[str] | None = None,
+) -> str:
+    """Render any DataFrame (runs, query results) in one of the report formats.
+
+    ``table`` prints one block per record (``name: value`` lines) when the frame has more than
+    ``max_columns`` columns; ``width`` is the table's width in characters (default 160).
+    ``wrap`` names the only columns a table may wrap (default: any column).
+    """
+    if fmt == "json":
+        return _json_records(df)
+    if fmt == "csv":
+        return str(df.to_csv(index=False))
+    cells = [[("" if _nan(v) else str(v)) for v in rec] for rec in df.itertuples(index=False)]
+    wrapping = None if wrap is None else set(wrap)
+    width = width or _width()
+
+    names = [str(c) for c in df.columns]
+    # columns that may wrap count as 12 characters; the others must fit whole, or one block per record
+    caps = {j: 12 for j, c in enumerate(df.columns) if wrapping is not None and c in wrapping}
+    too_wide = _table_width(names, cells, list(range(len(names))), caps) > width
+    if fmt == "table" and (len(df.columns) > max_columns or (wrapping is not None and too_wide)):
+        # too wide for columns: one block per record, "name: value" per line
+        lines = _record_blocks(names, cells)
+        return "\n".join(lines) + ("\n" if lines else "(no rows)\n")
+    if fmt == "markdown":
+
+        def numeric(j: int) -> bool:
+            vals = [r[j].replace(",", "").replace("%", "") for r in cells if r[j] not in ("", "—")]
+            return bool(vals) and all(_is_number(v) for v in vals)
+
+        align = ["---:" if numeric(j) else "---" for j in range(len(df.columns))]
+        out = ["| " + " | ".join(str(c) for c in df.columns) + " |", "|" + "|".join(align) + "|"]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+        return "\n".join(out) + "\n"
+    table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
+    for c in df.columns:
+        table.add_column(Text(str(c)), overflow="fold", no_wrap=wrapping is not None and c not in wrapping)
+    for row in cells:
+        table.add_row(*(Text(v) for v in row))  # literal text: '[ref-5]' is not console markup
+    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
+    console.print(table)
+    if not len(df):
+        console.print("(no rows)", highlight=False, markup=False)
+    return str(console.file.getvalue())  # type: ignore[attr-defined]
+
+
+# ---- roofline plot and HTML ------------------------------------------------------------
+
+
+def roofline_points(report: Report) -> pd.DataFrame:
+    """One plot point per row of an op report (see :data:`rocroof.report.plot.POINT_COLUMNS`)."""
+    r = report.rows
+    if "achieved_tflops" not in r:
+        return pd.DataFrame(columns=["label", "ai_measured", "ai_model", "flops_per_s", "time_share"])
+    return pd.DataFrame(
+        {
+            "label": r["op"].fillna("(unattributed)").astype(str),
+            "ai_measured": pd.to_numeric(r["arithmetic_intensity"], errors="coerce"),
+            "ai_model": pd.to_numeric(r["model_arithmetic_intensity"], errors="coerce"),
+            "flops_per_s": pd.to_numeric(r["achieved_tflops"], errors="coerce") * 1e12,
+            "time_share": pd.to_numeric(r["time_share"], errors="coerce").fillna(0.0),
+        }
+    )
+
+
+def plot_ceilings(report: Report) -> Any:
+    """The :class:`rocroof.report.plot.PlotCeilings` of a report's run (None without a DRAM ceiling)."""
+    from .plot import PlotCeilings
+
+    dram = report.ceilings.get("dram_gbps", {}).get("value") or report.run.get("dram_peak_gbps")
+    if not dram:
+        return None
+    compute = {}
+    for key, label, _unit in _COMPUTE_CEILINGS:
+        c = report.ceilings.get(key)
+        if c and not _nan(c.get("value")):
+            compute[f"{label} ({c.get('mark')})"] = float(c["value"])
+    mark = report.ceilings.get("dram_gbps", {}).get("mark") or ""
+    return PlotCeilings(
+        float(dram),
+        compute,
+        source=f"ceilings: {', '.join(_table_origins(report)) or 'measured'} (marks in parentheses)",
+        dram_mark=str(mark),
+    )
+
+
+def plot_title(report: Report) -> str:
+    """``run N: <source> — <GPU>`` for a figure."""
+    r = report.run
+    return f"run {r['run_id']}: {r.get('source_path') or ''} — {gpu_text(r.get('gpu_name'), r.get('gpu_arch'))}"
+
+
+#: Report columns of text (left-aligned in tables and HTML); the others are numbers.
+_TEXT_COLUMNS = ("kernel", "op", "bound")
+
+
+def render_html(report: Report, svg: str | None) -> str:
+    """A self-contained HTML page: the header lines, the table, the flags and the roofline SVG."""
+    import html
+
+    headers, lines = _human_rows(report)
+    head = "".join(f"<p>{html.escape(t)}</p>" for t in _header_lines(report))
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    text_columns = {i for i, h in enumerate(headers) if i == 0 or h in _TEXT_COLUMNS}  # left-aligned, as the table
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td class=l>{html.escape(c)}</td>" if i in text_columns else f"<td>{html.escape(c)}</td>"
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in lines
+    )
+    flags = _flag_lines(report) + [line for line in (_fused_line(report),) if line]
+    warn = [f"{n.severity}: {n.message}" for n in report.notes if n.severity != "info"]
+    footer = [line for line in (_legend(report),) if line]
+    if report.total_rows > len(report.rows):
+        footer.insert(0, f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
+    n_info = sum(1 for n in report.notes if n.severity == "info")
+    if n_info:
+        footer.append(f"({n_info} info note(s): rocroof runs --notes {report.run['run_id']})")
+    extra = "".join(f"<li>{html.escape(t.lstrip('* '))}</li>" for t in flags + warn + footer)
+    figure = svg[svg.find("<svg") :] if svg and "<svg" in svg else ""
+    style = (
+        "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-size:13px}"
+        "th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:right}td.l,th:first-child{text-align:left}"
+        "th{background:#f4f4f4}p{margin:.2em 0;font-size:13px}svg{max-width:100%;height:auto}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(plot_title(report))}</title>"
+        f"<style>{style}</style></head><body><h3>rocroof {html.escape(report.by)} report</h3>{head}"
+        f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+        + (f"<ul>{extra}</ul>" if extra else "")
+        + (f"<div>{figure}</div>" if figure else "")
+        + "</body></html>\n"
+    )
