@@ -179,8 +179,12 @@ def test_truncated_wide_pmc_perf_is_an_error(tmp_path: Path) -> None:
 
 
 def test_a_folder_of_several_workloads_is_refused(tmp_path: Path) -> None:
-    msg = one_line_error("ingest", fixture_path("rocprof-compute"), "--db", tmp_path / "r.db")
-    assert "3 rocprofiler-compute workload(s)" in msg
+    folder = fixture_path("rocprof-compute")
+    # every folder of the fixtures with a sysinfo.csv and a pmc_perf.csv is one recorded workload
+    workloads = sorted(p.parent for p in folder.rglob("sysinfo.csv") if (p.parent / "pmc_perf.csv").is_file())
+    assert len(workloads) >= 2
+    msg = one_line_error("ingest", folder, "--db", tmp_path / "r.db")
+    assert f"{len(workloads)} rocprofiler-compute workload(s)" in msg
 
 
 def test_arch_only_fills_in_what_the_capture_does_not_record(tmp_path: Path) -> None:
