@@ -104,3 +104,61 @@ def test_mi350_joins_counter_passes_and_bounds_undetermined_reads(db_path: Path)
         f"WHERE c.run_id={run_id} AND c.counter_name IN ('TCC_EA0_WRREQ_64B_sum','TCC_EA0_RDREQ_sum')"
     )
     assert sources.groupby("counter_name")["label"].first().nunique() == 2
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _channel_sums(rows: list[dict[str, str]], name: str) -> list[float]:
+    """Per dispatch, the sum of the per-channel columns ``name[n]`` (MI100: 32 TCC channels)."""
+    cols = [c for c in rows[0] if c.startswith(name + "[")]
+    assert len(cols) == 32
+    return [sum(float(r[c]) for c in cols) for r in rows]
+
+
+def test_mi100_rocprof_v1_backend_workload_reads_8_mib_and_writes_by_hand(db_path: Path) -> None:
+    """rocprofiler-compute through rocprof v1 on MI100 (gfx908): hex sig/obj, obj_N, DispatchNs columns."""
+    folder = fixture_path("rocprof-compute", "vcopy", "MI100")
+    rows = _dispatch_rows("MI100", db_path)
+    assert [r["dispatch_id"] for r in rows] == [0, 1, 2]
+    perf = _csv_rows(folder / "pmc_perf.csv")
+    # writes by hand (rocprof v1 metrics.xml WRITE_SIZE for gfx908, in bytes): a write request is 32 bytes
+    # unless it is one of the 64-byte ones; the _sum columns come from one pass (perfmon/pmc_perf_4.txt)
+    hand = [
+        (float(r["TCC_EA_WRREQ_sum"]) - float(r["TCC_EA_WRREQ_64B_sum"])) * 32 + float(r["TCC_EA_WRREQ_64B_sum"]) * 64
+        for r in perf
+    ]
+    # the per-channel columns of another pass (another run of the application) agree within 1%
+    channels = [
+        (w - w64) * 32 + w64 * 64
+        for w, w64 in zip(_channel_sums(perf, "TCC_EA_WRREQ"), _channel_sums(perf, "TCC_EA_WRREQ_64B"), strict=True)
+    ]
+    assert channels == pytest.approx(hand, rel=0.01)
+    stamps = _csv_rows(folder / "timestamps.csv")
+    for i, row in enumerate(rows):
+        assert row["kernel_name"] == "vecCopy(double*, double*, double*, int, int)"
+        assert row["dram_read_bytes"] == pytest.approx(VCOPY_BYTES, rel=0.01)
+        assert row["dram_write_bytes"] == pytest.approx(hand[i])
+        # GPU time from timestamps.csv's Start/End (rocprof v1 BeginNs/EndNs), not DispatchNs/CompleteNs
+        assert row["duration_ns"] == int(stamps[i]["End_Timestamp"]) - int(stamps[i]["Start_Timestamp"])
+    assert rows[0]["dram_write_bytes"] == pytest.approx(VCOPY_BYTES, rel=0.01)
+    # dispatches 1 and 2 leave part of the output in the write-back L2: about 5.55 MB reach DRAM
+    for row in rows[1:]:
+        assert 5.4e6 < row["dram_write_bytes"] < 5.7e6
+
+
+def test_mi100_workload_keeps_no_property_column_as_a_counter(db_path: Path) -> None:
+    store, run_id = _ingest("MI100", db_path)
+    names = set(store.query(f"SELECT DISTINCT counter_name FROM counter_value WHERE run_id={run_id}")["counter_name"])
+    for not_a_counter in ("sig", "obj", "obj_1", "obj_16", "wave_size", "wave_size_3", "queue-id", "queue-index"):
+        assert not_a_counter not in names
+    for not_a_counter in ("pid", "tid", "DispatchNs", "CompleteNs", "Start_Timestamp", "Dispatch_ID"):
+        assert not_a_counter not in names
+    assert {"TCC_EA_RDREQ_sum", "SQC_DCACHE_REQ_READ_16", "GRBM_GUI_ACTIVE"} <= names
+    # the SQ_*.csv passes keep their host thread and queue
+    disp = store.query(f"SELECT DISTINCT queue_id, process_id, thread_id FROM dispatch WHERE run_id={run_id}")
+    with open(fixture_path("rocprof-compute", "vcopy", "MI100", "SQ_LEVEL_WAVES.csv"), newline="") as fh:
+        first = next(csv.DictReader(fh))
+    assert int(first["pid"]) in set(disp["process_id"].dropna())

@@ -33,7 +33,7 @@ import pandas as pd
 
 from ...analysis.peaks import MEASURED, Ceiling, Ceilings
 from ...errors import ParseError
-from ...fileio import column_map, logical_name, parse_float, parse_int, parse_str, pick, read_csv, read_text, require
+from ...fileio import column_map, logical_name, parse_float, parse_str, pick, read_csv, read_text, require
 from ...records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -44,33 +44,9 @@ from ...records import (
     conform,
     empty_frame,
 )
+from .rocprof_columns import HOST_COMPLETE, HOST_DISPATCH, property_frame, split_columns
 
-_META_COLUMNS = {
-    "dispatch_id": ("Dispatch_ID",),
-    "agent_label": ("GPU_ID",),
-    "queue_id": ("Queue_ID",),
-    "process_id": ("PID",),
-    "thread_id": ("TID",),
-    "grid_size": ("Grid_Size",),
-    "workgroup_size": ("Workgroup_Size",),
-    "lds_bytes": ("LDS_Per_Workgroup",),
-    "scratch_bytes": ("Scratch_Per_Workitem",),
-    "vgpr_count": ("Arch_VGPR",),
-    "accum_vgpr_count": ("Accum_VGPR",),
-    "sgpr_count": ("SGPR",),
-    "kernel_name": ("Kernel_Name",),
-    "start_ns": ("Start_Timestamp",),
-    "end_ns": ("End_Timestamp",),
-    "correlation_id": ("Correlation_ID",),
-    "kernel_id": ("Kernel_ID",),
-}
-_NOT_COUNTERS = re.compile(
-    r"^(?:(?:wave_size|correlation_id|xcc_index)(?:_\d+)?|"
-    + "|".join(a.lower() for aliases in _META_COLUMNS.values() for a in aliases)
-    + r"|counter_name|counter_value)$"
-)
 _INSTANCE = re.compile(r"^(?P<name>.+)\[(?P<index>\d+)\]$")
-_KD_SUFFIX = re.compile(r"\s*\(\.kd\)\s*$")
 
 
 def is_workload(directory: Path) -> bool:
@@ -262,35 +238,23 @@ def _requested(directory: Path, stem: str) -> tuple[str, ...] | None:
 
 
 def _meta_frame(path: Path, df: pd.DataFrame, first: int) -> tuple[pd.DataFrame, pd.Series]:
-    cols = column_map(df.columns)
-    require(path, cols, "dispatch id", "Dispatch_ID")
-    require(path, cols, "kernel name", "Kernel_Name")
-    out: dict[str, pd.Series] = {}
-    exact = pd.Series(np.ones(len(df), dtype=bool))
-    for target, aliases in _META_COLUMNS.items():
-        col = pick(cols, *aliases)
-        if col is None:
-            continue
-        if target == "kernel_name":
-            # rocprofv2-era workloads name the kernel descriptor symbol "name (.kd)"; the kernel is "name"
-            out[target] = parse_str(df[col]).map(lambda n: _KD_SUFFIX.sub("", n) if isinstance(n, str) else n)
-        elif target == "agent_label":
-            out[target] = parse_str(df[col])
-        else:
-            values, ex = parse_int(path, df[col], first, col, required=target == "dispatch_id")
-            out[target] = values
-            if target in ("start_ns", "end_ns"):
-                exact &= ex
-    return pd.DataFrame(out), exact
+    """The dispatch columns of a workload CSV (every rocprof generation's names, see rocprof_columns)."""
+    split = split_columns(df.columns, long_form=pick(column_map(df.columns), "Counter_Name") is not None)
+    for target, what, name in (
+        ("dispatch_id", "dispatch id", "Dispatch_ID"),
+        ("kernel_name", "kernel name", "Kernel_Name"),
+    ):
+        if target not in split.properties:
+            raise ParseError(path, f"missing column {name!r} ({what}); the header is row 1", 1)
+    meta, exact = property_frame(path, df, first, split)
+    return meta.drop(columns=[c for c in (HOST_DISPATCH, HOST_COMPLETE) if c in meta]), exact
 
 
 def _wide_counters(path: Path, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     summed: list[pd.DataFrame] = []
     inst: list[pd.DataFrame] = []
     rows = np.arange(len(df), dtype=np.int64)
-    for col in df.columns:
-        if _NOT_COUNTERS.match(str(col).strip().lower()):
-            continue
+    for col in split_columns(df.columns).counters:
         values = parse_float(path, df[col], 2, str(col))
         m = _INSTANCE.match(str(col))
         if m:
