@@ -17,6 +17,9 @@ never 0.
         duration (Nsight Compute, the fork's JSON), otherwise derived from end - start.
     invocation: Int64, the ggml op invocation when the source itself attributed the dispatch
         (the fork's JSON); otherwise attribution fills it from markers.
+    launch_ns: Int64, host time (ns, the markers' clock) at which the launching thread
+        ``thread_id`` handed the dispatch to the GPU, when the source records it with the
+        dispatch (rocprof v1 ``DispatchNs``); sources with an API trace give launches instead.
     grid_size, workgroup_size: Int64, total work-items per grid / per workgroup.
     grid_x, grid_y, grid_z, workgroup_x, workgroup_y, workgroup_z: Int64, work-items.
     lds_bytes: Int64, LDS (group segment) bytes per workgroup.
@@ -72,6 +75,7 @@ DISPATCH_COLUMNS: dict[str, str] = {
     "end_ns": "Int64",
     "duration_ns": "Int64",
     "invocation": "Int64",
+    "launch_ns": "Int64",
     "grid_size": "Int64",
     "workgroup_size": "Int64",
     "grid_x": "Int64",

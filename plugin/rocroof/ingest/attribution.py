@@ -10,6 +10,9 @@ and synchronises later, so kernels run after their range closed
     the source attributed the dispatch itself (AMD fork's ``GGML_ROOFLINE_OUT`` kernels).
 ``launch_api``
     the launching API call (joined by correlation id) gives thread and host time.
+``host_dispatch``
+    no launching API call, but the profiler recorded the host time of the dispatch on its
+    launching thread (rocprof v1 ``DispatchNs``, taken inside the launch call).
 ``kernel_rename``
     rocprofv3 ``--kernel-rename`` recorded the innermost range as the kernel's region; used only
     without a launch record, because rocprofv3 never pops roctx marks from its rename stack, so a
@@ -317,6 +320,12 @@ def attribute_pass(p: PassData) -> PassAttribution:
             has_launch_thread[rows[tk]] = True
         del rows, start, thr
         release_free_memory()  # the join's temporaries
+    # 2a. the dispatch's own host time on its launching thread (rocprof v1 DispatchNs)
+    own = (method == "none") & ~launched & d["launch_ns"].notna().to_numpy(dtype=bool)
+    if own.any():
+        launch_ns[own] = d["launch_ns"].to_numpy(dtype=np.int64, na_value=0)[own]
+        launched[own] = True
+    own_time = own
     # 2b. --kernel-rename regions, only where no launch record exists: rocprofv3 pushes roctx marks
     # on its rename stack and never pops them (rocm-systems PR #8141), so a ggml-fused mark inside a
     # range makes that range's name stick to later kernels; the launch time is the better witness
@@ -347,6 +356,8 @@ def attribute_pass(p: PassData) -> PassAttribution:
             rows = np.flatnonzero(todo & launched & (thread_of_dispatch == key))
             if len(rows):
                 locate(rows, launch_ns[rows], key, "launch_api")
+                mine = rows[own_time[rows]]
+                method[mine] = "host_dispatch"
 
     # 3. enqueue order by correlation id (no launch record). On one thread the roctx call with the
     # next lower correlation id came just before the launch, so the launch happened after that
@@ -380,7 +391,7 @@ def attribute_pass(p: PassData) -> PassAttribution:
         op[have] = m_op[idx]
         node_name[have] = m_name[idx]
     # no ggml range held the launch: the dispatch is unattributed, whatever located it
-    lost = ~has_inv & ((method == "launch_api") | (method == "enqueue_order"))
+    lost = ~has_inv & np.isin(method, ("launch_api", "host_dispatch", "enqueue_order"))
     method[lost] = "none"
     out = pd.DataFrame(
         {

@@ -456,6 +456,16 @@ def build_run(
     method = max(attributed, key=lambda k: attributed[k]) if attributed else "none"
     if attributed and methods.get("none"):
         notes.append(Note("info", "unattributed", f"{methods['none']} dispatch(es) launched outside any ggml range"))
+    if method == "none" and not any(len(p.markers) for p in passes) and meta is None:
+        notes.append(
+            Note(
+                "info",
+                "no-markers",
+                f"no roctx/NVTX ranges in this {capture.source_format} capture: its {len(tdisp):,} dispatch(es) are "
+                "stored unattributed (record with the llama.cpp hook of tools/llama.cpp and the profiler's marker "
+                "trace to attribute them to ggml ops)",
+            )
+        )
     if method == "enqueue_order":
         notes.append(
             Note(
@@ -564,6 +574,9 @@ def _run_gpu(tdisp: pd.DataFrame, agents: pd.DataFrame) -> tuple[str | None, str
     return arch, name
 
 
+#: A byte count taken from the profiler's derived FETCH_SIZE / WRITE_SIZE (see rocroof.analysis.dram).
+_DERIVED_SIZE = re.compile(r"from (?:FETCH|WRITE)_SIZE \(KB x 1024\)")
+
 #: Counter values and dispatches handled at a time when computing DRAM bytes (bounds the memory it needs).
 _DRAM_CHUNK = 1 << 16
 
@@ -648,6 +661,10 @@ def _dram(
     out = out.reset_index()
     for text, count in out["dram_bytes_note"].dropna().value_counts().items():
         unknown = "unknown" in str(text) or "undetermined" in str(text) or "no DRAM byte formula" in str(text)
+        if all(_DERIVED_SIZE.fullmatch(part) for part in str(text).split("; ")):
+            # the tool's own FETCH_SIZE/WRITE_SIZE: the same formula, summed by the tool (exact)
+            notes.append(Note("info", "dram-bytes-derived-metric", f"{count} dispatch(es): {text}"))
+            continue
         notes.append(
             Note(
                 "warning",

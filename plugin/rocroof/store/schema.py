@@ -69,7 +69,7 @@ run = sa.Table(
         "attribution_method",
         _str(32),
         "Dominant dispatch->op method: profiler, kernel_rename, nvtx_stack, launch_api, "
-        "enqueue_order or none (per dispatch in dispatch.attribution_method).",
+        "host_dispatch, enqueue_order or none (per dispatch in dispatch.attribution_method).",
     ),
     _c("dram_peak_gbps", sa.Float, "DRAM bandwidth ceiling used for this run, GB/s (1e9 B/s)."),
     _c(
@@ -185,7 +185,11 @@ dispatch = sa.Table(
     _c("range_index", sa.Integer, "Innermost marker range open at launch (see ``marker_range``)."),
     _c("op_index", sa.Integer, "The ggml op invocation (see ``op_invocation``); NULL = unattributed."),
     _c("kernel_ordinal", sa.Integer, "0-based position of the kernel inside its op invocation."),
-    _c("attribution_method", _str(32), "profiler, kernel_rename, nvtx_stack, launch_api, enqueue_order or none."),
+    _c(
+        "attribution_method",
+        _str(32),
+        "profiler, kernel_rename, nvtx_stack, launch_api, host_dispatch, enqueue_order or none.",
+    ),
     _c(
         "timing_dispatch_index",
         sa.Integer,

@@ -33,7 +33,7 @@ from ...fileio import logical_name, read_text
 from ...memory import release_free_memory
 from ...records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame
 from ..markers import file_has_fused_lines, read_fused_log
-from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprofv3_csv
+from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprof_legacy, rocprofv3_csv
 
 MANIFEST = "rocroof-collect.json"
 
@@ -134,6 +134,8 @@ def detect(path: Path) -> str:
             return "rocpd"
         if any(rocprofv3_csv.classify(f) for f in files):
             return "rocprofv3-csv"
+        if any(rocprof_legacy.csv_generation(f) or rocprof_legacy.is_results_db(f) for f in files):
+            return rocprof_legacy.FORMAT
         if any(logical_name(f).endswith(".json") and ggml_meta.looks_like_metadata(f) for f in files):
             return "ggml-roofline-json"
         if dbs:
@@ -154,11 +156,15 @@ def detect(path: Path) -> str:
     if name.endswith(".db"):
         if rocpd.is_rocpd(path):
             return "rocpd"
+        if rocprof_legacy.is_results_db(path):
+            return rocprof_legacy.FORMAT
         raise InputError(
             f"{path}: not a readable rocpd database (no rocpd_kernel_dispatch table, or the file is damaged)"
         )
     if rocprofv3_csv.classify(path):
         return "rocprofv3-csv"
+    if rocprof_legacy.csv_generation(path):
+        return rocprof_legacy.FORMAT
     if name in ("pmc_perf.csv", "sysinfo.csv") and rocprof_compute.is_workload(path.parent):
         return "rocprof-compute"
     if name.endswith(".json"):
@@ -312,6 +318,25 @@ def read_capture(
             profiler="rocprofv3",
             passes=passes,
             agents=rocprofv3_csv.read_agents(agent_paths),
+        )
+    elif fmt == rocprof_legacy.FORMAT:
+        if path.is_file():  # the file and its companions: <name>.db, <name>.sysinfo.txt
+            stem = rocprof_legacy.stem(path)
+            files = [path] + [
+                f
+                for f in _files_below(path.parent)
+                if f.parent == path.parent and f != path and rocprof_legacy.stem(f) == stem
+            ]
+        legacy = rocprof_legacy.read_legacy(root, files)
+        notes += legacy.notes
+        used += legacy.files_read
+        capture = Capture(
+            source_format=fmt,
+            source_paths=[str(path)],
+            profiler=legacy.profiler,
+            command=legacy.command,
+            passes=legacy.passes,
+            agents=legacy.agents,
         )
     elif fmt == "nvidia":
         capture = _read_nvidia(path, root, files, used, notes)

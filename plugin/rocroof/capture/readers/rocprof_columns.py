@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...fileio import parse_int, parse_str
+from ...fileio import parse_float, parse_int, parse_str
+from ...records import COUNTER_COLUMNS, INSTANCE_COLUMNS, conform, empty_frame
 
 #: Host time when the dispatch was intercepted (rocprof v1 ``DispatchNs``), in ns.
 HOST_DISPATCH = "host_dispatch_ns"
@@ -98,6 +99,8 @@ PROPERTY_COLUMNS: dict[str, str | None] = {
 LONG_FORM_COLUMNS = frozenset({"counter_name", "counter_value"})
 
 _SUFFIXED = re.compile(r"^(?P<base>.+)_(?P<n>\d+)$")
+#: A per-instance counter column: ``TCC_EA_WRREQ[12]``.
+INSTANCE = re.compile(r"^(?P<name>.+)\[(?P<index>\d+)\]$")
 
 
 @dataclass
@@ -234,3 +237,52 @@ def property_frame(path: Path, df: pd.DataFrame, first_row: int, split: ColumnSp
             exact &= ex.to_numpy(dtype=bool)
         out[target] = ints
     return pd.DataFrame(out, index=pd.RangeIndex(len(df))), exact
+
+
+def wide_counters(
+    path: Path, df: pd.DataFrame, columns: list[str], first_row: int = 2
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The counter columns of a wide table (one row per dispatch) as long counter rows.
+
+    ``NAME[i]`` columns are per-instance values (one per TCC channel...); a counter reported
+    only per instance also gets its summed value. Empty cells are not collected, not 0.
+
+    Args:
+        path: the file, for error messages.
+        df: the table of text cells.
+        columns: the counter columns (:attr:`ColumnSplit.counters`).
+        first_row: the file row of ``df.iloc[0]``.
+
+    Returns:
+        ``(counters, instances)`` in :data:`~rocroof.records.COUNTER_COLUMNS` and
+        :data:`~rocroof.records.INSTANCE_COLUMNS`; ``row`` is the table row.
+
+    Raises:
+        ParseError: a cell that is not a finite number (file and row named).
+    """
+    summed: list[pd.DataFrame] = []
+    inst: list[pd.DataFrame] = []
+    rows = np.arange(len(df), dtype=np.int64)
+    for col in columns:
+        values = parse_float(path, df[col], first_row, str(col))
+        m = INSTANCE.match(str(col))
+        if m:
+            inst.append(
+                pd.DataFrame(
+                    {"row": rows, "counter_name": m.group("name"), "instance": int(m.group("index")), "value": values}
+                )
+            )
+        else:
+            summed.append(pd.DataFrame({"row": rows, "counter_name": str(col).strip(), "value": values}))
+    counters = pd.concat(summed, ignore_index=True) if summed else empty_frame(COUNTER_COLUMNS)
+    instances = pd.concat(inst, ignore_index=True) if inst else empty_frame(INSTANCE_COLUMNS)
+    counters = counters[counters["value"].notna()]
+    instances = instances[instances["value"].notna()]
+    if len(instances):
+        # a counter reported only per instance still gets its summed value
+        have = set(counters["counter_name"])
+        extra = instances[~instances["counter_name"].isin(have)]
+        if len(extra):
+            sums = extra.groupby(["row", "counter_name"], as_index=False)["value"].sum()
+            counters = pd.concat([counters, sums], ignore_index=True)
+    return conform(counters, COUNTER_COLUMNS), conform(instances, INSTANCE_COLUMNS)

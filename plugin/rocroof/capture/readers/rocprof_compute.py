@@ -44,9 +44,7 @@ from ...records import (
     conform,
     empty_frame,
 )
-from .rocprof_columns import HOST_COMPLETE, HOST_DISPATCH, property_frame, split_columns
-
-_INSTANCE = re.compile(r"^(?P<name>.+)\[(?P<index>\d+)\]$")
+from .rocprof_columns import HOST_COMPLETE, HOST_DISPATCH, INSTANCE, property_frame, split_columns, wide_counters
 
 
 def is_workload(directory: Path) -> bool:
@@ -250,41 +248,12 @@ def _meta_frame(path: Path, df: pd.DataFrame, first: int) -> tuple[pd.DataFrame,
     return meta.drop(columns=[c for c in (HOST_DISPATCH, HOST_COMPLETE) if c in meta]), exact
 
 
-def _wide_counters(path: Path, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    summed: list[pd.DataFrame] = []
-    inst: list[pd.DataFrame] = []
-    rows = np.arange(len(df), dtype=np.int64)
-    for col in split_columns(df.columns).counters:
-        values = parse_float(path, df[col], 2, str(col))
-        m = _INSTANCE.match(str(col))
-        if m:
-            inst.append(
-                pd.DataFrame(
-                    {"row": rows, "counter_name": m.group("name"), "instance": int(m.group("index")), "value": values}
-                )
-            )
-        else:
-            summed.append(pd.DataFrame({"row": rows, "counter_name": str(col).strip(), "value": values}))
-    counters = pd.concat(summed, ignore_index=True) if summed else empty_frame(COUNTER_COLUMNS)
-    instances = pd.concat(inst, ignore_index=True) if inst else empty_frame(INSTANCE_COLUMNS)
-    counters = counters[counters["value"].notna()]
-    instances = instances[instances["value"].notna()]
-    if len(instances):
-        # a counter reported only per instance still gets its summed value
-        have = set(counters["counter_name"])
-        extra = instances[~instances["counter_name"].isin(have)]
-        if len(extra):
-            sums = extra.groupby(["row", "counter_name"], as_index=False)["value"].sum()
-            counters = pd.concat([counters, sums], ignore_index=True)
-    return conform(counters, COUNTER_COLUMNS), conform(instances, INSTANCE_COLUMNS)
-
-
 def _wide_pass(path: Path, kind: str, label: str, requested: tuple[str, ...] | None) -> PassData:
     df = read_csv(path)
     if not len(df):
         raise ParseError(path, "no data rows (expected one row per kernel dispatch; file truncated?)", 2)
     meta, exact = _meta_frame(path, df, 2)
-    counters, instances = _wide_counters(path, df)
+    counters, instances = wide_counters(path, df, split_columns(df.columns).counters)
     order = np.argsort(meta["dispatch_id"].to_numpy(dtype=np.int64), kind="stable")
     remap = np.empty(len(order), dtype=np.int64)
     remap[order] = np.arange(len(order))
@@ -343,7 +312,7 @@ def _long_passes(path: Path, df: pd.DataFrame, requested: tuple[str, ...] | None
         row_of = pd.Series(np.arange(len(disp), dtype=np.int64), index=disp["_key"])
         part["row"] = row_of.reindex(part["_key"]).to_numpy()
         names = part["counter_name"].astype(str)
-        m = names.str.extract(_INSTANCE)
+        m = names.str.extract(INSTANCE)
         is_inst = m["name"].notna()
         instances = pd.DataFrame(
             {
@@ -452,13 +421,13 @@ def _missing_counter_notes(passes: list[PassData]) -> list[Note]:
         have = union_present if "of pmc_perf.csv" in p.label else _present(p)
         missing = [c for c in p.requested_counters if c not in have]
         if missing:
-            whole = [c for c in missing if not _INSTANCE.match(c)]
-            per_instance = [c for c in missing if _INSTANCE.match(c)]
+            whole = [c for c in missing if not INSTANCE.match(c)]
+            per_instance = [c for c in missing if INSTANCE.match(c)]
             parts = []
             if whole:
                 parts.append(", ".join(whole[:8]) + (f" and {len(whole) - 8} more" if len(whole) > 8 else ""))
             if per_instance:
-                names = sorted({m.group("name") for c in per_instance if (m := _INSTANCE.match(c))})
+                names = sorted({m.group("name") for c in per_instance if (m := INSTANCE.match(c))})
                 parts.append(
                     f"{len(per_instance)} per-instance values of {', '.join(names[:6])}"
                     + ("..." if len(names) > 6 else "")

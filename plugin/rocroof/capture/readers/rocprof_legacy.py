@@ -1,0 +1,560 @@
+"""Reader for the legacy rocprof tools: rocprof v1 (``rocprof``, ROCm 3-6) and rocprofv2 CSV.
+
+rocprof v1 writes, per profiled command (``ROCm/rocprofiler`` ``bin/rpl_run.sh``,
+``bin/tblextr.py``, ``bin/sqlitedb.py``, ``test/tool/tool.cpp``; read at ``7fa8139``):
+
+* ``<name>.csv``: one row per kernel dispatch, ``Index,KernelName,gpu-id,queue-id,...`` (the
+  property columns of :mod:`.rocprof_columns`), then the counters and derived metrics of every
+  ``pmc:`` line of the input file (``-i input.txt`` gives ``input.csv``; without ``-i``,
+  ``results.csv``), then ``DispatchNs,BeginNs,EndNs,CompleteNs`` when timestamps were on. With
+  ``--stats`` or any ``--*-trace`` the file is re-written from SQLite: every header name quoted
+  and ``DurationNs`` appended. Missing cells are the text ``None``. Derived ``FETCH_SIZE`` and
+  ``WRITE_SIZE`` are kilobytes (``metrics.xml``: "The total kilobytes fetched from the video
+  memory", ``expr=.../1024``); :mod:`rocroof.analysis.dram` converts them to bytes.
+* ``<name>.db``: the SQLite database the CSV was dumped from: ``KERN`` (``A`` up to ROCm 4.0) holds
+  the kernel rows, ``rocTX`` the roctx ranges (``BeginNs, EndNs, pid, tid, Name``; a mark is
+  written with ``EndNs = BeginNs + 1``), ``HIP``/``HSA``/``COPY``/``OPS`` the API and activity traces.
+* ``<name>.sysinfo.txt``: ``rocminfo`` output (agents: node, ``gfx`` name, marketing name, CUs).
+* ``<name>.stats.csv``, ``<name>.json`` (the same trace for chrome://tracing),
+  ``<name>.hip_stats.csv``...: summaries of the above, not read.
+* ``roctx_trace.txt`` (kept with ``-d DIR``): one line per roctx call, ``<ns> <pid>:<tid>
+  <cid>:<rid>:"<message>"``; ``cid`` 0 mark, 1 push, 2 pop, 3 range start, 4 range stop.
+
+rocprofv2 (``plugin/file/file.cpp``) writes ``results_<pid>.csv`` (``Dispatch_ID,GPU_ID,...,
+Kernel_Name,Start_Timestamp,End_Timestamp,Correlation_ID,<counters>``, a blank line after the
+header) into ``pmc_<k>/`` per counter pass.
+
+Each kernel CSV of rocprof v1 is one application run (one pass); rocprofv2 files of one
+directory are one pass. Timings are ``BeginNs``/``EndNs`` (GPU start and end). A file with only
+``DispatchNs``/``CompleteNs`` (host times around the dispatch) gives durations that are upper
+bounds, with a warning. ``DispatchNs`` on ``tid`` is also the host time of the launch, which
+attributes dispatches to the roctx ranges of the ``rocTX`` table.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ...errors import InputError, ParseError
+from ...fileio import logical_name, read_csv, read_header, read_text
+from ...records import (
+    AGENT_COLUMNS,
+    DISPATCH_COLUMNS,
+    MARKER_COLUMNS,
+    Note,
+    PassData,
+    conform,
+    empty_frame,
+)
+from .rocprof_columns import (
+    HOST_COMPLETE,
+    HOST_DISPATCH,
+    PROPERTY_COLUMNS,
+    property_frame,
+    split_columns,
+    wide_counters,
+)
+
+#: Detected format name.
+FORMAT = "rocprof-legacy"
+#: Kernel tables of a rocprof v1 ``results.db``: ``KERN`` from ROCm 4.5, ``A`` before.
+KERNEL_TABLES = ("KERN", "A")
+#: Summary files of a rocprof v1 run that hold nothing the kernel CSV and database do not.
+SUMMARY_SUFFIXES = (
+    ".stats.csv",
+    ".hip_stats.csv",
+    ".hsa_stats.csv",
+    ".copy_stats.csv",
+    ".memcopy_info.csv",
+    ".json",
+)
+#: Trace text files rocprof v1 keeps with ``-d DIR`` that rocroof does not read.
+UNREAD_TRACES = ("hip_api_trace.txt", "hsa_api_trace.txt", "hcc_ops_trace.txt", "async_copy_trace.txt")
+
+_V1_FIRST = ("index", "kernelname")
+_V2_NAME = re.compile(r"^results(?:_(?P<pid>\d+))?\.csv$")
+_ROCTX_LINE = re.compile(r'^(?P<ts>\d+) (?P<pid>\d+):(?P<tid>\d+) (?P<cid>\d+):(?P<rid>\d+):"(?P<msg>.*)"$')
+
+
+def _clean(name: str) -> str:
+    return name.strip().strip('"').strip().lower()
+
+
+def csv_generation(path: Path) -> str | None:
+    """``v1`` or ``v2`` for a legacy rocprof kernel CSV, None for any other file.
+
+    rocprof v1 headers start ``Index,KernelName`` (quoted with ``--stats``); rocprofv2 headers
+    start ``Dispatch_ID`` and name ``Kernel_Name`` and ``GRD`` or ``Grid_Size`` (rocprofv3 files,
+    whose names end ``_kernel_trace.csv``, are told apart by name before this is asked).
+    """
+    name = logical_name(path)
+    if not name.endswith(".csv") or name.endswith(SUMMARY_SUFFIXES):
+        return None
+    try:
+        header = [_clean(h) for h in read_header(path)]
+    except (ParseError, OSError):
+        return None
+    if tuple(header[:2]) == _V1_FIRST:
+        return "v1"
+    if header[:1] == ["dispatch_id"] and "kernel_name" in header and ("grd" in header or "grid_size" in header):
+        return "v2" if _V2_NAME.match(name) or "gpu_id" in header else None
+    return None
+
+
+def _tables(path: Path) -> set[str] | None:
+    """The table names of an SQLite file, or None when it is not one (or cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(16) != b"SQLite format 3\x00":
+                return None
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error):
+        return None
+
+
+def is_results_db(path: Path) -> bool:
+    """True for rocprof v1's own SQLite database (``KERN``/``A`` kernel table or ``rocTX`` ranges)."""
+    if not logical_name(path).endswith(".db") or logical_name(path) != path.name:
+        return False  # rocroof reads SQLite files uncompressed only
+    tables = _tables(path)
+    return tables is not None and bool(tables & {*KERNEL_TABLES, "rocTX"}) and "rocpd_kernel_dispatch" not in tables
+
+
+def is_roctx_trace(path: Path) -> bool:
+    """True for rocprof v1's raw ``roctx_trace.txt``."""
+    return logical_name(path).endswith("roctx_trace.txt")
+
+
+def belongs(path: Path) -> bool:
+    """True for any file of a legacy rocprof capture that rocroof recognises."""
+    name = logical_name(path)
+    return (
+        csv_generation(path) is not None
+        or is_results_db(path)
+        or is_roctx_trace(path)
+        or name.endswith(".sysinfo.txt")
+        or name.endswith(SUMMARY_SUFFIXES)
+        or name in UNREAD_TRACES
+    )
+
+
+@dataclass
+class LegacyCapture:
+    """What :func:`read_legacy` found: passes in run order, agents, facts and notes."""
+
+    passes: list[PassData]
+    agents: pd.DataFrame
+    files_read: list[Path]
+    notes: list[Note] = field(default_factory=list)
+    profiler: str = "rocprof"
+    command: str | None = None
+
+
+def stem(path: Path) -> str:
+    """The run name of a rocprof v1 file: ``results`` for ``results.csv``, ``.db``, ``.sysinfo.txt``."""
+    name = logical_name(path)
+    for suffix in (".csv", ".db", ".sysinfo.txt"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _text_frame(path: Path, df: pd.DataFrame) -> pd.DataFrame:
+    """Rocprof v1 writes missing cells as ``None``: make them empty cells."""
+    return df.replace("None", "")
+
+
+def _kernel_pass(path: Path, df: pd.DataFrame, label: str, first_row: int) -> PassData:
+    """One pass from a table of rocprof v1/v2 kernel rows (text cells)."""
+    df = _text_frame(path, df)
+    split = split_columns(df.columns)
+    for target, name in (("dispatch_id", "Index"), ("kernel_name", "KernelName")):
+        if target not in split.properties:
+            raise ParseError(path, f"missing column {name!r} (a rocprof kernel table needs it); the header is row 1", 1)
+    meta, exact = property_frame(path, df, first_row, split)
+    counters, instances = wide_counters(path, df, split.counters, first_row)
+    notes: list[Note] = []
+    note = None
+    has_gpu_times = "start_ns" in meta and bool(meta["start_ns"].notna().any())
+    if (
+        not has_gpu_times
+        and HOST_DISPATCH in meta
+        and HOST_COMPLETE in meta
+        and bool(meta[HOST_DISPATCH].notna().any())
+    ):
+        meta["start_ns"], meta["end_ns"] = meta[HOST_DISPATCH], meta[HOST_COMPLETE]
+        note = (
+            f"{logical_name(path)} has only DispatchNs/CompleteNs (host times around each dispatch): durations are "
+            "upper bounds, they include queueing and completion latency"
+        )
+        notes.append(Note("warning", "duration-upper-bound", note))
+    if HOST_DISPATCH in meta:
+        meta["launch_ns"] = meta[HOST_DISPATCH]
+    meta = meta.drop(columns=[c for c in (HOST_DISPATCH, HOST_COMPLETE) if c in meta])
+    # one row per dispatch, in dispatch order (Index counts the process's dispatches from 0)
+    order = np.argsort(meta["dispatch_id"].to_numpy(dtype=np.int64, na_value=-1), kind="stable")
+    keys = ["process_id", "dispatch_id"] if "process_id" in meta else ["dispatch_id"]
+    dup = meta.duplicated(subset=keys)
+    if bool(dup.any()):
+        pos = int(np.flatnonzero(dup.to_numpy())[0])
+        raise ParseError(
+            path,
+            f"dispatch {meta['dispatch_id'].iloc[pos]} appears twice (expected one row per dispatch)",
+            first_row + pos,
+        )
+    remap = np.empty(len(order), dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    meta = meta.iloc[order].reset_index(drop=True)
+    exact = exact[order]
+    meta["timestamps_exact"] = pd.array(exact, dtype="boolean")
+    if len(counters):
+        counters["row"] = remap[counters["row"].to_numpy()]
+    if len(instances):
+        instances["row"] = remap[instances["row"].to_numpy()]
+    return PassData(
+        kind="counter" if len(split.counters) else "trace",
+        label=label,
+        source=str(path),
+        dispatches=conform(meta, DISPATCH_COLUMNS),
+        counters=counters,
+        instances=instances,
+        timestamps_exact=bool(exact.all()) if len(exact) else True,
+        timestamps_note=note,
+        notes=notes,
+        region_method="kernel_rename",
+    )
+
+
+def _db_frame(path: Path, table: str) -> pd.DataFrame:
+    """Every row of one table of an SQLite file as text cells (NULL as empty)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        cur = con.execute(f'SELECT * FROM "{table}"')
+        names = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+    except sqlite3.Error as exc:
+        raise ParseError(path, f"cannot read table {table} ({exc}); the rocprof database is damaged") from exc
+    finally:
+        con.close()
+    return pd.DataFrame(
+        [["" if v is None else str(v) for v in row] for row in rows], columns=names, dtype=object
+    ).reindex(columns=names)
+
+
+def _db_markers(path: Path) -> pd.DataFrame:
+    """The ``rocTX`` table: push/pop and start/stop ranges, and marks (``EndNs = BeginNs + 1``)."""
+    if "rocTX" not in (_tables(path) or set()):
+        return empty_frame(MARKER_COLUMNS)
+    df = _db_frame(path, "rocTX")
+    return _markers_from_table(path, df)
+
+
+def _markers_from_table(path: Path, df: pd.DataFrame) -> pd.DataFrame:
+    cols = {c.lower(): c for c in df.columns}
+    for need in ("beginns", "endns", "tid", "name"):
+        if need not in cols:
+            raise ParseError(path, f"table rocTX lacks column {need!r} (expected rocprof v1's roctx table)")
+    begin = pd.to_numeric(df[cols["beginns"]], errors="coerce")
+    end = pd.to_numeric(df[cols["endns"]], errors="coerce")
+    bad = begin.isna() | end.isna() | (end < begin)
+    if bool(bad.any()):
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ParseError(path, f"rocTX row {pos + 1}: BeginNs/EndNs are not a time span (expected EndNs >= BeginNs)")
+    # tblextr.py writes a mark as the instant [t, t + 1]; a push/pop range is never a nanosecond long
+    mark = (end - begin) <= 1
+    out = pd.DataFrame(
+        {
+            "process_id": pd.to_numeric(df[cols["pid"]], errors="coerce") if "pid" in cols else pd.NA,
+            "thread_id": pd.to_numeric(df[cols["tid"]], errors="coerce"),
+            "start_ns": begin.astype("int64"),
+            "end_ns": end.where(~mark, begin).astype("int64"),
+            "message": df[cols["name"]].astype(object),
+            "kind": np.where(mark, "mark", "range"),
+        }
+    )
+    return conform(out, MARKER_COLUMNS)
+
+
+def read_roctx_trace(path: Path) -> pd.DataFrame:
+    """Ranges and marks of a raw ``roctx_trace.txt``, paired as ``tblextr.py`` pairs them.
+
+    Push/pop pairs nest per thread; a start/stop pair is matched by its range id (and may cross
+    threads: it is kept on the thread that stopped it); a pop or stop without its opening line
+    and a range still open at the end are left out with nothing inferred.
+
+    Raises:
+        ParseError: a line that is not a roctx record (file and line named).
+    """
+    stacks: dict[tuple[int, int], list[tuple[int, str]]] = {}
+    started: dict[int, tuple[int, str]] = {}
+    rows: list[tuple[int, int, int, int, str, str]] = []
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        m = _ROCTX_LINE.match(line)
+        if m is None:
+            raise ParseError(path, 'expected a roctx record: <ns> <pid>:<tid> <cid>:<rid>:"<message>"', lineno)
+        ts, pid, tid, cid = int(m["ts"]), int(m["pid"]), int(m["tid"]), int(m["cid"])
+        msg = m["msg"]
+        if cid == 0:
+            rows.append((pid, tid, ts, ts, msg, "mark"))
+        elif cid == 1:
+            stacks.setdefault((pid, tid), []).append((ts, msg))
+        elif cid == 2:
+            stack = stacks.get((pid, tid))
+            if stack:
+                start, text = stack.pop()
+                rows.append((pid, tid, start, ts, text, "range"))
+        elif cid == 3:
+            started[int(m["rid"])] = (ts, msg)
+        elif cid == 4 and int(m["rid"]) in started:
+            start, text = started.pop(int(m["rid"]))
+            rows.append((pid, tid, start, ts, text, "range"))
+    df = pd.DataFrame(rows, columns=["process_id", "thread_id", "start_ns", "end_ns", "message", "kind"])
+    return conform(df, MARKER_COLUMNS)
+
+
+#: rocminfo agent fields read from ``results.sysinfo.txt``.
+_ROCMINFO_FIELDS = {
+    "name": "gfx_arch",
+    "marketing name": "product_name",
+    "device type": "agent_type",
+    "node": "node_id",
+    "compute unit": "cu_count",
+    "max clock freq. (mhz)": "max_clock_mhz",
+    "wavefront size": "wave_size",
+}
+
+
+def read_sysinfo(path: Path) -> pd.DataFrame:
+    """The agents of ``rocminfo`` output (``results.sysinfo.txt``), labelled by their node id.
+
+    rocprof v1 names a dispatch's GPU by ``gpu-id``: the agent's node id since ROCm 5.5 (CPU
+    nodes first), its index among GPUs before.
+    """
+    agents: list[dict[str, object]] = []
+    current: dict[str, object] | None = None
+    for line in read_text(path, limit_bytes=16 << 20).splitlines():
+        text = line.strip()
+        if re.fullmatch(r"Agent \d+", text):
+            current = {}
+            agents.append(current)
+            continue
+        if current is None or ":" not in line or not line.startswith("  ") or line.startswith("    "):
+            continue  # only the agent's own fields (two spaces), not its pools and caches
+        key, _, value = text.partition(":")
+        target = _ROCMINFO_FIELDS.get(key.strip().lower())
+        if target and target not in current:
+            current[target] = value.strip() or None
+    rows = []
+    for a in agents:
+        kind = str(a.get("agent_type") or "").upper()
+        row: dict[str, object] = {
+            "agent_type": "GPU" if "GPU" in kind else "CPU" if "CPU" in kind else kind or None,
+            "gfx_arch": a.get("gfx_arch") if "GPU" in kind else None,
+            "product_name": a.get("product_name"),
+        }
+        for key in ("node_id", "cu_count", "wave_size"):
+            value = str(a.get(key) or "").split("(")[0].strip()
+            row[key] = int(value) if value.isdigit() else None
+        clock = str(a.get("max_clock_mhz") or "").strip()
+        row["max_clock_mhz"] = float(clock) if re.fullmatch(r"\d+(\.\d+)?", clock) else None
+        row["agent_label"] = str(row["node_id"]) if row["node_id"] is not None else None
+        rows.append(row)
+    if not rows:
+        return empty_frame(AGENT_COLUMNS)
+    return conform(pd.DataFrame(rows), AGENT_COLUMNS)
+
+
+def _relabel_by_gpu_index(agents: pd.DataFrame, passes: list[PassData]) -> pd.DataFrame:
+    """Before ROCm 5.5 ``gpu-id`` was the index among GPUs: label GPU agents so when no node matches."""
+    used = {str(v) for p in passes for v in p.dispatches["agent_label"].dropna()}
+    gpus = agents.index[agents["agent_type"] == "GPU"]
+    if not used or used & set(agents["agent_label"].dropna()):
+        return agents
+    if all(u.isdigit() and int(u) < len(gpus) for u in used):
+        agents = agents.copy()
+        agents.loc[gpus, "agent_label"] = [str(i) for i in range(len(gpus))]
+    return agents
+
+
+def _natural(path: Path) -> list[object]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
+
+
+def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
+    """Read the legacy rocprof files of one capture.
+
+    Args:
+        root: the capture directory (pass labels are relative to it).
+        files: the capture's files.
+
+    Returns:
+        The :class:`LegacyCapture`: one pass per rocprof v1 kernel CSV (or ``KERN`` table of a
+        database without its CSV) and per directory of rocprofv2 CSV files, the trace pass
+        (timestamps, no counters) first; roctx ranges on the pass recorded with them.
+
+    Raises:
+        InputError: no kernel table in the files.
+        ParseError: a malformed file (file and row named).
+    """
+    files = sorted(files, key=_natural)
+    notes: list[Note] = []
+    read: list[Path] = []
+    v1 = [f for f in files if csv_generation(f) == "v1"]
+    v2 = [f for f in files if csv_generation(f) == "v2"]
+    dbs = [f for f in files if is_results_db(f)]
+    csv_stems = {(f.parent, stem(f)) for f in v1}
+
+    def label(path: Path) -> str:
+        try:
+            return str(path.relative_to(root)) if root.is_dir() else logical_name(path)
+        except ValueError:
+            return logical_name(path)
+
+    passes: list[PassData] = []
+    stems: list[tuple[Path, str]] = []
+    for f in v1:
+        passes.append(_kernel_pass(f, read_csv(f), label(f), 2))
+        stems.append((f.parent, stem(f)))
+        read.append(f)
+    for db in dbs:
+        if (db.parent, stem(db)) in csv_stems:
+            continue
+        kern = next((t for t in KERNEL_TABLES if t in (_tables(db) or set())), None)
+        if kern is None:
+            continue
+        df = _db_frame(db, kern)
+        passes.append(_kernel_pass(db, df, f"{label(db)} ({kern})", 1))
+        stems.append((db.parent, stem(db)))
+        read.append(db)
+    by_dir: dict[Path, list[Path]] = {}
+    for f in v2:
+        by_dir.setdefault(f.parent, []).append(f)
+    for directory, group in by_dir.items():
+        parts = [_kernel_pass(f, read_csv(f), label(f), 2) for f in group]
+        for part, f in zip(parts, group, strict=True):
+            pid = _V2_NAME.match(logical_name(f))
+            if pid and pid.group("pid") and part.dispatches["process_id"].isna().all():
+                part.dispatches["process_id"] = pd.array([int(pid.group("pid"))] * len(part.dispatches), dtype="Int64")
+        merged = parts[0] if len(parts) == 1 else _concat_passes(parts, label(directory) or "rocprofv2")
+        passes.append(merged)
+        stems.append((directory, ""))
+        read += group
+    if not passes:
+        shown = ", ".join(logical_name(f) for f in files[:5])
+        raise InputError(
+            f"{root}: rocprof output without a kernel table (saw {shown}); expected results.csv (or <input>.csv) "
+            "with an Index,KernelName header, or results.db with a KERN table"
+        )
+
+    # roctx ranges: the database's rocTX table goes to the pass dumped from that database
+    marker_dbs = [db for db in dbs if "rocTX" in (_tables(db) or set())]
+    for db in marker_dbs:
+        key = (db.parent, stem(db))
+        target = stems.index(key) if key in stems else _trace_index(passes)
+        markers = _db_markers(db)
+        passes[target].markers = pd.concat([passes[target].markers, markers], ignore_index=True)
+        read.append(db)
+    raw = [f for f in files if is_roctx_trace(f)]
+    if raw and not marker_dbs:
+        target = _trace_index(passes)
+        passes[target].markers = conform(
+            pd.concat([read_roctx_trace(f) for f in raw], ignore_index=True), MARKER_COLUMNS
+        )
+        read += raw
+
+    sysinfo = [f for f in files if logical_name(f).endswith(".sysinfo.txt")]
+    agents = read_sysinfo(sysinfo[0]) if sysinfo else empty_frame(AGENT_COLUMNS)
+    read += sysinfo[:1]
+    agents = _relabel_by_gpu_index(agents, passes)
+    if not sysinfo:
+        notes.append(
+            Note(
+                "info",
+                "no-sysinfo",
+                "no results.sysinfo.txt (rocminfo): the GPU is not named; give --arch (e.g. gfx90a) for DRAM bytes",
+            )
+        )
+    skipped = sorted({logical_name(f) for f in files if f not in read and belongs(f) and f not in dbs})
+    if skipped:
+        notes.append(
+            Note(
+                "info",
+                "not-read",
+                f"rocprof summaries and traces not needed (the kernel table holds their data): {', '.join(skipped[:8])}"
+                + (" ..." if len(skipped) > 8 else ""),
+            )
+        )
+    # the trace pass (GPU timestamps without counter collection) first: its durations are the run's
+    trace = _trace_index(passes)
+    passes.insert(0, passes.pop(trace))
+    cmd = [f for f in files if f.name == "cmd"]
+    command = read_text(cmd[0], limit_bytes=1 << 16).strip() if cmd else None
+    return LegacyCapture(
+        passes=passes,
+        agents=agents,
+        files_read=list(dict.fromkeys(read)),
+        notes=notes,
+        profiler="rocprofv2" if v2 and not v1 else "rocprof",
+        command=command or None,
+    )
+
+
+def _trace_index(passes: list[PassData]) -> int:
+    """The pass whose durations are the run's: the first without counters that has GPU times."""
+    for i, p in enumerate(passes):
+        if p.kind == "trace" and p.dispatches["start_ns"].notna().any():
+            return i
+    for i, p in enumerate(passes):
+        if p.dispatches["start_ns"].notna().any():
+            return i
+    return 0
+
+
+def _concat_passes(parts: list[PassData], label: str) -> PassData:
+    """Several processes' files of one rocprofv2 pass directory as one pass."""
+    offset = 0
+    counters, instances = [], []
+    for part in parts:
+        c = part.counters.copy()
+        c["row"] += offset
+        counters.append(c)
+        i = part.instances.copy()
+        i["row"] += offset
+        instances.append(i)
+        offset += len(part.dispatches)
+    return PassData(
+        kind="counter" if any(p.kind == "counter" for p in parts) else "trace",
+        label=label,
+        source=str(Path(parts[0].source).parent),
+        dispatches=pd.concat([p.dispatches for p in parts], ignore_index=True),
+        counters=pd.concat(counters, ignore_index=True),
+        instances=pd.concat(instances, ignore_index=True),
+        notes=[n for p in parts for n in p.notes],
+        timestamps_exact=all(p.timestamps_exact for p in parts),
+    )
+
+
+__all__ = [
+    "FORMAT",
+    "PROPERTY_COLUMNS",
+    "LegacyCapture",
+    "belongs",
+    "csv_generation",
+    "is_results_db",
+    "read_legacy",
+    "read_roctx_trace",
+    "read_sysinfo",
+]
