@@ -302,3 +302,33 @@ class Recorder:
             markers=self.markers if markers else None,
             apis=self.apis if hip else None,
         )
+
+
+#: rocprofv3 of ROCm 6.2 (rocprofiler-sdk generateCSV.cpp at tag rocm-6.2.0): no Dispatch_Id, no Thread_Id.
+KERNEL_TRACE_62 = (
+    "Kind,Agent_Id,Queue_Id,Kernel_Id,Kernel_Name,Correlation_Id,Start_Timestamp,End_Timestamp,Private_Segment_Size,"
+    "Group_Segment_Size,Workgroup_Size_X,Workgroup_Size_Y,Workgroup_Size_Z,Grid_Size_X,Grid_Size_Y,Grid_Size_Z"
+).split(",")
+#: ... and its counter_collection.csv: 15 columns, integer values, no Kernel_Id, no timestamps.
+COUNTERS_62 = (
+    "Correlation_Id,Dispatch_Id,Agent_Id,Queue_Id,Process_Id,Thread_Id,Grid_Size,Kernel_Name,Workgroup_Size,"
+    "LDS_Block_Size,Scratch_Size,VGPR_Count,SGPR_Count,Counter_Name,Counter_Value"
+).split(",")
+
+
+def row62(k: Kernel) -> dict[str, Any]:
+    """A ROCm 6.2 kernel_trace.csv row (Agent_Id a plain logical node id)."""
+    full = k.row70()
+    full["Agent_Id"] = 4
+    full["Private_Segment_Size"], full["Group_Segment_Size"] = 0, 0
+    return {h: full[h] for h in KERNEL_TRACE_62}
+
+
+def counter_rows62(k: Kernel, pid: int, counters: Mapping[str, int]) -> list[dict[str, Any]]:
+    """ROCm 6.2 counter_collection.csv rows of one dispatch (values printed as integers)."""
+    rows = []
+    for row in k.counter_rows(pid, {n: float(v) for n, v in counters.items()}):
+        row["Agent_Id"] = 4
+        row["Counter_Value"] = Raw(str(int(row["Counter_Value"])))
+        rows.append({h: row[h] for h in COUNTERS_62})
+    return rows

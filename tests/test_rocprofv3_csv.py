@@ -26,15 +26,19 @@ from .rocprof_csv import (
     AGENT_INFO,
     API_TRACE,
     COUNTERS_6X,
+    COUNTERS_62,
     COUNTERS_70,
+    KERNEL_TRACE_62,
     KERNEL_TRACE_63,
     KERNEL_TRACE_70,
     T0,
     Kernel,
     Raw,
     api,
+    counter_rows62,
     mark,
     rng,
+    row62,
     write_csv,
     write_pass,
 )
@@ -550,3 +554,41 @@ def test_counter_file_cut_inside_a_value(tmp_path: Path) -> None:
         read_capture(tmp_path / "cap")
     assert err.value.row == 3
     assert str(err.value).startswith(f"{path}:3: ")
+
+
+# ---- rocprofv3 of ROCm 6.2: kernel traces without Dispatch_Id / Thread_Id ----------------------
+
+
+def test_the_2024_docs_kernel_trace_ingests_with_end_minus_start(tmp_path: Path) -> None:
+    import csv as csv_module
+
+    folder = fixture_path("rocprofv3-docs-2024-07")
+    with open(folder / "kernel_trace.csv", newline="") as fh:
+        rows = list(csv_module.DictReader(fh))
+    assert "Dispatch_Id" not in rows[0]
+    store, run_id = _ingest(folder, tmp_path / "r.db")
+    got = store.query(f"SELECT kernel_name, duration_ns, correlation_id FROM dispatch WHERE run_id = {run_id}")
+    assert got["duration_ns"].tolist() == [int(r["End_Timestamp"]) - int(r["Start_Timestamp"]) for r in rows]
+    assert got["kernel_name"].tolist() == [r["Kernel_Name"] for r in rows]
+    notes = store.query(f"SELECT code FROM run_note WHERE run_id = {run_id}")["code"].tolist()
+    assert "early-rocprofv3" in notes
+
+
+def test_rocm62_pass_orders_by_start_and_takes_dispatch_ids_from_its_counter_file(tmp_path: Path) -> None:
+    # one HIP call (correlation 14) launched two kernels: initHeap then the user kernel (LUMI sample)
+    heap = Kernel(1, "__amd_rocclr_initHeap", 14, T0 + 100, T0 + 200)
+    user = Kernel(2, "taylor_base(float*, float*, unsigned long, unsigned long)", 14, T0 + 300, T0 + 900)
+    copy = Kernel(3, "copy_kernel", 15, T0 + 1_000, T0 + 1_600)
+    d = tmp_path / "pass"
+    # rows come in buffer-flush order, not time order
+    write_csv(d / "77_kernel_trace.csv", KERNEL_TRACE_62, [row62(k) for k in (copy, user, heap)])
+    counters = {heap: {"SQ_WAVES": 1}, user: {"SQ_WAVES": 4096}, copy: {"SQ_WAVES": 64}}
+    rows = [r for k, c in counters.items() for r in counter_rows62(k, 77, c)]
+    write_csv(d / "77_counter_collection.csv", COUNTERS_62, rows)
+    capture = read_capture(d)
+    (p,) = capture.passes
+    assert p.dispatches["kernel_name"].tolist() == [heap.name, user.name, copy.name]
+    assert p.dispatches["dispatch_id"].tolist() == [1, 2, 3]
+    assert (p.dispatches["end_ns"] - p.dispatches["start_ns"]).tolist() == [100, 600, 600]
+    waves = p.counters.set_index("row")["value"].to_dict()
+    assert waves == {0: 1.0, 1: 4096.0, 2: 64.0}

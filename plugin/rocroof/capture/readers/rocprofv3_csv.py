@@ -187,8 +187,9 @@ def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Se
     for chunk, first in read_csv_chunks(path):
         cols = column_map(chunk.columns)
         out: dict[str, pd.Series] = {}
-        did = require(path, cols, "dispatch id", "Dispatch_Id")
-        out["dispatch_id"] = parse_int(path, chunk[did], first, did, required=True)[0]
+        did = pick(cols, "Dispatch_Id")  # ROCm 6.2 kernel traces have none (see _EARLY_NOTE)
+        if did is not None:
+            out["dispatch_id"] = parse_int(path, chunk[did], first, did, required=True)[0]
         name = require(path, cols, "kernel name", "Kernel_Name")
         out["kernel_name"] = parse_str(chunk[name])
         start = require(path, cols, "kernel start time", "Start_Timestamp")
@@ -208,7 +209,7 @@ def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Se
     df = pd.concat(frames, ignore_index=True)
     exact = pd.concat(exact_parts, ignore_index=True)
     keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
-    dup = df.duplicated(subset=keys, keep="first")
+    dup = df.duplicated(subset=keys, keep="first") if "dispatch_id" in df else pd.Series(False, index=df.index)
     if bool(dup.any()):
         pos = int(np.flatnonzero(dup.to_numpy())[0])
         raise ParseError(
@@ -418,16 +419,16 @@ def _dispatches_from_kernel_trace(path: Path, pid: int | None) -> tuple[pd.DataF
 
 def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
     cols = column_map(read_header(path))
-    did = require(path, cols, "dispatch id", "Dispatch_Id")
+    did = pick(cols, "Dispatch_Id")  # ROCm 6.2 kernel traces have none (see _EARLY_NOTE)
     name = require(path, cols, "kernel name", "Kernel_Name")
     start = require(path, cols, "kernel start time", "Start_Timestamp")
     end = require(path, cols, "kernel end time", "End_Timestamp")
     agent = pick(cols, "Agent_Id")
     optional = _present(cols, _KERNEL_TRACE_INTS)
     frames = []
-    for chunk, _ in read_csv_plain(path, ints=[did, start, end, *optional.values()]):
+    for chunk, _ in read_csv_plain(path, ints=[*([did] if did else []), start, end, *optional.values()]):
         out: dict[str, pd.Series] = {
-            "dispatch_id": _ints(chunk[did]),
+            "dispatch_id": _ints(chunk[did]) if did else pd.Series(pd.array([pd.NA] * len(chunk), dtype="Int64")),
             "kernel_name": _texts(chunk[name]),
             "start_ns": _ints(chunk[start]),
             "end_ns": _ints(chunk[end]),
@@ -440,7 +441,7 @@ def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.S
         return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
     df = stack_frames(frames)
     keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
-    dup = df.duplicated(subset=keys, keep="first")
+    dup = df.duplicated(subset=keys, keep="first") if did else pd.Series(False, index=df.index)
     if bool(dup.any()):
         pos = int(np.flatnonzero(dup.to_numpy())[0])
         raise ParseError(
@@ -668,13 +669,18 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         dispatch_frames.append(df)
         exact_frames.append(exact)
     dispatches = exact = None
+    notes: list[Note] = []
+    counter_files = files.files.get("counter_collection", [])
     if dispatch_frames:
         dispatches, exact = _in_enqueue_order(
             pd.concat(dispatch_frames, ignore_index=True) if len(dispatch_frames) > 1 else dispatch_frames[0],
             pd.concat(exact_frames, ignore_index=True),
         )
         del dispatch_frames, exact_frames
-    counter_files = files.files.get("counter_collection", [])
+        if len(dispatches) and bool(dispatches["dispatch_id"].isna().all()):
+            notes.append(Note("info", "early-rocprofv3", _EARLY_NOTE))
+            if counter_files:
+                _dispatch_ids_from_counters(dispatches, counter_files)
     counter_frames = []
     info_frames = []
     info_exact = []
@@ -724,7 +730,6 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         or [empty_frame(LAUNCH_COLUMNS)],
         ignore_index=True,
     )
-    notes: list[Note] = []
     if len(exact):
         dispatches["timestamps_exact"] = pd.array(exact.to_numpy(dtype=bool), dtype="boolean")
     all_exact = bool(exact.all()) if len(exact) else True
@@ -753,6 +758,32 @@ def read_pass(files: PassFiles, label: str) -> PassData:
     )
 
 
+#: Why a kernel trace has no dispatch ids (rocprofiler-sdk ``generateCSV.cpp`` at ``rocm-6.2.0``).
+_EARLY_NOTE = (
+    "kernel_trace.csv has no Dispatch_Id or Thread_Id (rocprofv3 of ROCm 6.2): dispatches are ordered by GPU "
+    "start time, keyed by Correlation_Id, and attributed to ranges by launch record or correlation order only"
+)
+
+
+def _dispatch_ids_from_counters(dispatches: pd.DataFrame, counter_files: list[tuple[str | None, Path]]) -> None:
+    """Give a ROCm 6.2 kernel trace the dispatch ids of the counter file of the same run.
+
+    Both files carry the launching call's ``Correlation_Id`` and the kernel name; one call may
+    launch several kernels, so the n-th dispatch of a (correlation id, kernel) in start order is
+    the n-th in dispatch-id order. Dispatches no counter row names keep no id.
+    """
+    info = [_read_counter_file(path, _pid_from_prefix(prefix))[1] for prefix, path in counter_files]
+    ids = pd.concat(info, ignore_index=True).sort_values("dispatch_id", kind="stable")
+    ids = ids[ids["correlation_id"].notna()]
+    if not len(ids):
+        return
+    key = ["correlation_id", "kernel_name"]
+    ids = ids.assign(_n=ids.groupby(key, dropna=False).cumcount())
+    mine = dispatches[key].assign(_n=dispatches.groupby(key, dropna=False).cumcount())
+    found = mine.merge(ids[[*key, "_n", "dispatch_id"]], on=[*key, "_n"], how="left")
+    dispatches["dispatch_id"] = pd.array(found["dispatch_id"].to_numpy(), dtype="Int64")
+
+
 def _take(df: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
     """``df.iloc[order]`` with a fresh index, a column at a time (never two copies of the frame)."""
     out = pd.DataFrame(index=pd.RangeIndex(len(order)))
@@ -770,14 +801,16 @@ def _per_distinct(column: pd.Series, fn: Any) -> np.ndarray:
 
 
 def _in_enqueue_order(dispatches: pd.DataFrame, exact: pd.Series) -> tuple[pd.DataFrame, pd.Series]:
-    """Dispatches conformed and sorted by (process, dispatch id), with their timestamp exactness.
+    """Dispatches conformed and sorted by (process, dispatch id, start), with their timestamp exactness.
 
-    Dispatch ids are assigned at enqueue, per process. ``--kernel-rename`` regions are taken from
+    Dispatch ids are assigned at enqueue, per process; a trace without them (ROCm 6.2) is in GPU
+    start order. ``--kernel-rename`` regions are taken from
     kernel names that are ggml ranges.
     """
     dispatches = conform(dispatches, DISPATCH_COLUMNS)
     order = np.lexsort(
         (
+            dispatches["start_ns"].fillna(-1).to_numpy(np.int64),
             dispatches["dispatch_id"].fillna(-1).to_numpy(np.int64),
             dispatches["process_id"].fillna(-1).to_numpy(np.int64),
         )
