@@ -235,7 +235,10 @@ def test_a_damaged_db_file_is_named(tmp_path: Path, content: bytes) -> None:
     cap.mkdir()
     (cap / "123_results.db").write_bytes(content)
     msg = one_line_error("ingest", cap, "--db", tmp_path / "r.db")
-    assert "123_results.db" in msg and "not a readable rocpd database" in msg
+    assert "123_results.db" in msg and "damaged" in msg
+    # it names each SQLite family rocroof reads and what that family must hold
+    for family in ("rocprofv3's rocpd (no rocpd_kernel_dispatch", "rocprof v1's results.db (no KERN", "RPD trace"):
+        assert family in msg
 
 
 # ---- collect options and attachments -------------------------------------------------------------

@@ -10,8 +10,11 @@ import csv
 import gzip
 import io
 import re
+import shutil
+import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import IO, Any
@@ -57,6 +60,28 @@ def open_binary(path: Path) -> IO[bytes]:
         return open(path, "rb")
     except OSError as exc:
         raise ParseError(path, f"cannot open file: {exc.strerror or exc}") from exc
+
+
+@contextmanager
+def sqlite_file(path: Path) -> Iterator[Path]:
+    """A plain SQLite file for ``path``: itself, or a temporary decompressed copy of a ``.gz``.
+
+    SQLite reads uncompressed files only; the copy is removed when the block ends.
+
+    Raises:
+        ParseError: the compressed data is damaged or truncated.
+    """
+    if not is_gzip(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="rocroof-") as tmp:
+        plain = Path(tmp) / logical_name(path)
+        try:
+            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
+        yield plain
 
 
 def read_text(path: Path, limit_bytes: int | None = None) -> str:

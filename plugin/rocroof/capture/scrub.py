@@ -28,21 +28,19 @@ import getpass
 import gzip
 import io
 import json
-import os
 import re
 import shutil
 import socket
 import sqlite3
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..fileio import is_gzip, logical_name, open_binary
+from ..errors import InputError, ParseError
+from ..fileio import is_gzip, logical_name, open_binary, sqlite_file
 from .readers import MANIFEST
 
 #: Binary reports that are dropped (their exports are kept).
@@ -176,23 +174,16 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
     return report
 
 
-@contextmanager
-def _sqlite_file(path: Path) -> Iterator[Path]:
-    """``path``, or a temporary decompressed copy of a gzipped SQLite file (removed afterwards)."""
-    if not is_gzip(path):
-        yield path
-        return
-    fd, name = tempfile.mkstemp(suffix=".sqlite", prefix="rocroof-scrub-")
-    try:
-        with os.fdopen(fd, "wb") as fh, open_binary(path) as src:
-            shutil.copyfileobj(src, fh)
-        yield Path(name)
-    finally:
-        Path(name).unlink(missing_ok=True)
-
-
 #: What reading a file to learn names from may raise; the file's own scrub step reports it.
-_UNREADABLE = (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError, sqlite3.DatabaseError)
+_UNREADABLE = (
+    OSError,
+    EOFError,
+    zlib.error,
+    UnicodeDecodeError,
+    json.JSONDecodeError,
+    sqlite3.DatabaseError,
+    ParseError,
+)
 
 
 def _learn_users(files: list[Path]) -> set[str]:
@@ -201,7 +192,7 @@ def _learn_users(files: list[Path]) -> set[str]:
     for f in files:
         if logical_name(f).endswith((".sqlite", ".db")):
             try:
-                with _sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
+                with sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
                     if _has_table(con, "META_DATA_CAPTURE"):
                         users.update(
                             str(r[0])
@@ -238,7 +229,7 @@ def _learn_hosts(files: list[Path]) -> set[str]:
                 if isinstance(data, dict) and isinstance(data.get("host"), str):
                     hosts.add(data["host"])
             elif name.endswith((".sqlite", ".db")):
-                with _sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
+                with sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
                     if _has_table(con, "TARGET_INFO_SYSTEM_ENV"):
                         hosts.update(
                             r[0] for r in con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name='Hostname'")

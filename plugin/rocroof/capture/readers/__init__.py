@@ -7,7 +7,10 @@ single file) holding one or more passes plus attachments. Detection looks at the
   ``marker_api_trace.csv``, ``hip_api_trace.csv``, ``agent_info.csv``); each directory holding
   them is one pass (``pmc_N/``, ``pass_N/`` sub-directories for multi-pass runs);
 * rocprofv3 rocpd databases (``*_results.db``; one per process, grouped by directory);
-* a rocprofiler-compute workload (``sysinfo.csv`` + ``pmc_perf*.csv``);
+* a rocprofiler-compute workload (``sysinfo.csv`` + ``pmc_perf*.csv``; every rocprof backend);
+* legacy rocprof output (rocprof v1 ``results.csv``/``<input>.csv``, ``results.db``,
+  ``roctx_trace.txt``, ``results.sysinfo.txt``; rocprofv2 ``results_<pid>.csv``);
+* a rocmProfileData (RPD) trace (``*.rpd``, or an SQLite file with its ``rocpd_op`` tables);
 * ggml op metadata JSON (``GGML_ROOFLINE_OUT`` schema or rocroof's sidecar);
 * ``*.log`` files with ``ggml-fused:`` lines;
 * ``rocroof-collect.json``, the manifest ``rocroof collect`` writes.
@@ -33,7 +36,7 @@ from ...fileio import logical_name, read_text
 from ...memory import release_free_memory
 from ...records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame
 from ..markers import file_has_fused_lines, read_fused_log
-from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprof_legacy, rocprofv3_csv
+from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprof_legacy, rocprofv3_csv, rpd
 
 MANIFEST = "rocroof-collect.json"
 
@@ -77,6 +80,13 @@ def _read_manifest(path: Path) -> dict[str, object]:
     if not isinstance(data, dict):
         raise ParseError(path, "expected a JSON object (the rocroof collect manifest)")
     return data
+
+
+#: Why a ``.db`` file was not read: the SQLite families rocroof knows, and what each must hold.
+_NOT_A_KNOWN_DB = (
+    "is not a database rocroof reads, or it is damaged: not rocprofv3's rocpd (no rocpd_kernel_dispatch table), "
+    "not rocprof v1's results.db (no KERN or rocTX table), not an RPD trace (no rocpd_op / rocpd_api tables)"
+)
 
 
 def collect_captures(path: Path) -> list[Path]:
@@ -136,21 +146,22 @@ def detect(path: Path) -> str:
             return "rocprofv3-csv"
         if any(rocprof_legacy.csv_generation(f) or rocprof_legacy.is_results_db(f) for f in files):
             return rocprof_legacy.FORMAT
+        if any(rpd.resembles_rpd(f) for f in files):
+            return rpd.FORMAT
         if any(logical_name(f).endswith(".json") and ggml_meta.looks_like_metadata(f) for f in files):
             return "ggml-roofline-json"
         if dbs:
-            raise InputError(
-                f"{path}: {dbs[0].name} is not a readable rocpd database (no rocpd_kernel_dispatch table, or the "
-                "file is damaged); expected rocprofv3 --output-format rocpd output"
-            )
+            raise InputError(f"{path}: {dbs[0].name} {_NOT_A_KNOWN_DB}")
         shown = ", ".join(sorted({logical_name(f) for f in files})[:5])
         raise InputError(
             f"{path}: no profiler output found (saw {shown}{'...' if len(files) > 5 else ''}); expected rocprofv3 "
             "CSV (*_kernel_trace.csv, *_counter_collection.csv), a rocpd *_results.db, a rocprofiler-compute "
-            "workload (sysinfo.csv + pmc_perf.csv), an Nsight Systems SQLite or Nsight Compute raw CSV export, "
-            "or ggml op metadata JSON"
+            "workload (sysinfo.csv + pmc_perf.csv), legacy rocprof output (results.csv, results.db), an RPD "
+            "trace (.rpd), an Nsight Systems SQLite or Nsight Compute raw CSV export, or ggml op metadata JSON"
         )
     name = logical_name(path)
+    if name.endswith(".rpd"):
+        return rpd.FORMAT
     if nvidia.is_nsys_sqlite(path) or nvidia.is_ncu_csv(path):
         return "nvidia"
     if name.endswith(".db"):
@@ -158,9 +169,9 @@ def detect(path: Path) -> str:
             return "rocpd"
         if rocprof_legacy.is_results_db(path):
             return rocprof_legacy.FORMAT
-        raise InputError(
-            f"{path}: not a readable rocpd database (no rocpd_kernel_dispatch table, or the file is damaged)"
-        )
+        if rpd.resembles_rpd(path):
+            return rpd.FORMAT
+        raise InputError(f"{path}: {_NOT_A_KNOWN_DB}")
     if rocprofv3_csv.classify(path):
         return "rocprofv3-csv"
     if rocprof_legacy.csv_generation(path):
@@ -176,7 +187,8 @@ def detect(path: Path) -> str:
         )
     raise InputError(
         f"{path}: unknown file format (expected a rocprofv3 CSV or rocpd .db, a rocprofiler-compute pmc_perf.csv, "
-        "an Nsight Compute raw CSV or Nsight Systems SQLite export, or ggml op metadata JSON)"
+        "a legacy rocprof results.csv or results.db, an RPD trace (.rpd), an Nsight Compute raw CSV or Nsight "
+        "Systems SQLite export, or ggml op metadata JSON)"
     )
 
 
@@ -337,6 +349,29 @@ def read_capture(
             command=legacy.command,
             passes=legacy.passes,
             agents=legacy.agents,
+        )
+    elif fmt == rpd.FORMAT:
+        traces = [f for f in files if rpd.resembles_rpd(f)]
+        if len(traces) > 1:
+            shown = ", ".join(str(t) for t in traces[:5])
+            raise InputError(f"{path}: holds {len(traces)} RPD traces ({shown}); one trace is one run: ingest each")
+        trace_pass, facts = rpd.read_pass(traces[0], logical_name(traces[0]))
+        used.append(traces[0])
+        notes.append(
+            Note(
+                "info",
+                "rpd-no-gpu-model",
+                "RPD traces record no GPU model or architecture: give --arch (e.g. gfx942) for DRAM formulas and "
+                "the ceiling",
+            )
+        )
+        capture = Capture(
+            source_format=fmt,
+            source_paths=[str(path)],
+            profiler="rpd_tracer",
+            passes=[trace_pass],
+            agents=rpd.agents(trace_pass),
+            sysinfo=facts,
         )
     elif fmt == "nvidia":
         capture = _read_nvidia(path, root, files, used, notes)

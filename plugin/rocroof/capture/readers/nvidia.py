@@ -18,16 +18,12 @@ the low 24 bits are the thread id, the rest is the process's ``globalPid`` (tabl
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import gzip
 import io
 import re
-import shutil
 import sqlite3
-import tempfile
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +33,6 @@ from ...errors import ParseError
 from ...fileio import (
     check_counter_values,
     column_map,
-    is_gzip,
     logical_name,
     open_binary,
     parse_int,
@@ -46,6 +41,7 @@ from ...fileio import (
     read_csv_chunks,
     read_header,
     require,
+    sqlite_file,
 )
 from ...records import (
     AGENT_COLUMNS,
@@ -353,22 +349,6 @@ def _ncu_facts(chunk: pd.DataFrame, cols: dict[str, str]) -> dict[str, str]:
     if host is not None:
         facts["host"] = str(chunk[host].iloc[0])
     return facts
-
-
-@contextlib.contextmanager
-def sqlite_file(path: Path) -> Iterator[Path]:
-    """A plain SQLite file for ``path``: itself, or a temporary decompressed copy of a ``.gz``."""
-    if not is_gzip(path):
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix="rocroof-") as tmp:
-        plain = Path(tmp) / logical_name(path)
-        try:
-            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-        except (OSError, EOFError) as exc:
-            raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
-        yield plain
 
 
 def is_nsys_sqlite(path: Path) -> bool:
