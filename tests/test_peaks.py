@@ -19,6 +19,8 @@ from rocroof.analysis.peaks import (
     MARKS,
     Ceiling,
     Ceilings,
+    DramCeiling,
+    choose_dram_ceiling,
     combine_ceilings,
     evaluate_arithmetic,
     find_ceilings,
@@ -34,6 +36,11 @@ from .conftest import REPO, fixture_path
 TABLE = REPO / "configs" / "peaks.yaml"
 CEILING_KEYS = ("dram_gbps", "fp16_matrix_tflops", "bf16_matrix_tflops", "fp32_vector_tflops", "llc_bytes")
 REQUIRED_GPUS = (
+    "MI100",
+    "MI210",
+    "MI250",
+    "MI250X",
+    "MI300A",
     "MI300X",
     "MI325X",
     "MI350X",
@@ -42,6 +49,11 @@ REQUIRED_GPUS = (
     "RX 7900 XTX",
     "Ryzen AI Max+ 395",
     "RX 9070 XT",
+    "A100 SXM4 80GB",
+    "A100 SXM4 40GB",
+    "A100 PCIe 40GB",
+    "A100 PCIe 80GB",
+    "H100 PCIe",
     "H100 SXM",
     "H200 SXM",
 )
@@ -96,9 +108,11 @@ def test_every_value_is_sourced_marked_and_in_sane_units() -> None:
             assert low <= val["value"] <= high, f"{where} = {val['value']} outside {low}..{high}"
             if key.endswith("_bytes") or key == "compute_units":
                 assert float(val["value"]).is_integer(), where
-        assert gpu["l2_bytes"]["value"] <= gpu["llc_bytes"]["value"], name
-        assert gpu["llc_bytes"].get("level"), f"{name}: llc_bytes must say which cache it is"
-        assert gpu["bf16_matrix_tflops"]["value"] <= 2 * gpu["fp16_matrix_tflops"]["value"], name
+        if "l2_bytes" in gpu or "llc_bytes" in gpu:  # both or neither (a row may leave an unknown cache out)
+            assert gpu["l2_bytes"]["value"] <= gpu["llc_bytes"]["value"], name
+            assert gpu["llc_bytes"].get("level"), f"{name}: llc_bytes must say which cache it is"
+        if "bf16_matrix_tflops" in gpu:
+            assert gpu["bf16_matrix_tflops"]["value"] <= 2 * gpu["fp16_matrix_tflops"]["value"], name
 
 
 def test_every_arithmetic_gives_its_value() -> None:
@@ -401,3 +415,89 @@ def test_measured_ceilings_override_the_datasheet(tmp_path: Path) -> None:
     assert combine_ceilings(None, datasheet) is datasheet
     assert combine_ceilings(measured, None) is measured
     assert combine_ceilings(None, None) is None
+
+
+# ---- naming the GPU: PCI device id, product name, CU count, architecture ------------------------
+
+
+@pytest.mark.parametrize(
+    ("product", "arch", "cus", "device", "gpu", "matched_by"),
+    [
+        # rocminfo cannot tell the two CDNA2 packages apart by name; one GCD's CUs can (104 vs 110)
+        ("AMD Instinct MI250X/MI250", "gfx90a", 104, 0x740C, "MI250", "PCI device id 0x740c"),
+        ("AMD Instinct MI250X / MI250", "gfx90a", 110, 0x740C, "MI250X", "PCI device id 0x740c"),
+        ("AMD Instinct MI250X / MI250", "gfx90a", 110, None, "MI250X", "product name"),
+        ("AMD Instinct MI250X / MI250", "gfx90a", 104, None, "MI250", "product name"),
+        # newer rocprofiler-compute calls every gfx90a "MI210"; 110 CUs is an MI250X GCD
+        ("MI210", "gfx90a", 110, None, "MI250X", "architecture gfx90a and 110 CUs"),
+        ("MI200", "gfx90a", 104, None, "MI210", "product name"),
+        ("MI100", "gfx908", 120, None, "MI100", "product name"),
+        (None, "gfx908", None, None, "MI100", "architecture gfx908 default"),
+        # a generic gfx942 name: the PCI device id names the part (amdgpu.ids: 74A5 = MI325X, 74A0 = MI300A)
+        ("MI300", "gfx942", 304, 0x74A5, "MI325X", "PCI device id 0x74a5"),
+        ("AMD Instinct MI300A", "gfx942", 228, 0x74A0, "MI300A", "PCI device id 0x74a0"),
+        ("MI300A_A1", "gfx942", 228, None, "MI300A", "product name"),
+        # a compute partition (CPX: 38 of 304 CUs) is still the chip its device id names
+        ("MI300X_A1", "gfx942", 38, 0x74A1, "MI300X", "PCI device id 0x74a1 (CU count differs)"),
+        # "NVIDIA H100" (an H100 SXM alias) is part of these names: the longer alias and the SM count win
+        ("NVIDIA H100 PCIe", "sm_90", 114, None, "H100 PCIe", "product name"),
+        ("NVIDIA H100 NVL", "sm_90", 132, None, "H100 NVL", "product name"),
+        ("NVIDIA A100-SXM4-80GB", "sm_80", 108, None, "A100 SXM4 80GB", "product name"),
+        ("NVIDIA A100-SXM4-40GB", "sm_80", 108, None, "A100 SXM4 40GB", "product name"),
+        ("NVIDIA A100-PCIE-40GB", "sm_80", 108, None, "A100 PCIe 40GB", "product name"),
+        ("NVIDIA A100 80GB PCIe", "sm_80", 108, None, "A100 PCIe 80GB", "product name"),
+        ("NVIDIA L40S", "sm_89", 142, None, "L40S", "product name"),
+    ],
+)
+def test_the_gpu_is_named_by_device_id_name_and_cu_count(
+    product: str | None, arch: str, cus: int | None, device: int | None, gpu: str, matched_by: str
+) -> None:
+    found = find_ceilings(product, arch, TABLE, cu_count=cus, device_id=device)
+    assert found is not None
+    assert (found.gpu, found.matched_by) == (gpu, matched_by)
+    assert found.dram_gbps is not None and found.dram_gbps.value == _gpus()[gpu]["dram_gbps"]["value"]
+
+
+def test_per_gcd_rows_are_half_the_package() -> None:
+    gpus = _gpus()
+    # AMD's MI250X/MI250 figures are for two GCDs: 3.2768 TB/s (8192-bit HBM2e at 3.2 Gbps), 383.0 / 362.1 TFLOPS FP16
+    assert gpus["MI250X"]["dram_gbps"]["value"] * 2 == pytest.approx(8192 * 3.2 / 8)
+    assert gpus["MI250"]["dram_gbps"]["value"] * 2 == pytest.approx(8192 * 3.2 / 8)
+    assert gpus["MI250X"]["fp16_matrix_tflops"]["value"] * 2 == pytest.approx(383.0, abs=0.1)
+    assert gpus["MI250"]["fp16_matrix_tflops"]["value"] * 2 == pytest.approx(362.1, abs=0.1)
+    assert gpus["MI250"]["compute_units"]["value"] * 2 == 208 and gpus["MI250X"]["compute_units"]["value"] * 2 == 220
+
+
+def test_pci_device_ids_must_be_four_hex_digits(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "version: 2\ngpus:\n  - name: X\n    gfx_arch: gfx942\n    pci_device_ids: [74a1x]\n"
+        "    dram_gbps: {value: 1, mark: verified, source: s}\n"
+    )
+    with pytest.raises(ConfigError, match=r"pci_device_ids is \['74a1x'\]; expected a list of 4-digit hex ids"):
+        load_peaks(path)
+
+
+def test_ceiling_precedence_and_plausibility() -> None:
+    # a measured probe within 25-105% of the named GPU's peak wins
+    probe = choose_dram_ceiling((4194.8, "probe", "probe"), "NVIDIA H200", "sm_90")
+    assert (probe.gbps, probe.rule, probe.warnings) == (4194.8, "probe", ())
+    # one above the pins is a broken measurement: the table, with a warning
+    broken = choose_dram_ceiling((9000.0, "probe", "probe"), "NVIDIA H200", "sm_90")
+    assert broken.gbps == pytest.approx(2 * 3.201 * 6016 / 8) and broken.rule == "table_name"
+    assert "187% of the GPU's peak" in broken.warnings[0]
+    # rocprofiler-compute's hbm_bw for an MI325X computed with the MI300X's memory clock: 5324.8 is 89% of
+    # the MI325X's 6,000 GB/s, not the table value nor an even share of it -> the table row
+    mi325 = choose_dram_ceiling((5324.8, "sysinfo.csv hbm_bw", "capture"), "MI325X", "gfx942", cu_count=304)
+    assert (mi325.gbps, mi325.rule) == (6000, "table_name")
+    assert "89% of the MI325X's 6,000.0 GB/s" in mi325.warnings[0]
+    # an NPS4 memory partition: a quarter of the MI300X's 5,324.8 GB/s is plausible
+    nps4 = choose_dram_ceiling((1331.2, "sysinfo.csv hbm_bw", "capture"), "MI300X_A1", "gfx942")
+    assert (nps4.gbps, nps4.rule, nps4.warnings) == (1331.2, "capture", ())
+    # against an architecture default only, the capture's own figure is the more specific one
+    mystery = choose_dram_ceiling((4000.0, "nsys", "capture"), None, "sm_90")
+    assert (mystery.gbps, mystery.rule) == (4000.0, "capture")
+    # nothing recorded: the table, by the rule that named the GPU
+    assert choose_dram_ceiling(None, None, "gfx90a").rule == "table_arch"
+    assert choose_dram_ceiling(None, "MI300", "gfx942", device_id=0x74A5).rule == "table_device"
+    assert choose_dram_ceiling(None, None, None) == DramCeiling(None, None, None)

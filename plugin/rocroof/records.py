@@ -48,7 +48,8 @@ never 0.
 ``AGENT_COLUMNS`` — the agents (CPUs and GPUs) of a capture:
     agent_label: str (as traces name it); node_id, logical_node_id: Int64;
     agent_type: ``"GPU"``/``"CPU"``; gfx_arch: str (e.g. ``gfx942``, ``sm_90``);
-    product_name: str; cu_count, simd_count, num_xcc, wave_size: Int64; max_clock_mhz: float64.
+    product_name: str; cu_count, simd_count, num_xcc, wave_size: Int64; max_clock_mhz: float64;
+    pci_device_id: Int64, the GPU's PCI device id (``0x74a1``; libdrm ``amdgpu.ids`` numbering).
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ AGENT_COLUMNS: dict[str, str] = {
     "num_xcc": "Int64",
     "wave_size": "Int64",
     "max_clock_mhz": "float64",
+    "pci_device_id": "Int64",
 }
 
 
@@ -353,6 +355,9 @@ class Capture:
         sysinfo: free-form key/values about the system (e.g. rocprof-compute ``sysinfo.csv``).
         dram_peak_gbps: a measured or recorded DRAM bandwidth ceiling in GB/s (1e9 B/s).
         dram_peak_source: where that ceiling came from.
+        dram_peak_rule: what kind of ceiling it is: ``probe`` (measured by rocroof's probe),
+            ``roofline_csv`` (rocprofiler-compute's benchmark) or ``capture`` (a bandwidth the
+            profiler recorded); see :data:`rocroof.analysis.peaks.DRAM_RULES`.
         content_sha256: hash of the raw input files, to refuse double ingests (a property:
             :func:`rocroof.capture.readers.read_capture` computes it on a second thread while the
             capture is processed; reading it waits for that).
@@ -373,6 +378,7 @@ class Capture:
     sysinfo: dict[str, str] = field(default_factory=dict)
     dram_peak_gbps: float | None = None
     dram_peak_source: str | None = None
+    dram_peak_rule: str | None = None
     files_read: list[str] = field(default_factory=list)
     _content_sha256: str = field(default="", repr=False)
     _hash_job: Future[str] | None = field(default=None, repr=False, compare=False)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import math
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
@@ -39,6 +40,8 @@ SHIPPED_LABEL = "configs/peaks.yaml"
 MARKS = ("verified", "derived", "unverified")
 #: Mark of a ceiling measured on the profiled machine (never used in the table itself).
 MEASURED = "measured"
+#: A PCI device id as the table writes it (four hex digits, as libdrm's amdgpu.ids).
+_PCI_ID = re.compile(r"[0-9A-Fa-f]{4}")
 #: Relative tolerance between a value and its ``arithmetic``: printed figures are rounded to ~0.1%.
 ARITHMETIC_REL_TOL = 1e-3
 
@@ -269,7 +272,7 @@ def evaluate_arithmetic(expr: str) -> float:
 
 
 #: Keys of a GPU entry that are not ceilings.
-ENTRY_KEYS = ("name", "vendor", "gfx_arch", "aliases", "default_for_arch")
+ENTRY_KEYS = ("name", "vendor", "gfx_arch", "aliases", "default_for_arch", "pci_device_ids")
 
 
 #: Keys a ceiling's mapping may have.
@@ -344,6 +347,9 @@ def load_peaks(path: Path | None = None) -> list[dict[str, Any]]:
         seen[gpu["name"]] = i
         for key, val in gpu.items():
             where = f"gpus[{i}] ({gpu['name']}).{key}"
+            ids_ok = isinstance(val, list) and all(isinstance(v, str) and _PCI_ID.fullmatch(v) for v in val)
+            if key == "pci_device_ids" and not ids_ok:
+                raise ConfigError(f"{path}: {where} is {val!r}; expected a list of 4-digit hex ids such as '74a1'")
             if key in TABLE_KEYS:
                 if not isinstance(val, dict):
                     raise ConfigError(f"{path}: {where} is {val!r}; expected a mapping with value, mark and source")
@@ -356,33 +362,100 @@ def load_peaks(path: Path | None = None) -> list[dict[str, Any]]:
     return list(doc["gpus"])
 
 
-def _matches(gpus: list[dict[str, Any]], product: str | None, arch: str | None) -> Iterator[tuple[dict[str, Any], str]]:
+def _pci_ids(gpu: dict[str, Any]) -> set[int]:
+    return {int(v, 16) for v in gpu.get("pci_device_ids", [])}
+
+
+def _table_cus(gpu: dict[str, Any]) -> int | None:
+    cu = gpu.get("compute_units")
+    return int(cu["value"]) if isinstance(cu, dict) else None
+
+
+def _matches(
+    gpus: list[dict[str, Any]],
+    product: str | None,
+    arch: str | None,
+    cu_count: int | None = None,
+    device_id: int | None = None,
+) -> Iterator[tuple[dict[str, Any], str]]:
     """Table entries that may be this GPU, best first, with how each matched.
 
-    First entries whose name or an alias occurs in ``product`` (longest alias first) and whose
-    architecture agrees with ``arch`` (when both are known), then the ``default_for_arch`` entries
-    of ``arch``.
+    Rules, best first (an entry's architecture must agree with ``arch`` when both are known; a
+    CU count agrees when either side does not know it):
+
+    1. ``PCI device id 0x74a1``: the entry lists the recorded PCI device id (libdrm's
+       ``amdgpu.ids`` numbering) and its CU count agrees;
+    2. ``product name``: the entry's name or an alias occurs in ``product`` (longest alias
+       first) and its CU count agrees;
+    3. ``PCI device id ... (CU count differs)``: a partitioned or harvested part of a listed chip;
+    4. ``architecture gfxN and N CUs``: the only way to tell GPUs whose names are ambiguous
+       (rocminfo's ``AMD Instinct MI250X / MI250``; rocprofiler-compute's ``MI200``/``MI210`` for
+       every gfx90a part) or generic (``MI300``);
+    5. ``product name (CU count differs)``;
+    6. ``architecture gfxN default``: the entry marked ``default_for_arch``.
     """
     want = (product or "").strip().lower()
     a = base_arch(arch)
-    candidates: list[tuple[int, int, dict[str, Any]]] = []
+
+    def arch_ok(gpu: dict[str, Any]) -> bool:
+        return not a or base_arch(gpu.get("gfx_arch")) in ("", a)
+
+    def cu_ok(gpu: dict[str, Any]) -> bool:
+        cus = _table_cus(gpu)
+        return cu_count is None or cus is None or cus == int(cu_count)
+
+    by_device = [g for g in gpus if device_id is not None and int(device_id) in _pci_ids(g) and arch_ok(g)]
+    named: list[tuple[int, int, dict[str, Any]]] = []
     if want:
         for order, gpu in enumerate(gpus):
-            for alias in [gpu["name"], *gpu.get("aliases", [])]:
-                al = str(alias).strip().lower()
-                if al and (al == want or al in want):
-                    candidates.append((len(al), order, gpu))
-        candidates.sort(key=lambda c: (-c[0], c[1]))
-    for _, _, gpu in candidates:
-        if not a or base_arch(gpu.get("gfx_arch")) in ("", a):
-            yield gpu, "product name"
+            best = max(
+                (
+                    len(al)
+                    for alias in [gpu["name"], *gpu.get("aliases", [])]
+                    if (al := str(alias).strip().lower()) and (al == want or al in want)
+                ),
+                default=0,
+            )
+            if best and arch_ok(gpu):
+                named.append((best, order, gpu))
+        named.sort(key=lambda c: (-c[0], c[1]))
+    device_text = f"PCI device id {int(device_id):#06x}" if device_id is not None else ""
+    seen: set[str] = set()
+
+    def once(gpu: dict[str, Any], how: str) -> Iterator[tuple[dict[str, Any], str]]:
+        if gpu["name"] not in seen:
+            seen.add(gpu["name"])
+            yield gpu, how
+
+    for gpu in by_device:
+        if cu_ok(gpu):
+            yield from once(gpu, device_text)
+    for _, _, gpu in named:
+        if cu_ok(gpu):
+            yield from once(gpu, "product name")
+    for gpu in by_device:
+        yield from once(gpu, f"{device_text} (CU count differs)")
+    if a and cu_count is not None:
+        for gpu in gpus:
+            if base_arch(gpu.get("gfx_arch")) == a and _table_cus(gpu) == int(cu_count):
+                yield from once(gpu, f"architecture {a} and {int(cu_count)} CUs")
+    for _, _, gpu in named:
+        yield from once(gpu, "product name (CU count differs)")
     if a:
         for gpu in gpus:
             if gpu.get("default_for_arch") and base_arch(gpu.get("gfx_arch")) == a:
-                yield gpu, f"architecture {a} default"
+                yield from once(gpu, f"architecture {a} default")
 
 
-def find_peak(key: str, product: str | None, arch: str | None, path: Path | None = None) -> Peak | None:
+def find_peak(
+    key: str,
+    product: str | None,
+    arch: str | None,
+    path: Path | None = None,
+    *,
+    cu_count: int | None = None,
+    device_id: int | None = None,
+) -> Peak | None:
     """The ``key`` ceiling (e.g. ``dram_gbps``) for a GPU, or None when the table has none.
 
     Args:
@@ -390,11 +463,13 @@ def find_peak(key: str, product: str | None, arch: str | None, path: Path | None
         product: the product name as recorded (``MI300X_A1``, ``NVIDIA H200``...), or None.
         arch: the gfx / sm architecture, or None.
         path: an alternative peaks file.
+        cu_count: the CUs / SMs the capture records for the GPU, or None.
+        device_id: the GPU's PCI device id (``0x74a1``), or None.
 
     Raises:
         ConfigError: the table is invalid.
     """
-    for gpu, how in _matches(load_peaks(path), product, arch):
+    for gpu, how in _matches(load_peaks(path), product, arch, cu_count, device_id):
         val = gpu.get(key)
         if isinstance(val, dict):
             return Peak(gpu["name"], float(val["value"]), str(val["source"]), str(val["mark"]), how, peaks_label(path))
@@ -416,7 +491,14 @@ def _ceiling(key: str, val: dict[str, Any]) -> Ceiling:
     )
 
 
-def find_ceilings(gpu_name: str | None, gfx_arch: str | None, path: Path | None = None) -> Ceilings | None:
+def find_ceilings(
+    gpu_name: str | None,
+    gfx_arch: str | None,
+    path: Path | None = None,
+    *,
+    cu_count: int | None = None,
+    device_id: int | None = None,
+) -> Ceilings | None:
     """Every ceiling the table has for a GPU, or None when no entry matches.
 
     The GPU is matched as in :func:`find_peak` (product name, then the architecture's default
@@ -427,13 +509,124 @@ def find_ceilings(gpu_name: str | None, gfx_arch: str | None, path: Path | None 
             ``NVIDIA H200``...), or None.
         gfx_arch: the gfx / sm architecture (``gfx942:sramecc+:xnack-``, ``sm_90``...), or None.
         path: an alternative peaks file.
+        cu_count: the CUs / SMs the capture records, or None.
+        device_id: the GPU's PCI device id, or None.
 
     Raises:
         ConfigError: the table is invalid.
     """
-    for gpu, how in _matches(load_peaks(path), gpu_name, gfx_arch):
+    for gpu, how in _matches(load_peaks(path), gpu_name, gfx_arch, cu_count, device_id):
         kwargs: dict[str, Any] = {
             key: _ceiling(key, val) for key in TABLE_KEYS if isinstance(val := gpu.get(key), dict)
         }
         return Ceilings(gpu=str(gpu["name"]), matched_by=how, **kwargs)
     return None
+
+
+#: How a run's DRAM ceiling was chosen (``run.dram_peak_rule``), best first, and how reports say it.
+DRAM_RULES: dict[str, str] = {
+    "probe": "measured by rocroof's copy-bandwidth probe",
+    "roofline_csv": "measured by rocprofiler-compute's roofline benchmark",
+    "capture": "recorded by the capture",
+    "table_device": "peaks table, GPU matched by PCI device id",
+    "table_name": "peaks table, GPU matched by product name",
+    "table_cu": "peaks table, GPU matched by architecture and CU count",
+    "table_arch": "peaks table, the architecture's default GPU",
+}
+#: A measured ceiling is plausible between these fractions of the GPU's peak (a copy reaches 60-95%).
+MEASURED_UNDER_PEAK = 0.25
+MEASURED_OVER_PEAK = 1.05
+#: A bandwidth the capture records (a theoretical peak, like the table's) is plausible within this
+#: fraction of the named GPU's table value, or of an even share of it (a memory partition, NPS2-8).
+RECORDED_TOLERANCE = 0.05
+_PARTITIONS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class DramCeiling:
+    """The DRAM ceiling a run uses and why.
+
+    Attributes:
+        gbps: the ceiling, GB/s (1e9 B/s), or None when nothing is known.
+        source: where the number comes from (a file, a table row with its citation).
+        rule: a :data:`DRAM_RULES` key, or None without a ceiling.
+        warnings: why a better-ranked candidate was not used, one line each.
+    """
+
+    gbps: float | None
+    source: str | None
+    rule: str | None
+    warnings: tuple[str, ...] = ()
+
+
+def table_rule(matched_by: str) -> str:
+    """The :data:`DRAM_RULES` key of a table match (``Peak.matched_by``)."""
+    if matched_by.startswith("PCI device id"):
+        return "table_device"
+    if matched_by.startswith("product name"):
+        return "table_name"
+    return "table_cu" if matched_by.endswith(" CUs") else "table_arch"
+
+
+def choose_dram_ceiling(
+    recorded: tuple[float, str, str] | None,
+    gpu_name: str | None,
+    arch: str | None,
+    *,
+    cu_count: int | None = None,
+    device_id: int | None = None,
+    path: Path | None = None,
+) -> DramCeiling:
+    """The run's DRAM ceiling, by precedence, highest first.
+
+    1. a measured probe (``probe``), 2. an empirical ``roofline.csv`` (``roofline_csv``): each
+    within :data:`MEASURED_UNDER_PEAK`-:data:`MEASURED_OVER_PEAK` of the table's peak for the GPU;
+    3. a bandwidth the capture records (``capture``: nsys ``memoryBandwidth``, rocprofiler-compute
+    ``hbm_bw``): a theoretical peak, plausible within :data:`RECORDED_TOLERANCE` of the table row of
+    the GPU it names (or of an even share of it: a memory partition); against an architecture
+    default it is taken as is, since it is more specific; 4. the table row matched by PCI device id,
+    product name or CU count; 5. the architecture's default row.
+
+    Args:
+        recorded: ``(GB/s, source, rule)`` from the capture (rule ``probe``, ``roofline_csv`` or
+            ``capture``), or None.
+        gpu_name: the GPU's product name as recorded, or None.
+        arch: its architecture (gfx target, sm_XY), or None.
+        cu_count: its CUs / SMs as recorded, or None.
+        device_id: its PCI device id, or None.
+        path: an alternative peaks file.
+
+    Returns:
+        The :class:`DramCeiling`; ``warnings`` explain a recorded value that was not used.
+
+    Raises:
+        ConfigError: the peaks table is invalid.
+    """
+    table = find_peak("dram_gbps", gpu_name, arch, path, cu_count=cu_count, device_id=device_id)
+    warnings: list[str] = []
+    if recorded is not None:
+        value, source, rule = recorded
+        if table is None:
+            return DramCeiling(value, source, rule)
+        ratio = value / table.value
+        if rule in ("probe", "roofline_csv"):
+            if MEASURED_UNDER_PEAK <= ratio <= MEASURED_OVER_PEAK:
+                return DramCeiling(value, source, rule)
+            warnings.append(
+                f"the capture's measured DRAM ceiling {value:,.1f} GB/s is {ratio:.0%} of the GPU's peak "
+                f"{table.value:,.1f} GB/s (plausible: {MEASURED_UNDER_PEAK:.0%}-{MEASURED_OVER_PEAK:.0%}); "
+                f"the peak is used instead ({source})"
+            )
+        elif table_rule(table.matched_by) == "table_arch" or any(
+            abs(ratio * k - 1) <= RECORDED_TOLERANCE for k in _PARTITIONS
+        ):
+            return DramCeiling(value, source, rule)
+        else:
+            warnings.append(
+                f"the capture records a DRAM bandwidth of {value:,.1f} GB/s ({source}), {ratio:.0%} of the "
+                f"{table.gpu}'s {table.value:,.1f} GB/s ({table.mark}, matched by {table.matched_by}); the "
+                "table's value is used"
+            )
+    if table is None:
+        return DramCeiling(None, None, None, tuple(warnings))
+    return DramCeiling(table.value, table.describe(), table_rule(table.matched_by), tuple(warnings))

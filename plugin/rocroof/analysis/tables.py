@@ -36,21 +36,30 @@ def ceiling_rows(
     dram_gbps: float | None,
     dram_source: str | None,
     measured: Ceilings | None = None,
+    *,
+    cu_count: int | None = None,
+    device_id: int | None = None,
+    dram_rule: str | None = None,
 ) -> pd.DataFrame:
     """``run_ceiling`` rows: the DRAM ceiling the run uses, plus the compute and cache ceilings.
 
     ``dram_gbps``/``dram_source`` are the run's DRAM ceiling as already chosen (a measured
     roofline.csv value, sysinfo, or the table); the other values come from ``measured`` where
-    given, else from ``configs/peaks.yaml`` (:func:`rocroof.analysis.peaks.find_ceilings`).
+    given, else from ``configs/peaks.yaml`` (:func:`rocroof.analysis.peaks.find_ceilings`, with
+    the GPU's ``cu_count`` and PCI ``device_id`` where recorded). The DRAM row's mark follows
+    ``dram_rule`` (:data:`rocroof.analysis.peaks.DRAM_RULES`): ``measured`` for a probe or
+    roofline.csv, ``recorded`` for a bandwidth the capture states, else the table value's mark.
     """
-    table = find_ceilings(gpu_name, arch)
+    table = find_ceilings(gpu_name, arch, cu_count=cu_count, device_id=device_id)
     rows = []
     for name in CEILING_NAMES:
         if name == "dram_gbps":
             if dram_gbps is not None:
                 listed = table.dram_gbps if table is not None else None
-                if dram_source and "measured" in dram_source:
+                if dram_rule in ("probe", "roofline_csv") or (dram_rule is None and "measured" in str(dram_source)):
                     mark: str | None = "measured"
+                elif dram_rule == "capture":
+                    mark = "recorded"
                 elif listed is not None and abs(listed.value - float(dram_gbps)) < 1e-6:
                     mark = listed.mark
                 else:

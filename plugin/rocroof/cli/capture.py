@@ -68,7 +68,7 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
     known_r = int(dram["dram_read_bytes"].notna().sum()) if len(dram) else 0
     known_w = int(dram["dram_write_bytes"].notna().sum()) if len(dram) else 0
     bounded = int((dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum()) if len(dram) else 0
-    from ..report.tables import gpu_text, timing_text
+    from ..report.tables import ceiling_rule_text, gpu_text, timing_text
 
     gpu = gpu_text(run.get("gpu_name"), run.get("gpu_arch"))
     files = [Path(f).name for f in capture.files_read]
@@ -84,7 +84,7 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
         f"durations from {timing_text(run['timing_source'])}",
     ]
     if run.get("dram_peak_gbps"):
-        parts.append(f"  ceiling {run['dram_peak_gbps']:,.1f} GB/s ({run['dram_peak_source']})")
+        parts.append(f"  ceiling {run['dram_peak_gbps']:,.1f} GB/s{ceiling_rule_text(run)}: {run['dram_peak_source']}")
     warnings = [note for note in frames.notes if note.severity != "info"]
     if warnings:
         parts.append(f"{len(warnings)} warning(s):")

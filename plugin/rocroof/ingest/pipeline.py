@@ -19,7 +19,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
-from ..analysis.peaks import find_peak
+from ..analysis.peaks import choose_dram_ceiling
 from ..capture.markers import is_reset, parse_ranges
 from ..errors import InputError
 from ..memory import release_free_memory
@@ -27,12 +27,6 @@ from ..records import AGENT_COLUMNS, Capture, Note, PassData, conform
 from .attribution import PassAttribution, attribute_pass, join_pass, reset_cutoff
 
 _LAYER_RE = re.compile(r"-(\d+)$")
-#: A measured DRAM ceiling (probe, roofline.csv, sysinfo) above the table's peak by more than this
-#: factor is a broken measurement: a copy cannot beat the pins (measured copies reach 80-95%).
-MEASURED_OVER_PEAK = 1.05
-#: ... and one under this fraction of it too: copies on a working GPU reach most of the peak
-#: (4,195 of 4,814 GB/s on the H200, examples/h200-probe).
-MEASURED_UNDER_PEAK = 0.25
 
 
 @dataclass
@@ -422,35 +416,25 @@ def build_run(
         tdisp = dispatches[columns][(dispatches["pass_index"] == timing).to_numpy(dtype=bool)]
     else:
         tdisp = dispatches[columns] if len(dispatches) else dispatches
-    arch, name = _run_gpu(tdisp, agents)
-    peak_gbps, peak_source = capture.dram_peak_gbps, capture.dram_peak_source
-    table_peak = find_peak("dram_gbps", name, arch)
-    if peak_gbps is not None and table_peak is not None:
-        ratio = peak_gbps / table_peak.value
-        if not MEASURED_UNDER_PEAK <= ratio <= MEASURED_OVER_PEAK:
-            notes.append(
-                Note(
-                    "warning",
-                    "measured-ceiling-implausible",
-                    f"the capture's measured DRAM ceiling {peak_gbps:,.1f} GB/s is {ratio:.0%} of the GPU's peak "
-                    f"{table_peak.value:,.1f} GB/s (plausible: {MEASURED_UNDER_PEAK:.0%}-{MEASURED_OVER_PEAK:.0%}); "
-                    f"the peak is used instead ({peak_source})",
-                )
-            )
-            peak_gbps = None
+    arch, name, cus, device = _run_gpu(tdisp, agents)
+    stated: tuple[float, str, str] | None = None  # the capture's own ceiling: (GB/s, source, rule)
+    if capture.dram_peak_gbps is not None:
+        stated = (float(capture.dram_peak_gbps), str(capture.dram_peak_source), capture.dram_peak_rule or "capture")
+    ceiling = choose_dram_ceiling(stated, name, arch, cu_count=cus, device_id=device)
+    for text in ceiling.warnings:
+        measured = stated is not None and stated[2] != "capture"
+        code = "measured-ceiling-implausible" if measured else "recorded-ceiling-implausible"
+        notes.append(Note("warning", code, text))
+    peak_gbps, peak_source = ceiling.gbps, ceiling.source
     if peak_gbps is None:
-        peak = table_peak
-        if peak is not None:
-            peak_gbps, peak_source = peak.value, peak.describe()
-        else:
-            notes.append(
-                Note(
-                    "info",
-                    "no-ceiling",
-                    f"no DRAM bandwidth ceiling known for {name or arch or 'this GPU'}; add it to configs/peaks.yaml "
-                    "(or point ROCROOF_PEAKS at your own table)",
-                )
+        notes.append(
+            Note(
+                "info",
+                "no-ceiling",
+                f"no DRAM bandwidth ceiling known for {name or arch or 'this GPU'}; add it to configs/peaks.yaml "
+                "(or point ROCROOF_PEAKS at your own table)",
             )
+        )
     methods = Counter(tdisp["attribution_method"]) if len(tdisp) else Counter()
     attributed = {k: v for k, v in methods.items() if k != "none"}
     method = max(attributed, key=lambda k: attributed[k]) if attributed else "none"
@@ -503,6 +487,7 @@ def build_run(
         "attribution_method": method,
         "dram_peak_gbps": peak_gbps,
         "dram_peak_source": peak_source,
+        "dram_peak_rule": ceiling.rule,
         "cache_control": capture.sysinfo.get("cache_control") or capture.sysinfo.get("ncu_cache_control"),
         "rocroof_version": __version__,
     }
@@ -513,7 +498,9 @@ def build_run(
     else:
         op_time = pd.Series(dtype=float)
     extra = analysis_tables(capture.op_metadata, ops, op_time, notes)
-    extra["run_ceiling"] = ceiling_rows(name, arch, peak_gbps, peak_source)
+    extra["run_ceiling"] = ceiling_rows(
+        name, arch, peak_gbps, peak_source, cu_count=cus, device_id=device, dram_rule=ceiling.rule
+    )
     tables = {
         "agent": agents,
         "pass": pass_rows,
@@ -560,18 +547,21 @@ def _subset(p: PassData, keep: np.ndarray, markers_from_ns: int | None = None) -
     )
 
 
-def _run_gpu(tdisp: pd.DataFrame, agents: pd.DataFrame) -> tuple[str | None, str | None]:
+def _run_gpu(tdisp: pd.DataFrame, agents: pd.DataFrame) -> tuple[str | None, str | None, int | None, int | None]:
+    """``(arch, product name, CU count, PCI device id)`` of the GPU most timing dispatches ran on."""
     if len(tdisp) and tdisp["agent_index"].notna().any():
         top = int(tdisp["agent_index"].dropna().astype(int).mode().iloc[0])
         row = agents.iloc[top]
     else:
         gpus = agents[agents["agent_type"] == "GPU"]
         if not len(gpus):
-            return None, None
+            return None, None, None, None
         row = gpus.iloc[0]
     arch = row["gfx_arch"] if isinstance(row["gfx_arch"], str) else None
     name = row["product_name"] if isinstance(row["product_name"], str) else None
-    return arch, name
+    cus = int(row["cu_count"]) if pd.notna(row["cu_count"]) else None
+    device = int(row["pci_device_id"]) if pd.notna(row["pci_device_id"]) else None
+    return arch, name, cus, device
 
 
 #: A byte count taken from the profiler's derived FETCH_SIZE / WRITE_SIZE (see rocroof.analysis.dram).

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.peaks import SHIPPED_LABEL
+from ..analysis.peaks import DRAM_RULES, SHIPPED_LABEL
 from ..records import Note
 from ..store import Store, schema
 
@@ -615,6 +615,13 @@ def timing_text(source: Any) -> str:
     return _TIMING_SOURCES.get(str(source), str(source))
 
 
+def ceiling_rule_text(run: Any) -> str:
+    """`` (peaks table, GPU matched by product name)``: how a run's DRAM ceiling was chosen, or ``""``."""
+    rule = run.get("dram_peak_rule") if hasattr(run, "get") else None
+    text = DRAM_RULES.get(str(rule)) if isinstance(rule, str) else None
+    return f" ({text})" if text else ""
+
+
 def _header_lines(report: Report) -> list[str]:
     r = report.run
     gpu = gpu_text(r.get("gpu_name"), r.get("gpu_arch"))
@@ -628,7 +635,9 @@ def _header_lines(report: Report) -> list[str]:
     if report.labels:
         lines.insert(1, "labels: " + ", ".join(f"{k}={v}" for k, v in report.labels.items()))
     if r.get("dram_peak_gbps"):
-        lines.append(f"DRAM ceiling {float(r['dram_peak_gbps']):,.1f} GB/s — {r.get('dram_peak_source')}")
+        lines.append(
+            f"DRAM ceiling {float(r['dram_peak_gbps']):,.1f} GB/s{ceiling_rule_text(r)} — {r.get('dram_peak_source')}"
+        )
     else:
         lines.append("DRAM ceiling: unknown (no % of peak)")
     compute = _ceiling_line(report) if report.by in ("op", "invocation") else None

@@ -118,11 +118,24 @@ def _m0004_op_total(conn: sa.Connection) -> None:
     fill_op_total(conn)
 
 
+def _add_column(conn: sa.Connection, table: str, column: str, ddl_type: str) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` unless the column exists (0001 creates tables from the current schema)."""
+    if column not in {c["name"] for c in sa.inspect(conn).get_columns(table)}:
+        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl_type}")
+
+
+def _m0005_ceiling_rule(conn: sa.Connection) -> None:
+    """``run.dram_peak_rule`` (how the DRAM ceiling was chosen) and ``agent.pci_device_id``."""
+    _add_column(conn, "run", "dram_peak_rule", "VARCHAR(32)")
+    _add_column(conn, "agent", "pci_device_id", "INTEGER")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_model", _m0002_model),
     ("0003_counter_tables", _m0003_counter_tables),
     ("0004_op_total", _m0004_op_total),
+    ("0005_ceiling_rule", _m0005_ceiling_rule),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -78,6 +78,14 @@ run = sa.Table(
         "Where the ceiling comes from (measured roofline.csv, sysinfo, configs/peaks.yaml...).",
     ),
     _c(
+        "dram_peak_rule",
+        _str(32),
+        "How the ceiling was chosen, best first: probe (rocroof's copy probe), roofline_csv (rocprofiler-compute's "
+        "benchmark), capture (a bandwidth the profiler recorded), table_device / table_name / table_cu (the peaks "
+        "table's row for the GPU, matched by PCI device id, product name, or architecture and CU count), "
+        "table_arch (the architecture's default row).",
+    ),
+    _c(
         "cache_control",
         _str(32),
         "Cache flushing between kernels under the counter profiler (all, none), if known.",
@@ -130,6 +138,7 @@ agent = sa.Table(
     _c("num_xcc", sa.Integer, "Accelerator complex dies (XCDs)."),
     _c("wave_size", sa.Integer, "Wavefront / warp size, lanes."),
     _c("max_clock_mhz", sa.Float, "Maximum engine clock, MHz."),
+    _c("pci_device_id", sa.Integer, "PCI device id (0x74a1 = 29857; libdrm amdgpu.ids numbering), when recorded."),
     sa.PrimaryKeyConstraint("run_id", "agent_index"),
 )
 

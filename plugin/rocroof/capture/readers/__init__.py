@@ -245,6 +245,7 @@ def read_capture(
                 roof_bw,
                 "roofline.csv HBMBw (measured by rocprofiler-compute)",
             )
+            capture.dram_peak_rule = "roofline_csv"
         elif sysinfo.get("hbm_bw"):
             try:
                 hbm_bw = float(sysinfo["hbm_bw"])
@@ -252,7 +253,8 @@ def read_capture(
                 hbm_bw = math.nan
             if math.isfinite(hbm_bw) and hbm_bw > 0:
                 capture.dram_peak_gbps = hbm_bw
-                capture.dram_peak_source = "sysinfo.csv hbm_bw (rocprofiler-compute)"
+                capture.dram_peak_source = "sysinfo.csv hbm_bw (rocprofiler-compute's peak for the GPU it detected)"
+                capture.dram_peak_rule = "capture"
             else:  # a ceiling must be a positive bandwidth; configs/peaks.yaml applies instead
                 notes.append(
                     Note(
@@ -539,6 +541,12 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
                     "the run failed or the file was removed"
                 )
     peak_gbps, peak_source = _probe_ceiling(root, files, manifest, used, notes, facts.get("gpu_name"))
+    peak_rule = "probe" if peak_gbps is not None else None
+    stated = facts.get("nsys_gpu_memory_bandwidth_gbps")
+    if peak_gbps is None and stated:
+        # the driver's global memory bandwidth (CUPTI globalMemoryBandwidth, kB/s; nsys stores B/s)
+        peak_gbps, peak_rule = float(stated), "capture"
+        peak_source = "Nsight Systems TARGET_INFO_GPU.memoryBandwidth (the driver's memory clock x bus width)"
     profiler = "+".join(n for n, have in (("ncu", ncu), ("nsys", nsys)) if have)
     if ncu and not nsys:
         notes.append(
@@ -558,6 +566,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
         sysinfo={k: v for k, v in facts.items() if k.startswith(("nsys_", "nvidia_"))},
         dram_peak_gbps=peak_gbps,
         dram_peak_source=peak_source,
+        dram_peak_rule=peak_rule,
     )
 
 

@@ -351,8 +351,9 @@ def read_agents(path: Path) -> pd.DataFrame:
     """GPU and CPU agents of a rocpd database as :data:`~rocroof.records.AGENT_COLUMNS`.
 
     ``agent_label`` is the ``rocpd_info_agent.id`` that dispatches reference. ``cu_count``,
-    ``simd_count``, ``num_xcc`` and ``wave_size`` come from the agent's ``extdata`` JSON when it
-    holds them as integers (``wave_front_size`` for the wave size).
+    ``simd_count``, ``num_xcc``, ``wave_size`` and ``pci_device_id`` come from the agent's
+    ``extdata`` JSON when it holds them as integers (``wave_front_size`` for the wave size,
+    ``device_id`` for the PCI device id).
 
     Raises:
         ParseError: not a readable rocpd database.
@@ -387,6 +388,7 @@ def read_agents(path: Path) -> pd.DataFrame:
                 "simd_count": _int_or_none(extra.get("simd_count")),
                 "num_xcc": _int_or_none(extra.get("num_xcc")),
                 "wave_size": _int_or_none(extra.get("wave_front_size")),
+                "pci_device_id": _int_or_none(extra.get("device_id")),  # rocprofiler_agent_v0_t.device_id
             }
         )
     return _conform(pd.DataFrame(rows), AGENT_COLUMNS, path, "rocpd_info_agent")

@@ -475,6 +475,7 @@ def _agents(passes: list[PassData], sysinfo: dict[str, str]) -> pd.DataFrame:
             "num_xcc": num("num_xcd"),
             "wave_size": num("wave_size"),
             "max_clock_mhz": clock,
+            "pci_device_id": num("gpu_chip_id"),  # the PCI device id (29857 = 0x74a1, an MI300X)
         }
         for label in labels
     ]

@@ -334,6 +334,7 @@ _ROCMINFO_FIELDS = {
     "compute unit": "cu_count",
     "max clock freq. (mhz)": "max_clock_mhz",
     "wavefront size": "wave_size",
+    "chip id": "pci_device_id",
 }
 
 
@@ -365,7 +366,7 @@ def read_sysinfo(path: Path) -> pd.DataFrame:
             "gfx_arch": a.get("gfx_arch") if "GPU" in kind else None,
             "product_name": a.get("product_name"),
         }
-        for key in ("node_id", "cu_count", "wave_size"):
+        for key in ("node_id", "cu_count", "wave_size", "pci_device_id"):
             value = str(a.get(key) or "").split("(")[0].strip()
             row[key] = int(value) if value.isdigit() else None
         clock = str(a.get("max_clock_mhz") or "").strip()

@@ -142,6 +142,7 @@ def read_agents(paths: list[Path]) -> pd.DataFrame:
             "simd_count": ("Simd_Count",),
             "num_xcc": ("Num_Xcc",),
             "wave_size": ("Wave_Front_Size",),
+            "pci_device_id": ("Device_Id",),
         }.items():
             col = pick(cols, *aliases)
             if col is not None:
