@@ -65,11 +65,54 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for i, row in enumerate(rows):
         row["invocation"] = i + 1
     out["ggml-json"] = synthetic.ggml_metadata(root / "ggml-json", rows)
+    out["rocprof-legacy"] = _legacy_capture(root / "rocprof-legacy")
+    out["rpd"] = _rpd_capture(root / "rpd")
     store = Store(root / "empty.db")
     store.upgrade()
     store.close()
     out["empty.db"] = root / "empty.db"
     return out
+
+
+def _legacy_capture(folder: Path) -> Path:
+    """A rocprof v1 capture: --stats kernel table, a counter run's CSV, results.db with roctx ranges, rocminfo."""
+    from .rocprof_legacy_files import Kernel, kernel_csv, results_db, sysinfo
+
+    folder.mkdir()
+    kernels = [
+        Kernel(f"k{i % 3}", 100 + 1_000 * i, 10_000 + 1_000 * i, 10_500 + 1_000 * i, 10_600 + 1_000 * i)
+        for i in range(N)
+    ]
+    kernel_csv(folder / "results.csv", kernels, stats=True)
+    counted = [
+        Kernel(k.name, None, None, None, counters={"FETCH_SIZE": 8.5 * i, "WRITE_SIZE": 4.0})
+        for i, k in enumerate(kernels)
+    ]
+    kernel_csv(folder / "input.csv", counted, counters=["FETCH_SIZE", "WRITE_SIZE"], timestamps=False)
+    ranges = [(50 + 1_000 * i, 900 + 1_000 * i, 4242, 4242, f"ggml:ADD:x-{i}:{i}") for i in range(N)]
+    results_db(folder / "results.db", kernels, ranges)
+    sysinfo(folder / "results.sysinfo.txt")
+    return folder
+
+
+def _rpd_capture(folder: Path) -> Path:
+    """An RPD trace of N kernels, each launched inside its own ggml range."""
+    from .rpd_files import Call, Marker, write_rpd
+
+    folder.mkdir()
+    calls = [
+        Call(
+            "hipLaunchKernel",
+            100 + 1_000 * i,
+            150 + 1_000 * i,
+            ops=[(f"k{i % 3}", 90_000 + 10 * i, 90_005 + 10 * i, "KernelExecution")],
+            grid=(4, 1, 1),
+        )
+        for i in range(N)
+    ]
+    markers = [Marker(f"ggml:MUL:y-{i}:{i}", 50 + 1_000 * i, 900 + 1_000 * i) for i in range(N)]
+    write_rpd(folder / "trace.rpd", calls, markers)
+    return folder
 
 
 def event(text: str) -> None:
@@ -238,6 +281,7 @@ test_fuzz_rocprofv3_csv = csv_property(
 )
 test_fuzz_rocprof_compute = csv_property("rocprof-compute", ["pmc_perf.csv", "sysinfo.csv"])
 test_fuzz_ncu_csv = csv_property("nvidia", ["ncu_raw.csv"])
+test_fuzz_rocprof_legacy_csv = csv_property("rocprof-legacy", ["results.csv", "input.csv"])
 
 
 # ---- damage to SQLite databases ---------------------------------------------------------------------
@@ -355,6 +399,33 @@ def test_fuzz_rocpd(base: dict[str, Path], ops: list[tuple[Any, ...]], byte_ops:
         shutil.copytree(base["rocpd"], cap)
         (db,) = cap.glob("*_results.db")
         damage_sqlite(db, ROCPD_TABLES, ops, byte_ops)
+        check_ingest(cap, db, base["empty.db"], work)
+
+
+@FUZZ
+@given(ops=st.lists(SQL_OPS, min_size=1, max_size=3), byte_ops=st.lists(BYTE_OPS, max_size=1))
+def test_fuzz_rocprof_legacy_db(
+    base: dict[str, Path], ops: list[tuple[Any, ...]], byte_ops: list[tuple[Any, ...]]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        cap = work / "capture"
+        shutil.copytree(base["rocprof-legacy"], cap)
+        db = cap / "results.db"
+        damage_sqlite(db, ["KERN", "rocTX"], ops, byte_ops)
+        check_ingest(cap, db, base["empty.db"], work)
+
+
+@FUZZ
+@given(ops=st.lists(SQL_OPS, min_size=1, max_size=3), byte_ops=st.lists(BYTE_OPS, max_size=1))
+def test_fuzz_rpd(base: dict[str, Path], ops: list[tuple[Any, ...]], byte_ops: list[tuple[Any, ...]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        cap = work / "capture"
+        shutil.copytree(base["rpd"], cap)
+        db = cap / "trace.rpd"
+        tables = ["rocpd_op", "rocpd_api", "rocpd_api_ops", "rocpd_string", "rocpd_kernelapi", "rocpd_metadata"]
+        damage_sqlite(db, tables, ops, byte_ops)
         check_ingest(cap, db, base["empty.db"], work)
 
 

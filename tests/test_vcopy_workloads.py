@@ -162,3 +162,41 @@ def test_mi100_workload_keeps_no_property_column_as_a_counter(db_path: Path) -> 
     with open(fixture_path("rocprof-compute", "vcopy", "MI100", "SQ_LEVEL_WAVES.csv"), newline="") as fh:
         first = next(csv.DictReader(fh))
     assert int(first["pid"]) in set(disp["process_id"].dropna())
+
+
+#: Omniperf 1.x kept rocprof v1's own header names (src/utils/perfagg.py at v1.0.10: no renaming).
+_V1_NAMES = {
+    "Dispatch_ID": "Index",
+    "Kernel_Name": "KernelName",
+    "GPU_ID": "gpu-id",
+    "Grid_Size": "grd",
+    "Workgroup_Size": "wgr",
+    "LDS_Per_Workgroup": "lds",
+    "Scratch_Per_Workitem": "scr",
+    "Arch_VGPR": "arch_vgpr",
+    "Accum_VGPR": "accum_vgpr",
+    "SGPR": "sgpr",
+    "Start_Timestamp": "BeginNs",
+    "End_Timestamp": "EndNs",
+}
+
+
+def test_an_omniperf_1x_workload_with_rocprof_v1_names_reads_the_same(tmp_path: Path) -> None:
+    import shutil
+
+    src = fixture_path("rocprof-compute", "vcopy", "MI100")
+    old = tmp_path / "old"
+    shutil.copytree(src, old)
+    for name in ("timestamps.csv", "pmc_perf.csv"):
+        rows = _csv_rows(old / name)
+        with open(old / name, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow([_V1_NAMES.get(c, c) for c in rows[0]])
+            writer.writerows([list(r.values()) for r in rows])
+    current = _dispatch_rows("MI100", tmp_path / "a.db")
+    store = Store(tmp_path / "b.db")
+    run_id = store.write_run(build_run(read_capture(old)))
+    v1_named = build_report(Store(tmp_path / "b.db", read_only=True), run_id, by="dispatch").rows.to_dict("records")
+    keys = ("dispatch_id", "kernel_name", "duration_ns", "dram_read_bytes", "dram_write_bytes")
+    assert [{k: r[k] for k in keys} for r in v1_named] == [{k: r[k] for k in keys} for r in current]
+    assert len(current) == 3 and all(r["dram_read_bytes"] > 0 for r in current)

@@ -108,12 +108,15 @@ def _sweep(
     towards b's depth.
     """
     n = len(starts)
-    times = np.concatenate([starts, ends + 1])
+    # a range closes just after its end (saturating: a damaged end at the int64 limit must not wrap)
+    closes = np.where(ends < np.iinfo(np.int64).max, ends + 1, ends)
+    times = np.concatenate([starts, closes])
     kinds = np.concatenate([np.zeros(n, dtype=np.int8), np.ones(n, dtype=np.int8)])  # 0 open, 1 close
     ids = np.concatenate([np.arange(n), np.arange(n)])
     # at equal times: closes first (end+1 == next start means back-to-back), then opens;
-    # among opens, the longer (outer) range first so the inner one ends up innermost
-    lengths = np.concatenate([-(ends - starts), np.zeros(n, dtype=ends.dtype)])
+    # among opens, the longer (outer) range first so the inner one ends up innermost (lengths as
+    # floats: the difference of two int64 times may not fit in one)
+    lengths = np.concatenate([-(ends.astype(np.float64) - starts.astype(np.float64)), np.zeros(n)])
     order = np.lexsort((lengths, -kinds, times))
     end_of = ends.tolist()
     ggml = is_ggml.tolist()
