@@ -11,6 +11,7 @@ import gzip
 import io
 import re
 import shutil
+import sqlite3
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -82,6 +83,21 @@ def sqlite_file(path: Path) -> Iterator[Path]:
         except (OSError, EOFError, zlib.error) as exc:
             raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
         yield plain
+
+
+def sqlite_tables(path: Path) -> set[str] | None:
+    """The table and view names of an uncompressed SQLite file; None when it is not one or cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(16) != b"SQLite format 3\x00":
+                return None
+        con = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True)
+        try:
+            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error, UnicodeDecodeError, MemoryError):  # damaged: SQLITE_NOMEM is a MemoryError
+        return None
 
 
 def read_text(path: Path, limit_bytes: int | None = None) -> str:

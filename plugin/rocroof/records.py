@@ -395,3 +395,36 @@ class Capture:
     def content_sha256(self, value: str) -> None:
         self._hash_job = None
         self._content_sha256 = value
+
+
+def merge_passes(parts: list[PassData], label: str, source: str) -> PassData:
+    """Several processes' dispatches of one pass (one application run) as one pass.
+
+    Dispatch rows follow each other in ``parts`` order; counter and instance rows are shifted to
+    them. The pass is a counter pass when any part is; its timestamps are exact when every
+    part's are.
+    """
+    if len(parts) == 1:
+        return parts[0]
+    offset = 0
+    counters, instances = [], []
+    for part in parts:
+        c = part.counters.copy()
+        c["row"] += offset
+        counters.append(c)
+        inst = part.instances.copy()
+        inst["row"] += offset
+        instances.append(inst)
+        offset += len(part.dispatches)
+    return PassData(
+        kind="counter" if any(p.kind == "counter" for p in parts) else "trace",
+        label=label,
+        source=source,
+        dispatches=pd.concat([p.dispatches for p in parts], ignore_index=True),
+        counters=pd.concat(counters, ignore_index=True),
+        instances=pd.concat(instances, ignore_index=True),
+        markers=pd.concat([p.markers for p in parts], ignore_index=True),
+        launches=pd.concat([p.launches for p in parts], ignore_index=True),
+        timestamps_exact=all(p.timestamps_exact for p in parts),
+        notes=[n for p in parts for n in p.notes],
+    )

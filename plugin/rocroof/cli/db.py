@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-from pathlib import Path
-
 import click
 
 from .. import __version__
@@ -60,49 +57,6 @@ def merge(sources: tuple[str, ...], into: str) -> None:
 
 
 # ---- end of rocroof merge -----------------------------------------------------------------------
-
-
-@cli.command()
-@click.argument("capture", type=click.Path(path_type=Path))
-@click.option(
-    "--out", "out", type=click.Path(path_type=Path), required=True, help="Destination directory (new or empty)."
-)
-@click.option("--gzip", "compress", is_flag=True, help="Compress .sqlite/.db/.csv/.json files (rocroof reads .gz).")
-@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Another host name to replace (repeatable).")
-def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> None:
-    """Copy CAPTURE without environment variables, host names or paths, to share it.
-
-    Profiler output embeds the profiled process's whole environment (tokens included), the
-    host name, the working directory and every path on the command line. The copy keeps the
-    measurements (ingest it: same numbers), drops binary reports (.ncu-rep, .nsys-rep; their
-    exports stay), keeps GGML_* variables, and shortens absolute paths to their last part.
-
-    \b
-    Examples:
-      rocroof scrub rocroof-out/20261130-1225 --out share/dense-prefill --gzip
-      rocroof scrub cap/ --out cap-clean --host gpu-node-17
-    """
-    from ..capture.scrub import SHORT_HOST, scrub_capture
-
-    rep = scrub_capture(capture, out, compress=compress, extra_hosts=hosts)
-    removed = ", ".join(f"{n} {kind}(s)" for kind, n in sorted(rep.removed.items())) or "nothing"
-    lines = [f"Wrote {len(rep.written)} file(s) to {out}; removed {removed}; paths shortened to their last part."]
-    if rep.hosts:
-        lines.append(f"  host names replaced with 'host': {', '.join(rep.hosts)}")
-        short = [h for h in rep.hosts if len(h) < SHORT_HOST]
-        if short:
-            lines.append(
-                f"  warning: {', '.join(short)} replaced in host fields only (shorter than {SHORT_HOST} characters, it "
-                "would hit ordinary words in free text): check logs and commands for it before sharing"
-            )
-    if rep.dropped:
-        lines.append(f"  left out (binary reports; their exports are kept): {', '.join(rep.dropped)}")
-    lines.append(
-        "Search it before sharing; compressed and SQLite files need e.g. "
-        f"find {shlex.quote(str(out))} -type f -exec sh -c "
-        '\'zcat -f "$1" | grep -a -q -e "$USER" && echo "$1"\' _ {} \\;'
-    )
-    echo("\n".join(lines))
 
 
 @cli.group()

@@ -34,7 +34,7 @@ from ...analysis.bandwidth import BANDWIDTH_FILE, MIN_PROBE_BYTES, read_bandwidt
 from ...errors import InputError, ParseError
 from ...fileio import logical_name, read_text
 from ...memory import release_free_memory
-from ...records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame
+from ...records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame, merge_passes
 from ..markers import file_has_fused_lines, read_fused_log
 from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprof_legacy, rocprofv3_csv, rpd
 
@@ -274,7 +274,7 @@ def read_capture(
         for i, (directory, group) in enumerate(sorted(by_dir.items(), key=lambda kv: _natural(kv[0]))):
             label = _pass_label(root, directory, i)
             parts = [rocpd.read_pass(db, label, keep_instances) for db in group]
-            passes.append(_merge_processes(parts, label, str(directory)))
+            passes.append(merge_passes(parts, label, str(directory)))
             for db in group:
                 agent_frames.append(rocpd.read_agents(db))
                 meta = {**rocpd.read_metadata(db), **meta}
@@ -655,34 +655,6 @@ def _pass_label(root: Path, directory: Path, index: int) -> str:
         rel = Path(directory.name)
     text = str(rel)
     return f"pass {index + 1}" if text in ("", ".") else text
-
-
-def _merge_processes(parts: list[PassData], label: str, source: str) -> PassData:
-    if len(parts) == 1:
-        return parts[0]
-    offset = 0
-    dispatches, counters, instances, markers, launches = [], [], [], [], []
-    for part in parts:
-        dispatches.append(part.dispatches)
-        c = part.counters.copy()
-        c["row"] += offset
-        counters.append(c)
-        inst = part.instances.copy()
-        inst["row"] += offset
-        instances.append(inst)
-        markers.append(part.markers)
-        launches.append(part.launches)
-        offset += len(part.dispatches)
-    return PassData(
-        kind="counter" if any(p.kind == "counter" for p in parts) else "trace",
-        label=label,
-        source=source,
-        dispatches=pd.concat(dispatches, ignore_index=True),
-        counters=pd.concat(counters, ignore_index=True),
-        instances=pd.concat(instances, ignore_index=True),
-        markers=pd.concat(markers, ignore_index=True),
-        launches=pd.concat(launches, ignore_index=True),
-    )
 
 
 def _pass_from_metadata_kernels(meta: object, source: str) -> PassData:

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError, ParseError
-from ...fileio import logical_name, read_csv, read_header, read_text
+from ...fileio import logical_name, read_csv, read_header, read_text, sqlite_file, sqlite_tables
 from ...records import (
     AGENT_COLUMNS,
     DISPATCH_COLUMNS,
@@ -52,6 +52,7 @@ from ...records import (
     PassData,
     conform,
     empty_frame,
+    merge_passes,
 )
 from .rocprof_columns import (
     HOST_COMPLETE,
@@ -108,27 +109,21 @@ def csv_generation(path: Path) -> str | None:
     return None
 
 
-def _tables(path: Path) -> set[str] | None:
-    """The table names of an SQLite file, or None when it is not one (or cannot be read)."""
+def _db_tables(path: Path) -> set[str]:
+    """The tables of an SQLite file, gzipped or not (empty when it is not one or cannot be read)."""
     try:
-        with open(path, "rb") as fh:
-            if fh.read(16) != b"SQLite format 3\x00":
-                return None
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-        finally:
-            con.close()
-    except (OSError, sqlite3.Error):
-        return None
+        with sqlite_file(path) as plain:
+            return sqlite_tables(plain) or set()
+    except ParseError:  # damaged compression: not a database rocroof recognises
+        return set()
 
 
 def is_results_db(path: Path) -> bool:
     """True for rocprof v1's own SQLite database (``KERN``/``A`` kernel table or ``rocTX`` ranges)."""
-    if not logical_name(path).endswith(".db") or logical_name(path) != path.name:
-        return False  # rocroof reads SQLite files uncompressed only
-    tables = _tables(path)
-    return tables is not None and bool(tables & {*KERNEL_TABLES, "rocTX"}) and "rocpd_kernel_dispatch" not in tables
+    if not logical_name(path).endswith(".db"):
+        return False
+    tables = _db_tables(path)
+    return bool(tables & {*KERNEL_TABLES, "rocTX"}) and "rocpd_kernel_dispatch" not in tables
 
 
 def is_roctx_trace(path: Path) -> bool:
@@ -237,16 +232,18 @@ def _kernel_pass(path: Path, df: pd.DataFrame, label: str, first_row: int) -> Pa
 
 
 def _db_frame(path: Path, table: str) -> pd.DataFrame:
-    """Every row of one table of an SQLite file as text cells (NULL as empty)."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        cur = con.execute(f'SELECT * FROM "{table}"')
-        names = [d[0] for d in cur.description]
-        rows = cur.fetchall()
-    except sqlite3.Error as exc:
-        raise ParseError(path, f"cannot read table {table} ({exc}); the rocprof database is damaged") from exc
-    finally:
-        con.close()
+    """Every row of one table of an SQLite file (gzipped or not) as text cells (NULL as empty)."""
+    with sqlite_file(path) as plain:
+        try:
+            con = sqlite3.connect(f"file:{plain.resolve().as_posix()}?mode=ro", uri=True)
+            try:
+                cur = con.execute(f'SELECT * FROM "{table}"')
+                names = [d[0] for d in cur.description]
+                rows = cur.fetchall()
+            finally:
+                con.close()
+        except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
+            raise ParseError(path, f"cannot read table {table} ({exc}); the rocprof database is damaged") from exc
     return pd.DataFrame(
         [["" if v is None else str(v) for v in row] for row in rows], columns=names, dtype=object
     ).reindex(columns=names)
@@ -254,7 +251,7 @@ def _db_frame(path: Path, table: str) -> pd.DataFrame:
 
 def _db_markers(path: Path) -> pd.DataFrame:
     """The ``rocTX`` table: push/pop and start/stop ranges, and marks (``EndNs = BeginNs + 1``)."""
-    if "rocTX" not in (_tables(path) or set()):
+    if "rocTX" not in _db_tables(path):
         return empty_frame(MARKER_COLUMNS)
     df = _db_frame(path, "rocTX")
     return _markers_from_table(path, df)
@@ -433,7 +430,7 @@ def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
     for db in dbs:
         if (db.parent, stem(db)) in csv_stems:
             continue
-        kern = next((t for t in KERNEL_TABLES if t in (_tables(db) or set())), None)
+        kern = next((t for t in KERNEL_TABLES if t in _db_tables(db)), None)
         if kern is None:
             continue
         df = _db_frame(db, kern)
@@ -449,7 +446,7 @@ def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
             pid = _V2_NAME.match(logical_name(f))
             if pid and pid.group("pid") and part.dispatches["process_id"].isna().all():
                 part.dispatches["process_id"] = pd.array([int(pid.group("pid"))] * len(part.dispatches), dtype="Int64")
-        merged = parts[0] if len(parts) == 1 else _concat_passes(parts, label(directory) or "rocprofv2")
+        merged = merge_passes(parts, label(directory) or "rocprofv2", str(directory))
         passes.append(merged)
         stems.append((directory, ""))
         read += group
@@ -461,7 +458,7 @@ def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
         )
 
     # roctx ranges: the database's rocTX table goes to the pass dumped from that database
-    marker_dbs = [db for db in dbs if "rocTX" in (_tables(db) or set())]
+    marker_dbs = [db for db in dbs if "rocTX" in _db_tables(db)]
     for db in marker_dbs:
         key = (db.parent, stem(db))
         target = stems.index(key) if key in stems else _trace_index(passes)
@@ -522,30 +519,6 @@ def _trace_index(passes: list[PassData]) -> int:
         if p.dispatches["start_ns"].notna().any():
             return i
     return 0
-
-
-def _concat_passes(parts: list[PassData], label: str) -> PassData:
-    """Several processes' files of one rocprofv2 pass directory as one pass."""
-    offset = 0
-    counters, instances = [], []
-    for part in parts:
-        c = part.counters.copy()
-        c["row"] += offset
-        counters.append(c)
-        i = part.instances.copy()
-        i["row"] += offset
-        instances.append(i)
-        offset += len(part.dispatches)
-    return PassData(
-        kind="counter" if any(p.kind == "counter" for p in parts) else "trace",
-        label=label,
-        source=str(Path(parts[0].source).parent),
-        dispatches=pd.concat([p.dispatches for p in parts], ignore_index=True),
-        counters=pd.concat(counters, ignore_index=True),
-        instances=pd.concat(instances, ignore_index=True),
-        notes=[n for p in parts for n in p.notes],
-        timestamps_exact=all(p.timestamps_exact for p in parts),
-    )
 
 
 __all__ = [

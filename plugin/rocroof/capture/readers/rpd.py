@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ParseError
-from ...fileio import logical_name, sqlite_file
+from ...fileio import logical_name, sqlite_file, sqlite_tables
 from ...records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -58,20 +58,6 @@ REQUIRED = ("rocpd_op", "rocpd_api", "rocpd_string", "rocpd_api_ops")
 _GRID_IN_WORK_ITEMS = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel", "hipExtLaunchKernel")
 
 
-def _tables(path: Path) -> set[str] | None:
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(16) != b"SQLite format 3\x00":
-                return None
-        con = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True)
-        try:
-            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-        finally:
-            con.close()
-    except (OSError, sqlite3.Error, UnicodeDecodeError, MemoryError):
-        return None
-
-
 def resembles_rpd(path: Path) -> bool:
     """True for a file named ``*.rpd`` or an SQLite file with RPD tables (not rocprofv3's rocpd).
 
@@ -85,7 +71,7 @@ def resembles_rpd(path: Path) -> bool:
         return False
     try:
         with sqlite_file(path) as plain:
-            tables = _tables(plain)
+            tables = sqlite_tables(plain)
     except ParseError:
         return False
     if not tables or any(t.startswith("rocpd_kernel_dispatch") for t in tables):
@@ -129,7 +115,7 @@ def read_pass(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
             can read), a value is not what the schema says, or the file is damaged.
     """
     with sqlite_file(path) as plain:
-        tables = _tables(plain)
+        tables = sqlite_tables(plain)
         if tables is None:
             raise ParseError(path, "cannot open as an SQLite database; an RPD trace (.rpd) is one")
         missing = [t for t in REQUIRED if t not in tables]
