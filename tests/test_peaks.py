@@ -494,9 +494,15 @@ def test_ceiling_precedence_and_plausibility() -> None:
     # an NPS4 memory partition: a quarter of the MI300X's 5,324.8 GB/s is plausible
     nps4 = choose_dram_ceiling((1331.2, "sysinfo.csv hbm_bw", "capture"), "MI300X_A1", "gfx942")
     assert (nps4.gbps, nps4.rule, nps4.warnings) == (1331.2, "capture", ())
-    # against an architecture default only, the capture's own figure is the more specific one
+    # against an architecture default only, the capture's own figure is the more specific one ...
     mystery = choose_dram_ceiling((4000.0, "nsys", "capture"), None, "sm_90")
     assert (mystery.gbps, mystery.rule) == (4000.0, "capture")
+    # ... unless it is beyond twice the default GPU's (53,248 GB/s is 10x the MI300X's 5,324.8)
+    absurd = choose_dram_ceiling((53_248.0, "sysinfo.csv hbm_bw", "capture"), None, "gfx942")
+    assert (absurd.gbps, absurd.rule) == (pytest.approx(8192 * 5.2 / 8), "table_arch")
+    assert "10x the 5,324.8 GB/s of MI300X" in absurd.warnings[0]
+    huge = choose_dram_ceiling((1e308, "sysinfo.csv hbm_bw", "capture"), None, "gfx942")
+    assert "1e+308 GB/s" in huge.warnings[0] and len(huge.warnings[0]) < 300
     # nothing recorded: the table, by the rule that named the GPU
     assert choose_dram_ceiling(None, None, "gfx90a").rule == "table_arch"
     assert choose_dram_ceiling(None, "MI300", "gfx942", device_id=0x74A5).rule == "table_device"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -175,7 +177,7 @@ def test_raw_roctx_trace_pairs_push_pop_per_thread_and_start_stop_by_id(tmp_path
             Roctx(19, 1, "never popped", tid=2),
         ],
     )
-    m = read_roctx_trace(path)
+    m, notes = read_roctx_trace(path)
     got = sorted(zip(m["message"], m["thread_id"], m["start_ns"], m["end_ns"], m["kind"], strict=True))
     assert got == [
         ("inner", 1, 12, 14, "range"),
@@ -183,6 +185,8 @@ def test_raw_roctx_trace_pairs_push_pop_per_thread_and_start_stop_by_id(tmp_path
         ("outer", 1, 10, 16, "range"),
         ("span", 3, 15, 17, "range"),
     ]
+    # thread 2 pushed "outer" and "never popped" and popped neither
+    assert [n.code for n in notes] == ["roctx-never-closed"] and "2 roctx range(s)" in notes[0].message
 
 
 def test_counter_csv_without_gpu_times_joins_the_trace_run_and_converts_kilobytes(tmp_path: Path) -> None:
@@ -291,3 +295,121 @@ def test_the_column_catalogue_knows_every_generation() -> None:
     assert kernel_symbol_name("vecCopy(double*, double*, double*, int, int) [clone .kd]") == (
         "vecCopy(double*, double*, double*, int, int)"
     )
+
+
+# ---- damaged legacy captures: one line naming the file, the row and what was expected -----------
+
+
+def _one_line_error(capture: Path, db: Path) -> str:
+    result = CliRunner().invoke(cli, ["ingest", os.fspath(capture), "--db", os.fspath(db)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+def _small_capture(tmp_path: Path, **counters: float) -> Path:
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    kernels = [Kernel("k", 100, 1_000, 2_000, 2_100), Kernel("k", 200, 2_000, 3_000, 3_100)]
+    kernel_csv(cap / "results.csv", kernels)
+    if counters:
+        counted = [Kernel("k", None, None, None, counters=dict(counters)) for _ in kernels]
+        kernel_csv(cap / "input.csv", counted, counters=list(counters), timestamps=False)
+    sysinfo(cap / "results.sysinfo.txt")
+    return cap
+
+
+@pytest.mark.parametrize("value", [-1818729.0625, 1e300])
+def test_a_counter_value_no_counter_gives_is_refused(tmp_path: Path, value: float) -> None:
+    cap = _small_capture(tmp_path, FETCH_SIZE=value, WRITE_SIZE=1.0)
+    msg = _one_line_error(cap, tmp_path / "r.db")
+    assert "input.csv:2: FETCH_SIZE is" in msg and "expected a counter value" in msg
+
+
+@pytest.mark.parametrize("begin", ["-5", "9223372036854775807"])
+def test_a_timestamp_no_clock_gives_is_refused(tmp_path: Path, begin: str) -> None:
+    cap = _small_capture(tmp_path)
+    lines = (cap / "results.csv").read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[-3] = begin  # BeginNs of the first dispatch
+    lines[1] = ",".join(cells)
+    (cap / "results.csv").write_text("\n".join(lines) + "\n")
+    msg = _one_line_error(cap, tmp_path / "r.db")
+    assert f"results.csv:2: column 'BeginNs' has {begin}; expected a time in ns from 0 to 2**62" in msg
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (
+            ['2000 1:1 1:0:"ggml:ADD:x:1"', '1000 1:1 2:0:""'],
+            "roctx_trace.txt:2: the range 'ggml:ADD:x:1' ends at 1000",
+        ),
+        (['99999999999999999999999 1:1 0:0:"m"'], "roctx_trace.txt:1: a time beyond 2**62 ns"),
+        (["not a roctx line"], "roctx_trace.txt:1: expected a roctx record"),
+    ],
+)
+def test_a_damaged_roctx_trace_names_its_line(tmp_path: Path, lines: list[str], expected: str) -> None:
+    cap = _small_capture(tmp_path)
+    (cap / "roctx_trace.txt").write_text("\n".join(lines) + "\n")
+    assert expected in _one_line_error(cap, tmp_path / "r.db")
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ((1_000, 2_000, 4242, "main", "r"), "table rocTX row 1: column 'tid' has 'main'; expected an integer"),
+        ((1_000, "99999999999999999999999", 4242, 4242, "r"), "table rocTX row 1: column 'EndNs' has"),
+        ((3_000, 2_000, 4242, 4242, "r"), "table rocTX row 1: EndNs 2000 is before BeginNs 3000"),
+    ],
+)
+def test_a_damaged_roctx_table_names_its_row(tmp_path: Path, row: tuple[object, ...], expected: str) -> None:
+    cap = _small_capture(tmp_path)
+    results_db(cap / "results.db", [], [])
+    con = sqlite3.connect(cap / "results.db")
+    con.execute(
+        "INSERT INTO rocTX (BeginNs, EndNs, pid, tid, Name) VALUES (?, ?, 1, ?, ?)", (row[0], row[1], row[3], row[4])
+    )
+    con.commit()
+    con.close()
+    assert expected in _one_line_error(cap, tmp_path / "r.db")
+
+
+def test_a_row_cut_short_in_the_middle_is_refused(tmp_path: Path) -> None:
+    cap = _small_capture(tmp_path)
+    lines = (cap / "results.csv").read_text().splitlines()
+    lines[1] = lines[1].rsplit(",", 6)[0]  # the first dispatch loses its last six fields
+    (cap / "results.csv").write_text("\n".join(lines) + "\n")
+    msg = _one_line_error(cap, tmp_path / "r.db")
+    assert "results.csv:2: the row has fewer fields than the header's" in msg
+
+
+def test_a_kernel_table_without_index_says_which_column_is_missing(tmp_path: Path) -> None:
+    cap = _small_capture(tmp_path)
+    lines = (cap / "results.csv").read_text().splitlines()
+    lines = [",".join(line.split(",")[1:]) for line in lines]  # the Index column removed
+    (cap / "results.csv").write_text("\n".join(lines) + "\n")
+    assert "results.csv:1: missing column 'Index'" in _one_line_error(cap, tmp_path / "r.db")
+
+
+def test_a_garbled_rocminfo_chip_id_leaves_the_id_unknown(tmp_path: Path) -> None:
+    cap = _small_capture(tmp_path)
+    info = cap / "results.sysinfo.txt"
+    info.write_text(
+        info.read_text().replace(
+            "  Node:                    2",
+            "  Chip ID:                 99999999999999999999999(0x740c)\n  Node:                    2",
+        )
+    )
+    agents = read_capture(cap).agents
+    gpu = agents[agents["agent_type"] == "GPU"].iloc[0]
+    assert pd_isna(gpu["pci_device_id"]) and gpu["gfx_arch"] == "gfx90a"
+
+
+def test_a_folder_holding_two_profilers_output_is_refused(tmp_path: Path) -> None:
+    cap = _small_capture(tmp_path)
+    shutil.copy(fixture_path("rocprofv3-docs-2024-07", "kernel_trace.csv"), cap / "kernel_trace.csv")
+    msg = _one_line_error(cap, tmp_path / "r.db")
+    assert "holds the output of 2 profilers (rocprofv3-csv: kernel_trace.csv; rocprof-legacy: " in msg

@@ -173,12 +173,30 @@ def test_an_rpd_without_rocpd_op_says_which_family_it_resembles(tmp_path: Path) 
     assert str(bad) in str(err.value)
 
 
-def test_an_rpd_with_text_where_a_time_belongs_names_the_row(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [("'soon'", "'soon'"), ("100.5", "'100.5'"), ("-5", "'-5'"), ("9223372036854775807", "'9223372036854775807'")],
+)
+def test_an_rpd_op_time_that_is_no_time_names_the_row(tmp_path: Path, stored: str, shown: str) -> None:
     rpd = write_rpd(tmp_path / "t.rpd", [Call("hipLaunchKernel", 10, 20, ops=[("k", 100, 200, "KernelExecution")])])
     con = sqlite3.connect(rpd)
-    con.execute("UPDATE rocpd_op SET start = 'soon'")
+    con.execute(f"UPDATE rocpd_op SET start = {stored}")
     con.commit()
     con.close()
     with pytest.raises(ParseError) as err:
         read_capture(rpd)
-    assert "rocpd_op id 1: column 'start' is 'soon'; expected an integer" in str(err.value)
+    assert f"rocpd_op id 1: column 'start' is {shown}; expected a time in ns from 0 to 2**62" in str(err.value)
+
+
+def test_kernels_without_their_launching_call_are_named_in_a_warning(tmp_path: Path) -> None:
+    calls = [
+        Call("hipLaunchKernel", 10, 20, ops=[("k", 100, 200, "KernelExecution"), ("k", 200, 300, "KernelExecution")])
+    ]
+    rpd = write_rpd(tmp_path / "t.rpd", calls)
+    con = sqlite3.connect(rpd)
+    con.execute("UPDATE rocpd_api_ops SET api_id = 999 WHERE op_id = 2")  # an API call rocpd_api does not hold
+    con.commit()
+    con.close()
+    (p,) = read_capture(rpd).passes
+    (note,) = [n for n in p.notes if n.code == "rpd-no-launch"]
+    assert "1 kernel(s) without their launching call (0 not in rocpd_api_ops, 1 naming" in note.message

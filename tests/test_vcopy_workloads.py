@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,3 +201,50 @@ def test_an_omniperf_1x_workload_with_rocprof_v1_names_reads_the_same(tmp_path: 
     keys = ("dispatch_id", "kernel_name", "duration_ns", "dram_read_bytes", "dram_write_bytes")
     assert [{k: r[k] for k in keys} for r in v1_named] == [{k: r[k] for k in keys} for r in current]
     assert len(current) == 3 and all(r["dram_read_bytes"] > 0 for r in current)
+
+
+def _edit_csv(path: Path, edit: Any) -> None:
+    rows = _csv_rows(path)
+    header = list(rows[0])
+    rows, header = edit(rows, header)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_a_workload_counter_that_no_counter_gives_is_refused_with_its_row(tmp_path: Path) -> None:
+    import shutil
+
+    from rocroof.errors import ParseError
+
+    work = tmp_path / "w"
+    shutil.copytree(fixture_path("rocprof-compute", "vcopy", "MI100"), work)
+
+    def negative(rows: list[dict[str, str]], header: list[str]) -> tuple[list[dict[str, str]], list[str]]:
+        rows[1]["TCC_EA_RDREQ_sum"] = "-131072"
+        return rows, header
+
+    _edit_csv(work / "pmc_perf.csv", negative)
+    with pytest.raises(ParseError, match=r"pmc_perf.csv:3: TCC_EA_RDREQ_sum is -131072; expected a counter value"):
+        read_capture(work)
+
+
+def test_host_times_only_give_upper_bound_durations_as_in_legacy_rocprof(tmp_path: Path) -> None:
+    import shutil
+
+    work = tmp_path / "w"
+    shutil.copytree(fixture_path("rocprof-compute", "vcopy", "MI100"), work)
+    stamps = _csv_rows(work / "timestamps.csv")
+
+    def host_only(rows: list[dict[str, str]], header: list[str]) -> tuple[list[dict[str, str]], list[str]]:
+        return rows, [h for h in header if h not in ("Start_Timestamp", "End_Timestamp")]
+
+    _edit_csv(work / "timestamps.csv", host_only)
+    store = Store(tmp_path / "r.db")
+    run_id = store.write_run(build_run(read_capture(work)))
+    ro = Store(tmp_path / "r.db", read_only=True)
+    got = ro.query(f"SELECT duration_ns FROM dispatch_dram WHERE run_id = {run_id} ORDER BY dispatch_id")
+    assert got["duration_ns"].tolist() == [int(r["CompleteNs"]) - int(r["DispatchNs"]) for r in stamps]
+    notes = ro.query(f"SELECT severity, code FROM run_note WHERE run_id = {run_id}")
+    assert ("warning", "duration-upper-bound") in list(zip(notes["severity"], notes["code"], strict=True))

@@ -644,6 +644,33 @@ def _parse_float(path: Path, series: pd.Series, first_row: int, column: str, *, 
     return values
 
 
+#: Timestamps are ns on a 64-bit clock: one beyond 2**62 ns (146 years) is damage, not a time.
+TIME_MAX_NS = 2**62
+
+
+def check_times(path: Path, values: pd.Series, first_row: int, column: str) -> None:
+    """Refuse timestamps no profiler clock gives: negative, or beyond :data:`TIME_MAX_NS`.
+
+    Missing values pass (they are unknown, handled by the caller).
+
+    Args:
+        path: the file, for the message.
+        values: integer times (ns) of consecutive rows, nullable.
+        first_row: the file row of ``values.iloc[0]``.
+        column: the column name, for the message.
+
+    Raises:
+        ParseError: naming the first bad value's row.
+    """
+    v = pd.Series(values).astype("Int64")
+    bad = ((v < 0) | (v >= TIME_MAX_NS)).fillna(False).to_numpy(dtype=bool)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise ParseError(
+            path, f"column {column!r} has {v.iloc[pos]}; expected a time in ns from 0 to 2**62", first_row + pos
+        )
+
+
 #: Hardware counters are 64-bit: a value beyond this is damage, not a count.
 COUNTER_MAX = float(2**64)
 

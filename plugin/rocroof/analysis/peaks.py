@@ -540,6 +540,14 @@ MEASURED_OVER_PEAK = 1.05
 #: fraction of the named GPU's table value, or of an even share of it (a memory partition, NPS2-8).
 RECORDED_TOLERANCE = 0.05
 _PARTITIONS = (1, 2, 4, 8)
+#: Against an architecture's default GPU (another part of that architecture may be slower or faster),
+#: a recorded bandwidth is plausible from a partition's share of it to twice it.
+RECORDED_VS_DEFAULT = (0.1, 2.0)
+
+
+def _gbps(value: float) -> str:
+    """A bandwidth for a message: ``5,324.8``; an absurd one in scientific notation, not 300 digits."""
+    return f"{value:,.1f}" if abs(value) < 1e9 else f"{value:.3g}"
 
 
 @dataclass(frozen=True)
@@ -584,7 +592,8 @@ def choose_dram_ceiling(
     3. a bandwidth the capture records (``capture``: nsys ``memoryBandwidth``, rocprofiler-compute
     ``hbm_bw``): a theoretical peak, plausible within :data:`RECORDED_TOLERANCE` of the table row of
     the GPU it names (or of an even share of it: a memory partition); against an architecture
-    default it is taken as is, since it is more specific; 4. the table row matched by PCI device id,
+    default, within :data:`RECORDED_VS_DEFAULT` of it (the default may be another part of the
+    architecture); 4. the table row matched by PCI device id,
     product name or CU count; 5. the architecture's default row.
 
     Args:
@@ -613,18 +622,25 @@ def choose_dram_ceiling(
             if MEASURED_UNDER_PEAK <= ratio <= MEASURED_OVER_PEAK:
                 return DramCeiling(value, source, rule)
             warnings.append(
-                f"the capture's measured DRAM ceiling {value:,.1f} GB/s is {ratio:.0%} of the GPU's peak "
-                f"{table.value:,.1f} GB/s (plausible: {MEASURED_UNDER_PEAK:.0%}-{MEASURED_OVER_PEAK:.0%}); "
+                f"the capture's measured DRAM ceiling {_gbps(value)} GB/s is {ratio:.0%} of the GPU's peak "
+                f"{_gbps(table.value)} GB/s (plausible: {MEASURED_UNDER_PEAK:.0%}-{MEASURED_OVER_PEAK:.0%}); "
                 f"the peak is used instead ({source})"
             )
-        elif table_rule(table.matched_by) == "table_arch" or any(
-            abs(ratio * k - 1) <= RECORDED_TOLERANCE for k in _PARTITIONS
-        ):
+        elif table_rule(table.matched_by) == "table_arch":
+            low, high = RECORDED_VS_DEFAULT
+            if low <= ratio <= high:
+                return DramCeiling(value, source, rule)
+            warnings.append(
+                f"the capture records a DRAM bandwidth of {_gbps(value)} GB/s ({source}), {ratio:.3g}x the "
+                f"{_gbps(table.value)} GB/s of {table.gpu}, its architecture's default GPU (plausible: {low:g}x to "
+                f"{high:g}x); the default's value is used"
+            )
+        elif any(abs(ratio * k - 1) <= RECORDED_TOLERANCE for k in _PARTITIONS):
             return DramCeiling(value, source, rule)
         else:
             warnings.append(
-                f"the capture records a DRAM bandwidth of {value:,.1f} GB/s ({source}), {ratio:.0%} of the "
-                f"{table.gpu}'s {table.value:,.1f} GB/s ({table.mark}, matched by {table.matched_by}); the "
+                f"the capture records a DRAM bandwidth of {_gbps(value)} GB/s ({source}), {ratio:.0%} of the "
+                f"{table.gpu}'s {_gbps(table.value)} GB/s ({table.mark}, matched by {table.matched_by}); the "
                 "table's value is used"
             )
     if table is None:

@@ -89,6 +89,34 @@ _NOT_A_KNOWN_DB = (
 )
 
 
+def _families(files: list[Path]) -> dict[str, list[Path]]:
+    """The profiler families whose files a folder holds, each with its files, in detection order.
+
+    rocprofv3 writes both a rocpd database and CSV when asked for both: those count as one (the
+    rocpd databases are read, with a note).
+    """
+    found: dict[str, list[Path]] = {}
+    for f in files:
+        name = logical_name(f)
+        if nvidia.is_nsys_sqlite(f) or nvidia.is_ncu_csv(f) or name.endswith(".ncu-rep"):
+            fam = "nvidia"
+        elif name.endswith(".db") and rocpd.is_rocpd(f):
+            fam = "rocpd"
+        elif rocprofv3_csv.classify(f):
+            fam = "rocprofv3-csv"
+        elif rocprof_legacy.csv_generation(f) or rocprof_legacy.is_results_db(f):
+            fam = rocprof_legacy.FORMAT
+        elif rpd.resembles_rpd(f):
+            fam = rpd.FORMAT
+        else:
+            continue
+        found.setdefault(fam, []).append(f)
+    if "rocpd" in found:
+        found.pop("rocprofv3-csv", None)
+    order = ("nvidia", "rocpd", "rocprofv3-csv", rocprof_legacy.FORMAT, rpd.FORMAT)
+    return {fam: found[fam] for fam in order if fam in found}
+
+
 def collect_captures(path: Path) -> list[Path]:
     """The ``rocroof collect`` capture directories at or below ``path`` (each has a manifest).
 
@@ -135,19 +163,18 @@ def detect(path: Path) -> str:
                 f"{path}: holds {len(manifests)} rocroof collect captures; ingest each capture directory "
                 f"({', '.join(str(m.parent.relative_to(path)) for m in manifests[:5])})"
             )
-        if any(nvidia.is_nsys_sqlite(f) or nvidia.is_ncu_csv(f) or logical_name(f).endswith(".ncu-rep") for f in files):
-            return "nvidia"
+        families = _families(files)
+        if len(families) > 1:
+            shown = "; ".join(f"{fam}: {examples[0].name}" for fam, examples in families.items())
+            raise InputError(
+                f"{path}: holds the output of {len(families)} profilers ({shown}); one capture is one profiled run of "
+                "one tool: ingest each in a folder of its own"
+            )
+        if families:
+            return next(iter(families))
         if (path / MANIFEST).is_file() and str(_read_manifest(path / MANIFEST).get("profiler", "")).startswith("ncu"):
             return "nvidia"  # its exports are all unreadable: the NVIDIA reader names the broken file
         dbs = [f for f in files if logical_name(f).endswith(".db")]
-        if any(rocpd.is_rocpd(f) for f in dbs):
-            return "rocpd"
-        if any(rocprofv3_csv.classify(f) for f in files):
-            return "rocprofv3-csv"
-        if any(rocprof_legacy.csv_generation(f) or rocprof_legacy.is_results_db(f) for f in files):
-            return rocprof_legacy.FORMAT
-        if any(rpd.resembles_rpd(f) for f in files):
-            return rpd.FORMAT
         if any(logical_name(f).endswith(".json") and ggml_meta.looks_like_metadata(f) for f in files):
             return "ggml-roofline-json"
         if dbs:

@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...fileio import parse_float, parse_int, parse_str
-from ...records import COUNTER_COLUMNS, INSTANCE_COLUMNS, conform, empty_frame
+from ...fileio import check_counter_values, check_times, parse_float, parse_int, parse_str
+from ...records import COUNTER_COLUMNS, INSTANCE_COLUMNS, Note, conform, empty_frame
 
 #: Host time when the dispatch was intercepted (rocprof v1 ``DispatchNs``), in ns.
 HOST_DISPATCH = "host_dispatch_ns"
@@ -221,7 +221,8 @@ def property_frame(path: Path, df: pd.DataFrame, first_row: int, split: ColumnSp
         timestamp was rounded in the text.
 
     Raises:
-        ParseError: a cell that is not a number where one is expected (file and row named).
+        ParseError: a cell that is not a number where one is expected, or a time that is negative or
+            beyond 2**62 ns (file and row named).
     """
     out: dict[str, pd.Series] = {}
     exact = pd.Series(np.ones(len(df), dtype=bool))
@@ -233,6 +234,8 @@ def property_frame(path: Path, df: pd.DataFrame, first_row: int, split: ColumnSp
         ints, ex = parse_int(path, _decimal_ids(df[col]), first_row, col, required=target == "dispatch_id")
         if target in (HOST_DISPATCH, HOST_COMPLETE):
             ints = ints.mask(ints == 0)
+        if target in ("start_ns", "end_ns", HOST_DISPATCH, HOST_COMPLETE):
+            check_times(path, ints, first_row, col)
         if target in ("start_ns", "end_ns"):
             exact &= ex.to_numpy(dtype=bool)
         out[target] = ints
@@ -258,13 +261,15 @@ def wide_counters(
         :data:`~rocroof.records.INSTANCE_COLUMNS`; ``row`` is the table row.
 
     Raises:
-        ParseError: a cell that is not a finite number (file and row named).
+        ParseError: a cell that is not a finite number, or a counter value no counter gives
+            (negative, beyond 2**64; file and row named).
     """
     summed: list[pd.DataFrame] = []
     inst: list[pd.DataFrame] = []
     rows = np.arange(len(df), dtype=np.int64)
     for col in columns:
         values = parse_float(path, df[col], first_row, str(col))
+        check_counter_values(path, values.to_numpy(dtype=np.float64), first_row, str(col))
         m = INSTANCE.match(str(col))
         if m:
             inst.append(
@@ -286,3 +291,31 @@ def wide_counters(
             sums = extra.groupby(["row", "counter_name"], as_index=False)["value"].sum()
             counters = pd.concat([counters, sums], ignore_index=True)
     return conform(counters, COUNTER_COLUMNS), conform(instances, INSTANCE_COLUMNS)
+
+
+def settle_times(path: Path, meta: pd.DataFrame) -> tuple[pd.DataFrame, Note | None]:
+    """The GPU start and end of each dispatch, and its host launch time, from :func:`property_frame` columns.
+
+    ``BeginNs``/``EndNs`` (``Start_Timestamp``/``End_Timestamp``) are the GPU times. A file with
+    only ``DispatchNs``/``CompleteNs`` (host times taken when the dispatch was intercepted and when
+    its completion was seen, ``src/core/tracker.h``) gives start and end from those: durations that
+    are upper bounds, with a warning. ``DispatchNs`` is also the host time of the launch on the
+    dispatch's ``tid`` (``launch_ns``). The host columns are dropped.
+
+    Returns:
+        ``(meta, note)``: the frame, and the warning when durations are upper bounds.
+    """
+    note = None
+    has_gpu_times = "start_ns" in meta and bool(meta["start_ns"].notna().any())
+    has_host_times = HOST_DISPATCH in meta and HOST_COMPLETE in meta and bool(meta[HOST_DISPATCH].notna().any())
+    if not has_gpu_times and has_host_times:
+        meta["start_ns"], meta["end_ns"] = meta[HOST_DISPATCH], meta[HOST_COMPLETE]
+        note = Note(
+            "warning",
+            "duration-upper-bound",
+            f"{path.name} has only DispatchNs/CompleteNs (host times around each dispatch): durations are upper "
+            "bounds, they include queueing and completion latency",
+        )
+    if HOST_DISPATCH in meta:
+        meta["launch_ns"] = meta[HOST_DISPATCH]
+    return meta.drop(columns=[c for c in (HOST_DISPATCH, HOST_COMPLETE) if c in meta]), note

@@ -44,7 +44,13 @@ from ...records import (
     conform,
     empty_frame,
 )
-from .rocprof_columns import HOST_COMPLETE, HOST_DISPATCH, INSTANCE, property_frame, split_columns, wide_counters
+from .rocprof_columns import (
+    INSTANCE,
+    property_frame,
+    settle_times,
+    split_columns,
+    wide_counters,
+)
 
 
 def is_workload(directory: Path) -> bool:
@@ -235,7 +241,7 @@ def _requested(directory: Path, stem: str) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def _meta_frame(path: Path, df: pd.DataFrame, first: int) -> tuple[pd.DataFrame, pd.Series]:
+def _meta_frame(path: Path, df: pd.DataFrame, first: int) -> tuple[pd.DataFrame, pd.Series, Note | None]:
     """The dispatch columns of a workload CSV (every rocprof generation's names, see rocprof_columns)."""
     split = split_columns(df.columns, long_form=pick(column_map(df.columns), "Counter_Name") is not None)
     for target, what, name in (
@@ -245,14 +251,15 @@ def _meta_frame(path: Path, df: pd.DataFrame, first: int) -> tuple[pd.DataFrame,
         if target not in split.properties:
             raise ParseError(path, f"missing column {name!r} ({what}); the header is row 1", 1)
     meta, exact = property_frame(path, df, first, split)
-    return meta.drop(columns=[c for c in (HOST_DISPATCH, HOST_COMPLETE) if c in meta]), exact
+    meta, upper_bound = settle_times(path, meta)
+    return meta, exact, upper_bound
 
 
 def _wide_pass(path: Path, kind: str, label: str, requested: tuple[str, ...] | None) -> PassData:
     df = read_csv(path)
     if not len(df):
         raise ParseError(path, "no data rows (expected one row per kernel dispatch; file truncated?)", 2)
-    meta, exact = _meta_frame(path, df, 2)
+    meta, exact, upper_bound = _meta_frame(path, df, 2)
     counters, instances = wide_counters(path, df, split_columns(df.columns).counters)
     order = np.argsort(meta["dispatch_id"].to_numpy(dtype=np.int64), kind="stable")
     remap = np.empty(len(order), dtype=np.int64)
@@ -263,7 +270,8 @@ def _wide_pass(path: Path, kind: str, label: str, requested: tuple[str, ...] | N
     counters["row"] = remap[counters["row"].to_numpy()] if len(counters) else counters["row"]
     instances["row"] = remap[instances["row"].to_numpy()] if len(instances) else instances["row"]
     all_exact = bool(exact.all()) if len(exact) else True
-    note = None
+    note = upper_bound.message if upper_bound else None
+    notes = [upper_bound] if upper_bound else []
     if not all_exact:
         start_col = pick(column_map(df.columns), "Start_Timestamp")
         example = df[start_col].iloc[0] if start_col else "?"
@@ -278,6 +286,7 @@ def _wide_pass(path: Path, kind: str, label: str, requested: tuple[str, ...] | N
         requested_counters=requested,
         timestamps_exact=all_exact,
         timestamps_note=note,
+        notes=notes,
     )
 
 
@@ -292,7 +301,7 @@ def _long_passes(path: Path, df: pd.DataFrame, requested: tuple[str, ...] | None
     cname = require(path, cols, "counter name", "Counter_Name")
     cval = require(path, cols, "counter value", "Counter_Value")
     require(path, cols, "kernel start time", "Start_Timestamp")
-    meta, exact = _meta_frame(path, df, 2)
+    meta, exact, _ = _meta_frame(path, df, 2)
     if not bool(exact.all()):
         raise ParseError(path, "timestamps are rounded; cannot separate the counter passes of a long-form file")
     meta["counter_name"] = parse_str(df[cname])

@@ -43,7 +43,17 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError, ParseError
-from ...fileio import logical_name, read_csv, read_header, read_text, sqlite_file, sqlite_tables
+from ...fileio import (
+    TIME_MAX_NS,
+    check_times,
+    logical_name,
+    parse_int,
+    read_csv,
+    read_header,
+    read_text,
+    sqlite_file,
+    sqlite_tables,
+)
 from ...records import (
     AGENT_COLUMNS,
     DISPATCH_COLUMNS,
@@ -55,10 +65,9 @@ from ...records import (
     merge_passes,
 )
 from .rocprof_columns import (
-    HOST_COMPLETE,
-    HOST_DISPATCH,
     PROPERTY_COLUMNS,
     property_frame,
+    settle_times,
     split_columns,
     wide_counters,
 )
@@ -80,6 +89,10 @@ SUMMARY_SUFFIXES = (
 UNREAD_TRACES = ("hip_api_trace.txt", "hsa_api_trace.txt", "hcc_ops_trace.txt", "async_copy_trace.txt")
 
 _V1_FIRST = ("index", "kernelname")
+#: Property names only rocprof v1 writes (test/tool/tool.cpp), lower-cased.
+_V1_ONLY = frozenset(
+    {"gpu-id", "queue-id", "queue-index", "grd", "wgr", "dispatchns", "beginns", "endns", "completens"}
+)
 _V2_NAME = re.compile(r"^results(?:_(?P<pid>\d+))?\.csv$")
 _ROCTX_LINE = re.compile(r'^(?P<ts>\d+) (?P<pid>\d+):(?P<tid>\d+) (?P<cid>\d+):(?P<rid>\d+):"(?P<msg>.*)"$')
 
@@ -103,6 +116,8 @@ def csv_generation(path: Path) -> str | None:
     except (ParseError, OSError):
         return None
     if tuple(header[:2]) == _V1_FIRST:
+        return "v1"
+    if len(set(header) & _V1_ONLY) >= 3:  # rocprof v1's own property names, its Index or KernelName lost
         return "v1"
     if header[:1] == ["dispatch_id"] and "kernel_name" in header and ("grd" in header or "grid_size" in header):
         return "v2" if _V2_NAME.match(name) or "gpu_id" in header else None
@@ -170,8 +185,21 @@ def _text_frame(path: Path, df: pd.DataFrame) -> pd.DataFrame:
     return df.replace("None", "")
 
 
-def _kernel_pass(path: Path, df: pd.DataFrame, label: str, first_row: int) -> PassData:
-    """One pass from a table of rocprof v1/v2 kernel rows (text cells)."""
+def _kernel_pass(path: Path, df: pd.DataFrame, label: str, first_row: int, *, v1_csv: bool = False) -> PassData:
+    """One pass from a table of rocprof v1/v2 kernel rows (text cells).
+
+    ``v1_csv``: the table is a rocprof v1 CSV, which writes ``None`` for a missing value and never
+    an empty cell: an empty cell is a row cut short (pandas pads a short row with empty cells).
+    """
+    if v1_csv and len(df) and len(df.columns):
+        short = (df.iloc[:, -1].astype(object) == "").to_numpy(dtype=bool)
+        if short.any():
+            pos = int(np.flatnonzero(short)[0])
+            raise ParseError(
+                path,
+                f"the row has fewer fields than the header's {len(df.columns)} (cut short or damaged)",
+                first_row + pos,
+            )
     df = _text_frame(path, df)
     split = split_columns(df.columns)
     for target, name in (("dispatch_id", "Index"), ("kernel_name", "KernelName")):
@@ -179,24 +207,9 @@ def _kernel_pass(path: Path, df: pd.DataFrame, label: str, first_row: int) -> Pa
             raise ParseError(path, f"missing column {name!r} (a rocprof kernel table needs it); the header is row 1", 1)
     meta, exact = property_frame(path, df, first_row, split)
     counters, instances = wide_counters(path, df, split.counters, first_row)
-    notes: list[Note] = []
-    note = None
-    has_gpu_times = "start_ns" in meta and bool(meta["start_ns"].notna().any())
-    if (
-        not has_gpu_times
-        and HOST_DISPATCH in meta
-        and HOST_COMPLETE in meta
-        and bool(meta[HOST_DISPATCH].notna().any())
-    ):
-        meta["start_ns"], meta["end_ns"] = meta[HOST_DISPATCH], meta[HOST_COMPLETE]
-        note = (
-            f"{logical_name(path)} has only DispatchNs/CompleteNs (host times around each dispatch): durations are "
-            "upper bounds, they include queueing and completion latency"
-        )
-        notes.append(Note("warning", "duration-upper-bound", note))
-    if HOST_DISPATCH in meta:
-        meta["launch_ns"] = meta[HOST_DISPATCH]
-    meta = meta.drop(columns=[c for c in (HOST_DISPATCH, HOST_COMPLETE) if c in meta])
+    meta, upper_bound = settle_times(path, meta)
+    notes = [upper_bound] if upper_bound else []
+    note = upper_bound.message if upper_bound else None
     # one row per dispatch, in dispatch order (Index counts the process's dispatches from 0)
     order = np.argsort(meta["dispatch_id"].to_numpy(dtype=np.int64, na_value=-1), kind="stable")
     keys = ["process_id", "dispatch_id"] if "process_id" in meta else ["dispatch_id"]
@@ -257,25 +270,36 @@ def _db_markers(path: Path) -> pd.DataFrame:
     return _markers_from_table(path, df)
 
 
+def _table_ints(path: Path, table: str, df: pd.DataFrame, column: str, *, times: bool) -> pd.Series:
+    """An integer column of a database table read as text; errors name the table and its row."""
+    try:
+        values, _ = parse_int(path, df[column], 1, column, required=True)
+        if times:
+            check_times(path, values, 1, column)
+    except ParseError as exc:
+        raise ParseError(path, f"table {table} row {exc.row}: {exc.reason}") from exc
+    return values
+
+
 def _markers_from_table(path: Path, df: pd.DataFrame) -> pd.DataFrame:
     cols = {c.lower(): c for c in df.columns}
     for need in ("beginns", "endns", "tid", "name"):
         if need not in cols:
             raise ParseError(path, f"table rocTX lacks column {need!r} (expected rocprof v1's roctx table)")
-    begin = pd.to_numeric(df[cols["beginns"]], errors="coerce")
-    end = pd.to_numeric(df[cols["endns"]], errors="coerce")
-    bad = begin.isna() | end.isna() | (end < begin)
-    if bool(bad.any()):
-        pos = int(np.flatnonzero(bad.to_numpy())[0])
-        raise ParseError(path, f"rocTX row {pos + 1}: BeginNs/EndNs are not a time span (expected EndNs >= BeginNs)")
+    begin = _table_ints(path, "rocTX", df, cols["beginns"], times=True)
+    end = _table_ints(path, "rocTX", df, cols["endns"], times=True)
+    bad = (end < begin).to_numpy(dtype=bool)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise ParseError(path, f"table rocTX row {pos + 1}: EndNs {end.iloc[pos]} is before BeginNs {begin.iloc[pos]}")
     # tblextr.py writes a mark as the instant [t, t + 1]; a push/pop range is never a nanosecond long
-    mark = (end - begin) <= 1
+    mark = ((end - begin) <= 1).to_numpy(dtype=bool)
     out = pd.DataFrame(
         {
-            "process_id": pd.to_numeric(df[cols["pid"]], errors="coerce") if "pid" in cols else pd.NA,
-            "thread_id": pd.to_numeric(df[cols["tid"]], errors="coerce"),
-            "start_ns": begin.astype("int64"),
-            "end_ns": end.where(~mark, begin).astype("int64"),
+            "process_id": _table_ints(path, "rocTX", df, cols["pid"], times=False) if "pid" in cols else pd.NA,
+            "thread_id": _table_ints(path, "rocTX", df, cols["tid"], times=False),
+            "start_ns": begin,
+            "end_ns": end.where(~mark, begin),
             "message": df[cols["name"]].astype(object),
             "kind": np.where(mark, "mark", "range"),
         }
@@ -283,15 +307,19 @@ def _markers_from_table(path: Path, df: pd.DataFrame) -> pd.DataFrame:
     return conform(out, MARKER_COLUMNS)
 
 
-def read_roctx_trace(path: Path) -> pd.DataFrame:
+def read_roctx_trace(path: Path) -> tuple[pd.DataFrame, list[Note]]:
     """Ranges and marks of a raw ``roctx_trace.txt``, paired as ``tblextr.py`` pairs them.
 
     Push/pop pairs nest per thread; a start/stop pair is matched by its range id (and may cross
-    threads: it is kept on the thread that stopped it); a pop or stop without its opening line
-    and a range still open at the end are left out with nothing inferred.
+    threads: it is kept on the thread that stopped it). A pop or stop without its opening line is
+    left out; ranges still open at the end are left out with a note.
+
+    Returns:
+        ``(markers, notes)``.
 
     Raises:
-        ParseError: a line that is not a roctx record (file and line named).
+        ParseError: a line that is not a roctx record, a time beyond 2**62 ns, or a pop or stop
+            earlier than its push or start (file and line named).
     """
     stacks: dict[tuple[int, int], list[tuple[int, str]]] = {}
     started: dict[int, tuple[int, str]] = {}
@@ -303,23 +331,37 @@ def read_roctx_trace(path: Path) -> pd.DataFrame:
         if m is None:
             raise ParseError(path, 'expected a roctx record: <ns> <pid>:<tid> <cid>:<rid>:"<message>"', lineno)
         ts, pid, tid, cid = int(m["ts"]), int(m["pid"]), int(m["tid"]), int(m["cid"])
+        if ts >= TIME_MAX_NS or max(pid, tid, int(m["rid"])) >= 2**63:
+            raise ParseError(path, "a time beyond 2**62 ns or an id beyond 64 bits; expected a roctx record", lineno)
         msg = m["msg"]
+        opened: tuple[int, str] | None = None
         if cid == 0:
             rows.append((pid, tid, ts, ts, msg, "mark"))
         elif cid == 1:
             stacks.setdefault((pid, tid), []).append((ts, msg))
-        elif cid == 2:
-            stack = stacks.get((pid, tid))
-            if stack:
-                start, text = stack.pop()
-                rows.append((pid, tid, start, ts, text, "range"))
+        elif cid == 2 and stacks.get((pid, tid)):
+            opened = stacks[(pid, tid)].pop()
         elif cid == 3:
             started[int(m["rid"])] = (ts, msg)
         elif cid == 4 and int(m["rid"]) in started:
-            start, text = started.pop(int(m["rid"]))
-            rows.append((pid, tid, start, ts, text, "range"))
+            opened = started.pop(int(m["rid"]))
+        if opened is not None:
+            if ts < opened[0]:
+                raise ParseError(path, f"the range {opened[1]!r} ends at {ts}, before it starts at {opened[0]}", lineno)
+            rows.append((pid, tid, opened[0], ts, opened[1], "range"))
     df = pd.DataFrame(rows, columns=["process_id", "thread_id", "start_ns", "end_ns", "message", "kind"])
-    return conform(df, MARKER_COLUMNS)
+    notes = []
+    open_left = sum(len(v) for v in stacks.values()) + len(started)
+    if open_left:
+        notes.append(
+            Note(
+                "warning",
+                "roctx-never-closed",
+                f"{logical_name(path)}: {open_left} roctx range(s) pushed or started but never popped or stopped; "
+                "left out (the application ended or was stopped inside them)",
+            )
+        )
+    return conform(df, MARKER_COLUMNS), notes
 
 
 #: rocminfo agent fields read from ``results.sysinfo.txt``.
@@ -365,7 +407,7 @@ def read_sysinfo(path: Path) -> pd.DataFrame:
         }
         for key in ("node_id", "cu_count", "wave_size", "pci_device_id"):
             value = str(a.get(key) or "").split("(")[0].strip()
-            row[key] = int(value) if value.isdigit() else None
+            row[key] = int(value) if value.isdigit() and len(value) <= 18 else None  # a garbled field is unknown
         clock = str(a.get("max_clock_mhz") or "").strip()
         row["max_clock_mhz"] = float(clock) if re.fullmatch(r"\d+(\.\d+)?", clock) else None
         row["agent_label"] = str(row["node_id"]) if row["node_id"] is not None else None
@@ -424,7 +466,7 @@ def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
     passes: list[PassData] = []
     stems: list[tuple[Path, str]] = []
     for f in v1:
-        passes.append(_kernel_pass(f, read_csv(f), label(f), 2))
+        passes.append(_kernel_pass(f, read_csv(f), label(f), 2, v1_csv=True))
         stems.append((f.parent, stem(f)))
         read.append(f)
     for db in dbs:
@@ -468,9 +510,9 @@ def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
     raw = [f for f in files if is_roctx_trace(f)]
     if raw and not marker_dbs:
         target = _trace_index(passes)
-        passes[target].markers = conform(
-            pd.concat([read_roctx_trace(f) for f in raw], ignore_index=True), MARKER_COLUMNS
-        )
+        traced = [read_roctx_trace(f) for f in raw]
+        passes[target].markers = conform(pd.concat([m for m, _ in traced], ignore_index=True), MARKER_COLUMNS)
+        notes += [n for _, found in traced for n in found]
         read += raw
 
     sysinfo = [f for f in files if logical_name(f).endswith(".sysinfo.txt")]

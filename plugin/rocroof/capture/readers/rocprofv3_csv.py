@@ -739,9 +739,11 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         sources = files.files.get("kernel_trace") or files.files.get("counter_collection") or [(None, files.directory)]
         source = sources[0][1]
         first = int(np.flatnonzero(~exact.to_numpy(dtype=bool))[0])
+        example = dispatches["dispatch_id"].iloc[first]
+        which = f"dispatch {example}" if pd.notna(example) else f"the {_ordinal(first + 1)} dispatch by start time"
         rounded_note = (
-            f"{source}: {int((~exact).sum())} dispatch(es) have rounded timestamps (e.g. dispatch "
-            f"{dispatches['dispatch_id'].iloc[first]}); their durations are unknown"
+            f"{source}: {int((~exact).sum())} dispatch(es) have rounded timestamps (e.g. {which}); "
+            "their durations are unknown"
         )
     if files.files.get("kernel_trace") and info_frames:
         notes += _check_counter_timestamps(files, dispatches, pd.concat(info_frames, ignore_index=True))
@@ -757,6 +759,12 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         timestamps_note=rounded_note,
         notes=notes,
     )
+
+
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``11th``..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 #: Why a kernel trace has no dispatch ids (rocprofiler-sdk ``generateCSV.cpp`` at ``rocm-6.2.0``).

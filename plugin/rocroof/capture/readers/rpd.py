@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ParseError
-from ...fileio import logical_name, sqlite_file, sqlite_tables
+from ...fileio import check_times, logical_name, parse_int, sqlite_file, sqlite_tables
 from ...records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -92,15 +92,27 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
 
 
-def _ints(path: Path, df: pd.DataFrame, column: str, table: str, *, required: bool) -> pd.Series:
-    """An integer column of a query result; text where a number belongs is a ParseError naming the row id."""
-    values = pd.to_numeric(df[column], errors="coerce")
-    bad = values.isna() & (df[column].notna() | required)
-    if bool(bad.any()):
-        pos = int(np.flatnonzero(bad.to_numpy())[0])
-        shown = "NULL" if df[column].iloc[pos] is None else repr(str(df[column].iloc[pos])[:40])
-        raise ParseError(path, f"{table} id {df['id'].iloc[pos]}: column {column!r} is {shown}; expected an integer")
-    return values.astype("Int64")
+def _ints(path: Path, df: pd.DataFrame, column: str, table: str, *, required: bool, time: bool = False) -> pd.Series:
+    """An integer column of a query result (SQLite keeps whatever was stored: text, reals, huge ints).
+
+    Raises:
+        ParseError: a value that is not an integer of 64 bits (a time: from 0 to 2**62 ns), or a
+            missing one where ``required``; the message names the table and the row's id.
+    """
+    cells = df[column].astype(object)
+    text = cells.map(lambda v: "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
+    try:
+        values, _ = parse_int(path, text, 0, column, required=required, allow_float_text=False)
+        if time:
+            check_times(path, values, 0, column)
+    except ParseError as exc:
+        pos = int(exc.row or 0)
+        shown = "NULL" if cells.iloc[pos] is None else repr(str(cells.iloc[pos])[:40])
+        expected = "a time in ns from 0 to 2**62" if time else "an integer"
+        raise ParseError(
+            path, f"{table} id {df['id'].iloc[pos]}: column {column!r} is {shown}; expected {expected}"
+        ) from exc
+    return values
 
 
 def read_pass(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
@@ -151,8 +163,8 @@ def _read(con: sqlite3.Connection, path: Path, label: str, tables: set[str]) -> 
         KERNEL_OP_TYPES,
     )
     n = len(ops)
-    start = _ints(path, ops, "start", "rocpd_op", required=True)
-    end = _ints(path, ops, "end", "rocpd_op", required=True)
+    start = _ints(path, ops, "start", "rocpd_op", required=True, time=True)
+    end = _ints(path, ops, "end", "rocpd_op", required=True, time=True)
     if bool((end < start).any()):
         pos = int(np.flatnonzero((end < start).to_numpy(dtype=bool))[0])
         raise ParseError(
@@ -184,8 +196,21 @@ def _read(con: sqlite3.Connection, path: Path, label: str, tables: set[str]) -> 
     if "rocpd_kernelapi" in tables and {"gridX", "workgroupX"} <= _columns(con, "rocpd_kernelapi"):
         _launch_sizes(con, path, disp, launches)
     counters = _counters(con, path, disp) if "rocpd_counter" in tables else empty_frame(COUNTER_COLUMNS)
-    markers = _markers(con, path, tables)
     notes: list[Note] = []
+    markers = _markers(con, path, tables)
+    orphans = int(disp["correlation_id"].notna().sum()) - int(
+        disp["correlation_id"].isin(launches["correlation_id"]).sum()
+    )
+    unlinked = int(disp["correlation_id"].isna().sum())
+    if orphans or unlinked:
+        notes.append(
+            Note(
+                "warning",
+                "rpd-no-launch",
+                f"{label}: {orphans + unlinked:,} kernel(s) without their launching call ({unlinked:,} not in "
+                f"rocpd_api_ops, {orphans:,} naming an API call that rocpd_api lacks): they cannot be attributed",
+            )
+        )
     other = int(_query(con, path, "SELECT COUNT(*) AS n FROM rocpd_op")["n"].iloc[0]) - n
     if other:
         notes.append(
@@ -226,8 +251,8 @@ def _launches(con: sqlite3.Connection, path: Path, api_ids: list[int]) -> pd.Dat
             "correlation_id": _ints(path, df, "id", "rocpd_api", required=True),
             "process_id": _ints(path, df, "pid", "rocpd_api", required=False),
             "thread_id": _ints(path, df, "tid", "rocpd_api", required=False),
-            "start_ns": _ints(path, df, "start", "rocpd_api", required=True),
-            "end_ns": _ints(path, df, "end", "rocpd_api", required=True),
+            "start_ns": _ints(path, df, "start", "rocpd_api", required=True, time=True),
+            "end_ns": _ints(path, df, "end", "rocpd_api", required=True, time=True),
             "api_name": df["api_name"].astype(object),
         }
     )
@@ -274,8 +299,8 @@ def _markers(con: sqlite3.Connection, path: Path, tables: set[str]) -> pd.DataFr
     )
     if not len(df):
         return empty_frame(MARKER_COLUMNS)
-    start = _ints(path, df, "start", "rocpd_api", required=True)
-    end = _ints(path, df, "end", "rocpd_api", required=True)
+    start = _ints(path, df, "start", "rocpd_api", required=True, time=True)
+    end = _ints(path, df, "end", "rocpd_api", required=True, time=True)
     if bool((end < start).any()):
         pos = int(np.flatnonzero((end < start).to_numpy(dtype=bool))[0])
         raise ParseError(path, f"rocpd_api id {df['id'].iloc[pos]}: a UserMarker ends before it starts")
