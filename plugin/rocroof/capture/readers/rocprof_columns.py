@@ -190,6 +190,8 @@ def kernel_symbol_name(name: object) -> object:
 
 #: Dispatch fields parsed as text (the others are integers).
 _TEXT_FIELDS = frozenset({"kernel_name", "agent_label"})
+#: Id fields, which some generations may write in hex (``0x...``); counts and times never are.
+_ID_FIELDS = frozenset({"dispatch_id", "queue_id", "correlation_id", "kernel_id"})
 _HEX = re.compile(r"^\s*0[xX][0-9a-fA-F]{1,16}\s*$")
 
 
@@ -231,7 +233,8 @@ def property_frame(path: Path, df: pd.DataFrame, first_row: int, split: ColumnSp
             values = parse_str(df[col])
             out[target] = values.map(kernel_symbol_name) if target == "kernel_name" else values
             continue
-        ints, ex = parse_int(path, _decimal_ids(df[col]), first_row, col, required=target == "dispatch_id")
+        cells = _decimal_ids(df[col]) if target in _ID_FIELDS else df[col]
+        ints, ex = parse_int(path, cells, first_row, col, required=target == "dispatch_id")
         if target in (HOST_DISPATCH, HOST_COMPLETE):
             ints = ints.mask(ints == 0)
         if target in ("start_ns", "end_ns", HOST_DISPATCH, HOST_COMPLETE):
