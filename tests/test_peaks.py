@@ -437,8 +437,13 @@ def test_measured_ceilings_override_the_datasheet(tmp_path: Path) -> None:
         ("MI300", "gfx942", 304, 0x74A5, "MI325X", "PCI device id 0x74a5"),
         ("AMD Instinct MI300A", "gfx942", 228, 0x74A0, "MI300A", "PCI device id 0x74a0"),
         ("MI300A_A1", "gfx942", 228, None, "MI300A", "product name"),
-        # a compute partition (CPX: 38 of 304 CUs) is still the chip its device id names
-        ("MI300X_A1", "gfx942", 38, 0x74A1, "MI300X", "PCI device id 0x74a1 (CU count differs)"),
+        # a compute partition (CPX: 38 of 304 CUs, an eighth) is still the chip its device id names
+        ("MI300X_A1", "gfx942", 38, 0x74A1, "MI300X", "PCI device id 0x74a1"),
+        # a CU count the table does not know, of a listed chip: its PCI id still names it
+        ("MI300X_A1", "gfx942", 300, 0x74A1, "MI300X", "PCI device id 0x74a1 (CU count differs)"),
+        # MI350 in a compute partition: half of its 256 CUs; the name, not the MI350P (128 CUs)
+        ("MI350", "gfx950", 128, None, "MI350X", "product name"),
+        ("MI350", "gfx950", 128, 0x75A0, "MI350X", "PCI device id 0x75a0"),
         # "NVIDIA H100" (an H100 SXM alias) is part of these names: the longer alias and the SM count win
         ("NVIDIA H100 PCIe", "sm_90", 114, None, "H100 PCIe", "product name"),
         ("NVIDIA H100 NVL", "sm_90", 132, None, "H100 NVL", "product name"),

@@ -413,3 +413,26 @@ def test_a_folder_holding_two_profilers_output_is_refused(tmp_path: Path) -> Non
     shutil.copy(fixture_path("rocprofv3-docs-2024-07", "kernel_trace.csv"), cap / "kernel_trace.csv")
     msg = _one_line_error(cap, tmp_path / "r.db")
     assert "holds the output of 2 profilers (rocprofv3-csv: kernel_trace.csv; rocprof-legacy: " in msg
+
+
+def test_a_folder_of_several_rocprof_runs_is_refused_not_merged(tmp_path: Path) -> None:
+    """HPCTrainingExamples keeps one rocprof run per .xr/<date>_<name>/ folder: three kernels, three runs."""
+    top = tmp_path / "xr"
+    for name in ("kernel1", "kernel2"):
+        run = top / name
+        run.mkdir(parents=True)
+        kernel_csv(run / "results.csv", [Kernel("k", 100, 1_000, 2_000, 2_100)])
+    msg = _one_line_error(top, tmp_path / "r.db")
+    assert "holds 2 rocprof runs (kernel1, kernel2); one run is one capture: ingest each folder" in msg
+
+
+def test_a_capture_without_its_architecture_says_to_give_arch(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    kernel_csv(cap / "results.csv", [Kernel("k", 100, 1_000, 2_000, 2_100)])  # no results.sysinfo.txt
+    store, run_id = _store(cap, tmp_path / "r.db")
+    notes = store.query(f"SELECT severity, code, message FROM run_note WHERE run_id = {run_id}")
+    row = notes[notes["code"] == "no-gpu-arch"].iloc[0]
+    assert row["severity"] == "warning" and "--arch" in row["message"]
+    result = CliRunner().invoke(cli, ["runs", "--notes", "latest", "--db", os.fspath(tmp_path / "r.db")])
+    assert result.exit_code == 0 and "no-gpu-arch" in result.output

@@ -248,3 +248,52 @@ def test_host_times_only_give_upper_bound_durations_as_in_legacy_rocprof(tmp_pat
     assert got["duration_ns"].tolist() == [int(r["CompleteNs"]) - int(r["DispatchNs"]) for r in stamps]
     notes = ro.query(f"SELECT severity, code FROM run_note WHERE run_id = {run_id}")
     assert ("warning", "duration-upper-bound") in list(zip(notes["severity"], notes["code"], strict=True))
+
+
+def test_omniperf_1x_sysinfo_names_the_gpu_and_its_bandwidth(tmp_path: Path) -> None:
+    """Omniperf 1.x sysinfo.csv: gpu_soc, name, numCU, hbmBW (rocprofiler-compute d5ecf1d tests/workloads)."""
+    import shutil
+
+    work = tmp_path / "w"
+    shutil.copytree(fixture_path("rocprof-compute", "vcopy", "MI100"), work)
+    new = _csv_rows(work / "sysinfo.csv")[0]
+    old = {"gpu_soc": new["gpu_arch"], "name": "mi100", "numCU": new["cu_per_gpu"], "hbmBW": new["hbm_bw"]}
+    with open(work / "sysinfo.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(old))
+        writer.writeheader()
+        writer.writerow(old)
+    store = Store(tmp_path / "r.db")
+    run_id = store.write_run(build_run(read_capture(work)))
+    run = Store(tmp_path / "r.db", read_only=True).query(
+        f"SELECT gpu_arch, gpu_name, dram_peak_gbps FROM run WHERE run_id = {run_id}"
+    )
+    assert run.iloc[0].tolist() == ["gfx908", "mi100", float(new["hbm_bw"])]
+    rows = build_report(Store(tmp_path / "r.db", read_only=True), run_id, by="dispatch").rows
+    assert rows["dram_read_bytes"].tolist() == pytest.approx([VCOPY_BYTES] * 3, rel=0.01)
+
+
+def test_a_counter_pass_that_skipped_a_dispatch_joins_by_dispatch_id(tmp_path: Path) -> None:
+    """A kernel-filtered pass holds dispatches 1..2 of the trace's 0..2: ids, not positions, line them up."""
+    import shutil
+
+    work = tmp_path / "w"
+    shutil.copytree(fixture_path("rocprof-compute", "vcopy", "MI100"), work)
+    for path in work.glob("*.csv"):
+        if path.name in ("timestamps.csv", "sysinfo.csv", "pmc_dispatch_info.csv"):
+            continue
+        _edit_csv(path, lambda rows, header: (rows[1:], header))  # dispatch 0 left out
+    run_id = Store(tmp_path / "r.db").write_run(build_run(read_capture(work)))
+    rows = build_report(Store(tmp_path / "r.db", read_only=True), run_id, by="dispatch").rows
+    perf = _csv_rows(fixture_path("rocprof-compute", "vcopy", "MI100", "pmc_perf.csv"))
+    hand = [
+        (float(r["TCC_EA_WRREQ_sum"]) - float(r["TCC_EA_WRREQ_64B_sum"])) * 32 + float(r["TCC_EA_WRREQ_64B_sum"]) * 64
+        for r in perf
+    ]
+    assert pd_isna(rows["dram_write_bytes"].iloc[0])
+    assert rows["dram_write_bytes"].iloc[1:].tolist() == pytest.approx(hand[1:])
+
+
+def pd_isna(value: object) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))

@@ -390,8 +390,8 @@ def dram_bytes(wide: pd.DataFrame, arch: pd.Series) -> pd.DataFrame:
             if combo % 2:
                 # keep a FETCH_SIZE/WRITE_SIZE note of the side that is known
                 parts.append(
-                    f"no DRAM byte formula for architecture {arch_name or 'unknown'!r} "
-                    "(known: gfx90a, gfx942, gfx950, gfx10/11/12, NVIDIA sm_*); use --arch if it was not recorded"
+                    f"no DRAM byte formula for architecture {arch_name or 'unknown'!r} (known: gfx908, gfx90a, "
+                    "gfx942, gfx950, gfx10/11/12, NVIDIA sm_*); use --arch if it was not recorded"
                 )
             texts.append("; ".join(dict.fromkeys(parts)) or None)
         lookup = np.array([*texts, None], dtype=object)[:-1]

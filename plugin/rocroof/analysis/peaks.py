@@ -381,7 +381,8 @@ def _matches(
     """Table entries that may be this GPU, best first, with how each matched.
 
     Rules, best first (an entry's architecture must agree with ``arch`` when both are known; a
-    CU count agrees when either side does not know it):
+    CU count agrees when either side does not know it, or when the recorded count is the table's
+    or a half, quarter or eighth of it: a compute partition):
 
     1. ``PCI device id 0x74a1``: the entry lists the recorded PCI device id (libdrm's
        ``amdgpu.ids`` numbering) and its CU count agrees;
@@ -401,8 +402,9 @@ def _matches(
         return not a or base_arch(gpu.get("gfx_arch")) in ("", a)
 
     def cu_ok(gpu: dict[str, Any]) -> bool:
+        # a compute partition (DPX, QPX, CPX) shows a half, quarter or eighth of the GPU's CUs
         cus = _table_cus(gpu)
-        return cu_count is None or cus is None or cus == int(cu_count)
+        return cu_count is None or cus is None or any(cus == int(cu_count) * k for k in (1, 2, 4, 8))
 
     by_device = [g for g in gpus if device_id is not None and int(device_id) in _pci_ids(g) and arch_ok(g)]
     named: list[tuple[int, int, dict[str, Any]]] = []

@@ -20,14 +20,17 @@ from .app import (
 @cli.command()
 @db_option
 @format_option
-@click.option("--notes", "notes_for", type=int, default=None, metavar="RUN", help="Show all notes of one run instead.")
-def runs(db: str, fmt: str, notes_for: int | None) -> None:
+@click.option(
+    "--notes", "notes_for", default=None, metavar="RUN", help="Show all notes of one run (an id or 'latest') instead."
+)
+def runs(db: str, fmt: str, notes_for: str | None) -> None:
     """List stored runs (or one run's notes with --notes RUN).
 
     \b
     Examples:
       rocroof runs
       rocroof runs --notes 3                  # every note of run 3 (missing counters, ...)
+      rocroof runs --notes latest
       rocroof runs --format json --db team.db
     """
     import sqlalchemy as sa

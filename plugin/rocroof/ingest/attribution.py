@@ -533,7 +533,10 @@ def join_pass(
     """Match the dispatches of ``other`` to those of ``primary``.
 
     Key: (invocation, kernel ordinal) when both passes carry ggml invocations, else the
-    dispatch order. A match also needs equal kernel names (``(.kd)`` suffix ignored).
+    dispatch order, or the dispatch id when both passes have unique ids, the passes differ (in
+    length or in what the order matches) and the ids match at least as many dispatches (a pass
+    that profiled a subset of the dispatches). A match also
+    needs equal kernel names (``(.kd)`` suffix ignored).
 
     Returns:
         ``(primary_row, note)``: for each row of ``other`` the matched row of ``primary``
@@ -541,8 +544,10 @@ def join_pass(
     """
     pa, oa = primary_attr.dispatch, other_attr.dispatch
     by_invocation = bool(pa["invocation"].notna().any()) and bool(oa["invocation"].notna().any())
+    by_id = False
 
-    def keys(attr: pd.DataFrame, n: int) -> pd.DataFrame:
+    def keys(attr: pd.DataFrame, d: pd.DataFrame) -> pd.DataFrame:
+        n = len(d)
         if by_invocation:
             return pd.DataFrame(
                 {
@@ -550,17 +555,35 @@ def join_pass(
                     "k2": attr["kernel_ordinal"].astype(np.int64),
                 }
             )
+        if by_id:
+            return pd.DataFrame({"k1": np.full(n, -1, dtype=np.int64), "k2": d["dispatch_id"].astype(np.int64)})
         return pd.DataFrame({"k1": np.full(n, -1, dtype=np.int64), "k2": np.arange(n, dtype=np.int64)})
 
-    pk = keys(pa, len(primary.dispatches))
-    pk["prow"] = np.arange(len(pk))
-    pk["pname"] = _normalised_names(primary.dispatches["kernel_name"])
-    ok = keys(oa, len(other.dispatches))
-    ok["orow"] = np.arange(len(ok))
-    ok["oname"] = _normalised_names(other.dispatches["kernel_name"])
-    merged = ok.merge(pk.drop_duplicates(["k1", "k2"]), on=["k1", "k2"], how="left")
-    same = merged["pname"] == merged["oname"]
-    matched = merged["prow"].notna() & same
+    def join() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.Series]:
+        pk = keys(pa, primary.dispatches)
+        pk["prow"] = np.arange(len(pk))
+        pk["pname"] = _normalised_names(primary.dispatches["kernel_name"])
+        ok = keys(oa, other.dispatches)
+        ok["orow"] = np.arange(len(ok))
+        ok["oname"] = _normalised_names(other.dispatches["kernel_name"])
+        merged = ok.merge(pk.drop_duplicates(["k1", "k2"]), on=["k1", "k2"], how="left")
+        return pk, ok, merged, merged["prow"].notna() & (merged["pname"] == merged["oname"])
+
+    pk, ok, merged, matched = join()
+    ids_known = all(
+        len(d) and bool(d["dispatch_id"].notna().all()) and not bool(d["dispatch_id"].duplicated().any())
+        for d in (primary.dispatches, other.dispatches)
+    )
+    if not by_invocation and ids_known and (not bool(matched.all()) or len(pk) != len(ok)):
+        # passes that profiled different dispatches (a kernel filter, a dispatch the tool skipped): the
+        # dispatch ids, which count the application's dispatches the same way in every run, line them up;
+        # by position, a pass missing its first dispatch would give each dispatch its neighbour's counters
+        by_id = True
+        pk_id, ok_id, merged_id, matched_id = join()
+        if int(matched_id.sum()) >= int(matched.sum()):
+            pk, ok, merged, matched = pk_id, ok_id, merged_id, matched_id
+        else:
+            by_id = False
     result = pd.Series(pd.array([pd.NA] * len(ok), dtype="Int64"))
     result[merged.loc[matched, "orow"].to_numpy()] = pd.array(
         merged.loc[matched, "prow"].astype(np.int64).to_numpy(), dtype="Int64"
@@ -580,11 +603,10 @@ def join_pass(
             ]
         if len(bad):
             first = bad.iloc[0]
-            where = (
-                f"invocation {first['k1']} kernel {first['k2']}"
-                if by_invocation and first["k1"] >= 0
-                else f"dispatch #{int(first['k2']) + 1}"
-            )
+            if by_invocation and first["k1"] >= 0:
+                where = f"invocation {first['k1']} kernel {first['k2']}"
+            else:
+                where = f"dispatch id {int(first['k2'])}" if by_id else f"dispatch #{int(first['k2']) + 1}"
             theirs = first["pname"] if isinstance(first["pname"], str) else "no dispatch"
             parts.append(f"; first difference at {where}: {first['oname'][:60]!r} vs {theirs[:60]!r}")
         if len(bad):

@@ -417,6 +417,15 @@ def build_run(
     else:
         tdisp = dispatches[columns] if len(dispatches) else dispatches
     arch, name, cus, device = _run_gpu(tdisp, agents)
+    if arch is None and len(tdisp):
+        notes.append(
+            Note(
+                "warning",
+                "no-gpu-arch",
+                f"the {capture.source_format} capture does not record the GPU's architecture: DRAM bytes and the "
+                "ceiling need it; ingest again with --arch (gfx942, gfx90a, sm_90...)",
+            )
+        )
     stated: tuple[float, str, str] | None = None  # the capture's own ceiling: (GB/s, source, rule)
     if capture.dram_peak_gbps is not None:
         stated = (float(capture.dram_peak_gbps), str(capture.dram_peak_source), capture.dram_peak_rule or "capture")

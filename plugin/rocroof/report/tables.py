@@ -627,7 +627,8 @@ def _header_lines(report: Report) -> list[str]:
     gpu = gpu_text(r.get("gpu_name"), r.get("gpu_arch"))
     timing = timing_text(r.get("timing_source"))
     if report.totals.get("duration_ns") is None and report.total_rows:
-        timing += " (durations unknown: see the warnings)"
+        warned = any(n.severity == "warning" and "timestamp" in n.code for n in report.notes)
+        timing += " (durations unknown: see the warnings)" if warned else " (durations unknown: no kernel timestamps)"
     lines = [
         f"run {r['run_id']}: {r.get('source_path') or ''} — {r.get('profiler') or '?'} on {gpu or 'unknown GPU'}",
         f"timings from {timing}; attribution: {r.get('attribution_method')}",

@@ -386,14 +386,6 @@ def read_capture(
             raise InputError(f"{path}: holds {len(traces)} RPD traces ({shown}); one trace is one run: ingest each")
         trace_pass, facts = rpd.read_pass(traces[0], logical_name(traces[0]))
         used.append(traces[0])
-        notes.append(
-            Note(
-                "info",
-                "rpd-no-gpu-model",
-                "RPD traces record no GPU model or architecture: give --arch (e.g. gfx942) for DRAM formulas and "
-                "the ceiling",
-            )
-        )
         capture = Capture(
             source_format=fmt,
             source_paths=[str(path)],

@@ -66,8 +66,27 @@ def _find(directory: Path, name: str) -> Path | None:
     return None
 
 
+#: Omniperf 1.x ``sysinfo.csv`` names -> today's (the workloads of ROCm/rocprofiler-compute
+#: ``d5ecf1d`` ``tests/workloads/*/mi100/sysinfo.csv``: ``gpu_soc,numCU,...,name,hbmBW``).
+_SYSINFO_V1_NAMES = {
+    "gpu_soc": "gpu_arch",
+    "name": "gpu_model",
+    "numCU": "cu_per_gpu",
+    "hbmBW": "hbm_bw",
+    "sclk": "max_sclk",
+    "mclk": "max_mclk",
+    "waveSize": "wave_size",
+    "host_name": "hostname",
+    "host_rocmver": "rocm_version",
+}
+
+
 def read_sysinfo(directory: Path) -> dict[str, str]:
-    """The single row of ``sysinfo.csv`` as ``{column: value}`` (empty values dropped)."""
+    """The single row of ``sysinfo.csv`` as ``{column: value}`` (empty values dropped).
+
+    Omniperf 1.x names (``gpu_soc``, ``name``, ``numCU``, ``hbmBW``...) are given today's names
+    (``gpu_arch``, ``gpu_model``, ``cu_per_gpu``, ``hbm_bw``...) where the file lacks those.
+    """
     path = _find(directory, "sysinfo.csv")
     if path is None:
         return {}
@@ -75,7 +94,11 @@ def read_sysinfo(directory: Path) -> dict[str, str]:
     if len(df) == 0:
         raise ParseError(path, "no data row (expected one row describing the system)", 2)
     row = df.iloc[0]
-    return {str(k).strip(): str(v).strip() for k, v in row.items() if str(v).strip() != ""}
+    info = {str(k).strip(): str(v).strip() for k, v in row.items() if str(v).strip() != ""}
+    for old, new in _SYSINFO_V1_NAMES.items():
+        if old in info and new not in info:
+            info[new] = info[old]
+    return info
 
 
 def read_roofline_peak(directory: Path) -> float | None:
@@ -258,7 +281,12 @@ def _meta_frame(path: Path, df: pd.DataFrame, first: int) -> tuple[pd.DataFrame,
 def _wide_pass(path: Path, kind: str, label: str, requested: tuple[str, ...] | None) -> PassData:
     df = read_csv(path)
     if not len(df):
-        raise ParseError(path, "no data rows (expected one row per kernel dispatch; file truncated?)", 2)
+        raise ParseError(
+            path,
+            "no data rows: no dispatch was profiled (a dispatch or kernel filter that matched nothing?) or the file "
+            "was cut short; expected one row per kernel dispatch",
+            2,
+        )
     meta, exact, upper_bound = _meta_frame(path, df, 2)
     counters, instances = wide_counters(path, df, split_columns(df.columns).counters)
     order = np.argsort(meta["dispatch_id"].to_numpy(dtype=np.int64), kind="stable")

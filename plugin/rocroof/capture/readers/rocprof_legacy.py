@@ -455,6 +455,14 @@ def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
     v1 = [f for f in files if csv_generation(f) == "v1"]
     v2 = [f for f in files if csv_generation(f) == "v2"]
     dbs = [f for f in files if is_results_db(f)]
+    runs = sorted({f.parent for f in v1 + dbs}, key=_natural)
+    if len(runs) > 1:
+        # rocprof v1 writes one run's files into one folder (rocprofv2's pmc_N/ are passes of one run)
+        shown = ", ".join(str(r.relative_to(root)) if r.is_relative_to(root) else str(r) for r in runs[:5])
+        raise InputError(
+            f"{root}: holds {len(runs)} rocprof runs ({shown}{', ...' if len(runs) > 5 else ''}); one run is one "
+            "capture: ingest each folder"
+        )
     csv_stems = {(f.parent, stem(f)) for f in v1}
 
     def label(path: Path) -> str:
@@ -519,14 +527,6 @@ def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
     agents = read_sysinfo(sysinfo[0]) if sysinfo else empty_frame(AGENT_COLUMNS)
     read += sysinfo[:1]
     agents = _relabel_by_gpu_index(agents, passes)
-    if not sysinfo:
-        notes.append(
-            Note(
-                "info",
-                "no-sysinfo",
-                "no results.sysinfo.txt (rocminfo): the GPU is not named; give --arch (e.g. gfx90a) for DRAM bytes",
-            )
-        )
     skipped = sorted({logical_name(f) for f in files if f not in read and belongs(f) and f not in dbs})
     if skipped:
         notes.append(
