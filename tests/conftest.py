@@ -33,3 +33,22 @@ def fixture_path(*parts: str) -> Path:
 def db_path(tmp_path: Path) -> Path:
     """A fresh SQLite database path."""
     return tmp_path / "results.db"
+
+
+#: The tables of an Nsight Systems export that hold the capture's environment, host and application
+#: output (nsys export --type sqlite, 2025.3; DDL as nsys writes it). The committed examples were
+#: scrubbed of them: tests that plant secrets put them back.
+NSYS_IDENTITY_TABLES = (
+    "CREATE TABLE IF NOT EXISTS META_DATA_CAPTURE (name TEXT NOT NULL, value TEXT)",
+    "CREATE TABLE IF NOT EXISTS META_DATA_EXPORT (name TEXT NOT NULL, value TEXT)",
+    "CREATE TABLE IF NOT EXISTS TARGET_INFO_SYSTEM_ENV (globalVid INTEGER, devStateName TEXT NOT NULL, "
+    "name TEXT NOT NULL, nameEnum INTEGER NOT NULL, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS ProcessStreams (globalPid INTEGER NOT NULL, filenameId INTEGER NOT NULL, "
+    "contentId INTEGER NOT NULL)",
+)
+
+
+def add_nsys_identity_tables(con: object) -> None:
+    """Give an Nsight Systems export (an open sqlite3 connection) its identity tables back."""
+    for ddl in NSYS_IDENTITY_TABLES:
+        con.execute(ddl)  # type: ignore[attr-defined]

@@ -1,22 +1,27 @@
-"""Make a capture safe to share: a copy without environment variables, host names or paths.
+"""Make a capture safe to share: an allow-list of files and tables, and one redaction step for text.
 
-Profiler output records far more than the measurements: Nsight Systems stores the whole
-environment of the profiled process (``META_DATA_CAPTURE`` rows ``PROCESS_n:ENVIRONMENT_VARIABLE``
-and ``TARGET_INFO_SYSTEM_ENV`` ``DeviceEnvironment``), the host name, the working directory and
-the application's stdout/stderr (``ProcessStreams``); Nsight Compute's raw CSV has ``Host Name``
-and ``Process Name`` columns; rocprofv3 writes its own ``*_agent_info.csv`` and logs; rocroof's
-manifest keeps each command line. :func:`scrub_capture` copies a capture directory and, on the
-way,
+Profiler output records far more than the measurements: the profiled process's whole environment
+(tokens included: Nsight Systems' ``META_DATA_CAPTURE``, rocpd's ``rocpd_info_process``), its
+command line (``--hf-token ...``), host and user names, GPU UUIDs and bus ids, the application's
+own output, paths. :func:`scrub_capture` copies a capture directory keeping only what rocroof
+reads or will read for timelines, and passing every string that stays through one
+:class:`Redactor`:
 
-* drops binary reports that cannot be edited (``.ncu-rep``, ``.nsys-rep``, ``.qdstrm``,
-  ``.rpd``): their exports (raw CSV, SQLite) hold what rocroof reads;
-* removes environment variables except the ``GGML_*`` ones that shaped the run, the user name,
-  host names and GPU UUIDs / bus locations;
-* shortens every absolute path to its last component (``/tmp/x/models/m.gguf`` -> ``m.gguf``),
-  in SQLite text columns, CSV cells, JSON strings and log lines;
-* replaces each host name it learns (the machine's own, ``Host Name`` cells, the manifest's
-  ``host``, nsys' ``Hostname``) with ``host``;
-* compresses ``.sqlite``/``.db``/``.csv`` files with gzip when asked (rocroof reads ``.gz``).
+* **files** are kept by kind (the readers' own detection): rocprofv3 CSV traces and counters,
+  rocprofiler-compute workload CSVs, legacy rocprof kernel tables, Nsight Compute raw CSV,
+  Nsight Systems / rocpd / RPD / legacy rocprof SQLite, rocroof's manifest, op metadata and probe
+  JSON, and text logs; anything else (binary reports, unknown files, symbolic links, which are
+  never followed) is left out and listed with the reason;
+* **SQLite tables** are kept by name per format (kernels, memory copies and sets, synchronisation,
+  runtime API, NVTX / roctx, thread and stream names, GPU and device info); the others are
+  dropped, with views that read them; identifier columns (UUIDs, bus locations, host names) are
+  emptied, environment columns keep only the variables that shaped the run (``GGML_*``...), and
+  Nsight's ``StringIds`` keeps only the strings the kept tables name;
+* **CSV columns** that name the host are replaced; identifier columns of ``agent_info.csv`` are
+  emptied;
+* **every remaining string** goes through the redactor: secret-looking ``NAME=value`` pairs and
+  ``--flag value`` pairs, host and user names, UUIDs, e-mail addresses, absolute paths (cut to
+  their last part).
 
 Measurements are left as they are: ``rocroof ingest`` of the copy stores the same numbers.
 """
@@ -28,6 +33,7 @@ import getpass
 import gzip
 import io
 import json
+import os
 import re
 import shutil
 import socket
@@ -39,31 +45,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..analysis.bandwidth import BANDWIDTH_FILE
 from ..errors import InputError, ParseError
-from ..fileio import is_gzip, logical_name, open_binary, sqlite_file
-from .readers import MANIFEST
+from ..fileio import is_gzip, logical_name, open_binary, sqlite_file, sqlite_tables
+from .readers import MANIFEST, SIDECAR_NAME, ggml_meta, nvidia, rocprof_legacy, rocprofv3_csv
 
 #: Binary reports that are dropped (their exports are kept).
-BINARY_REPORTS = (".ncu-rep", ".nsys-rep", ".qdstrm", ".rpd")
+BINARY_REPORTS = (".ncu-rep", ".nsys-rep", ".qdstrm", ".rpd-journal")
 #: Environment variables kept (they shape the measured run).
 KEEP_ENV = re.compile(r"^(GGML_|LLAMA_ARG_|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES)")
+#: Host names shorter than this are replaced in host fields only, not in free text.
+SHORT_HOST = 4
+#: What a redacted value becomes.
+REDACTED = "<redacted>"
+
 _ABS_PATH = re.compile(r"(?<![\w.~-])/(?:[^\s/\"'`:;,|()<>=]+/)+(?=[^\s/\"'`:;,|()<>=])")
 _ENV_ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_TEXT_SUFFIXES = (".log", ".txt", ".out", ".err", ".yaml", ".yml", ".md")
-_COMPRESSIBLE = (".sqlite", ".db", ".csv", ".json")
+#: A name that says its value is a secret.
+_SECRET_NAME = (
+    r"[A-Za-z0-9_-]*(?:token|secret|passw|passphrase|api[_-]?key|apikey|credential|auth|cookie|private)[A-Za-z0-9_-]*"
+)
+_VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;]+)"
+#: ``NAME=value``: an environment-style name (upper case) or a secret-looking one.
+_ASSIGNMENT = re.compile(rf"(?<![\w./=-])((?:[A-Z][A-Z0-9_]+|(?i:{_SECRET_NAME})))=(?!=)({_VALUE})")
+#: ``--flag value`` / ``--flag=value`` / ``-flag value`` where the flag names a secret (llama.cpp's
+#: ``--api-key``, ``--hf-token``).
+_SECRET_FLAG = re.compile(rf"(?<![\w-])(--?(?i:{_SECRET_NAME}))(=|\s+)(?!-)({_VALUE})")
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+_UUID = re.compile(
+    r"(?i)(?<![0-9a-f-])(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|GPU-[0-9a-f]{16})(?![0-9a-f-])"
+)
+_HOME = re.compile(r"(?:/home|/Users|/export/home|/u)/([A-Za-z0-9._-]+)")
 
 
 def shorten_paths(text: str) -> str:
     """Every absolute path reduced to its last component.
 
     >>> shorten_paths("run /tmp/rr/bin/llama-bench -m /data/m.gguf (cwd /work/main)")
-    'run llama-bench -m m.gguf (cwd /work/main)'
+    'run llama-bench -m m.gguf (cwd main)'
     """
     return _ABS_PATH.sub("", text)
-
-
-#: Host names shorter than this are replaced in host fields only, not in free text.
-SHORT_HOST = 4
 
 
 @dataclass
@@ -72,13 +93,16 @@ class ScrubReport:
 
     Attributes:
         written: files written under the destination (relative paths).
-        dropped: source files left out (binary reports), relative paths.
+        dropped: source files left out, relative path -> why (binary report, unknown file, link...).
+        rewritten: files whose content the scrub changed (relative paths, as written).
         hosts: host names that were replaced with ``host``.
-        removed: counts of removed items by kind (``environment variable``, ``host name``...).
+        removed: counts of removed or rewritten items by kind (``environment variable``,
+            ``secret``, ``host name``, ``UUID``, ``table``...).
     """
 
     written: list[str] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)
+    rewritten: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     removed: dict[str, int] = field(default_factory=dict)
 
@@ -88,35 +112,234 @@ class ScrubReport:
             self.removed[kind] = self.removed.get(kind, 0) + n
 
 
-class _Cleaner:
-    """Text cleaning shared by every file type: host names, then paths."""
+class Redactor:
+    """The one redaction step every string of a scrubbed capture goes through.
 
-    def __init__(self, hosts: Iterable[str], users: Iterable[str] = ()) -> None:
-        names = sorted({h for h in hosts if h and h not in ("host", "localhost")}, key=len, reverse=True)
-        self.hosts = names
-        # short names ("vm") are replaced in host fields only: in free text they would hit words
-        long = [h for h in names if len(h) >= SHORT_HOST]
+    In order: a NUL-separated environment block keeps only :data:`KEEP_ENV` entries; ``NAME=value``
+    pairs with an environment-style or secret-looking name lose their value (the kept variables
+    excepted); ``--flag value`` pairs whose flag names a secret lose the value; e-mail addresses
+    and UUIDs are replaced; host names (those of :data:`SHORT_HOST` characters or more; a full
+    name's first label too) become ``host`` and user names ``user``; absolute paths are cut to
+    their last part.
+    """
+
+    def __init__(self, report: ScrubReport, hosts: Iterable[str] = (), users: Iterable[str] = ()) -> None:
+        self.report = report
+        names = set()
+        for h in hosts:
+            h = h.strip()
+            if h and h not in ("host", "localhost"):
+                names.add(h)
+                if "." in h and len(h.split(".")[0]) >= SHORT_HOST:
+                    names.add(h.split(".")[0])  # the short name of a full one
+        self.hosts = sorted(names, key=len, reverse=True)
+        long = [h for h in self.hosts if len(h) >= SHORT_HOST]
         self._host_re = re.compile("|".join(rf"(?<![\w.-]){re.escape(h)}(?![\w-])" for h in long)) if long else None
+        who = sorted({u for u in users if len(u) >= 3 and u not in ("user", "host", "root")}, key=len, reverse=True)
+        self._user_re = re.compile("|".join(rf"(?<![\w.-]){re.escape(u)}(?![\w-])" for u in who)) if who else None
 
-        names = sorted({u for u in users if len(u) >= 3 and u not in ("user", "host")}, key=len, reverse=True)
-        self._user_re = re.compile("|".join(rf"(?<![\w.-]){re.escape(u)}(?![\w-])" for u in names)) if names else None
+    def _sub(self, pattern: re.Pattern[str], text: str, repl: str | Callable[[re.Match[str]], str], kind: str) -> str:
+        out, n = pattern.subn(repl, text)
+        self.report.count(kind, n)
+        return out
 
     def __call__(self, text: str) -> str:
+        """``text`` without secrets, identifiers, host and user names, or directories."""
+        if "\x00" in text and _ENV_ENTRY.match(text):  # a process environment block
+            entries = text.split("\x00")
+            kept = [e for e in entries if not e or KEEP_ENV.match(e)]
+            self.report.count("environment variable", len(entries) - len(kept))
+            text = "\x00".join(kept)
+
+        def assignment(m: re.Match[str]) -> str:
+            if KEEP_ENV.match(m.group(1)) or m.group(2) == REDACTED:
+                return m.group(0)
+            self.report.count("secret or environment value")
+            return f"{m.group(1)}={REDACTED}"
+
+        text = _ASSIGNMENT.sub(assignment, text)
+        text = self._sub(_SECRET_FLAG, text, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", "secret flag value")
+        text = self._sub(_EMAIL, text, "<email>", "e-mail address")
+        text = self._sub(_UUID, text, "<uuid>", "UUID")
         if self._host_re is not None:
-            text = self._host_re.sub("host", text)
+            text = self._sub(self._host_re, text, "host", "host name")
         if self._user_re is not None:
-            text = self._user_re.sub("user", text)
+            text = self._sub(self._user_re, text, "user", "user name")
         return shorten_paths(text)
+
+    def argv(self, items: list[Any]) -> list[Any]:
+        """A command line as a list: the value after a secret flag redacted, every item redacted."""
+        out: list[Any] = []
+        hide_next = False
+        for item in items:
+            if hide_next and isinstance(item, str):
+                out.append(REDACTED)
+                self.report.count("secret flag value")
+                hide_next = False
+                continue
+            hide_next = isinstance(item, str) and re.fullmatch(rf"--?(?i:{_SECRET_NAME})", item) is not None
+            out.append(self(item) if isinstance(item, str) else item)
+        return out
+
+
+# ---- what is kept ---------------------------------------------------------------------------------
+
+#: rocprofv3 CSV domains kept: what rocroof reads, and the other timelines.
+_ROCPROFV3_TRACES = re.compile(
+    r"^(?:.*_)?(?:kernel_trace|counter_collection|marker_api_trace|hip_api_trace|hsa_api_trace|memory_copy_trace|"
+    r"memory_allocation_trace|scratch_memory_trace|agent_info)\.csv$"
+)
+#: rocprofiler-compute workload CSVs kept.
+_WORKLOAD_CSV = re.compile(r"^(?:pmc_perf(?:_\d+)?|SQ_\w+|timestamps|sysinfo|roofline|pmc_dispatch_info)\.csv$")
+#: Text files kept (redacted): logs, roctx traces, rocminfo output, counter lists, configs.
+_TEXT_FILES = re.compile(r"(?:\.log|\.txt|\.ya?ml|^cmd)$")
+
+#: Kept tables per SQLite family (suffix-insensitive names: rocpd tables carry a UUID).
+NSYS_TABLES = frozenset(
+    {
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+        "NVTX_EVENTS",
+        "StringIds",
+        "PROCESSES",
+        "ThreadNames",
+        "TARGET_INFO_GPU",
+        "TARGET_INFO_CUDA_DEVICE",
+        "TARGET_INFO_CUDA_STREAM",
+        "TARGET_INFO_CUDA_CONTEXT_INFO",
+        "TARGET_INFO_SESSION_START_TIME",
+    }
+)
+ROCPD_TABLES = frozenset(
+    {
+        "rocpd_kernel_dispatch",
+        "rocpd_event",
+        "rocpd_pmc_event",
+        "rocpd_info_pmc",
+        "rocpd_region",
+        "rocpd_sample",
+        "rocpd_string",
+        "rocpd_info_kernel_symbol",
+        "rocpd_info_agent",
+        "rocpd_track",
+        "rocpd_metadata",
+        "rocpd_info_process",
+        "rocpd_info_node",
+        "rocpd_info_thread",
+        "rocpd_info_queue",
+        "rocpd_info_stream",
+        "rocpd_memory_copy",
+        "rocpd_memory_allocate",
+        "rocpd_info_code_object",
+    }
+)
+RPD_TABLES = frozenset(
+    {
+        "rocpd_op",
+        "rocpd_api",
+        "rocpd_api_ops",
+        "rocpd_string",
+        "rocpd_ustring",
+        "rocpd_kernelapi",
+        "rocpd_copyapi",
+        "rocpd_kernelop",
+        "rocpd_copyop",
+        "rocpd_metadata",
+        "rocpd_counter",
+    }
+)
+LEGACY_TABLES = frozenset({"KERN", "A", "rocTX", "HIP", "HSA", "COPY", "OPS"})
+#: Columns emptied, per logical table: identifiers of machines and devices.
+_BLANK = {
+    "TARGET_INFO_GPU": ("uuid", "busLocation", "luid"),
+    "rocpd_info_node": ("machine_id", "domain_name"),
+    "rocpd_info_agent": ("uuid",),
+}
+#: Host-name columns, set to ``host``.
+_HOST_COLUMNS = {"rocpd_info_node": ("hostname",)}
+#: Environment columns (JSON objects or NUL blocks), filtered to :data:`KEEP_ENV`.
+_ENV_COLUMNS = {"rocpd_info_process": ("environment",)}
+#: Nsight Systems columns that hold ``StringIds`` ids: the strings kept.
+_NSYS_STRING_REFS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("shortName", "demangledName", "mangledName"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("nameId",),
+    "NVTX_EVENTS": ("textId", "domainId", "categoryId"),
+    "ThreadNames": ("nameId",),
+    "PROCESSES": ("nameId",),
+}
+#: Columns that hold a run's random id (rocpd's ``guid``): kept as they are.
+_RUN_IDS = frozenset({"guid"})
+#: ``agent_info.csv`` columns that identify a device or machine, emptied.
+_AGENT_ID_COLUMNS = ("Location_Id", "Domain", "Hive_Id", "Gpu_Id", "Uuid", "Serial")
+#: CSV columns that hold the host name, replaced with ``host``.
+_CSV_HOST_COLUMNS = ("Host Name", "hostname", "host_name")
+#: The compressible kinds (``--gzip``).
+_COMPRESSIBLE = (".sqlite", ".db", ".rpd", ".csv", ".json")
+
+
+def _logical_table(name: str) -> str:
+    """``rocpd_x_<uuid>`` -> ``rocpd_x``; other names unchanged (rocpd's physical tables carry a UUID)."""
+    m = re.search(r"_[0-9A-Fa-f]{8}_[0-9A-Fa-f]{4}_[0-9A-Fa-f]{4}_[0-9A-Fa-f]{4}_[0-9A-Fa-f]{12}$", name)
+    return name[: m.start()] if m else name
+
+
+def _sqlite_family(tables: set[str]) -> tuple[str, frozenset[str]] | None:
+    logical = {_logical_table(t) for t in tables}
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in logical:
+        return "Nsight Systems export", NSYS_TABLES
+    if "rocpd_kernel_dispatch" in logical:
+        return "rocpd database", ROCPD_TABLES
+    if "rocpd_op" in logical and "rocpd_api" in logical:
+        return "RPD trace", RPD_TABLES
+    if logical & {"KERN", "A", "rocTX"}:
+        return "rocprof results database", LEGACY_TABLES
+    return None
+
+
+def _kind(path: Path) -> tuple[str | None, str]:
+    """``(handler, what)`` for a file, or ``(None, why it is left out)``."""
+    name = logical_name(path)
+    if name.endswith(BINARY_REPORTS):
+        return None, "binary report (its exports are kept)"
+    if is_gzip(path):
+        with open_binary(path) as fh:  # damaged compression is an error, not a file to leave out
+            fh.read(1 << 16)
+    if name.endswith((".sqlite", ".db", ".rpd", ".sqlite3")):
+        return "sqlite", "SQLite"
+    if name.endswith(".csv"):
+        if (
+            _ROCPROFV3_TRACES.match(name)
+            or rocprofv3_csv.classify(path)
+            or _WORKLOAD_CSV.match(name)
+            or rocprof_legacy.csv_generation(path)
+            or nvidia.is_ncu_csv(path)
+        ):
+            return "csv", "profiler CSV"
+        return None, "a CSV file rocroof does not read"
+    if name.endswith(".json"):
+        if name == MANIFEST:
+            return "manifest", "manifest"
+        if name in (SIDECAR_NAME, BANDWIDTH_FILE) or ggml_meta.looks_like_metadata(path):
+            return "json", "op metadata or probe result"
+        return None, "a JSON file rocroof does not read"
+    if _TEXT_FILES.search(name):
+        return "text", "text"
+    return None, "a file rocroof does not read"
 
 
 def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: Iterable[str] = ()) -> ScrubReport:
-    """Copy the capture directory ``src`` to ``dst`` without environment, host names and paths.
+    """Copy the capture directory ``src`` to ``dst``, keeping measurements and nothing that identifies.
 
     Args:
-        src: a capture directory (rocroof collect output, rocprofv3 / Nsight output).
+        src: a capture directory (rocroof collect output, rocprofv3 / rocpd / rocprof-compute /
+            legacy rocprof / RPD / Nsight output).
         dst: the destination; must not exist or be empty.
-        compress: gzip ``.sqlite``, ``.db``, ``.csv`` and ``.json`` files (``name.ext.gz``), all
-            but the ``rocroof-collect.json`` manifest.
+        compress: gzip ``.sqlite``, ``.db``, ``.rpd``, ``.csv`` and ``.json`` files
+            (``name.ext.gz``), all but the ``rocroof-collect.json`` manifest.
         extra_hosts: more host names to replace.
 
     Returns:
@@ -124,7 +347,7 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
 
     Raises:
         InputError: ``src`` is not a directory, ``dst`` is not empty or lies inside ``src``,
-            or a file cannot be read as its type.
+            or a kept file cannot be read as its type.
     """
     if not src.is_dir():
         raise InputError(f"{src}: not a directory (scrub copies a capture directory)")
@@ -132,10 +355,22 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
         raise InputError(f"{dst}: destination exists and is not an empty directory")
     if dst.resolve().is_relative_to(src.resolve()):
         raise InputError(f"{dst}: destination lies inside the capture {src}")
-    files = sorted(p for p in src.rglob("*") if p.is_file())
     report = ScrubReport()
-    clean = _Cleaner([socket.gethostname(), *extra_hosts, *_learn_hosts(files)], users=_learn_users(files))
-    report.hosts = clean.hosts
+    files: list[Path] = []
+    for folder, dirs, names in os.walk(src, followlinks=False):
+        here = Path(folder)
+        for d in sorted(dirs):
+            if (here / d).is_symlink():  # os.walk lists a link to a directory without following it
+                report.dropped[str((here / d).relative_to(src))] = "symbolic link (never followed)"
+        for n in sorted(names):
+            f = here / n
+            if f.is_symlink():
+                report.dropped[str(f.relative_to(src))] = "symbolic link (never followed)"
+            elif f.is_file():
+                files.append(f)
+    files.sort()
+    redact = Redactor(report, [socket.gethostname(), *extra_hosts, *_learn_hosts(files)], users=_learn_users(files))
+    report.hosts = redact.hosts
     try:  # write into a temporary sibling, then rename: a failed scrub leaves nothing behind
         dst.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))
@@ -144,17 +379,22 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
     try:
         for path in files:
             rel = path.relative_to(src)
-            if logical_name(path).endswith(BINARY_REPORTS):
-                report.dropped.append(str(rel))
-                continue
             out = work / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
             try:
-                out = _scrub_file(path, out, clean, report)
+                handler, why = _kind(path)
+                if handler is None:
+                    report.dropped[str(rel)] = why
+                    continue
+                out.parent.mkdir(parents=True, exist_ok=True)
+                changed = _scrub_file(handler, path, out, redact, report)
             except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a gzip file cut short or damaged
                 raise InputError(f"{path}: compressed data is damaged or truncated ({exc})") from exc
             except OSError as exc:  # reading the source: name it, not the destination
                 raise InputError(f"{exc.filename or path}: cannot read ({exc.strerror or exc})") from exc
+            if changed is None:  # an SQLite file of no family rocroof reads
+                out.unlink(missing_ok=True)
+                report.dropped[str(rel)] = "an SQLite database rocroof does not read"
+                continue
             if compress and not out.name.endswith(".gz") and out.suffix in _COMPRESSIBLE and out.name != MANIFEST:
                 packed = out.with_name(out.name + ".gz")
                 with open(out, "rb") as fh, gzip.GzipFile(packed, "wb", mtime=0) as gz:
@@ -162,6 +402,8 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
                 out.unlink()
                 out = packed
             report.written.append(str(out.relative_to(work)))
+            if changed:
+                report.rewritten.append(str(out.relative_to(work)))
         if dst.exists():
             dst.rmdir()  # checked empty above
         work.rename(dst)
@@ -186,24 +428,6 @@ _UNREADABLE = (
 )
 
 
-def _learn_users(files: list[Path]) -> set[str]:
-    """User names: the local one and those nsys recorded (``META_DATA_CAPTURE`` ``*USER_NAME``)."""
-    users = {getpass.getuser()} if _safe_user() else set()
-    for f in files:
-        if logical_name(f).endswith((".sqlite", ".db")):
-            try:
-                with sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
-                    if _has_table(con, "META_DATA_CAPTURE"):
-                        users.update(
-                            str(r[0])
-                            for r in con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%USER_NAME'")
-                            if r[0]
-                        )
-            except _UNREADABLE:
-                continue
-    return users
-
-
 def _safe_user() -> bool:
     try:
         return bool(getpass.getuser())
@@ -211,8 +435,32 @@ def _safe_user() -> bool:
         return False
 
 
+def _learn_users(files: list[Path]) -> set[str]:
+    """User names: the local one, those nsys recorded (``*USER_NAME``), and home directories in paths."""
+    users = {getpass.getuser()} if _safe_user() else set()
+    users.update(m.group(1) for m in _HOME.finditer(str(Path.home())))
+    for f in files:
+        name = logical_name(f)
+        try:
+            if name.endswith((".sqlite", ".db")):
+                with sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
+                    if "META_DATA_CAPTURE" in (sqlite_tables(plain) or set()):
+                        users.update(
+                            str(r[0])
+                            for r in con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%USER_NAME'")
+                            if r[0]
+                        )
+            elif name.endswith((".log", ".json", ".txt", ".csv", ".yaml", ".yml")) or name == "cmd":
+                with open_binary(f) as fh:
+                    head = fh.read(4 << 20).decode("utf-8", errors="replace")
+                users.update(m.group(1) for m in _HOME.finditer(head))
+        except _UNREADABLE:
+            continue
+    return users
+
+
 def _learn_hosts(files: list[Path]) -> set[str]:
-    """Host names recorded in the capture (ncu ``Host Name``, manifest ``host``, nsys ``Hostname``)."""
+    """Host names the capture records (ncu ``Host Name``, sysinfo ``hostname``, manifest, nsys, rocpd)."""
     hosts: set[str] = set()
     for f in files:
         name = logical_name(f)
@@ -221,90 +469,111 @@ def _learn_hosts(files: list[Path]) -> set[str]:
                 with open_binary(f) as fh:
                     reader = csv.reader(io.TextIOWrapper(fh, encoding="utf-8", errors="replace"))
                     header = next(reader, [])
-                    if "Host Name" in header:
-                        col = header.index("Host Name")
-                        hosts.update(row[col] for row in reader if len(row) > col and row[col])
-            elif name == "rocroof-collect.json":
+                    cols = [i for i, h in enumerate(header) if h in _CSV_HOST_COLUMNS]
+                    for row in reader:
+                        hosts.update(row[i] for i in cols if i < len(row) and row[i])
+            elif name == MANIFEST:
                 data = json.loads(f.read_text(encoding="utf-8"))
                 if isinstance(data, dict) and isinstance(data.get("host"), str):
                     hosts.add(data["host"])
             elif name.endswith((".sqlite", ".db")):
                 with sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
-                    if _has_table(con, "TARGET_INFO_SYSTEM_ENV"):
+                    tables = sqlite_tables(plain) or set()
+                    if "TARGET_INFO_SYSTEM_ENV" in tables:
                         hosts.update(
                             r[0] for r in con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name='Hostname'")
                         )
+                    if "META_DATA_EXPORT" in tables:
+                        hosts.update(
+                            r[0] for r in con.execute("SELECT value FROM META_DATA_EXPORT WHERE name='EXPORT_HOST'")
+                        )
+                    for t in tables:
+                        if _logical_table(t) == "rocpd_info_node":
+                            hosts.update(r[0] for r in con.execute(f'SELECT hostname FROM "{t}"'))
         except _UNREADABLE:
             continue  # the file's own scrub step reports what it cannot read
-    return {h.strip() for h in hosts if h and h.strip()}
+    return {str(h).strip() for h in hosts if h and str(h).strip()}
 
 
-def _scrub_file(path: Path, out: Path, clean: _Cleaner, report: ScrubReport) -> Path:
-    name = logical_name(path)
-    if name.endswith((".sqlite", ".db")):
-        return _scrub_sqlite(path, out, clean, report)
-    if name.endswith(".csv"):
-        return _rewrite_text(path, out, lambda text: _scrub_csv(text, clean, report))
-    if name.endswith(".json"):
-        return _rewrite_text(path, out, lambda text: _scrub_json(path, text, clean, report))
-    if name.endswith(_TEXT_SUFFIXES):
-        return _rewrite_text(path, out, clean)
-    shutil.copyfile(path, out)
-    return out
+def _scrub_file(handler: str, path: Path, out: Path, redact: Redactor, report: ScrubReport) -> bool | None:
+    """Write the scrubbed ``path`` to ``out``; True when its content changed, None when it is dropped."""
+    if handler == "sqlite":
+        return _scrub_sqlite(path, out, redact, report)
+    if handler == "csv":
+        return _rewrite_text(path, out, lambda text: _scrub_csv(path, text, redact, report))
+    if handler == "manifest":
+        return _rewrite_text(path, out, lambda text: _scrub_json(path, text, redact, manifest=True))
+    if handler == "json":
+        return _rewrite_text(path, out, lambda text: _scrub_json(path, text, redact, manifest=False))
+    return _rewrite_text(path, out, redact)
 
 
-def _rewrite_text(path: Path, out: Path, fn: Callable[[str], str]) -> Path:
+def _rewrite_text(path: Path, out: Path, fn: Callable[[str], str]) -> bool:
     with open_binary(path) as fh:
         text = fh.read().decode("utf-8", errors="surrogateescape")
-    data = fn(text).encode("utf-8", errors="surrogateescape")
+    cleaned = fn(text)
+    data = cleaned.encode("utf-8", errors="surrogateescape")
     if is_gzip(path):
         with gzip.GzipFile(out, "wb", mtime=0) as gz:
             gz.write(data)
     else:
         out.write_bytes(data)
-    return out
+    return cleaned != text
 
 
-def _scrub_csv(text: str, clean: _Cleaner, report: ScrubReport) -> str:
-    rows = list(csv.reader(io.StringIO(text, newline="")))
+def _scrub_csv(path: Path, text: str, redact: Redactor, report: ScrubReport) -> str:
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a CSV file rocroof can scrub ({exc})") from exc
     if not rows:
         return text
-    hosts = [i for i, h in enumerate(rows[0]) if h == "Host Name"]
-    for row in rows[1:]:
-        for i in hosts:
-            if i < len(row) and row[i] and row[i] != "host":
-                row[i] = "host"
+    header = rows[0]
+    hosts = {i for i, h in enumerate(header) if h.strip() in _CSV_HOST_COLUMNS}
+    blank = {i for i, h in enumerate(header) if h.strip() in _AGENT_ID_COLUMNS} if "agent_info" in path.name else set()
+    changed = False
+    for r, row in enumerate(rows):
+        for i, cell in enumerate(row):
+            if r and i in hosts and cell and cell != "host":
+                new = "host"
                 report.count("host name")
-    cleaned = [[clean(cell) for cell in row] for row in rows]
-    if cleaned == rows and not hosts:
+            elif r and i in blank and cell:
+                new = ""
+                report.count("device identifier")
+            else:
+                new = redact(cell)
+            if new != cell:
+                row[i] = new
+                changed = True
+    if not changed:
         return text
     buf = io.StringIO()
-    if text.startswith('"'):  # keep the source's quoting (ncu quotes every cell)
-        csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(cleaned)
+    if text.startswith('"'):  # keep the source's quoting (ncu and rocprofv3 quote their headers)
+        csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
     else:
-        csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n").writerows(cleaned)
+        csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n").writerows(rows)
     return buf.getvalue()
 
 
-def _scrub_json(path: Path, text: str, clean: _Cleaner, report: ScrubReport) -> str:
+def _scrub_json(path: Path, text: str, redact: Redactor, *, manifest: bool) -> str:
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}); cannot scrub it") from exc
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InputError(f"{path}: invalid JSON; cannot scrub it") from exc
 
     def walk(obj: Any, key: str = "") -> Any:
         if isinstance(obj, dict):
             out = {}
             for k, v in obj.items():
                 if key == "env" and not KEEP_ENV.match(str(k)):
-                    report.count("environment variable")
+                    redact.report.count("environment variable")
                     continue
                 out[k] = walk(v, str(k))
             return out
         if isinstance(obj, list):
-            return [walk(v, key) for v in obj]
+            return redact.argv(obj) if manifest and key in ("command", "argv") else [walk(v, key) for v in obj]
         if isinstance(obj, str):
-            return "host" if key == "host" else clean(obj)
+            return "host" if manifest and key == "host" else redact(obj)
         return obj
 
     scrubbed = walk(data)
@@ -313,38 +582,74 @@ def _scrub_json(path: Path, text: str, clean: _Cleaner, report: ScrubReport) -> 
     return json.dumps(scrubbed, indent=None if "\n" not in text.strip() else 2) + "\n"
 
 
-def _has_table(con: sqlite3.Connection, name: str) -> bool:
-    return con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+def _scrub_sqlite(path: Path, out: Path, redact: Redactor, report: ScrubReport) -> bool | None:
+    """Copy an SQLite file keeping its family's tables, identifiers emptied, strings redacted.
 
-
-def _scrub_sqlite(path: Path, out: Path, clean: _Cleaner, report: ScrubReport) -> Path:
-    if is_gzip(path):
-        plain = out.with_name(logical_name(path))
-        with open_binary(path) as src, open(plain, "wb") as fh:
-            shutil.copyfileobj(src, fh)
-    else:
-        plain = out
-        shutil.copyfile(path, plain)
+    Returns:
+        True (the copy is rewritten), or None when the file is no SQLite family rocroof reads.
+    """
+    with sqlite_file(path) as plain_src:
+        tables = sqlite_tables(plain_src)
+        if tables is None:
+            raise InputError(f"{path}: not a readable SQLite database; cannot scrub it")
+        family = _sqlite_family(tables)
+        if family is None:
+            return None
+        plain = out.with_name(logical_name(path)) if is_gzip(path) else out
+        shutil.copyfile(plain_src, plain)
+    _, keep = family
     try:
         con = sqlite3.connect(plain)
         try:
-
-            def clean_value(value: str | bytes | int | float | None) -> str | bytes | int | float | None:
-                if not isinstance(value, str):
-                    return value
-                if "\x00" in value and _ENV_ENTRY.match(value):  # a process environment block
-                    entries = value.split("\x00")
-                    kept = [e for e in entries if KEEP_ENV.match(e)]
-                    report.count("environment variable", sum(1 for e in entries if e) - len(kept))
-                    value = "\x00".join(kept)
-                return clean(value)
-
-            con.create_function("rr_clean", 1, clean_value)
-            _scrub_nsys_tables(con, report)
-            for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall():
-                cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")') if "TEXT" in (r[2] or "").upper()]
-                for col in cols:
-                    con.execute(f'UPDATE "{table}" SET "{col}" = rr_clean("{col}") WHERE typeof("{col}") = \'text\'')
+            con.create_function("rr_clean", 1, lambda v: redact(v) if isinstance(v, str) else v)
+            con.create_function("rr_env", 1, lambda v: _filter_env(v, report) if isinstance(v, str) else v)
+            objects = con.execute(
+                "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
+            ).fetchall()
+            internal = ("sqlite_sequence",)
+            dropped = [n for n, t, _ in objects if t == "table" and _logical_table(n) not in keep and n not in internal]
+            for name, kind, sql in objects:  # views first: they may read a table about to go
+                if kind == "view" and (any(re.search(rf"\b{re.escape(d)}\b", sql or "") for d in dropped)):
+                    con.execute(f'DROP VIEW "{name}"')
+            for name in dropped:
+                con.execute(f'DROP TABLE "{name}"')
+                report.count("table")
+            kept = [n for n, t, _ in objects if t == "table" and n not in dropped and n not in internal]
+            if "StringIds" in kept:
+                _prune_nsys_strings(con, report)
+            if "PROCESSES" in kept and "CUPTI_ACTIVITY_KIND_RUNTIME" in kept:
+                # the recording host's process list: keep the processes that called CUDA
+                report.count(
+                    "host process record",
+                    con.execute(
+                        "DELETE FROM PROCESSES WHERE globalPid NOT IN "
+                        "(SELECT DISTINCT globalTid - (globalTid % 16777216) FROM CUPTI_ACTIVITY_KIND_RUNTIME)"
+                    ).rowcount,
+                )
+            for table in kept:
+                cols = {r[1]: (r[2] or "").upper() for r in con.execute(f'PRAGMA table_info("{table}")')}
+                logical = _logical_table(table)
+                for col in _BLANK.get(logical, ()):
+                    if col in cols:
+                        value = "NULL" if "INT" in cols[col] else "''"
+                        n = con.execute(f'UPDATE "{table}" SET "{col}" = {value} WHERE "{col}" IS NOT NULL').rowcount
+                        report.count("device or machine identifier", n)
+                for col in _HOST_COLUMNS.get(logical, ()):
+                    if col in cols:
+                        n = con.execute(f'UPDATE "{table}" SET "{col}" = \'host\' WHERE "{col}" != \'host\'').rowcount
+                        report.count("host name", n)
+                for col in _ENV_COLUMNS.get(logical, ()):
+                    if col in cols:
+                        con.execute(f'UPDATE "{table}" SET "{col}" = rr_env("{col}")')
+                for col, ctype in cols.items():
+                    if "INT" in ctype or "REAL" in ctype or "FLOA" in ctype or "DOUB" in ctype or col in _RUN_IDS:
+                        continue
+                    # rocpd names a run by a random UUID (guid, metadata uuid): not an identifier of anyone, and
+                    # the key that joins its tables
+                    keep_ids = " AND tag NOT IN ('uuid', 'guid')" if logical == "rocpd_metadata" else ""
+                    con.execute(
+                        f'UPDATE "{table}" SET "{col}" = rr_clean("{col}") WHERE typeof("{col}") = \'text\'{keep_ids}'
+                    )
             con.commit()
             con.execute("VACUUM")  # deleted rows must not survive in free pages
         finally:
@@ -355,39 +660,40 @@ def _scrub_sqlite(path: Path, out: Path, clean: _Cleaner, report: ScrubReport) -
         with open(plain, "rb") as raw, gzip.GzipFile(out, "wb", mtime=0) as gz:
             shutil.copyfileobj(raw, gz)
         plain.unlink()
-    return out
+    return True
 
 
-def _scrub_nsys_tables(con: sqlite3.Connection, report: ScrubReport) -> None:
-    """Nsight Systems export: environment, user, host, GPU identity."""
-    if _has_table(con, "META_DATA_CAPTURE"):
-        rows = con.execute(
-            "SELECT rowid, value FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT_VARIABLE%' OR name = ''"
-        ).fetchall()
-        drop = [rid for rid, value in rows if not KEEP_ENV.match(str(value or ""))]
-        con.executemany("DELETE FROM META_DATA_CAPTURE WHERE rowid = ?", [(r,) for r in drop])
-        report.count("environment variable", len(drop))
-        n = con.execute(
-            "UPDATE META_DATA_CAPTURE SET value = 'host' WHERE (name IN ('DEVICE_DISPLAY_NAME', 'HOST_NAME') "
-            "OR name LIKE '%USER_NAME') AND value != 'host' AND value != ''"
-        ).rowcount
-        report.count("host or user name", n)
-    if _has_table(con, "TARGET_INFO_SYSTEM_ENV"):
-        n = con.execute(
-            "DELETE FROM TARGET_INFO_SYSTEM_ENV WHERE name IN ('DeviceEnvironment', 'Hostname', 'UserName')"
-        ).rowcount
-        report.count("host environment record", n)
-    if _has_table(con, "TARGET_INFO_GPU"):
-        cols = {r[1] for r in con.execute('PRAGMA table_info("TARGET_INFO_GPU")')}
-        ids = [c for c in ("uuid", "busLocation", "luid") if c in cols]
-        if ids:
-            sets = ", ".join(f"{c} = NULL" for c in ids)
-            where = " OR ".join(f"{c} IS NOT NULL" for c in ids)
-            report.count("GPU identifier", con.execute(f"UPDATE TARGET_INFO_GPU SET {sets} WHERE {where}").rowcount)
-    if _has_table(con, "PROCESSES") and _has_table(con, "CUPTI_ACTIVITY_KIND_RUNTIME"):
-        # the recording host's process list: keep the processes that called CUDA
-        n = con.execute(
-            "DELETE FROM PROCESSES WHERE globalPid NOT IN "
-            "(SELECT DISTINCT globalTid - (globalTid % 16777216) FROM CUPTI_ACTIVITY_KIND_RUNTIME)"
-        ).rowcount
-        report.count("host process record", n)
+def _filter_env(value: str, report: ScrubReport) -> str:
+    """An environment as rocpd stores it (a JSON object) or a NUL block, with only :data:`KEEP_ENV` entries."""
+    try:
+        env = json.loads(value)
+    except (json.JSONDecodeError, RecursionError):
+        env = None
+    if isinstance(env, dict):
+        kept = {k: v for k, v in env.items() if KEEP_ENV.match(str(k))}
+        report.count("environment variable", len(env) - len(kept))
+        return json.dumps(kept)
+    if isinstance(env, list):  # ["NAME=value", ...]
+        kept_list = [e for e in env if isinstance(e, str) and KEEP_ENV.match(e)]
+        report.count("environment variable", len(env) - len(kept_list))
+        return json.dumps(kept_list)
+    entries = value.replace("\x00", "\n").splitlines()
+    kept_entries = [e for e in entries if KEEP_ENV.match(e)]
+    report.count("environment variable", len(entries) - len(kept_entries))
+    return "\n".join(kept_entries)
+
+
+def _prune_nsys_strings(con: sqlite3.Connection, report: ScrubReport) -> None:
+    """Keep the ``StringIds`` rows the kept tables name; the others (the application's output...) go."""
+    refs: list[str] = []
+    for table, cols in _NSYS_STRING_REFS.items():
+        if con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone() is None:
+            continue
+        have = {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+        # NULLs left out: "id NOT IN (..., NULL)" is never true, and would keep every string
+        refs += [f'SELECT "{c}" FROM "{table}" WHERE "{c}" IS NOT NULL' for c in cols if c in have]
+    if not refs:
+        n = con.execute("DELETE FROM StringIds").rowcount
+    else:
+        n = con.execute(f"DELETE FROM StringIds WHERE id NOT IN ({' UNION '.join(refs)})").rowcount
+    report.count("string not named by a kept table", n)

@@ -363,7 +363,10 @@ def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> N
 
     rep = scrub_capture(capture, out, compress=compress, extra_hosts=hosts)
     removed = ", ".join(f"{n} {kind}(s)" for kind, n in sorted(rep.removed.items())) or "nothing"
-    lines = [f"Wrote {len(rep.written)} file(s) to {out}; removed {removed}; paths shortened to their last part."]
+    lines = [
+        f"Wrote {len(rep.written)} file(s) to {out} ({len(rep.rewritten)} rewritten); removed or replaced {removed}; "
+        "paths shortened to their last part."
+    ]
     if rep.hosts:
         lines.append(f"  host names replaced with 'host': {', '.join(rep.hosts)}")
         short = [h for h in rep.hosts if len(h) < SHORT_HOST]
@@ -373,7 +376,8 @@ def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> N
                 "would hit ordinary words in free text): check logs and commands for it before sharing"
             )
     if rep.dropped:
-        lines.append(f"  left out (binary reports; their exports are kept): {', '.join(rep.dropped)}")
+        lines.append(f"  left out ({len(rep.dropped)}):")
+        lines += [f"    {name}: {why}" for name, why in sorted(rep.dropped.items())]
     lines.append(
         "Search it before sharing; compressed and SQLite files need e.g. "
         f"find {shlex.quote(str(out))} -type f -exec sh -c "

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ParseError
-from ...fileio import COUNTER_MAX
+from ...fileio import COUNTER_MAX, sqlite_file
 from ...records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -93,18 +93,19 @@ def is_rocpd(path: Path) -> bool:
     damage instead of an unknown format.
     """
     try:
-        with open(path, "rb") as fh:
-            if fh.read(16) != b"SQLite format 3\x00":
-                return False
-        conn = _connect(path)
-    except (OSError, sqlite3.Error):
+        with sqlite_file(path) as plain:  # scrub --gzip writes *_results.db.gz
+            with open(plain, "rb") as fh:
+                if fh.read(16) != b"SQLite format 3\x00":
+                    return False
+            conn = _connect(plain)
+            try:
+                names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            except (sqlite3.Error, UnicodeDecodeError, MemoryError):  # damaged (MemoryError: SQLITE_NOMEM)
+                return _names_rocpd_table(plain)
+            finally:
+                conn.close()
+    except (OSError, sqlite3.Error, ParseError):
         return False
-    try:
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    except (sqlite3.Error, UnicodeDecodeError, MemoryError):  # damaged (MemoryError: SQLITE_NOMEM)
-        return _names_rocpd_table(path)
-    finally:
-        conn.close()
     return any(_logical_name(n) == "rocpd_kernel_dispatch" for n in names)
 
 
@@ -144,19 +145,20 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 @contextmanager
 def _open(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, str]]]:
-    """A read-only connection and the resolved table sources; ParseError when unreadable."""
-    try:
-        conn = _connect(path)
-    except sqlite3.Error as exc:
-        raise ParseError(path, f"cannot open as an SQLite database ({exc})") from exc
-    try:
+    """A read-only connection and the resolved table sources (a ``.gz`` decompressed); ParseError when unreadable."""
+    with sqlite_file(path) as plain:
         try:
-            src = _resolve(conn, path)
-        except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
-            raise ParseError(path, f"cannot read the rocpd database ({_reason(exc)}); {_DAMAGED}") from exc
-        yield conn, src
-    finally:
-        conn.close()
+            conn = _connect(plain)
+        except sqlite3.Error as exc:
+            raise ParseError(path, f"cannot open as an SQLite database ({exc})") from exc
+        try:
+            try:
+                src = _resolve(conn, path)
+            except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
+                raise ParseError(path, f"cannot read the rocpd database ({_reason(exc)}); {_DAMAGED}") from exc
+            yield conn, src
+        finally:
+            conn.close()
 
 
 def _resolve(conn: sqlite3.Connection, path: Path) -> dict[str, str]:

@@ -1,0 +1,265 @@
+"""rocroof scrub leaves no secret in any output byte, in every format, and keeps the numbers.
+
+Each test plants secrets of every kind (tokens in environments, command lines and logs, host and
+user names, UUIDs, e-mail addresses, home paths, the application's own output, unknown tables and
+files, a symbolic link out of the capture) into a capture of one format, scrubs it, and searches
+every byte of the output: gzip decompressed, SQLite dumped as SQL text. What must disappear is
+known here, independently of rocroof.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from rocroof.capture.readers import read_capture
+from rocroof.capture.scrub import scrub_capture
+from rocroof.ingest.pipeline import build_run
+from rocroof.store import Store
+
+from . import synthetic
+from .conftest import REPO, add_nsys_identity_tables, fixture_path
+from .rocprof_legacy_files import Kernel, kernel_csv, results_db, sysinfo
+from .rpd_files import Call, Marker, write_rpd
+
+TOKEN = "hf_Zq9SecretTokenValue42"
+API_KEY = "sk-live-0123456789abcdef"
+HOST = "gpu-node-4711.cluster.example.org"
+SHORT_HOST = "gpu-node-4711"
+USER = "alice-the-user"
+EMAIL = "alice.the.user@example.org"
+UUID = "cbed9eed-64b9-8aa6-c069-cbc488647d21"
+AMD_UUID = "GPU-5c4b9d8b5e2f3a1c"
+HOME = f"/home/{USER}/models"
+APP_OUTPUT = "the answer the application printed 7c1f"
+SECRETS = (TOKEN, API_KEY, HOST, SHORT_HOST, USER, EMAIL, "example.org", UUID, AMD_UUID, HOME, APP_OUTPUT)
+#: Planted in files and tables rocroof does not read: they must go whole.
+UNKNOWN = "unknown-table-or-file-9f3e"
+
+
+def dump(root: Path) -> str:
+    """Every byte under ``root`` as text: gzip decompressed, SQLite databases dumped as SQL."""
+    parts = []
+    for f in sorted(root.rglob("*")):
+        if not f.is_file() or f.is_symlink():
+            continue
+        data = f.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        if data[:16] == b"SQLite format 3\x00":
+            tmp = f.with_name(f.name + ".dump.sqlite")
+            tmp.write_bytes(data)
+            con = sqlite3.connect(tmp)
+            parts.append("\n".join(con.iterdump()))
+            con.close()
+            tmp.unlink()
+        else:
+            parts.append(data.decode("utf-8", errors="replace"))
+    return "\n".join(parts)
+
+
+def assert_clean(root: Path) -> None:
+    text = dump(root)
+    for secret in (*SECRETS, UNKNOWN):
+        assert secret not in text, f"{secret!r} left in the scrubbed copy"
+    # rocpd names its run by a random UUID (table suffixes, guid): the only UUIDs that may stay
+    run_ids = set(re.findall(r"guid[^\n]*?([0-9a-f]{8}(?:[-_][0-9a-f]{4}){3}[-_][0-9a-f]{12})", text, re.I))
+    for found in re.findall(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", text, re.I):
+        assert found in run_ids or found.replace("-", "_") in text, f"a UUID left in the scrubbed copy: {found}"
+
+
+def numbers(cap: Path, db: Path, arch: str | None = None) -> list[tuple[object, ...]]:
+    Store(db).write_run(build_run(read_capture(cap), arch_override=arch))
+    rows = Store(db, read_only=True).query(
+        "SELECT dispatch_index, op, invocation, duration_ns, dram_read_bytes, dram_write_bytes "
+        "FROM dispatch_dram ORDER BY dispatch_index"
+    )
+    return [tuple(r) for r in rows.itertuples(index=False)]
+
+
+def plant_files(cap: Path, outside: Path) -> None:
+    """An unknown file, a log with secrets, and a symbolic link to a file outside the capture."""
+    (cap / "notes.bin").write_text(f"{UNKNOWN} {TOKEN}")
+    (cap / "stderr.log").write_text(
+        f"export HF_TOKEN={TOKEN}\nexport API_KEY='{API_KEY}'\nrunning on {SHORT_HOST} as {USER} ({EMAIL})\n"
+        f"loading {HOME}/m.gguf; device {UUID}\n"
+    )
+    outside.write_text(f"{UNKNOWN} {TOKEN} {API_KEY}")
+    os.symlink(outside, cap / "creds.log")
+
+
+def scrub_and_check(cap: Path, tmp_path: Path, arch: str | None = None) -> None:
+    report = scrub_capture(cap, tmp_path / "clean", compress=True, extra_hosts=[HOST])
+    assert_clean(tmp_path / "clean")
+    assert report.dropped["creds.log"] == "symbolic link (never followed)"
+    assert "notes.bin" in report.dropped
+    assert numbers(tmp_path / "clean", tmp_path / "b.db", arch) == numbers(cap, tmp_path / "a.db", arch)
+
+
+def test_nsight_capture(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    shutil.copytree(REPO / "examples" / "h200" / "dense-prefill", cap)
+    for f in cap.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    db = cap / "trace" / "nsys.sqlite"
+    db.write_bytes(gzip.decompress((cap / "trace" / "nsys.sqlite.gz").read_bytes()))
+    (cap / "trace" / "nsys.sqlite.gz").unlink()
+    with sqlite3.connect(db) as con:
+        add_nsys_identity_tables(con)
+        con.executemany(
+            "INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)",
+            [
+                ("PROCESS_0:ENVIRONMENT_VARIABLE", f'HF_TOKEN="{TOKEN}"'),
+                ("PROCESS_0:USER_NAME", USER),
+                ("PROCESS_0:WORKING_DIR", HOME),
+            ],
+        )
+        con.execute(
+            "INSERT INTO TARGET_INFO_SYSTEM_ENV (globalVid, devStateName, name, nameEnum, value) VALUES "
+            "(1, 'x', 'Hostname', 619, ?), (1, 'x', 'GpuInfo', 620, ?)",
+            (HOST, json.dumps({"uuid": UUID, "busLocation": "0000:00:06.0"})),
+        )
+        con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('EXPORT_HOST', ?)", (HOST,))
+        con.execute("INSERT INTO StringIds (id, value) VALUES (999999, ?)", (f"{APP_OUTPUT} {EMAIL}",))
+        con.execute("UPDATE TARGET_INFO_GPU SET uuid = ?", (UUID,))
+        con.execute("CREATE TABLE MY_NOTES (note TEXT)")
+        con.execute("INSERT INTO MY_NOTES VALUES (?)", (UNKNOWN,))
+    con.close()
+    manifest = json.loads((cap / "rocroof-collect.json").read_text())
+    manifest["host"] = HOST
+    manifest["passes"][0]["env"]["HF_TOKEN"] = TOKEN
+    manifest["command"] += ["--hf-token", TOKEN, f"--api-key={API_KEY}", "-m", f"{HOME}/m.gguf"]
+    (cap / "rocroof-collect.json").write_text(json.dumps(manifest, indent=2))
+    (cap / "trace" / "nsys.log").write_text(f"export HF_TOKEN={TOKEN}\nProcessing on {SHORT_HOST}\n")
+    (cap / "ncu" / "ncu.log").write_text(f"==PROF== Connected to {HOME}/llama-bench\nexport API_KEY={API_KEY}\n")
+    plant_files(cap, tmp_path / "creds.txt")
+    scrub_and_check(cap, tmp_path)
+    # the timeline tables stay; the environment, host and application-output tables go
+    out = tmp_path / "clean" / "trace" / "nsys.sqlite.gz"
+    plain = tmp_path / "out.sqlite"
+    plain.write_bytes(gzip.decompress(out.read_bytes()))
+    with sqlite3.connect(plain) as con:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    con.close()
+    assert {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds"} <= tables
+    assert not tables & {"META_DATA_CAPTURE", "TARGET_INFO_SYSTEM_ENV", "ProcessStreams", "MY_NOTES"}
+
+
+def test_rocprofv3_csv_capture(tmp_path: Path) -> None:
+    cap = synthetic.capture("csv", 40, tmp_path / "cache", dest=tmp_path / "cap")
+    (agent,) = cap.glob("*_agent_info.csv")
+    lines = agent.read_text().splitlines()
+    header = lines[0].split(",")
+    for row_no in range(1, len(lines)):
+        cells = lines[row_no].split(",")
+        cells[header.index('"Location_Id"')] = "7777123"
+        cells[header.index('"Hive_Id"')] = "918273645"
+        lines[row_no] = ",".join(cells)
+    agent.write_text("\n".join(lines) + "\n")
+    (marker,) = cap.glob("*_marker_api_trace.csv")
+    marker.write_text(
+        marker.read_text() + f'"MARKER_CORE_API","user={USER} HF_TOKEN={TOKEN} {EMAIL}",31337,31337,999999,1,1\n'
+    )
+    plant_files(cap, tmp_path / "creds.txt")
+    report = scrub_capture(cap, tmp_path / "clean", compress=True, extra_hosts=[HOST])
+    assert_clean(tmp_path / "clean")
+    assert report.dropped["creds.log"] == "symbolic link (never followed)"
+    assert "7777123" not in dump(tmp_path / "clean") and "918273645" not in dump(tmp_path / "clean")
+    assert numbers(tmp_path / "clean", tmp_path / "b.db") == numbers(cap, tmp_path / "a.db")
+
+
+def test_rocpd_capture(tmp_path: Path) -> None:
+    cap = synthetic.capture("rocpd", 40, tmp_path / "cache", dest=tmp_path / "cap")
+    (db,) = cap.glob("*_results.db")
+    with sqlite3.connect(db) as con:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+
+        def physical(logical: str) -> str:
+            return next(t for t in tables if t.startswith(logical + "_0"))
+
+        env = json.dumps({"HF_TOKEN": TOKEN, "HOME": HOME, "MAIL": EMAIL, "GGML_CUDA_MARKERS": "1"})
+        con.execute(
+            f'UPDATE "{physical("rocpd_info_process")}" SET environment = ?, command = ?',
+            (env, f"llama-bench --hf-token {TOKEN} -m {HOME}/m.gguf"),
+        )
+        con.execute(f'UPDATE "{physical("rocpd_info_node")}" SET hostname = ?, machine_id = ?', (HOST, UUID))
+        con.execute(f'UPDATE "{physical("rocpd_info_agent")}" SET uuid = ?', (AMD_UUID,))
+        con.execute("CREATE TABLE rocpd_arg_0000ddb5_8903_7903_b269_cd8d3745bb8a (value TEXT)")
+        con.execute("INSERT INTO rocpd_arg_0000ddb5_8903_7903_b269_cd8d3745bb8a VALUES (?)", (UNKNOWN,))
+    con.close()
+    plant_files(cap, tmp_path / "creds.txt")
+    scrub_and_check(cap, tmp_path)
+    text = dump(tmp_path / "clean")
+    assert '"GGML_CUDA_MARKERS": "1"' in text  # the variables that shaped the run stay
+
+
+def test_rocprof_compute_workload(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    shutil.copytree(fixture_path("rocprof-compute", "vcopy", "MI100"), cap)
+    for f in cap.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    info = (cap / "sysinfo.csv").read_text().splitlines()
+    info[1] = (
+        info[1]
+        .replace("t007-001.hpcfund", HOST)
+        .replace("./tests/vcopy -n 1048576", f"./tests/vcopy --api-key {API_KEY} -n 1048576")
+    )
+    (cap / "sysinfo.csv").write_text("\n".join(info) + "\n")
+    (cap / "log.txt").write_text((cap / "log.txt").read_text() + f"\n{EMAIL} {HOME} HF_TOKEN={TOKEN}\n")
+    (cap / "pmc_kernel_top.csv").write_text(f"Kernel_Name\n{UNKNOWN}\n")
+    plant_files(cap, tmp_path / "creds.txt")
+    scrub_and_check(cap, tmp_path)
+    assert "t007-001" not in dump(tmp_path / "clean")  # the recorded host, learned from sysinfo.csv
+
+
+def test_legacy_rocprof_capture(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    kernels = [Kernel("k", 100 + i, 1_000 * i, 1_000 * i + 500, 1_000 * i + 600) for i in range(1, 5)]
+    kernel_csv(cap / "results.csv", kernels, stats=True)
+    results_db(cap / "results.db", kernels, [(50, 900, 4242, 4242, f"ggml:ADD:x:1 {EMAIL}")])
+    with sqlite3.connect(cap / "results.db") as con:
+        con.execute("CREATE TABLE SECRETS (v TEXT)")
+        con.execute("INSERT INTO SECRETS VALUES (?)", (UNKNOWN,))
+    con.close()
+    info = sysinfo(cap / "results.sysinfo.txt")
+    info.write_text(info.read_text().replace("GPU-0123456789abcdef", AMD_UUID))
+    (cap / "cmd").write_text(f"./app --hf-token {TOKEN} -m {HOME}/m.gguf\n")
+    (cap / "results.stats.csv").write_text(f'"Name","Calls"\n"{UNKNOWN}",1\n')
+    plant_files(cap, tmp_path / "creds.txt")
+    scrub_and_check(cap, tmp_path)
+
+
+def test_rpd_capture(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    calls = [
+        Call("hipLaunchKernel", 100 * i, 100 * i + 50, ops=[("k", 9_000 + 10 * i, 9_005 + 10 * i, "KernelExecution")])
+        for i in range(1, 5)
+    ]
+    write_rpd(cap / "trace.rpd", calls, [Marker(f"ggml:ADD:x:1 {EMAIL} HF_TOKEN={TOKEN}", 50, 1_000)])
+    with sqlite3.connect(cap / "trace.rpd") as con:
+        con.execute("CREATE TABLE rocpd_monitor (deviceType TEXT, value TEXT)")
+        con.execute("INSERT INTO rocpd_monitor VALUES ('gpu', ?)", (UNKNOWN,))
+        con.execute("CREATE TABLE ext_callstack (frame TEXT)")
+        con.execute("INSERT INTO ext_callstack VALUES (?)", (f"{HOME}/app.py:12 {UNKNOWN}",))
+    con.close()
+    plant_files(cap, tmp_path / "creds.txt")
+    scrub_and_check(cap, tmp_path, arch="gfx942")
+
+
+@pytest.mark.parametrize("example", sorted(p.parent for p in (REPO / "examples").rglob("rocroof-collect.json")))
+def test_committed_examples_hold_no_identifier(example: Path) -> None:
+    """The examples recorded on the lent H200 carry no UUID, no host record, no environment, no app output."""
+    text = dump(example)
+    assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", text, re.I)
+    for table in ("META_DATA_CAPTURE", "TARGET_INFO_SYSTEM_ENV", "ProcessStreams", "META_DATA_EXPORT"):
+        assert f'CREATE TABLE "{table}"' not in text and f"CREATE TABLE {table}" not in text, table
+    assert not re.search(r"(?m)^\s*export [A-Z_]+=", text)
