@@ -18,6 +18,7 @@ STAGES = {
     "records": 0,
     "fileio": 0,
     "memory": 0,
+    "text": 0,
     "data": 0,
     "analysis": 1,
     "capture": 2,

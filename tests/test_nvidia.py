@@ -277,10 +277,9 @@ def test_read_ncu_csv_applies_the_units_row_and_reads_the_nvtx_stack() -> None:
     assert facts["gfx_arch"] == "sm_90"
 
 
-def test_read_ncu_csv_without_a_units_row_keeps_base_units_and_takes_the_innermost_ggml_range(
-    tmp_path: Path,
-) -> None:
-    # ``--print-units base``: no units row; numbers with thousands separators; a nested NVTX stack
+def test_read_ncu_csv_in_base_units_takes_the_innermost_ggml_range(tmp_path: Path) -> None:
+    # ``--print-units base``: the units row names base units (nsecond, byte); numbers with thousands
+    # separators; a nested NVTX stack
     path = tmp_path / "base_units.csv"
     stack = (
         '77  "<default domain>:llama_decode:none:none:none:none:none:none" '
@@ -290,6 +289,7 @@ def test_read_ncu_csv_without_a_units_row_keeps_base_units_and_takes_the_innermo
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh, quoting=csv.QUOTE_ALL)
         w.writerow(["ID", "Kernel Name", NVTX_COLUMN, "CC", "gpu__time_duration.sum", "dram__bytes_read.sum"])
+        w.writerow(["", "", "", "", "nsecond", "byte"])
         w.writerow(["0", "void k<256, 1>(float *)", stack, "9.0", "12,345", "1,048,576"])
         w.writerow(["1", "void k<256, 1>(float *)", "", "9.0", "678", "n/a"])
     assert is_ncu_csv(path)
@@ -302,6 +302,22 @@ def test_read_ncu_csv_without_a_units_row_keeps_base_units_and_takes_the_innermo
     assert list(reads["row"]) == [0]  # n/a is unknown, not zero
     assert list(reads["value"]) == [1_048_576.0]
     assert facts["gfx_arch"] == "sm_90"
+
+
+def test_an_ncu_csv_without_its_units_row_is_refused_not_read_in_the_wrong_unit(tmp_path: Path) -> None:
+    # ncu writes the units row with every raw page (--print-units base names base units there); without
+    # it 0.5 (Mbyte) would be stored as 0.5 bytes
+    path = tmp_path / "no_units.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh, quoting=csv.QUOTE_ALL)
+        w.writerow(["ID", "Kernel Name", "CC", "gpu__time_duration.sum", "dram__bytes_read.sum"])
+        w.writerow(["0", "void k(float *)", "9.0", "1.5", "0.5"])
+    with pytest.raises(ParseError, match=r"no_units.csv:2: row 2 is not Nsight Compute's units row"):
+        read_ncu_csv(path, "ncu")
+    header_only = tmp_path / "header_only.csv"  # no kernel profiled: nothing to misread
+    header_only.write_text(path.read_text().splitlines()[0] + "\n")
+    p, _ = read_ncu_csv(header_only, "ncu")
+    assert len(p.dispatches) == 0
 
 
 def test_byte_counters_in_decimal_units_become_whole_bytes(tmp_path: Path) -> None:

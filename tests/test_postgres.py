@@ -328,6 +328,10 @@ def test_query_on_postgres_refuses_what_writes(pg_run: str, sql: str, words: str
     assert words in message and "\n" not in message
     assert "refused" in message or "one statement" in message
     assert row_counts(pg_run) == before
+    with pytest.raises(QueryError) as err:  # the streamed path (rocroof query) refuses the same
+        list(ro.query_batches(sql, 2))
+    assert words in str(err.value)
+    assert row_counts(pg_run) == before
     assert ro.query("SELECT COUNT(*) AS n FROM dispatch")["n"][0] == 5  # the store still reads
     result = CliRunner().invoke(cli, ["query", sql, "--db", pg_run])
     assert result.exit_code == 1 and result.output.startswith("Error: ") and len(result.output.splitlines()) == 1
@@ -342,6 +346,19 @@ def _admin_tables(url: str) -> set[str]:
             return set(sa.inspect(conn).get_table_names())
     finally:
         engine.dispose()
+
+
+def test_query_on_postgres_streams_in_batches(pg_run: str) -> None:
+    ro = Store(pg_run, read_only=True)
+    sql = "SELECT g AS i, g * 2 AS twice FROM generate_series(1, 11) AS g"
+    frames = list(ro.query_batches(sql, 4))
+    assert [len(f) for f in frames] == [4, 4, 3]
+    assert sum((f["i"].tolist() for f in frames), []) == list(range(1, 12))
+    assert all(str(f["i"].dtype) == "Int64" for f in frames)
+    empty = list(ro.query_batches("SELECT run_id, host FROM run WHERE false", 4))
+    assert len(empty) == 1 and list(empty[0].columns) == ["run_id", "host"] and len(empty[0]) == 0
+    result = CliRunner().invoke(cli, ["query", sql, "--db", pg_run, "--format", "json"])
+    assert json.loads(result.output) == [{"i": i, "twice": 2 * i} for i in range(1, 12)]
 
 
 def test_query_on_postgres_leaves_the_session_read_only(pg_run: str) -> None:

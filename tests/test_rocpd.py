@@ -409,13 +409,15 @@ def _write_llama_pass(
     counters: bool = True,
     id_offset: int = 0,
     time_offset: int = 0,
+    schema: int = 3,
 ) -> None:
     """One llama.cpp process (gfx942): three ggml ranges around HIP launches, optional counters.
 
     ``id_offset`` shifts dispatch and correlation ids and ``time_offset`` all timestamps, as in
-    another application run of the same command.
+    another application run of the same command. ``schema`` 4 writes the same run in the rocpd
+    schema 4.0 layout (``tests/rocpd_builder.py`` ``RocpdV4Builder``).
     """
-    with rocpd_db(path, uuid=uuid, pid=pid, tid=pid) as b:
+    with rocpd_db(path, uuid=uuid, pid=pid, tid=pid, schema=schema) as b:
         gpu = _gpu(b)
         syms = {name: b.add_kernel_symbol(f"_Z{len(name)}{name}v", name) for _, name, *_ in LAUNCHES}
         pmc = {}
@@ -886,3 +888,63 @@ def test_uncheckpointed_write_ahead_log_is_read(tmp_path: Path) -> None:
         assert rocpd.read_pass(db, "x").dispatches["dispatch_id"].tolist() == [1]
     finally:
         conn.close()
+
+
+# ---- 8. dispatch times ------------------------------------------------------------------------
+
+DAMAGED_DISPATCH = "rocprofiler-sdk writes start and end for every dispatch; the database is damaged"
+
+
+def _two_dispatch_db(db: Path) -> None:
+    with rocpd_db(db) as b:
+        gpu = _gpu(b)
+        k = b.add_kernel_symbol("k", "k()")
+        b.add_dispatch(dispatch_id=6, kernel_id=k, agent_id=gpu, start=100, end=200, stack_id=1)
+        b.add_dispatch(dispatch_id=7, kernel_id=k, agent_id=gpu, start=300, end=450, stack_id=2)
+
+
+@pytest.mark.parametrize("column", ["start", "end"])
+def test_a_dispatch_without_a_start_or_end_time_is_refused(tmp_path: Path, column: str) -> None:
+    """NULL start/end (NOT NULL in rocpd_tables.sql): one-line ParseError naming file, table and dispatch id.
+
+    Stored, such a dispatch would skew every share of time. DB built by the test, schema v3.
+    """
+    cap = tmp_path / "capture"
+    db = cap / "1_results.db"
+    _two_dispatch_db(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(f'UPDATE "rocpd_kernel_dispatch{suffix(UUID_A)}" SET "{column}" = NULL WHERE id = 7')
+    conn.close()
+    expected = f"{db}: rocpd_kernel_dispatch id 7: no {column} time ({DAMAGED_DISPATCH})"
+    with pytest.raises(ParseError) as err:
+        rocpd.read_pass(db, "x")
+    assert str(err.value) == expected
+    with pytest.raises(ParseError) as err:
+        build_run(read_capture(cap))
+    assert str(err.value) == expected
+
+
+def test_a_dispatch_ending_before_it_starts_is_refused(tmp_path: Path) -> None:
+    """end < start: ParseError naming the dispatch and both times (DB built by the test, schema v3)."""
+    db = tmp_path / "1_results.db"
+    _two_dispatch_db(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(f'UPDATE "rocpd_kernel_dispatch{suffix(UUID_A)}" SET "end" = 250 WHERE id = 7')
+    conn.close()
+    with pytest.raises(ParseError) as err:
+        rocpd.read_pass(db, "x")
+    assert str(err.value) == (
+        f"{db}: rocpd_kernel_dispatch id 7: end 250 ns is before start 300 ns "
+        "(a dispatch cannot end before it starts; the database is damaged)"
+    )
+
+
+def test_a_zero_length_dispatch_is_kept(tmp_path: Path) -> None:
+    """start == end is a (very short) dispatch, not damage (DB built by the test, schema v3)."""
+    db = tmp_path / "1_results.db"
+    _two_dispatch_db(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(f'UPDATE "rocpd_kernel_dispatch{suffix(UUID_A)}" SET "end" = 300 WHERE id = 7')
+    conn.close()
+    d = rocpd.read_pass(db, "x").dispatches
+    assert (d["end_ns"] - d["start_ns"]).tolist() == [200 - 100, 0]

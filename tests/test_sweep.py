@@ -197,6 +197,26 @@ BAD_FILES = [
         "{f}:7: labels.model: 'model' is also a matrix key (each point is labelled with its value)",
     ),
     (HEAD + "on_error: continue\n", "{f}:6: on_error: expected stop or skip, got a string ('continue')"),
+    (
+        HEAD + 'labels: {gpu: "a\\e]0;title\\a"}\n',
+        "{f}:6: labels.gpu: control character '\\x1b' in 'a\\x1b]0;title\\x07'; labels and values are one plain line",
+    ),
+    (
+        HEAD + 'labels: {"a,b": x}\n',
+        "{f}:6: labels.a,b: a label key cannot hold ',' or '=' (labels are listed as key=value,...), got 'a,b'",
+    ),
+    (
+        'version: 1\ncommand: app {model}\nmatrix:\n  model: [a.gguf, "b\\r.gguf"]\nprofiler: ncu\n',
+        "{f}:4: matrix.model[1]: control character '\\r' in 'b\\r.gguf'; labels and values are one plain line",
+    ),
+    (
+        'version: 1\ncommand: app\nmatrix:\n  env:\n    "x\\ty": {A: 1}\nprofiler: ncu\n',
+        "{f}:5: matrix.env.x\ty: control character '\\t' in 'x\\ty'; labels and values are one plain line",
+    ),
+    (
+        "version: 1\nmatrix: " + "[" * 5000 + "]" * 5000 + "\n",
+        "{f}: nested too deeply (a sweep file is a few levels deep)",
+    ),
     (HEAD + "repeats: 1\nrepeats: 2\n", "{f}:7: repeats: given twice (lines 6 and 7); keep one"),
     (
         "version: 1\ncommand: [app\nprofiler: ncu\n",

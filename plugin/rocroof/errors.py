@@ -50,6 +50,10 @@ class QueryError(RocroofError):
     """A SQL query given by the user failed or tried to write."""
 
 
+class OutputError(RocroofError):
+    """The command's output cannot be written: a full disk, a missing folder, a file in the way."""
+
+
 class ConfigError(RocroofError):
     """A configuration file (peaks, counter presets) is invalid."""
 

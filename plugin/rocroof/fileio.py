@@ -49,15 +49,57 @@ def logical_name(path: Path) -> str:
     return name[:-3] if name.endswith(".gz") else name
 
 
+#: A gzip file may decompress to this many times its size: profiler exports compress 3-20x (nsys and
+#: rocpd SQLite 3-6x, Nsight Compute and rocprofv3 CSV 4-20x, measured on the recorded captures);
+#: one that grows beyond is damage or a decompression bomb (a 4 MB gzip of NUL bytes is 4 GB; deflate
+#: tops out near 1000x).
+MAX_GZIP_RATIO = 100
+#: ... checked once this much was decompressed (a small file may compress better: harmless).
+MIN_GZIP_CHECK_BYTES = 64 << 20
+
+
+class _Bounded(io.RawIOBase):
+    """A gzip stream that stops at :data:`MAX_GZIP_RATIO` times the compressed size."""
+
+    def __init__(self, path: Path, inner: gzip.GzipFile, compressed_bytes: int) -> None:
+        self.path = path
+        self.inner = inner
+        self.limit = max(MIN_GZIP_CHECK_BYTES, compressed_bytes * MAX_GZIP_RATIO)
+        self.done = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(len(buffer))
+        self.done += len(data)
+        if self.done > self.limit:
+            raise ParseError(
+                self.path,
+                f"decompresses to more than {MAX_GZIP_RATIO}x its size ({self.limit:,} bytes): the file is damaged "
+                "or a decompression bomb; refusing to read on",
+            )
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
 def open_binary(path: Path) -> IO[bytes]:
     """Open ``path`` for binary reading, transparently decompressing gzip.
+
+    A gzip file is read through a bound: decompressing beyond :data:`MAX_GZIP_RATIO` times its
+    size (past :data:`MIN_GZIP_CHECK_BYTES`) raises a ParseError instead of filling memory or disk.
 
     Raises:
         ParseError: the file cannot be opened.
     """
     try:
         if is_gzip(path):
-            return gzip.open(path, "rb")  # type: ignore[return-value]
+            inner = gzip.GzipFile(path, "rb")  # noqa: SIM115 - closed with the reader it is wrapped in
+            return io.BufferedReader(_Bounded(path, inner, path.stat().st_size), 1 << 20)
         return open(path, "rb")
     except OSError as exc:
         raise ParseError(path, f"cannot open file: {exc.strerror or exc}") from exc
@@ -78,7 +120,7 @@ def sqlite_file(path: Path) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="rocroof-") as tmp:
         plain = Path(tmp) / logical_name(path)
         try:
-            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+            with open_binary(path) as src, open(plain, "wb") as dst:  # bounded: no disk-filling bomb
                 shutil.copyfileobj(src, dst, 1 << 20)
         except (OSError, EOFError, zlib.error) as exc:
             raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
@@ -139,25 +181,59 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, decode_utf8(path, raw, number)
 
 
+#: A CSV row longer than this is damage (a profiler row is a few KB; Nsight Compute's header ~50 KB):
+#: the CSV parser would buffer it whole.
+MAX_LINE_BYTES = 16 << 20
+
+
 class _TailTracker:
-    """A binary file wrapper that keeps the last bytes read (to spot a file cut mid-row)."""
+    """A binary file wrapper that keeps the last bytes read (to spot a file cut mid-row) and bounds lines."""
 
     KEEP = 1 << 16
 
-    def __init__(self, fh: IO[bytes]) -> None:
+    def __init__(self, fh: IO[bytes], path: Path | None = None) -> None:
         self.fh = fh
         self.tail = b""
+        self.path = path
+        self.line = 0  # bytes of the current line so far
+        self.lines = 1
+
+    def _count(self, data: bytes) -> None:
+        self.tail = (self.tail + data)[-self.KEEP :]
+        if self.path is not None and self.line + len(data) > MAX_LINE_BYTES:
+            self._check_lines(data)  # only when a line could be too long: a scan of this block's lines
+        last = data.rfind(b"\n")
+        if last < 0:
+            self.line += len(data)
+        else:
+            self.lines += data.count(b"\n")
+            self.line = len(data) - last - 1
+
+    def _check_lines(self, data: bytes) -> None:
+        """Raise ParseError at the first line of ``data`` (with what came before it) beyond the bound."""
+        pos, so_far, number = 0, self.line, self.lines
+        while True:
+            nl = data.find(b"\n", pos)
+            length = so_far + ((len(data) if nl < 0 else nl) - pos)
+            if length > MAX_LINE_BYTES:
+                assert self.path is not None
+                raise ParseError(
+                    self.path, f"a line longer than {MAX_LINE_BYTES:,} bytes (damaged, or not a CSV file)", number
+                )
+            if nl < 0:
+                return
+            pos, so_far, number = nl + 1, 0, number + 1
 
     def read(self, size: int = -1) -> bytes:
         data = self.fh.read(size)
         if data:
-            self.tail = (self.tail + data)[-self.KEEP :]
+            self._count(data)
         return data
 
     def __iter__(self) -> Iterator[bytes]:
         for line in self.fh:
             if line:
-                self.tail = (self.tail + line)[-self.KEEP :]
+                self._count(line)
             yield line
 
     def last_row_is_short(self, n_columns: int) -> bool:
@@ -205,7 +281,7 @@ def read_csv_chunks(
     if typed:  # the other columns as strings; the typed ones left out: inferred
         dtype = {name: str for name in read_header(path) if name not in typed}
     fh = open_binary(path)
-    tail = _TailTracker(fh)
+    tail = _TailTracker(fh, path)
     try:
         reader = pd.read_csv(
             tail,
@@ -254,6 +330,31 @@ def read_csv_chunks(
         fh.close()
 
 
+def ends_mid_row(path: Path) -> bool:
+    """Whether a non-empty text file ends without a newline: a profiler ends every row with one.
+
+    A CSV cut while written (a killed profiler, a full disk, a partial copy) ends inside its last
+    row; when the cut falls inside the last field the row still has every field, but its value is
+    short. Plain files are checked at their last byte; gzip files are decompressed to the end.
+    Unreadable files give False (their reader reports the damage).
+    """
+    try:
+        if is_gzip(path):
+            last = b""
+            with open_binary(path) as fh:
+                while block := fh.read(1 << 20):
+                    last = block[-1:]
+            return last not in (b"", b"\n")
+        with open(path, "rb") as fh:
+            size = fh.seek(0, io.SEEK_END)
+            if not size:
+                return False
+            fh.seek(size - 1)
+            return fh.read(1) != b"\n"
+    except (OSError, EOFError, zlib.error, ParseError):
+        return False
+
+
 class NotPlain(Exception):
     """A CSV file that :func:`read_csv_plain` cannot read exactly; read it with :func:`read_csv_chunks`."""
 
@@ -298,7 +399,7 @@ def read_csv_plain(
     if len(set(header)) != len(header) or not numeric <= set(header):
         raise NotPlain(f"{path}: repeated or missing header names")
     fh = open_binary(path)
-    tail = _TailTracker(fh)
+    tail = _TailTracker(fh, path)
     try:
         reader = pd.read_csv(
             tail,

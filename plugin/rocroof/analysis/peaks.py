@@ -333,6 +333,8 @@ def load_peaks(path: Path | None = None) -> list[dict[str, Any]]:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from exc
+    except RecursionError as exc:  # the YAML composer recurses once per nesting level
+        raise ConfigError(f"{path}: nested too deeply (a peaks table is a few levels deep)") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), list):
         raise ConfigError(f"{path}: expected a mapping with a 'gpus' list")
     unknown = [k for k in doc if k not in TOP_KEYS]

@@ -47,7 +47,7 @@ from typing import Any
 
 from ..analysis.bandwidth import BANDWIDTH_FILE
 from ..errors import InputError, ParseError
-from ..fileio import is_gzip, logical_name, open_binary, sqlite_file, sqlite_tables
+from ..fileio import MAX_LINE_BYTES, is_gzip, logical_name, open_binary, sqlite_file, sqlite_tables
 from .readers import MANIFEST, SIDECAR_NAME, ggml_meta, nvidia, rocprof_legacy, rocprofv3_csv
 
 #: Binary reports that are dropped (their exports are kept).
@@ -226,6 +226,8 @@ ROCPD_TABLES = frozenset(
         "rocpd_info_kernel_symbol",
         "rocpd_info_agent",
         "rocpd_track",
+        "rocpd_timestamp",  # schema 4.0: times by id (tests/rocpd_builder.py RocpdV4Builder)
+        "rocpd_info_category",  # schema 4.0: event categories
         "rocpd_metadata",
         "rocpd_info_process",
         "rocpd_info_node",
@@ -425,6 +427,8 @@ _UNREADABLE = (
     json.JSONDecodeError,
     sqlite3.DatabaseError,
     ParseError,
+    csv.Error,
+    RecursionError,
 )
 
 
@@ -466,6 +470,7 @@ def _learn_hosts(files: list[Path]) -> set[str]:
         name = logical_name(f)
         try:
             if name.endswith(".csv"):
+                csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
                 with open_binary(f) as fh:
                     reader = csv.reader(io.TextIOWrapper(fh, encoding="utf-8", errors="replace"))
                     header = next(reader, [])
@@ -522,6 +527,7 @@ def _rewrite_text(path: Path, out: Path, fn: Callable[[str], str]) -> bool:
 
 
 def _scrub_csv(path: Path, text: str, redact: Redactor, report: ScrubReport) -> str:
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))  # the readers' own bound on a row
     try:
         rows = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as exc:
@@ -576,7 +582,10 @@ def _scrub_json(path: Path, text: str, redact: Redactor, *, manifest: bool) -> s
             return "host" if manifest and key == "host" else redact(obj)
         return obj
 
-    scrubbed = walk(data)
+    try:
+        scrubbed = walk(data)
+    except RecursionError as exc:
+        raise InputError(f"{path}: JSON nested too deeply; cannot scrub it") from exc
     if scrubbed == data:
         return text
     return json.dumps(scrubbed, indent=None if "\n" not in text.strip() else 2) + "\n"

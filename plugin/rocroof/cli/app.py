@@ -7,7 +7,9 @@ user errors too.
 
 from __future__ import annotations
 
+import errno
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +19,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from sqlalchemy import exc as sa_exc
 
 from .. import __version__
-from ..errors import InputError, RocroofError
+from ..errors import InputError, OutputError, RocroofError
+from ..text import printable
 
 DEFAULT_DB = "rocroof.db"
 DB_HELP = (
@@ -61,14 +64,36 @@ def _db_in_args(args: Sequence[str]) -> str | None:
     return shown_db(env) if env else None
 
 
-def printable(text: str) -> str:
-    """Text any terminal can print: undecodable bytes of file names become ``\\xNN``."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+class _Silenced:
+    """Standard output after it failed: the interpreter's last flush must not fail again."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 def echo(text: str, nl: bool = True) -> None:
-    """Print ``text`` to stdout, made printable (:func:`printable`)."""
-    click.echo(printable(text), nl=nl)
+    """Print ``text`` to stdout, made printable (:func:`printable`).
+
+    Raises:
+        OutputError: stdout cannot be written (a full disk, ``> /dev/full``); a closed pipe
+            (``| head``) is left to click, which exits quietly.
+    """
+    try:
+        click.echo(printable(text), nl=nl)  # click flushes: a full disk shows here, not at exit
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+        sys.stdout = _Silenced(sys.stdout)
+        raise OutputError(f"cannot write the output: {exc.strerror or exc}") from exc
 
 
 def stderr_console() -> Console:
@@ -90,6 +115,16 @@ def format_option(fn: Any) -> Any:
         default="table",
         show_default=True,
         help="table for terminals, markdown for PR reviews, csv/json for scripts (raw values, units in names).",
+    )(fn)
+
+
+def raw_option(fn: Any) -> Any:
+    """The ``--raw`` flag: CSV text cells exactly as stored (no formula guard)."""
+    return click.option(
+        "--raw",
+        is_flag=True,
+        help="CSV: write text cells exactly as stored. By default a cell starting with = + - @ (a formula to a "
+        "spreadsheet: =HYPERLINK(...), +cmd|...) gets a leading ' so that opening the file runs nothing.",
     )(fn)
 
 

@@ -11,12 +11,12 @@ from typing import Any
 import click
 
 from ..errors import InputError, RocroofError
+from ..text import printable
 from .app import (
     cli,
     db_option,
     echo,
     parse_labels,
-    printable,
     progress_bar,
     stderr_console,
 )

@@ -14,7 +14,12 @@ from .app import (
     db_option,
     echo,
     format_option,
+    raw_option,
+    stderr_console,
 )
+
+#: Rows ``rocroof query`` shows at most as a table or Markdown (csv and json stream them all).
+TABLE_ROWS = 10_000
 
 
 @cli.command()
@@ -76,7 +81,8 @@ def runs(db: str, fmt: str, notes_for: str | None) -> None:
     help="table for terminals, markdown for PR reviews, html (tables + roofline plot, one file), csv/json for "
     "scripts (raw values, units in names).",
 )
-def report(db: str, run_spec: str, by: str, top: int | None, fmt: str) -> None:
+@raw_option
+def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool) -> None:
     """Per-op / per-kernel / per-dispatch time, DRAM bytes, model and roofline of a run.
 
     Achieved bandwidth is (read + write DRAM bytes) / GPU time against the run's measured or
@@ -108,7 +114,7 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str) -> None:
     if fmt == "html":
         echo(_html_report(rep), nl=False)
         return
-    echo(render(rep, fmt), nl=False)  # type: ignore[arg-type]
+    echo(render(rep, fmt, raw=raw), nl=False)  # type: ignore[arg-type]
 
 
 def _html_report(rep: Any) -> str:
@@ -134,7 +140,7 @@ def _html_report(rep: Any) -> str:
     "out",
     type=click.Path(path_type=Path),
     default=None,
-    help="File name without extension; writes OUT.png and OUT.svg (default: roofline-run<N>).",
+    help="File name without extension, in an existing folder; writes OUT.png and OUT.svg (default: roofline-run<N>).",
 )
 def plot(db: str, run_spec: str, out: Path | None) -> None:
     """Draw the run's roofline: ceilings, and one point per ggml op type.
@@ -175,11 +181,19 @@ def plot(db: str, run_spec: str, out: Path | None) -> None:
     echo("Wrote " + ", ".join(str(p) for p in paths))
 
 
-@cli.command()
+@cli.command(context_settings={"ignore_unknown_options": True})  # SQL may begin with a "-- comment"
 @click.argument("sql")
 @db_option
 @format_option
-def query(sql: str, db: str, fmt: str) -> None:
+@raw_option
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=TABLE_ROWS,
+    show_default=True,
+    help="table/markdown: rows shown at most (csv and json stream every row).",
+)
+def query(sql: str, db: str, fmt: str, raw: bool, max_rows: int) -> None:
     """Run one read-only SQL query on the database.
 
     Views: dispatch_dram, op_invocation_summary, op_roofline (measured beside modelled bytes
@@ -193,12 +207,37 @@ def query(sql: str, db: str, fmt: str) -> None:
       rocroof query "SELECT op, SUM(duration_ns)/1e3 AS us FROM dispatch_dram WHERE run_id=1 GROUP BY op"
       rocroof query "SELECT * FROM run_note WHERE severity='warning'" --format markdown
     """
-    from ..report.tables import render_frame
+    from ..report.tables import render_batch, render_frame
     from ..store import Store
 
     store = Store(db, read_only=True)
     store.check()
-    echo(render_frame(store.query(sql), fmt), nl=False)  # type: ignore[arg-type]
+    batches = store.query_batches(sql)
+    try:
+        if fmt in ("csv", "json"):  # streamed: memory holds one batch, whatever the result's size
+            n = 0
+            for i, frame in enumerate(batches):
+                echo(render_batch(frame, fmt, first=i == 0, raw=raw), nl=False)  # type: ignore[arg-type]
+                n += len(frame)
+            if fmt == "json":
+                echo("\n]" if n else "]")
+            return
+        rows, shown = [], 0
+        for frame in batches:  # read on only to count what is not shown
+            if shown < max_rows:
+                rows.append(frame.head(max_rows - shown))
+            shown += len(frame)
+        import pandas as pd
+
+        echo(render_frame(pd.concat(rows) if len(rows) > 1 else rows[0], fmt), nl=False)  # type: ignore[arg-type]
+        if shown > max_rows:
+            stderr_console().print(
+                f"showing {max_rows:,} of {shown:,} rows (--max-rows; --format csv or json writes them all)",
+                markup=False,
+                highlight=False,
+            )
+    finally:
+        batches.close()
 
 
 @cli.command()
@@ -257,7 +296,7 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
     help="markdown pastes into a PR review; table for terminals; csv gives every node; json every node plus the "
     "whole-graph totals and per-op rows.",
 )
-@click.option("--top", type=int, default=15, show_default=True, help="Largest node changes to list.")
+@click.option("--top", type=click.IntRange(min=0), default=15, show_default=True, help="Largest node changes to list.")
 @click.option(
     "--min-change",
     type=click.FloatRange(0, 100, max_open=True),
@@ -274,7 +313,10 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
     metavar="US",
     help="Changes under US µs per call are noise, whatever the spread.",
 )
-def diff(run_a: str, run_b: str, db: str, fmt: str, top: int, min_change: float, min_change_us: float) -> None:
+@raw_option
+def diff(
+    run_a: str, run_b: str, db: str, fmt: str, top: int, min_change: float, min_change_us: float, raw: bool
+) -> None:
     """Compare RUN_B against RUN_A per ggml op: time and DRAM bytes, with noise told apart.
 
     Nodes are matched by op, node name and shapes. A node evaluated several times (decode
@@ -310,4 +352,4 @@ def diff(run_a: str, run_b: str, db: str, fmt: str, top: int, min_change: float,
         if value != value:  # NaN passes click's range check
             raise click.BadParameter("expected a number, not nan", param_hint=name)
     d = diff_runs(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)
-    echo(render_diff(d, fmt, top=top, names=names).rstrip("\n"))
+    echo(render_diff(d, fmt, top=top, names=names, raw=raw).rstrip("\n"))

@@ -8,12 +8,12 @@ from typing import Any
 
 import click
 
+from ..text import printable
 from .app import (
     DEFAULT_DB,
     cli,
     echo,
     format_option,
-    printable,
     progress_bar,
     stderr_console,
 )

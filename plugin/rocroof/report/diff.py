@@ -251,7 +251,9 @@ def diff_runs(
     return Diff(run_a=run_a, run_b=run_b, by_node=by_node, by_op=by_op, total=total, notes=notes)
 
 
-def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str, str] = ("", "")) -> str:
+def render_diff(
+    d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str, str] = ("", ""), *, raw: bool = False
+) -> str:
     """The diff as Markdown (for a PR review comment), a terminal table, CSV or JSON.
 
     ``top`` limits the per-node table to the largest changes beyond noise (all rows in csv/json);
@@ -259,11 +261,12 @@ def render_diff(d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str,
     JSON is one object: ``run_a``, ``run_b``, ``name_a``, ``name_b``, ``total`` (the whole-graph
     and matched-node totals of :attr:`Diff.total`: µs per graph evaluation, % change, verdict
     counts, the noise thresholds), ``by_op``, ``nodes`` (every matched key) and ``notes``.
+    ``raw``: CSV text cells as they are (else formula-leading cells get a ``'``: :func:`.tables.csv_text`).
     """
     from .tables import json_records, render_frame
 
     if fmt == "csv":
-        return render_frame(d.by_node, "csv")
+        return render_frame(d.by_node, "csv", raw=raw)
     if fmt == "json":
         doc = {
             "run_a": d.run_a,

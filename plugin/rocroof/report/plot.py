@@ -13,6 +13,7 @@ Marker area is proportional to the op type's share of GPU time.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from ..errors import OutputError
 
 #: Columns :func:`roofline_figure` reads from its ``points`` frame.
 POINT_COLUMNS = ("label", "ai_measured", "ai_model", "flops_per_s", "time_share")
@@ -174,15 +177,31 @@ _MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def save_roofline(points: pd.DataFrame, ceilings: PlotCeilings, title: str, base: Path) -> list[Path]:
-    """Write ``base.png`` and ``base.svg``; return the paths (no timestamps in the files)."""
+    """Write ``base.png`` and ``base.svg``; return the paths (no timestamps in the files).
+
+    Raises:
+        OutputError: ``base``'s folder does not exist or is a file, or a file cannot be written
+            (permissions, a full disk); nothing is left half-written under the final names.
+    """
     import matplotlib.pyplot as plt
 
+    folder = base.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist (create it first)"
+        raise OutputError(f"{folder}: {what}; cannot write {base.name}.png and {base.name}.svg there")
     fig = roofline_figure(points, ceilings, title)
-    base.parent.mkdir(parents=True, exist_ok=True)
     out = []
-    for ext, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
-        path = base.with_suffix(f".{ext}")
-        fig.savefig(path, format=ext, metadata=meta)  # type: ignore[attr-defined]
-        out.append(path)
-    plt.close(fig)  # type: ignore[arg-type]
+    try:
+        for ext, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
+            path = base.with_suffix(f".{ext}")
+            part = path.with_name(path.name + ".part")
+            try:
+                fig.savefig(part, format=ext, metadata=meta)  # type: ignore[attr-defined]
+                os.replace(part, path)
+            except OSError as exc:
+                part.unlink(missing_ok=True)
+                raise OutputError(f"{path}: cannot write the plot ({exc.strerror or exc})") from exc
+            out.append(path)
+    finally:
+        plt.close(fig)  # type: ignore[arg-type]
     return out

@@ -28,6 +28,7 @@ from rich.text import Text
 from ..analysis.peaks import DRAM_RULES, SHIPPED_LABEL
 from ..records import Note
 from ..store import Store, schema
+from ..text import cell_text
 
 By = Literal["dispatch", "kernel", "op", "invocation"]
 Format = Literal["table", "csv", "json", "markdown"]
@@ -368,6 +369,12 @@ def _time_at_peak_cell(row: pd.Series, peak: Any) -> str:
 
 
 def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    """The report's header and rows as cell text for people (table, Markdown, HTML), controls escaped."""
+    headers, lines = _human_cells(report)
+    return headers, [[cell_text(c) for c in line] for line in lines]
+
+
+def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
     by = report.by
     headers: list[str] = []
     lines: list[list[str]] = []
@@ -729,7 +736,41 @@ def _md_cell(text: str, code: bool) -> str:
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def render(report: Report, fmt: Format = "table", width: int | None = None) -> str:
+#: Cell starts that spreadsheets take for a formula (OWASP "CSV injection"): ``=HYPERLINK(...)``,
+#: ``+cmd|...``, ``-2+3``, ``@SUM(...)``, and a tab or carriage return before one.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(df: pd.DataFrame, raw: bool = False, header: bool = True) -> str:
+    """A frame as CSV; text cells a spreadsheet would run as a formula get a leading ``'``.
+
+    Numbers are never touched (``-2.5`` stays a number); ``raw`` leaves text cells as they are.
+    """
+    if not raw:
+        df = df.copy()
+        for i in range(df.shape[1]):
+            col = df.iloc[:, i]
+            if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
+                df.isetitem(i, col.map(lambda v: "'" + v if isinstance(v, str) and v.startswith(_FORMULA_START) else v))
+    return str(df.to_csv(index=False, header=header))
+
+
+def render_batch(df: pd.DataFrame, fmt: Literal["csv", "json"], first: bool, raw: bool = False) -> str:
+    """One batch of a streamed result: CSV rows (the header with the first batch), or JSON objects.
+
+    The JSON batches and a closing ``"\\n]"`` (``"]"`` after no rows) make one array, as
+    :func:`render_frame` writes it.
+    """
+    if fmt == "csv":
+        return csv_text(df, raw, header=first)
+    text = json.dumps(json_records(df), indent=2, allow_nan=False)
+    if not len(df):
+        return "[" if first else ""
+    body = text[1:-2]  # the objects, without the array's "[" and "\n]"
+    return ("[" if first else ",") + body
+
+
+def render(report: Report, fmt: Format = "table", width: int | None = None, *, raw: bool = False) -> str:
     """Render a report.
 
     Args:
@@ -737,6 +778,8 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
         fmt: ``table`` (rich, for terminals), ``csv``, ``json`` (a list of objects, raw values,
             null for unknown) or ``markdown`` (for PR reviews).
         width: terminal width for ``table``.
+        raw: CSV only: keep text cells that start like a spreadsheet formula as they are
+            (:func:`csv_text`).
 
     Returns:
         The text, ending with a newline.
@@ -744,7 +787,7 @@ def render(report: Report, fmt: Format = "table", width: int | None = None) -> s
     if fmt == "json":
         return _json_records(report.rows)
     if fmt == "csv":
-        return str(report.rows.to_csv(index=False))
+        return csv_text(report.rows, raw)
     headers, lines = _human_rows(report)
     footer = []
     if report.total_rows == 0:
@@ -924,18 +967,21 @@ def render_frame(
     width: int | None = None,
     max_columns: int = 12,
     wrap: Iterable[str] | None = None,
+    *,
+    raw: bool = False,
 ) -> str:
     """Render any DataFrame (runs, query results) in one of the report formats.
 
     ``table`` prints one block per record (``name: value`` lines) when the frame has more than
     ``max_columns`` columns; ``width`` is the table's width in characters (default 160).
-    ``wrap`` names the only columns a table may wrap (default: any column).
+    ``wrap`` names the only columns a table may wrap (default: any column). ``raw``: CSV text
+    cells are left as they are (:func:`csv_text`).
     """
     if fmt == "json":
         return _json_records(df)
     if fmt == "csv":
-        return str(df.to_csv(index=False))
-    cells = [[("" if _nan(v) else str(v)) for v in rec] for rec in df.itertuples(index=False)]
+        return csv_text(df, raw)
+    cells = [[("" if _nan(v) else cell_text(str(v))) for v in rec] for rec in df.itertuples(index=False)]
     wrapping = None if wrap is None else set(wrap)
     width = width or _width()
 

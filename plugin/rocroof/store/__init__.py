@@ -18,7 +18,7 @@ import math
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -107,6 +107,10 @@ def _database_url(target: str) -> sa.URL:
             f"(not {url.drivername}://)"
         )
     return url
+
+
+#: Rows per frame that ``rocroof query`` holds at a time.
+QUERY_BATCH_ROWS = 50_000
 
 
 class Store:
@@ -488,13 +492,23 @@ class Store:
                 wanted = int(spec)
             except ValueError as exc:
                 raise InputError(f"run must be a number or 'latest', not {spec!r}") from exc
+            if not 0 < wanted < 2**31:  # run ids are positive 32-bit integers (PostgreSQL refuses larger)
+                raise InputError(f"{self.location}: no run {wanted} (see 'rocroof runs')")
             rid = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.run_id == wanted)).scalar()
             if rid is None:
                 raise InputError(f"{self.location}: no run {wanted} (see 'rocroof runs')")
             return int(rid)
 
     def query(self, sql: str) -> pd.DataFrame:
-        """Run one user SQL statement on a read-only connection.
+        """Run one user SQL statement on a read-only connection; the whole result (see :meth:`query_batches`).
+
+        Raises:
+            QueryError: as :meth:`query_batches`.
+        """
+        return next(iter(self.query_batches(sql, None)))
+
+    def query_batches(self, sql: str, batch_rows: int | None = QUERY_BATCH_ROWS) -> Generator[pd.DataFrame, None, None]:
+        """Run one user SQL statement on a read-only connection, yielding its rows ``batch_rows`` at a time.
 
         On SQLite an authorizer admits only reads (``SELECT``, read-only ``PRAGMA``s): besides
         writes to the database, ``ATTACH``, ``VACUUM INTO`` and setting ``PRAGMA``s are refused,
@@ -505,9 +519,12 @@ class Store:
 
         Args:
             sql: one statement.
+            batch_rows: rows per frame; None: one frame of every row.
 
-        Returns:
-            The result rows; integer columns stay exact (nullable ``Int64``).
+        Yields:
+            Frames of the result rows (the first one even when there are none, to give the
+            columns); integer columns stay exact (nullable ``Int64``). The connection stays open
+            until the generator is exhausted or closed.
 
         Raises:
             QueryError: the statement is empty, fails, writes, or returns no rows.
@@ -524,7 +541,8 @@ class Store:
         try:
             with self.engine.connect() as conn:
                 if conn.dialect.name == "postgresql":
-                    return _pg_query(conn, sql)
+                    yield from _pg_query(conn, sql, batch_rows)
+                    return
                 dbapi = conn.connection.dbapi_connection
                 guard = isinstance(dbapi, sqlite3.Connection)
                 if guard:
@@ -536,7 +554,7 @@ class Store:
                     result = conn.exec_driver_sql(sql)
                     if not result.returns_rows:
                         raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
-                    return _to_frame(result.fetchall(), list(result.keys()))
+                    yield from _frames(result, list(result.keys()), batch_rows)
                 finally:
                     if guard:
                         dbapi.set_authorizer(None)  # type: ignore[union-attr]
@@ -565,7 +583,19 @@ _PG_READ_STATEMENTS = ("SELECT", "WITH", "VALUES", "TABLE", "SHOW", "EXPLAIN")
 _LEADING_WORD = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/|\()*([A-Za-z_]*)", re.S)
 
 
-def _pg_query(conn: sa.Connection, sql: str) -> pd.DataFrame:
+def _frames(cursor: Any, columns: list[str], batch_rows: int | None) -> Iterator[pd.DataFrame]:
+    """Frames of ``batch_rows`` rows from a DB-API cursor (None: one frame of all); at least one."""
+    first = True
+    while True:
+        rows = cursor.fetchmany(batch_rows) if batch_rows else cursor.fetchall()
+        if rows or first:
+            yield _to_frame(rows, columns)
+        first = False
+        if not rows or not batch_rows or len(rows) < batch_rows:
+            return
+
+
+def _pg_query(conn: sa.Connection, sql: str, batch_rows: int | None) -> Iterator[pd.DataFrame]:
     """One user statement on PostgreSQL, read-only (see :meth:`Store.query`); the transaction is rolled back."""
     match = _LEADING_WORD.match(sql)
     word = match.group(1).upper() if match else ""
@@ -577,14 +607,40 @@ def _pg_query(conn: sa.Connection, sql: str) -> pd.DataFrame:
         )
     conn.exec_driver_sql("SET TRANSACTION READ ONLY")  # besides the connection's default_transaction_read_only
     cur: Any = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a psycopg cursor
+    dbapi = conn.dialect.loaded_dbapi
     try:
-        # prepare=True: psycopg sends Parse/Bind/Execute, which takes exactly one statement ("SELECT 1;
-        # SET default_transaction_read_only = off; COMMIT; DELETE ..." fails whole, before running)
-        cur.execute(sql, prepare=True)
-        if cur.description is None:
-            raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
-        return _to_frame(cur.fetchall(), [d[0] for d in cur.description])
-    except conn.dialect.loaded_dbapi.Error as exc:
+        if batch_rows is None:
+            # prepare=True: psycopg sends Parse/Bind/Execute, which takes exactly one statement ("SELECT 1;
+            # SET default_transaction_read_only = off; COMMIT; DELETE ..." fails whole, before running)
+            cur.execute(sql, prepare=True)
+            if cur.description is None:
+                raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
+            yield _to_frame(cur.fetchall(), [d[0] for d in cur.description])
+            return
+        # stream(): the same one-statement extended protocol, rows arriving as they are read (libpq's
+        # single-row mode) instead of the whole result in the client's memory
+        try:
+            rows = cur.stream(sql)
+            first = list(itertools.islice(rows, batch_rows))
+        except dbapi.ProgrammingError as exc:
+            if "didn't produce a result" in str(exc):
+                raise QueryError("the statement returned no rows; only SELECT-like queries are allowed") from exc
+            raise
+        if cur.description is None:  # no rows: psycopg names the columns with the first row only; ask again
+            conn.rollback()
+            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+            cur.execute(sql, prepare=True)
+            if cur.description is None:
+                raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
+            yield _to_frame(cur.fetchall(), [d[0] for d in cur.description])
+            return
+        columns = [d[0] for d in cur.description]
+        yield _to_frame(first, columns)
+        while len(first) == batch_rows:
+            first = list(itertools.islice(rows, batch_rows))
+            if first:
+                yield _to_frame(first, columns)
+    except dbapi.Error as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if getattr(exc, "sqlstate", None) == "25006":  # read_only_sql_transaction
             raise QueryError(f"refused: rocroof query only reads ({msg}); the database was not changed") from exc

@@ -275,12 +275,17 @@ def _parse(path: Path, text: str) -> _Doc:
         raise SweepFileError(path, "", f"not valid YAML: {reason}", mark.line + 1 if mark else None) from exc
     except yaml.YAMLError as exc:
         raise SweepFileError(path, "", f"not valid YAML: {exc}") from exc
+    except RecursionError as exc:  # the YAML composer recurses once per nesting level
+        raise SweepFileError(path, "", "nested too deeply (a sweep file is a few levels deep)") from exc
     finally:
         loader.dispose()
     lines: dict[KeyPath, int] = {}
     raw: dict[KeyPath, str] = {}
     if node is not None:
-        _mark_lines(path, node, (), lines, raw)
+        try:
+            _mark_lines(path, node, (), lines, raw)
+        except RecursionError as exc:
+            raise SweepFileError(path, "", "nested too deeply (a sweep file is a few levels deep)") from exc
     return _Doc(path, data, lines, raw)
 
 
@@ -325,10 +330,23 @@ def describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+#: Control characters (C0, DEL, C1): refused in labels and values, as ``--label`` refuses them (a
+#: newline or escape sequence in a label would reach every terminal that lists the runs).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _plain_text(doc: _Doc, key: KeyPath, text: str) -> str:
+    """``text`` unless it holds a control character (newline, tab, escape...)."""
+    bad = _CONTROL.search(text)
+    if bad:
+        raise doc.error(key, f"control character {bad.group()!r} in {text!r}; labels and values are one plain line")
+    return text
+
+
 def _scalar(doc: _Doc, key: KeyPath, value: Any, what: str = "a string or a number") -> str:
-    """A label, placeholder or environment value as text; booleans and nulls are refused."""
+    """A label, placeholder or environment value as text; booleans, nulls and control characters are refused."""
     if isinstance(value, str):
-        return value
+        return _plain_text(doc, key, value)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     raise doc.error(key, f"expected {what}, got {doc.describe(key, value)}")
@@ -694,7 +712,7 @@ def _env_entries(doc: _Doc, key: KeyPath, value: Any) -> tuple[AxisEntry, ...]:
     if isinstance(value, list):
         named = [(None, (*key, i), v) for i, v in enumerate(value)]
     elif isinstance(value, dict):
-        named = [(str(n), (*key, str(n)), v) for n, v in value.items()]
+        named = [(_plain_text(doc, (*key, str(n)), str(n)), (*key, str(n)), v) for n, v in value.items()]
     else:
         raise doc.error(
             key, f"expected a list of environment-variable mappings or a mapping of named ones, got {describe(value)}"
@@ -764,6 +782,9 @@ def _labels(doc: _Doc, value: Any, matrix: tuple[Axis, ...]) -> dict[str, str]:
         k = (*key, str(raw))
         if not name:
             raise doc.error(k, "expected a label key, got an empty one")
+        _plain_text(doc, k, name)
+        if "," in name or "=" in name:
+            raise doc.error(k, f"a label key cannot hold ',' or '=' (labels are listed as key=value,...), got {name!r}")
         if name in RESERVED:
             raise doc.error(k, f"{name!r} is set by the sweep itself ({', '.join(RESERVED)}); choose another key")
         if name in matrix_labels:

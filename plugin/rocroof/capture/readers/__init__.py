@@ -32,7 +32,7 @@ import pandas as pd
 
 from ...analysis.bandwidth import BANDWIDTH_FILE, MIN_PROBE_BYTES, read_bandwidth
 from ...errors import InputError, ParseError
-from ...fileio import logical_name, read_text
+from ...fileio import logical_name, open_binary, read_text
 from ...memory import release_free_memory
 from ...records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame, merge_passes
 from ..markers import file_has_fused_lines, read_fused_log
@@ -52,14 +52,22 @@ def _files_below(root: Path) -> list[Path]:
 
 
 def _hash_files(paths: list[Path], root: Path) -> str:
+    """SHA-256 of the files a capture was read from: each one's path (``.gz`` left out) and content.
+
+    A gzip file is hashed decompressed, so that the same capture gives the same hash gzipped or
+    not (``gunzip`` then ingest again is refused as a duplicate, as is ``.rpd`` vs ``.rpd.gz``).
+    """
     digest = hashlib.sha256()
-    for path in sorted(paths, key=lambda p: str(p)):
+    named = []
+    for path in paths:
         try:
             rel = path.relative_to(root) if root.is_dir() else Path(path.name)
         except ValueError:
             rel = Path(path.name)
-        digest.update(os.fsencode(rel) + b"\0")
-        with open(path, "rb") as fh:
+        named.append((str(rel.parent / logical_name(rel)), path))
+    for rel_name, path in sorted(named):
+        digest.update(os.fsencode(rel_name) + b"\0")
+        with open_binary(path) as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
         digest.update(b"\0")

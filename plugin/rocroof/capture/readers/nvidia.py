@@ -2,7 +2,8 @@
 
 Nsight Compute: ``ncu --import report.ncu-rep --csv --page raw``. Row 1 is the header, row 2
 the unit of each column (chosen per column: ``us``, ``Mbyte``...; decimal prefixes, ``Kbyte`` =
-1e3 bytes) unless exported with ``--print-units base``; numbers may carry thousands separators.
+1e3 bytes; ``nsecond``, ``byte`` with ``--print-units base``): a file without it is refused, as
+its numbers' units are unknown. Numbers may carry thousands separators.
 Each kernel row carries its NVTX push/pop stack in the column
 ``thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`` as
 ``<tid>  "<domain>:<message>:<6 payload/color fields>" ...`` (outermost first); rocroof takes the
@@ -197,6 +198,16 @@ def _units_row(path: Path, header: list[str], id_col: str) -> list[str] | None:
     return [units.get(name, "") for name in header] if units.get(id_col, "x").strip() == "" else None
 
 
+def _has_second_line(path: Path) -> bool:
+    """Whether the file has a second line with anything on it (a units row or a first data row)."""
+    try:
+        with open_binary(path) as fh:
+            fh.readline()
+            return bool(fh.readline().strip())
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
+        return False  # the reader reports the damage
+
+
 def _numeric(column: pd.Series) -> pd.Series:
     """A column of a chunk as numbers: as the C parser typed it, else by :func:`_number`."""
     if column.dtype.kind in "iuf":
@@ -221,6 +232,14 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
     name_col = require(path, cols, "kernel name", "Kernel Name")
     id_col = require(path, cols, "kernel id", "ID")
     unit_cells = _units_row(path, header, id_col)
+    if unit_cells is None and _has_second_line(path):
+        # without the units row a "Mbyte" column would be read as bytes (10^6 off): refuse, never guess
+        raise ParseError(
+            path,
+            f"row 2 is not Nsight Compute's units row (its {id_col!r} cell empty, units such as Mbyte, usecond); "
+            "export again with ncu --import REPORT.ncu-rep --csv --page raw, keeping every line",
+            2,
+        )
     units = pd.Series(unit_cells if unit_cells is not None else [""] * len(header), index=header).fillna("")
     dur_col = pick(cols, "gpu__time_duration.sum")
     metrics = []  # (column, scale): counters of each dispatch

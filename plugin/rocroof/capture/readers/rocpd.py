@@ -1,25 +1,54 @@
 """Reader for rocprofv3 rocpd SQLite databases (``--output-format rocpd``, ROCm >= 7.0).
 
-Schema: rocprofiler-sdk ``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql`` and
-``rocpd_views.sql`` (schema version 3; rocm-systems ``1b1610f``) and the writer
-``source/lib/output/generateRocpd.cpp``. Physical tables carry a UUID suffix
-(``rocpd_kernel_dispatch_0000ddb5_...``); the unsuffixed ``rocpd_*`` views select from them.
-This reader queries the views, and falls back to the suffixed tables (``UNION ALL`` of all
-suffixes, as ``rocpd merge`` does) when a database lacks the views.
+Two generations of the schema are read; which one a table follows is told by its columns, never
+by the ``schema_version`` tag (``rocpd merge`` and hand-made files may lack it):
 
-What is read, and from where:
+* **Schema 3** (every released rocprofiler-sdk so far, 1.0.0 for ROCm 7.0 to 1.3.5 for ROCm 10.0;
+  ``schema_version`` "3" at rocm-systems ``1b1610f``, versioned 3.0.0 to 3.0.5 since):
+  rocprofiler-sdk ``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql`` and
+  ``rocpd_views.sql`` (rocm-systems ``1b1610f``) and the writer
+  ``source/lib/output/generateRocpd.cpp``. Records carry ``nid``/``pid``/``tid`` (dispatches also
+  ``agent_id``/``queue_id``/``stream_id``) and ``start``/``end`` in ns; a ``rocpd_sample`` carries
+  ``timestamp``; an event's ``category_id`` is a ``rocpd_string`` id (``MARKER_CORE_RANGE_API``...).
+* **Schema 4.0** (not in any release: an in-development rocpd ``rocpd_tables.sql`` and its
+  ``generateRocpd.cpp`` writer, both in the public code index; ``schema_version`` "4.0.0" in the
+  test fixtures of a schema 4 reader there): the time of every record is a row of
+  ``rocpd_timestamp`` (``id``, ``guid``, ``value`` in ns, ``phase`` 0 instant / 1 start / 2 end,
+  ``track_id``); ``rocpd_kernel_dispatch``, ``rocpd_region``, ``rocpd_memory_copy`` and
+  ``rocpd_memory_allocate`` carry ``track_id``, ``start_id`` and ``end_id``, ``rocpd_sample``
+  ``track_id`` and ``timestamp_id``; node, process, thread, agent, queue and stream move to
+  ``rocpd_track`` (``nid``, ``ppid``, ``pid``, ``tid``, ``agent_id``, ``queue_id``,
+  ``stream_id``, ``name_id``); ``category_id`` is a ``rocpd_info_category`` id whose ``name`` is
+  the Perfetto category (``marker_api``, ``hip_api``, ``kernel_dispatch``...); an agent's gfx
+  target moves from ``name`` to ``generic_name``; and a roctx range's message is the region's
+  *name* (``name_id``) while its event's ``extdata`` ``$.message`` holds the roctx operation
+  (``roctxThreadRangeA``, ``roctxMarkA``). The unsuffixed ``rocpd_kernel_dispatch`` view stays
+  ``SELECT *`` of its table (ids, not times); only the convenience views (``kernels``,
+  ``regions``, ``samples``, ``regions_and_samples``) join ``rocpd_timestamp`` back in. A table
+  with ``track_id`` and inline ``start``/``end`` (rocm-systems ``versions/4.1.0``) is read too.
+
+Physical tables carry a UUID suffix (``rocpd_kernel_dispatch_0000ddb5_...``); the unsuffixed
+``rocpd_*`` views select from them. This reader queries the views, and falls back to the
+suffixed tables (``UNION ALL`` of all suffixes, as ``rocpd merge`` does) when a database lacks
+the views. It joins the base tables itself: the convenience views drop rows (``INNER JOIN``).
+
+What is read, and from where (all times in ns of the profiler's clock):
 
 * dispatches: ``rocpd_kernel_dispatch`` (``id`` = dispatch id) joined to
   ``rocpd_info_kernel_symbol`` (name, registers), ``rocpd_event`` (``stack_id`` = the internal
-  correlation id of the launching API call) and ``rocpd_string`` (``region_name_id``: the
-  renamed region under ``--kernel-rename``, ``""`` otherwise).
+  correlation id of the launching API call), ``rocpd_string`` (``region_name_id``: the
+  renamed region under ``--kernel-rename``, ``""`` otherwise) and, in schema 4,
+  ``rocpd_track`` and ``rocpd_timestamp``. A dispatch without a start or an end time, or
+  ending before it starts, is refused (rocprofiler-sdk writes both for every dispatch).
 * counters: ``rocpd_pmc_event`` rows (one per hardware instance record) joined to
   ``rocpd_info_pmc`` on ``pmc_id`` and to the dispatch on ``event_id``; summed per dispatch and
-  counter (the ``counters_collection`` view does the same ``SUM``); instance values are kept in
+  counter name (the ``counters_collection`` view does the same ``SUM``; schema 4 has one
+  ``rocpd_info_pmc`` row per counter instance, all of one name); instance values are kept in
   record order.
-* roctx ranges: ``rocpd_region`` rows whose event category is ``MARKER_*``; the message is
-  ``rocpd_event.extdata`` ``$.message``. Marks (start == end) are ``rocpd_sample`` rows on a
-  ``rocpd_track``.
+* roctx ranges: ``rocpd_region`` rows whose event category is ``MARKER_*`` (schema 3) or
+  ``marker_api`` (schema 4); the message is ``rocpd_event.extdata`` ``$.message`` (schema 3) or
+  the region name (schema 4). Marks (start == end) are ``rocpd_sample`` rows on a
+  ``rocpd_track`` (schema 3; schema 4 writes them as regions).
 * launches: the non-marker ``rocpd_region`` (HIP API call) whose event ``stack_id`` equals a
   dispatch's.
 
@@ -27,7 +56,8 @@ Every join also matches ``guid``: ids restart in each process's tables, so in a 
 database only (guid, id) is unique. Files are opened read-only and ``immutable`` (no lock or
 ``-shm`` files needed) unless a non-empty ``-wal`` file holds rows not yet checkpointed. Every
 failure (not SQLite, not rocpd, damaged, a value of the wrong type, marker ``extdata`` that is
-not JSON) is a :class:`~rocroof.errors.ParseError` naming the file.
+not JSON, a time reference to no ``rocpd_timestamp`` row) is a :class:`~rocroof.errors.ParseError`
+naming the file.
 """
 
 from __future__ import annotations
@@ -38,6 +68,7 @@ import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +100,8 @@ _TABLES = (
     "rocpd_info_pmc",
     "rocpd_info_kernel_symbol",
     "rocpd_track",
+    "rocpd_timestamp",
+    "rocpd_info_category",
     "rocpd_event",
     "rocpd_pmc_event",
     "rocpd_region",
@@ -178,6 +211,122 @@ def _resolve(conn: sqlite3.Connection, path: Path) -> dict[str, str]:
     return out
 
 
+def _columns(conn: sqlite3.Connection, source: str) -> frozenset[str]:
+    """The column names of a resolved table source (a view, a table or a ``UNION ALL``)."""
+    cur = conn.execute(f"SELECT * FROM {source} LIMIT 0")
+    return frozenset(str(d[0]) for d in cur.description or ())
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """SQL for where a record's process, thread, agent, queue, stream and times are.
+
+    Schema 3 keeps them on the record (``pid``, ``start``...); schema 4 moves process, thread,
+    agent, queue and stream to the record's ``rocpd_track`` row and (4.0) its times to
+    ``rocpd_timestamp`` rows that ``start_id``/``end_id`` (a sample: ``timestamp_id``) name.
+    Each field is an SQL expression over the record's alias and :attr:`joins`; ``refs`` are the
+    record's timestamp reference columns (``None`` where its times are inline) and ``ref_names``
+    their column names, for messages.
+    """
+
+    pid: str
+    tid: str
+    agent: str
+    queue: str
+    stream: str
+    start: str
+    end: str
+    joins: str
+    refs: tuple[str, str] | None = None
+    ref_names: tuple[str, str] = ("start_id", "end_id")
+
+
+def _placement(
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, table: str, alias: str, *, instant: bool = False
+) -> _Placement:
+    """Where ``table``'s records (SQL alias ``alias``) keep their owner and times, from its columns.
+
+    Args:
+        conn: the open database.
+        src: the resolved table sources (:func:`_resolve`).
+        path: the file, for messages.
+        table: the logical table (``rocpd_kernel_dispatch``, ``rocpd_region``, ``rocpd_sample``).
+        alias: the table's alias in the query the fragments go into.
+        instant: the table records instants (``rocpd_sample``: ``timestamp`` or ``timestamp_id``)
+            rather than intervals (``start``/``end`` or ``start_id``/``end_id``).
+
+    Raises:
+        ParseError: the table has none of those time columns, or references ``rocpd_timestamp``
+            in a database without it.
+    """
+    cols = _columns(conn, src[table])
+    joins: list[str] = []
+    owner, owner_cols = alias, cols
+    if "pid" not in cols and "track_id" in cols and "rocpd_track" in src:
+        owner = f"{alias}_track"
+        owner_cols = _columns(conn, src["rocpd_track"])
+        joins.append(
+            f"LEFT JOIN {src['rocpd_track']} {owner} ON {owner}.id = {alias}.track_id AND {owner}.guid = {alias}.guid"
+        )
+
+    def of_owner(column: str) -> str:
+        return f"{owner}.{column}" if column in owner_cols else "NULL"
+
+    first, last = ("timestamp", "timestamp") if instant else ("start", "end")
+    refs: tuple[str, str] | None = None
+    ref_names = ("timestamp_id", "timestamp_id") if instant else ("start_id", "end_id")
+    if first in cols:
+        start, end = f'{alias}."{first}"', f'{alias}."{last}"'
+    elif ref_names[0] in cols:
+        if "rocpd_timestamp" not in src:
+            raise ParseError(
+                path, f"{table} refers to rocpd_timestamp rows ({ref_names[0]}) but the database has no rocpd_timestamp"
+            )
+        times = []
+        for name in dict.fromkeys(ref_names):  # a sample's one timestamp is joined once
+            ts = f"{alias}_{name}"
+            joins.append(
+                f"LEFT JOIN {src['rocpd_timestamp']} {ts} ON {ts}.id = {alias}.{name} AND {ts}.guid = {alias}.guid"
+            )
+            times.append(f"{ts}.value")
+        start, end = times[0], times[-1]
+        refs = (f"{alias}.{ref_names[0]}", f"{alias}.{ref_names[1]}")
+    else:
+        wanted = "timestamp or timestamp_id" if instant else "start/end or start_id/end_id"
+        raise ParseError(path, f"{table} has no {wanted} column: not a rocpd schema 3 or 4 table")
+    return _Placement(
+        pid=of_owner("pid"),
+        tid=of_owner("tid"),
+        agent=of_owner("agent_id"),
+        queue=of_owner("queue_id"),
+        stream=of_owner("stream_id"),
+        start=start,
+        end=end,
+        joins=" ".join(joins),
+        refs=refs,
+        ref_names=ref_names,
+    )
+
+
+def _category(src: dict[str, str], event: str, alias: str) -> tuple[str, str]:
+    """The JOIN giving an event's category name, and the SQL of that name.
+
+    Schema 3 names categories in ``rocpd_string`` (``MARKER_CORE_RANGE_API``); schema 4 in
+    ``rocpd_info_category`` (``marker_api``), whose presence tells them apart.
+    """
+    if "rocpd_info_category" in src:
+        table, column = src["rocpd_info_category"], "name"
+    else:
+        table, column = src["rocpd_string"], "string"
+    join = f"LEFT JOIN {table} {alias} ON {alias}.id = {event}.category_id AND {alias}.guid = {event}.guid"
+    return join, f"{alias}.{column}"
+
+
+def _is_marker(category: str) -> str:
+    """SQL: the category (SQL expression) is a roctx one (schema 3 ``MARKER_*``, schema 4 ``marker_api``)."""
+    return f"({category} GLOB 'MARKER*' OR {category} = 'marker_api')"
+
+
 #: Rows converted per step: a large result (8 counter rows per dispatch...) is turned into columns
 #: chunk by chunk, so that its Python row tuples never all exist at once.
 FETCH_ROWS = 50_000
@@ -200,7 +349,7 @@ def _query(conn: sqlite3.Connection, path: Path, sql: str, params: Sequence[obje
         # pandas wraps the sqlite3 error in a message that repeats the whole statement
         cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else exc
         raise ParseError(
-            path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 database"
+            path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 or 4 database"
         ) from exc
 
 
@@ -227,7 +376,7 @@ def _chunked(
     except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError, MemoryError) as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else exc
         raise ParseError(
-            path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 database"
+            path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 or 4 database"
         ) from exc
     return stack_frames(chunks)
 
@@ -352,7 +501,8 @@ def _int_or_none(value: object) -> int | None:
 def read_agents(path: Path) -> pd.DataFrame:
     """GPU and CPU agents of a rocpd database as :data:`~rocroof.records.AGENT_COLUMNS`.
 
-    ``agent_label`` is the ``rocpd_info_agent.id`` that dispatches reference. ``cu_count``,
+    ``agent_label`` is the ``rocpd_info_agent.id`` that dispatches reference; ``gfx_arch`` is its
+    ``name`` (schema 3) or ``generic_name`` (schema 4, where ``name`` is the product name). ``cu_count``,
     ``simd_count``, ``num_xcc``, ``wave_size`` and ``pci_device_id`` come from the agent's
     ``extdata`` JSON when it holds them as integers (``wave_front_size`` for the wave size,
     ``device_id`` for the PCI device id).
@@ -363,10 +513,16 @@ def read_agents(path: Path) -> pd.DataFrame:
     with _open(path) as (conn, src):
         if "rocpd_info_agent" not in src:
             return empty_frame(AGENT_COLUMNS)
+        try:
+            # schema 4 moves the gfx target to generic_name ("name" becomes an optional user name)
+            generic = "generic_name" in _columns(conn, src["rocpd_info_agent"])
+        except (sqlite3.Error, UnicodeDecodeError, MemoryError) as exc:
+            raise ParseError(path, f"rocpd query failed ({_reason(exc)}); {_DAMAGED}") from exc
+        gfx = "COALESCE(NULLIF(generic_name, ''), name)" if generic else "name"
         df = _query(
             conn,
             path,
-            f"SELECT id, type, absolute_index, logical_index, name, product_name, extdata "
+            f"SELECT id, type, absolute_index, logical_index, {gfx} AS name, product_name, extdata "
             f"FROM {src['rocpd_info_agent']} ORDER BY id",
         )
     rows = []
@@ -432,17 +588,18 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
     # ids restart in every process of a merged database: rows are told apart by guid, which is
     # fetched as a small code (its position among the dispatches' guids), not as text per row
     guids = [r[0] for r in conn.execute(f"SELECT DISTINCT guid FROM {kd}")]
+    at = _placement(conn, src, path, "rocpd_kernel_dispatch", "kd")
     select = [
         f"{_code('kd.guid', guids)} AS guid",
         "kd.id AS dispatch_id",
-        "kd.pid AS process_id",
-        "kd.tid AS thread_id",
-        "kd.agent_id AS agent_label",
+        f"{at.pid} AS process_id",
+        f"{at.tid} AS thread_id",
+        f"{at.agent} AS agent_label",
         "kd.kernel_id AS kernel_id",
-        "kd.queue_id AS queue_id",
-        "kd.stream_id AS stream_id",
-        "kd.start AS start_ns",
-        'kd."end" AS end_ns',
+        f"{at.queue} AS queue_id",
+        f"{at.stream} AS stream_id",
+        f"{at.start} AS start_ns",
+        f"{at.end} AS end_ns",
         "kd.private_segment_size AS scratch_bytes",
         "kd.group_segment_size AS lds_bytes",
         "kd.workgroup_size_x AS workgroup_x",
@@ -453,7 +610,9 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         "kd.grid_size_z AS grid_z",
         "kd.event_id AS event_id",
     ]
-    joins = []
+    if at.refs is not None:
+        select += [f"{at.refs[0]} AS start_ref", f"{at.refs[1]} AS end_ref"]
+    joins = [at.joins]
     if ks:
         select += [
             # display_name is the demangled name; an empty one falls back to the symbol
@@ -470,6 +629,11 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         select.append("rs.string AS region")
         joins.append(f"LEFT JOIN {st} rs ON rs.id = kd.region_name_id AND rs.guid = kd.guid")
 
+    def owner(chunk: pd.DataFrame, i: int) -> str:
+        """The words naming row ``i``'s process in a merged database (where ids repeat), else ""."""
+        code = int(chunk["guid"].iloc[i])
+        return f" of process {guids[code]}" if len(guids) > 1 and 0 <= code < len(guids) else ""
+
     def shape(chunk: pd.DataFrame) -> pd.DataFrame:
         """A chunk of dispatch rows in their final form (plus the guid code and event id)."""
         if "region" in chunk:
@@ -482,6 +646,9 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
             chunk[f"{axis}_size"] = chunk[dims[0]] * chunk[dims[1]] * chunk[dims[2]]
         chunk["agent_label"] = _per_value(chunk["agent_label"], _label)
         out = _conform(chunk, DISPATCH_COLUMNS, path, "rocpd_kernel_dispatch")
+        _refuse_bad_times(
+            path, "rocpd_kernel_dispatch", out["dispatch_id"], out, chunk, at, "dispatch", lambda i: owner(chunk, i)
+        )
         out["guid"] = chunk["guid"].to_numpy(dtype=np.int64)
         out["event_id"] = _int_ids(chunk["event_id"], path, "rocpd_kernel_dispatch", "event_id").array
         return out
@@ -489,7 +656,7 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
     dispatches = _chunked(
         conn,
         path,
-        f"SELECT {', '.join(select)} FROM {kd} kd {' '.join(joins)} ORDER BY kd.pid, kd.guid, kd.id",
+        f"SELECT {', '.join(select)} FROM {kd} kd {' '.join(joins)} ORDER BY {at.pid}, kd.guid, kd.id",
         guids,
         shape,
     )
@@ -562,6 +729,63 @@ def _refuse_repeated_dispatches(guid_code: np.ndarray, ids: pd.Series, guids: li
             f"rocpd_kernel_dispatch: dispatch id {_shown(ids.iloc[pos])}{owner} appears twice (expected one row per "
             "dispatch; a damaged database, or one merged twice)",
         )
+
+
+def _refuse_bad_times(
+    path: Path,
+    table: str,
+    ids: pd.Series,
+    times: pd.DataFrame,
+    raw: pd.DataFrame,
+    at: _Placement,
+    what: str,
+    owner: Any = None,
+) -> None:
+    """Refuse a record without a start or an end time, or ending before it starts.
+
+    rocprofiler-sdk writes both times of every dispatch and region (the schema has them ``NOT
+    NULL``); a record without one is a damaged or hand-made database, and taking it would skew
+    every share of time. In schema 4.0 a missing time is a ``start_id``/``end_id`` that names no
+    ``rocpd_timestamp`` row of the record's process.
+
+    Args:
+        path: the file, for messages.
+        table: the logical table, for messages.
+        ids: the records' ``id`` (position-aligned with ``raw``).
+        times: ``start_ns`` and ``end_ns`` as nullable integers (position-aligned with ``raw``).
+        raw: the query rows, with ``start_ref``/``end_ref`` where ``at`` has references.
+        at: where the records' times are (:func:`_placement`).
+        what: the record in words ("dispatch", "marker range").
+        owner: ``owner(i)`` names the process of record ``i`` in a merged database ("" otherwise).
+
+    Raises:
+        ParseError: naming ``table`` and the record id.
+    """
+    start, end = times["start_ns"], times["end_ns"]
+    missing = (start.isna() | end.isna()).to_numpy(dtype=bool)
+    backwards = (end < start).fillna(False).to_numpy(dtype=bool)
+    bad = missing | backwards
+    if not bad.any():
+        return
+    i = int(np.flatnonzero(bad)[0])
+    row = f"{table} id {_shown(ids.iloc[i])}{owner(i) if owner is not None else ''}"
+    damaged = f"rocprofiler-sdk writes start and end for every {what}; the database is damaged"
+    if missing[i]:
+        for side, column, ref in (("start", "start_ns", "start_ref"), ("end", "end_ns", "end_ref")):
+            if not pd.isna(times[column].iloc[i]):
+                continue
+            if at.refs is None:
+                raise ParseError(path, f"{row}: no {side} time ({damaged})")
+            name = at.ref_names[0 if side == "start" else 1]
+            value = raw[ref].iloc[i]
+            if value is None or pd.isna(value):
+                raise ParseError(path, f"{row}: no {name} ({damaged})")
+            raise ParseError(path, f"{row}: {name} {_shown(value)} points to no rocpd_timestamp row ({damaged})")
+    raise ParseError(
+        path,
+        f"{row}: end {end.iloc[i]} ns is before start {start.iloc[i]} ns (a {what} cannot end before it starts; "
+        "the database is damaged)",
+    )
 
 
 def _sorted_keymap(keymap: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -780,22 +1004,25 @@ def _counters_summed(
 
 
 def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.DataFrame:
-    """Roctx ranges (``rocpd_region`` rows of a ``MARKER*`` category) and marks (``rocpd_sample``)."""
+    """Roctx ranges (``rocpd_region`` rows of a marker category) and marks (``rocpd_sample``).
+
+    Schema 3 keeps the message in the event's ``extdata`` ``$.message``; schema 4 in the
+    record's name (see :func:`_marker_message`). Times are host ns.
+    """
     ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
+    at = _placement(conn, src, path, "rocpd_region", "r")
+    named = "pid" not in _columns(conn, rg)  # schema 4: the message is the region's name
+    category_join, category = _category(src, "e", "c")
+    refs = f", {at.refs[0]} AS start_ref, {at.refs[1]} AS end_ref" if at.refs is not None else ""
 
     def shape(chunk: pd.DataFrame) -> pd.DataFrame:
-        """Marker rows with their message (from the extdata JSON), the JSON text dropped."""
-        chunk["message"] = pd.Series(
-            [
-                _message(path, "rocpd_region", i, e, x)
-                for i, e, x in zip(chunk["id"], chunk["event_id"], chunk["extdata"], strict=True)
-            ],
-            index=chunk.index,
-            dtype=object,
-        )
+        """Marker rows with their message (from the extdata JSON or the name), the JSON text dropped."""
+        chunk["message"] = _messages(path, "rocpd_region", chunk, named)
         chunk = chunk[chunk["message"].notna()].copy()
         for column, name in (("start_ns", "start"), ("end_ns", "end")):  # SQLite lets text in: refuse it by name
             chunk[column] = _int_ids(chunk[column], path, "rocpd_region", name)
+        if at.refs is not None:
+            _refuse_bad_times(path, "rocpd_region", chunk["id"], chunk, chunk, at, "marker range")
         bad = (
             chunk["start_ns"].isna() | chunk["end_ns"].isna() | (chunk["end_ns"] < chunk["start_ns"]).fillna(False)
         ).to_numpy(dtype=bool)
@@ -812,38 +1039,39 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
     mk = _chunked(
         conn,
         path,
-        f'SELECT r.id AS id, r.pid AS process_id, r.tid AS thread_id, r.start AS start_ns, r."end" AS end_ns, '
-        f"e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata FROM {rg} r "
-        f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid "
-        f"JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
-        f"WHERE c.string GLOB 'MARKER*' ORDER BY r.start, r.guid, r.id",
+        f"SELECT r.id AS id, {at.pid} AS process_id, {at.tid} AS thread_id, {at.start} AS start_ns, "
+        f"{at.end} AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, "
+        f"n.string AS name{refs} FROM {rg} r "
+        f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid {category_join} {at.joins} "
+        f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
+        f"WHERE {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id",
         (),
         shape,
     )
     frames = [mk]
     if "rocpd_sample" in src and "rocpd_track" in src:
+        sa = _placement(conn, src, path, "rocpd_sample", "s", instant=True)
+        sample_named = "name_id" in _columns(conn, src["rocpd_sample"])
+        name = "n.string" if sample_named else "NULL"
+        name_join = f"LEFT JOIN {st} n ON n.id = s.name_id AND n.guid = s.guid " if sample_named else ""
+        sample_refs = f", {sa.refs[0]} AS start_ref, {sa.refs[1]} AS end_ref" if sa.refs is not None else ""
         samples = _query(
             conn,
             path,
-            f"SELECT s.id AS id, t.pid AS process_id, t.tid AS thread_id, s.timestamp AS start_ns, "
-            f"s.timestamp AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, "
-            f"c.string AS category FROM {src['rocpd_sample']} s "
-            f"JOIN {ev} e ON e.id = s.event_id AND e.guid = s.guid "
-            f"LEFT JOIN {src['rocpd_track']} t ON t.id = s.track_id AND t.guid = s.guid "
-            f"LEFT JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
-            f"ORDER BY s.timestamp, s.guid, s.id",
+            f"SELECT s.id AS id, {sa.pid} AS process_id, {sa.tid} AS thread_id, {sa.start} AS start_ns, "
+            f"{sa.end} AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, "
+            f"{category} AS category, {name} AS name{sample_refs} FROM {src['rocpd_sample']} s "
+            f"JOIN {ev} e ON e.id = s.event_id AND e.guid = s.guid {sa.joins} {category_join} {name_join}"
+            f"ORDER BY {sa.start}, s.guid, s.id",
         )
-        keep = samples["category"].map(lambda c: isinstance(c, str) and c.startswith("MARKER")).astype(bool)
+        keep = samples["category"].map(lambda c: isinstance(c, str) and _marker_category(c)).astype(bool)
         samples = samples[keep].copy()
-        samples["message"] = pd.Series(
-            [
-                _message(path, "rocpd_sample", i, e, x)
-                for i, e, x in zip(samples["id"], samples["event_id"], samples["extdata"], strict=True)
-            ],
-            index=samples.index,
-            dtype=object,
-        )
+        samples["message"] = _messages(path, "rocpd_sample", samples, named and sample_named)
         samples = samples[samples["message"].notna()].copy()
+        if sa.refs is not None:
+            for column, which in (("start_ns", "timestamp"), ("end_ns", "timestamp")):
+                samples[column] = _int_ids(samples[column], path, "rocpd_sample", which)
+            _refuse_bad_times(path, "rocpd_sample", samples["id"], samples, samples, sa, "mark")
         samples["kind"] = "mark"
         frames.append(samples)
     frames = [_conform(f, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample") for f in frames if len(f)]
@@ -855,20 +1083,54 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
     return both.iloc[order].reset_index(drop=True)
 
 
+def _marker_category(category: str) -> bool:
+    """A roctx category name, as :func:`_is_marker` tests it in SQL."""
+    return category.startswith("MARKER") or category == "marker_api"
+
+
+def _messages(path: Path, table: str, rows: pd.DataFrame, named: bool) -> pd.Series:
+    """The marker message of each row (None: no marker), from ``extdata`` and, in schema 4, the name."""
+    out = []
+    for i, e, x, n in zip(rows["id"], rows["event_id"], rows["extdata"], rows["name"], strict=True):
+        message = _message(path, table, i, e, x)
+        out.append(_marker_message(n, message) if named else message)
+    return pd.Series(out, index=rows.index, dtype=object)
+
+
+def _marker_message(name: object, extdata_message: str | None) -> str | None:
+    """A schema 4 marker's message: the record's name, where the writer put it.
+
+    The schema 4.0 ``generateRocpd.cpp`` writes a roctx range that has a message with ``name_id``
+    = the message and ``extdata`` = ``{"message": <the roctx operation>}`` (``roctxThreadRangeA``,
+    ``roctxMarkA``), and one without a message with the operation as name and ``extdata`` ``{}``.
+    So: no ``$.message``, no marker; a name that is itself a roctx operation while ``$.message``
+    is not (the schema 3 layout in a schema 4 file) gives ``$.message``; otherwise the name.
+    """
+    if extdata_message is None:
+        return None
+    if not isinstance(name, str) or not name:
+        return extdata_message
+    if name.startswith("roctx") and not extdata_message.startswith("roctx"):
+        return extdata_message
+    return name
+
+
 def _launches(
     conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], dispatch_keys: pd.DataFrame
 ) -> pd.DataFrame:
     """The HIP API calls (``rocpd_region`` rows of other categories) whose correlation id a dispatch has."""
     ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
+    at = _placement(conn, src, path, "rocpd_region", "r")
+    category_join, category = _category(src, "e", "c")
+    refs = f", {at.refs[0]} AS start_ref, {at.refs[1]} AS end_ref" if at.refs is not None else ""
     api = _query(
         conn,
         path,
-        f"SELECT {_code('r.guid', guids)} AS guid, r.pid AS process_id, r.tid AS thread_id, r.start AS start_ns, "
-        f'r."end" AS end_ns, e.stack_id AS correlation_id, n.string AS api_name FROM {rg} r '
-        f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid "
-        f"LEFT JOIN {st} c ON c.id = e.category_id AND c.guid = e.guid "
+        f"SELECT {_code('r.guid', guids)} AS guid, r.id AS id, {at.pid} AS process_id, {at.tid} AS thread_id, "
+        f"{at.start} AS start_ns, {at.end} AS end_ns, e.stack_id AS correlation_id, n.string AS api_name{refs} "
+        f"FROM {rg} r JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid {category_join} {at.joins} "
         f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
-        f"WHERE c.string IS NULL OR NOT (c.string GLOB 'MARKER*') ORDER BY r.start, r.guid, r.id",
+        f"WHERE {category} IS NULL OR NOT {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id",
         guids,
     )
     wanted = pd.DataFrame(
@@ -880,7 +1142,12 @@ def _launches(
     wanted = wanted.dropna().drop_duplicates()
     api["correlation_id"] = _int_ids(api["correlation_id"], path, "rocpd_event", "stack_id")
     api = api[api["correlation_id"].notna()]
-    return _conform(api.merge(wanted, on=["guid", "correlation_id"]), LAUNCH_COLUMNS, path, "rocpd_region")
+    api = api.merge(wanted, on=["guid", "correlation_id"])
+    if at.refs is not None and len(api):
+        for column, which in (("start_ns", "start"), ("end_ns", "end")):
+            api[column] = _int_ids(api[column], path, "rocpd_region", which)
+        _refuse_bad_times(path, "rocpd_region", api["id"], api, api, at, "API call")
+    return _conform(api, LAUNCH_COLUMNS, path, "rocpd_region")
 
 
 def _label(agent: object) -> str | None:

@@ -29,6 +29,7 @@ from ...fileio import (
     categorical_text,
     check_counter_values,
     column_map,
+    ends_mid_row,
     logical_name,
     parse_float,
     parse_int,
@@ -747,6 +748,9 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         )
     if files.files.get("kernel_trace") and info_frames:
         notes += _check_counter_timestamps(files, dispatches, pd.concat(info_frames, ignore_index=True))
+    for _, path in [*files.files.get("kernel_trace", []), *counter_files]:
+        if ends_mid_row(path):
+            notes.append(Note("warning", "file-cut", _CUT_NOTE.format(path=path)))
     return PassData(
         kind="counter" if len(counters) else "trace",
         label=label,
@@ -759,6 +763,14 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         timestamps_note=rounded_note,
         notes=notes,
     )
+
+
+#: A kernel trace or counter file that ends inside a row (rocprofv3 ends every row with a newline).
+_CUT_NOTE = (
+    "{path}: the file ends inside its last row (no newline after it): it was cut while written (profiler killed, "
+    "disk full, partial copy); that row's last value may be short and later dispatches missing (their bytes "
+    "unknown): profile again, or check the file's end"
+)
 
 
 def _ordinal(n: int) -> str:
