@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -52,3 +53,50 @@ def add_nsys_identity_tables(con: object) -> None:
     """Give an Nsight Systems export (an open sqlite3 connection) its identity tables back."""
     for ddl in NSYS_IDENTITY_TABLES:
         con.execute(ddl)  # type: ignore[attr-defined]
+
+
+#: Set by .ci/run: tests that need the pinned llama.cpp source or hipcc fail instead of skipping.
+REQUIRE = "ROCROOF_REQUIRE_HIPCC"
+
+
+def llama_pins() -> tuple[str, str]:
+    """(llama-cpp-python sdist version, llama.cpp commit) pinned in tools/llama.cpp/fetch.sh."""
+    import re
+
+    text = (REPO / "tools" / "llama.cpp" / "fetch.sh").read_text()
+    version = re.search(r"^SDIST_VERSION=(\S+)", text, re.M)
+    commit = re.search(r"^LLAMA_COMMIT=([0-9a-f]{40})", text, re.M)
+    assert version and commit
+    return version.group(1), commit.group(1)
+
+
+def require_or_skip(why: str) -> NoReturn:
+    """Skip with ``why``; under ``ROCROOF_REQUIRE_HIPCC`` (CI) fail instead."""
+    if os.environ.get(REQUIRE):
+        pytest.fail(f"{why}; {REQUIRE} is set: CI must run these tests (.ci/run installs what they need)")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pinned llama-cpp-python sdist (vendor/llama.cpp): the rocroof cache's, else downloaded with pip."""
+    import subprocess
+    import sys
+
+    version, _ = llama_pins()
+    cache = Path(os.environ.get("ROCROOF_CACHE", Path.home() / ".cache" / "rocroof"))
+    name = f"llama_cpp_python-{version}.tar.gz"
+    if (cache / name).is_file():
+        return cache / name
+    dest = tmp_path_factory.mktemp("sdist")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
+        + [f"llama-cpp-python=={version}", "-d", str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        require_or_skip(f"llama-cpp-python=={version} sdist not cached in {cache} and pip could not download it")
+    return dest / name

@@ -1,7 +1,7 @@
 """tools/models/make_tiny_gguf.py: tiny random-weight GGUF models that llama.cpp loads offline.
 
 The expected keys and tensors below are written out independently of the generator (from
-llama.cpp's llama / qwen3moe loaders), so a wrong table in the script cannot confirm itself.
+llama.cpp's llama / qwen3 / qwen3moe loaders), so a wrong table in the script cannot confirm itself.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ mtg = _load_script()
 # Small enough for CI (well under 1 MB per file), multiples of 32 everywhere.
 SMALL = {"n_embd": 128, "n_layer": 2, "n_head": 4, "n_head_kv": 2, "n_vocab": 320, "n_ctx": 256}
 SMALL_DENSE = {**SMALL, "arch": "llama", "n_ff": 192}
+SMALL_QWEN3 = {**SMALL_DENSE, "arch": "qwen3", "head_dim": 64}
 SMALL_MOE = {
     **SMALL,
     "arch": "qwen3moe",
@@ -115,11 +116,11 @@ def expected_shapes(arch: str, f: dict[str, int], tied: bool) -> dict[str, tuple
             b + "attn_output.weight": (q, e),
             b + "ffn_norm.weight": (e,),
         }
+        if arch in ("qwen3", "qwen3moe"):
+            shapes |= {b + "attn_q_norm.weight": (hd,), b + "attn_k_norm.weight": (hd,)}
         if arch == "qwen3moe":
             x, fe = f["n_expert"], f["n_ff_exp"]
             shapes |= {
-                b + "attn_q_norm.weight": (hd,),
-                b + "attn_k_norm.weight": (hd,),
                 b + "ffn_gate_inp.weight": (e, x),
                 b + "ffn_gate_exps.weight": (e, fe, x),
                 b + "ffn_up_exps.weight": (e, fe, x),
@@ -132,7 +133,7 @@ def expected_shapes(arch: str, f: dict[str, int], tied: bool) -> dict[str, tuple
 
 
 @pytest.mark.parametrize("wtype", ["f32", "f16", "q8_0", "q4_0"])
-@pytest.mark.parametrize("fields", [SMALL_DENSE, SMALL_MOE], ids=["llama", "qwen3moe"])
+@pytest.mark.parametrize("fields", [SMALL_DENSE, SMALL_QWEN3, SMALL_MOE], ids=["llama", "qwen3", "qwen3moe"])
 def test_roundtrip_keys_tensors_shapes_types(tmp_path: Path, fields: dict[str, object], wtype: str) -> None:
     spec, out = make(tmp_path, weight_type=wtype, **fields)
     meta, tensors = read(out)
@@ -154,6 +155,7 @@ def test_roundtrip_keys_tensors_shapes_types(tmp_path: Path, fields: dict[str, o
         assert meta[f"{arch}.attention.key_length"] == fields["head_dim"]
     else:
         assert meta[f"{arch}.feed_forward_length"] == fields["n_ff"]
+        assert meta[f"{arch}.attention.key_length"] == fields.get("head_dim", fields["n_embd"] // fields["n_head"])
 
     shapes = expected_shapes(arch, fields, tied=False)
     assert {name: ne(t) for name, t in tensors.items()} == shapes

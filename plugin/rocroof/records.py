@@ -362,6 +362,9 @@ class Capture:
             :func:`rocroof.capture.readers.read_capture` computes it on a second thread while the
             capture is processed; reading it waits for that).
         files_read: the files that were read (what the hash covers).
+        counter_sample: the counter pass's sample as ``rocroof collect`` planned it (the manifest's
+            ``sample``: ``spec``, ``description``, ``evaluations``, ``selected``, ``windows``,
+            ``launches``, ``kernels``); None when every kernel was counted.
     """
 
     source_format: str
@@ -380,6 +383,7 @@ class Capture:
     dram_peak_source: str | None = None
     dram_peak_rule: str | None = None
     files_read: list[str] = field(default_factory=list)
+    counter_sample: dict[str, object] | None = None
     _content_sha256: str = field(default="", repr=False)
     _hash_job: Future[str] | None = field(default=None, repr=False, compare=False)
 

@@ -7,7 +7,7 @@
 #   .device/whl/*.whl              SQLAlchemy, gguf and their pure-Python needs, for python3 there
 #   .device/debs/*.deb             libdw1, libelf1 (+ lzma, bz2, zstd) for nsys' QdstrmImporter
 #
-#   OUT=/tmp/rec bash tools/h200/record.sh [all|overhead|sweep|check]
+#   OUT=/tmp/rec bash tools/h200/record.sh [all|overhead|sweep|check|real1|real2]
 #
 # "all": build with GGML_CUDA_MARKERS=ON, write the tiny models (tools/models), run
 # `rocroof collect --profiler ncu` for each example case, then time llama-bench with the hook
@@ -21,6 +21,10 @@
 # print each point's GPU as its nsys report saw it (PCI bus id) beside nvidia-smi's list.
 # "check": build with the hook, run the copy-bandwidth probe alone and in one ncu collect, then
 # time llama-bench in round-robin over graphs on / hook compiled in but off / hook on.
+# "real1": build, write the 28-layer dense Q4_K_M model, time a plain 16-token llama-completion, then
+# `rocroof collect` it with default settings (counter sample, roofline counters) and report.
+# "real2" (best on the same warm machine): the 24-layer MoE collect, llama-cli under collect, and
+# decode rounds of the hook on vs compiled in but off (for tools/h200/overhead.py).
 # Results land in $OUT: log.txt, captures.tar.gz (raw exports, no .ncu-rep/.nsys-rep), bench.tar.gz.
 set -uo pipefail
 mode="${1:-all}"
@@ -92,6 +96,144 @@ rounds() {  # rounds DEADLINE CONFIG... (NAME:BIN:ENV): llama-bench round-robin 
     tar czf "$OUT/bench.tar.gz" -C $W bench
   done
 }
+
+# Issue 14 (a real model in minutes): a 28-layer Qwen3-0.6B-shaped model (Q4_K_M mix) and a 24-layer,
+# 32-expert top-8 MoE (tools/models presets), a >=64-token prompt, 16 generated tokens.
+PROMPT="The engineers measured every kernel of the language model on the new accelerator, then \
+compared the bytes each operation moved with the bytes the model said it should move. Where the two \
+agreed, the kernel was limited by memory bandwidth; where they differed, caches, fusion or a slow \
+reduction explained the gap. They wrote each finding down, because the next model would be larger, \
+deeper and more sparse, and its experts would be read in a different order every token."
+real_models() {
+  [ -s $W/models/dense-q4km.gguf ] || python3 tools/models/make_tiny_gguf.py --preset dense-qwen3-0.6b --vocab spm \
+    --out $W/models/dense-q4km.gguf | tail -1
+  if [ "${1:-}" = moe ] && [ ! -s $W/models/moe-q4km.gguf ]; then
+    python3 tools/models/make_tiny_gguf.py --preset moe-qwen3-30b-a3b-scaled --vocab spm --out $W/models/moe-q4km.gguf | tail -1
+  fi
+}
+real_build() {  # real_build [--with-cli]
+  if [ ! -x $W/build-on/bin/llama-completion ] || { [ "${1:-}" = --with-cli ] && [ ! -x $W/build-on/bin/llama-cli ]; }; then
+    bash tools/llama.cpp/build.sh --src $W/llama.cpp --build $W/build-on --backend cuda --arch 90 --jobs 16 "$@" \
+      > $W/build-on.log 2>&1
+    echo "build rc=$? ($*)"
+  fi
+}
+if [ "$mode" = real1 ]; then
+  step "build (llama-bench, llama-completion) and the dense model"
+  real_build &
+  bp=$!
+  real_models
+  wait $bp
+  B=$W/build-on/bin
+  [ -x $B/llama-completion ] || { tail -40 $W/build-on.log; exit 1; }
+  step "plain llama-completion (hook compiled in, off; CUDA graphs on), twice"
+  for i in 1 2; do
+    t0=$(date +%s%N)
+    $B/llama-completion -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv > $W/plain-$i.log 2>&1 < /dev/null
+    echo "plain run $i: rc=$? wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    grep -E "prompt eval time|eval time|load time|total time" $W/plain-$i.log | tail -4
+  done
+  step "rocroof collect, default settings"
+  T1=$(date +%s)
+  left=$((${REAL_DEADLINE:-540} - ($(date +%s) - T0)))
+  echo "collect time limit: $left s"
+  PYTHONUNBUFFERED=1 timeout $left python3 -m rocroof collect --out $W/cap/dense-real --db $W/r.db --label case=dense-real \
+    -- $B/llama-completion -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv 2>&1 | tr '\r' '\n' \
+    | grep -v '^ *$' | awk '!/kernels/ || NR % 20 == 0' | tail -40
+  echo "collect rc=${PIPESTATUS[1]} wall $(($(date +%s) - T1)) s"
+  python3 -m rocroof report --db $W/r.db --by op 2>&1 | tail -40
+  python3 -m rocroof runs --db $W/r.db --notes latest 2>&1 | tail -20
+  python3 -m rocroof query --db $W/r.db "SELECT attribution_method, COUNT(*) AS n, SUM(duration_ns) AS ns FROM dispatch_dram GROUP BY 1" 2>&1
+  python3 -m rocroof scrub $W/cap/dense-real --out $W/scrubbed/dense-real --gzip 2>&1 | tail -3
+  tar czf "$OUT/dense-real.tar.gz" -C $W/scrubbed dense-real
+  cp $W/r.db "$OUT/real.db"
+  step "done"
+  exit 0
+fi
+if [ "$mode" = real3 ]; then  # on the machine real1 left warm: dense again, the MoE, rounds, llama-cli
+  B=$W/build-on/bin
+  [ -x $B/llama-completion ] || { echo "no build: run real1 first"; exit 1; }
+  step "rocroof collect, dense, default settings"
+  T1=$(date +%s)
+  PYTHONUNBUFFERED=1 timeout 260 python3 -m rocroof collect --out $W/cap/dense-real2 --db $W/r3.db --label case=dense-real \
+    -- $B/llama-completion -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv 2>&1 | tr '\r' '\n' \
+    | grep -v '^ *$' | grep -v "kernels.*ETA" | grep -v "^    \|^  [a-z]*: " | tail -14
+  echo "collect rc=${PIPESTATUS[1]} wall $(($(date +%s) - T1)) s"
+  python3 -m rocroof report --db $W/r3.db --by op 2>&1 | grep -v "^key\|^the \|^peak\|^side" | tail -22
+  python3 -m rocroof scrub $W/cap/dense-real2 --out $W/scrubbed/dense-real2 --gzip > /dev/null 2>&1
+  tar czf "$OUT/dense-real.tar.gz" -C $W/scrubbed dense-real2
+  step "MoE model and collect"
+  real_models moe
+  T1=$(date +%s)
+  PYTHONUNBUFFERED=1 timeout 250 python3 -m rocroof collect --out $W/cap/moe-real --db $W/r3.db --label case=moe-real \
+    -- $B/llama-completion -m $W/models/moe-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv 2>&1 | tr '\r' '\n' \
+    | grep -v '^ *$' | grep -v "kernels.*ETA" | grep -v "^    \|^  [a-z]*: " | tail -12
+  echo "moe collect rc=${PIPESTATUS[1]} wall $(($(date +%s) - T1)) s"
+  python3 -m rocroof report --db $W/r3.db --by op 2>&1 | grep -v "^key\|^the \|^peak\|^side" | tail -20
+  python3 -m rocroof scrub $W/cap/moe-real --out $W/scrubbed/moe-real --gzip > /dev/null 2>&1
+  tar czf "$OUT/moe-real.tar.gz" -C $W/scrubbed moe-real
+  python3 -m rocroof query --db $W/r3.db "SELECT run_id, COUNT(*) AS n, SUM(attribution_method <> 'none') AS attributed, SUM(duration_ns) AS ns, SUM(CASE WHEN attribution_method <> 'none' THEN duration_ns END) AS ns_attr FROM dispatch_dram GROUP BY run_id" --format csv
+  step "marker overhead rounds"
+  rm -f $W/bench/*.jsonl
+  round=0
+  while [ $(($(date +%s) - T0)) -lt "${BENCH_DEADLINE:-540}" ]; do
+    round=$((round + 1))
+    for c in $(shuf -e "off:GGML_CUDA_DISABLE_GRAPHS=1" "on:GGML_CUDA_MARKERS=1"); do
+      IFS=: read -r name envs <<<"$c"
+      env $envs timeout 30 $B/llama-bench -m $W/models/dense-q4km.gguf -p 0 -n 64 -r 1 -o jsonl \
+        >> $W/bench/dense-q4km-$name.jsonl 2>> $W/bench/dense-q4km-$name.err
+    done
+  done
+  echo "rounds: $round"
+  tar czf "$OUT/bench.tar.gz" -C $W bench
+  step "done"
+  exit 0
+fi
+if [ "$mode" = real2 ]; then
+  step "build llama-cli too, the MoE model"
+  real_build --with-cli &
+  bp=$!
+  real_models moe
+  wait $bp
+  B=$W/build-on/bin
+  [ -x $B/llama-completion ] || { tail -40 $W/build-on.log; exit 1; }
+  step "rocroof collect, MoE, default settings"
+  T1=$(date +%s)
+  PYTHONUNBUFFERED=1 timeout 300 python3 -m rocroof collect --out $W/cap/moe-real --db $W/r.db --label case=moe-real \
+    -- $B/llama-completion -m $W/models/moe-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv 2>&1 | tr '\r' '\n' \
+    | grep -v '^ *$' | awk '!/kernels/ || NR % 20 == 0' | tail -30
+  echo "collect rc=${PIPESTATUS[1]} wall $(($(date +%s) - T1)) s"
+  python3 -m rocroof report --db $W/r.db --by op 2>&1 | tail -30
+  python3 -m rocroof scrub $W/cap/moe-real --out $W/scrubbed/moe-real --gzip 2>&1 | tail -2
+  tar czf "$OUT/moe-real.tar.gz" -C $W/scrubbed moe-real
+  if [ -x $B/llama-cli ]; then
+    step "rocroof collect -- llama-cli --single-turn (stdin closed)"
+    PYTHONUNBUFFERED=1 timeout 150 python3 -m rocroof collect --out $W/cap/cli --db $W/r.db --label case=cli \
+      --counters dram --sample prefill=1,decode=1 \
+      -- $B/llama-cli -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 4 --single-turn 2>&1 | tr '\r' '\n' \
+      | grep -v '^ *$' | awk '!/kernels/' | tail -12
+    echo "cli collect rc=${PIPESTATUS[1]}"
+    tail -5 $W/cap/cli/trace/nsys.log
+  else
+    tail -30 $W/build-on.log
+  fi
+  cp $W/r.db "$OUT/real.db"
+  step "marker overhead rounds: decode tg64, hook on vs compiled in but off (graphs off in both)"
+  rm -f $W/bench/*.jsonl
+  round=0
+  while [ $(($(date +%s) - T0)) -lt "${BENCH_DEADLINE:-560}" ]; do
+    round=$((round + 1))
+    for c in $(shuf -e "off:GGML_CUDA_DISABLE_GRAPHS=1" "on:GGML_CUDA_MARKERS=1" "graphs:X=1"); do
+      IFS=: read -r name envs <<<"$c"
+      env $envs timeout 60 $B/llama-bench -m $W/models/dense-q4km.gguf -p 0 -n 64 -r 1 -o jsonl \
+        >> $W/bench/dense-q4km-$name.jsonl 2>> $W/bench/dense-q4km-$name.err
+    done
+  done
+  echo "rounds: $round"
+  tar czf "$OUT/bench.tar.gz" -C $W bench
+  step "done"
+  exit 0
+fi
 
 if [ "$mode" = check ]; then
   # The current patch in one call: build with the hook (reused when a warm machine has it), run the

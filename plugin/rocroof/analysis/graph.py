@@ -287,6 +287,18 @@ def graph_evaluations(meta: OpMetadata, *, starts: Iterable[int] | None = None) 
     """
     invocations = [int(v) for v in meta.ops["invocation"]]
     names = [_str_or_none(v) for v in meta.ops["node_name"]]
+    return evaluations_by_name(invocations, names, starts=starts)
+
+
+def evaluations_by_name(
+    invocations: Sequence[int], names: Sequence[str | None], *, starts: Iterable[int] | None = None
+) -> dict[int, int]:
+    """:func:`graph_evaluations` of invocations and their node names in invocation order.
+
+    The rule needs no op metadata: the node names of the ggml ranges (``ggml:<OP>:<name>:<inv>``)
+    are enough, so a capture without the sidecar (and ``rocroof collect`` planning its counter
+    sample from the trace pass) splits evaluations the same way.
+    """
     out: dict[int, int] = {}
     if starts is not None:
         begin = set(int(s) for s in starts)

@@ -348,25 +348,56 @@ def add_roofline_columns(
     return out
 
 
-def per_op_sums(inv: pd.DataFrame) -> pd.DataFrame:
-    """Per-op sums of the ``op_roofline`` rows: modelled bytes and FLOPs (NULL if any is), ratios.
+#: How an op's DRAM bytes are known (``bytes_basis``): every invocation measured, some measured
+#: (a counter sample: the ratios are over the measured ones), none measured but modelled, or neither.
+BASES = ("measured", "sampled", "modelled")
+
+
+def per_op_sums(inv: pd.DataFrame, sampled: bool = False) -> pd.DataFrame:
+    """Per-op sums of the ``op_roofline`` rows: modelled bytes and FLOPs, measured ones, their ratios.
+
+    With ``sampled`` (a counter sample measured some graph evaluations; the others stay unknown,
+    never zero), measured bytes count only the invocations whose DRAM bytes and time are both
+    known, and every ratio pairs quantities of those same invocations: ``measured_over_model`` =
+    their measured / their modelled bytes, ``arithmetic_intensity`` = their FLOPs / their measured
+    bytes. Without it an op with any unknown invocation has unknown ratios (its bounds tell more).
 
     Returns columns ``op``, ``model_read_bytes``, ``model_write_bytes``, ``model_bytes``,
-    ``flops``, ``measured_over_model``, ``arithmetic_intensity``, ``model_arithmetic_intensity``,
-    ``achieved_tflops``, ``model_note`` (the first note seen).
+    ``flops`` (all invocations; NULL if any is unknown), ``measured_over_model``,
+    ``arithmetic_intensity``, ``model_arithmetic_intensity``, ``achieved_tflops``,
+    ``model_note`` (the first note seen), ``bytes_basis`` (:data:`BASES`, or None),
+    ``measured_invocations``, ``measured_duration_ns``, ``measured_read_bytes``,
+    ``measured_write_bytes``, ``measured_bytes`` and ``measured_flops`` (over the measured
+    invocations; FLOPs NULL if any of theirs is unknown).
     """
 
-    def strict(s: pd.Series) -> float:
-        v = pd.to_numeric(s, errors="coerce")
+    def strict(v: pd.Series) -> float:
         return float(v.sum()) if len(v) and v.notna().all() else np.nan
+
+    def num(g: pd.DataFrame, col: str) -> pd.Series:
+        return pd.to_numeric(g[col], errors="coerce") if col in g else pd.Series(np.nan, index=g.index)
 
     rows = []
     for op, g in inv.groupby("op", sort=False):
-        mr, mw, fl = strict(g["model_read_bytes"]), strict(g["model_write_bytes"]), strict(g["flops"])
-        meas = strict(g["dram_bytes"])
-        dur = strict(g["duration_ns"])
+        mr, mw, fl = strict(num(g, "model_read_bytes")), strict(num(g, "model_write_bytes")), strict(num(g, "flops"))
+        dram, dur = num(g, "dram_bytes"), num(g, "duration_ns")
+        known = dram.notna() & dur.notna()
+        n_known = int(known.sum())
+        meas = float(dram[known].sum()) if n_known else np.nan
+        meas_dur = float(dur[known].sum()) if n_known else np.nan
+        meas_model = strict(num(g, "model_read_bytes")[known]) + strict(num(g, "model_write_bytes")[known])
+        meas_flops = strict(num(g, "flops")[known])
+        all_dur = strict(dur)
         mb = mr + mw
-        notes = [n for n in g["model_note"].fillna("") if n]
+        if n_known and n_known == len(g):
+            basis: str | None = "measured"
+        elif n_known:
+            basis = "sampled" if sampled else None
+            if not sampled:  # some bytes unknown outside a sample: no ratio over a subset
+                meas_model = meas_flops = np.nan
+        else:
+            basis = "modelled" if np.isfinite(mb) else None
+        notes = [n for n in g["model_note"].fillna("") if n] if "model_note" in g else []
         rows.append(
             {
                 "op": op,
@@ -374,11 +405,18 @@ def per_op_sums(inv: pd.DataFrame) -> pd.DataFrame:
                 "model_write_bytes": mw,
                 "model_bytes": mb,
                 "flops": fl,
-                "measured_over_model": meas / mb if mb and np.isfinite(mb) else np.nan,
-                "arithmetic_intensity": fl / meas if meas and np.isfinite(meas) else np.nan,
+                "measured_over_model": meas / meas_model if meas_model and np.isfinite(meas_model) else np.nan,
+                "arithmetic_intensity": meas_flops / meas if meas and np.isfinite(meas) else np.nan,
                 "model_arithmetic_intensity": fl / mb if mb and np.isfinite(mb) else np.nan,
-                "achieved_tflops": fl / dur / 1e3 if dur and np.isfinite(dur) else np.nan,
+                "achieved_tflops": fl / all_dur / 1e3 if all_dur and np.isfinite(all_dur) else np.nan,
                 "model_note": notes[0] if notes else "",
+                "bytes_basis": basis,
+                "measured_invocations": n_known,
+                "measured_duration_ns": meas_dur,
+                "measured_read_bytes": float(num(g, "dram_read_bytes")[known].sum()) if n_known else np.nan,
+                "measured_write_bytes": float(num(g, "dram_write_bytes")[known].sum()) if n_known else np.nan,
+                "measured_bytes": meas,
+                "measured_flops": meas_flops,
             }
         )
     return pd.DataFrame(rows)

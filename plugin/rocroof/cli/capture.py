@@ -9,6 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ..errors import InputError, RocroofError
 from ..text import printable
@@ -83,6 +91,9 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
         f"  DRAM bytes known for {known_r:,}/{n:,} reads ({bounded:,} bounded only) and {known_w:,}/{n:,} writes; "
         f"durations from {timing_text(run['timing_source'])}",
     ]
+    sample = next((note.message for note in frames.notes if note.code == "counter-sample"), None)
+    if sample:
+        parts.append(f"  {sample}")
     if run.get("dram_peak_gbps"):
         parts.append(f"  ceiling {run['dram_peak_gbps']:,.1f} GB/s{ceiling_rule_text(run)}: {run['dram_peak_source']}")
     warnings = [note for note in frames.notes if note.severity != "info"]
@@ -236,6 +247,23 @@ def ingest(
     help="ncu: skip the copy-bandwidth probe (1 GiB device-to-device copies, about a second) that gives the run "
     "a measured DRAM ceiling.",
 )
+@click.option(
+    "--sample",
+    "sample_spec",
+    default=None,
+    metavar="SPEC",
+    help="Graph evaluations the counter pass measures: prefill=N,decode=M (the first N prompt ubatches and M "
+    "decoded tokens after warm-up), all, or auto: the first prompt ubatch and the first decoded token, or the "
+    "token alone when both together exceed 800 kernels (~2 minutes of ncu). The trace pass times every kernel "
+    "either way. [default: auto with ncu; all with rocprofv3]",
+)
+@click.option(
+    "--max-kernels",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Refuse, after the trace pass, a counter pass that would count more than N kernels.",
+)
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Label the run (repeatable).")
 @click.option("--no-sidecar", is_flag=True, help="Do not ask the llama.cpp hook for the op-metadata JSON.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the commands; run nothing.")
@@ -251,6 +279,8 @@ def collect(
     nvtx_include: tuple[str, ...],
     nsys: str | None,
     no_bandwidth_probe: bool,
+    sample_spec: str | None,
+    max_kernels: int | None,
     labels: tuple[str, ...],
     no_sidecar: bool,
     dry_run: bool,
@@ -263,17 +293,30 @@ def collect(
     invocation, and ingests. APP should be built with rocroof's llama.cpp marker hook
     (tools/llama.cpp); collect sets GGML_CUDA_MARKERS=1 for it.
 
+    Counters are slow (ncu replays each kernel 1-3 times, ~45-115 ms): after the trace pass,
+    collect reads it, picks the graph evaluations of --sample, prints how many kernels the
+    counter pass will count and how long that takes, and counts only those (ncu --launch-skip
+    / --launch-count). Reports then say which evaluations the DRAM bytes come from; times
+    cover every evaluation.
+
+    llama.cpp tools that work under collect: llama-completion (give -no-cnv, or it waits for
+    input), llama-bench, llama-mtmd-cli, and llama-cli with --single-turn (or -no-cnv where the
+    build has it) and a prompt. The application's stdin is closed.
+
     \b
     Examples:
       rocroof collect -- llama-bench -m qwen3-30b-a3b-q4_k.gguf -p 512 -n 0 -r 1
-      rocroof collect --counters roofline --out cap/ -- llama-completion -m m.gguf -p hi -n 8
-      rocroof collect --profiler ncu -- llama-bench -m m.gguf -p 0 -n 16 -r 1
+      rocroof collect --profiler ncu -- llama-completion -m m.gguf -p "$(cat prompt.txt)" -n 16 -no-cnv
+      rocroof collect --profiler ncu --sample prefill=1,decode=4 -- llama-bench -m m.gguf -p 512 -n 16 -r 1
+      rocroof collect --counters roofline --out cap/ -- llama-completion -m m.gguf -p hi -n 8 -no-cnv
       rocroof collect --arch gfx942 --dry-run -- ./app
     """
     from ..capture.collect import execute, make_plan
     from ..capture.profilers import choose_profiler
+    from ..ingest.sample import DEFAULT_SAMPLE, parse_sample, sampler_for
 
     label_map = parse_labels(labels)  # before the (long) application runs, not after
+    spec = parse_sample(sample_spec) if sample_spec is not None else None
     if arch is not None and not re.fullmatch(r"gfx[0-9a-f]{3,5}|sm_\d{2,3}[a-z]?", arch):
         raise InputError(f"--arch {arch}: expected an AMD gfx target (gfx942, gfx90a...) or an NVIDIA sm_XX (sm_90)")
     if counters is not None and not counters.strip():
@@ -297,6 +340,16 @@ def collect(
         sidecar=not no_sidecar,
         dry_run=dry_run,
     )
+    traced = any(r.kind == "trace" for r in plan.runs)
+    if spec is None:  # the default: a sample where the profiler can count launch windows
+        spec = parse_sample(DEFAULT_SAMPLE if plan.profiler.startswith("ncu") and traced else "all")
+    elif spec.auto and not (plan.profiler.startswith("ncu") and traced):
+        spec = parse_sample("all")
+    if not spec.everything and not traced:
+        raise InputError(
+            f"--sample {spec}: a counter sample is planned from the trace pass, and this plan has none "
+            "(no nsys found: give --nsys PATH, or --sample all)"
+        )
     lines = [
         f"GPU {plan.device.arch}: {plan.profiler}, "
         f"{sum(r.kind in ('trace', 'counter') for r in plan.runs)} application run(s), "
@@ -306,6 +359,11 @@ def collect(
         lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in plan.settings.items()))
     if plan.profiler == "ncu":
         lines.append("  no nsys (Nsight Systems): no trace run; durations will come from ncu's serialised replay")
+    if not spec.everything:
+        lines.append(
+            f"  counter sample: {spec} (graph evaluations after warm-up; planned from the trace pass, before the "
+            "counter runs)"
+        )
     for run in plan.runs:
         what = {"trace": "timings", "export": "export the report"}.get(run.kind, f"counters {' '.join(run.counters)}")
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env.items())
@@ -335,8 +393,88 @@ def collect(
 
     from ..sweep.run import cancellable_runner
 
-    capture_dir = execute(plan, list(app), runner=cancellable_runner(threading.Event()), on_run=on_run)
+    progress = _CounterProgress()
+    try:
+        capture_dir = execute(
+            plan,
+            list(app),
+            runner=cancellable_runner(threading.Event()),
+            on_run=progress.before(on_run),
+            sampler=None if spec.everything else sampler_for(spec),
+            on_sample=_print_sample,
+            max_kernels=max_kernels,
+            on_progress=progress.update,
+        )
+    finally:
+        progress.stop()
     echo(_ingest_one(capture_dir, db, label_map, [], arch, False, True, False))
+
+
+def _print_sample(sample: Any, estimate_s: float | None) -> None:
+    for note in sample.manifest.get("notes") or []:
+        stderr_console().print(f"  note: {note}", markup=False, soft_wrap=True)
+    text = str(sample.manifest.get("description") or "")
+    when = f"; about {_duration(estimate_s)} at the profiler's usual rate" if estimate_s is not None else ""
+    windows = len(sample.windows)
+    runs = f" in {windows} application runs" if windows > 1 else ""
+    stderr_console().print(
+        f"counter pass: {sample.kernels:,} of {sample.launches:,} kernel launches{runs} ({text}){when}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``3 min 20 s``, ``2 h 05 min``."""
+    s = int(round(seconds))
+    if s < 90:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+class _CounterProgress:
+    """A progress bar with an ETA for a counter run: kernels counted of those planned."""
+
+    def __init__(self) -> None:
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._run: Any = None
+
+    def update(self, run: Any, done: int, planned: int | None) -> None:
+        if self._run is not run:
+            self.stop()
+            self._run = run
+            self._progress = Progress(
+                TextColumn("  {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("kernels"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=stderr_console(),
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(run.label, total=planned)
+        assert self._progress is not None
+        self._progress.update(self._task, completed=max(done - 1, 0) if planned is None or done < planned else done)
+
+    def before(self, on_run: Any) -> Any:
+        """``on_run`` that first ends the bar of the previous run."""
+
+        def wrapped(i: int, total: int, run: Any) -> None:
+            self.stop()
+            on_run(i, total, run)
+
+        return wrapped
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        self._progress, self._run = None, None
 
 
 @cli.command()

@@ -283,6 +283,8 @@ def build_run(
             match, note = join_pass(passes[timing], attrs[timing], p, attr)
             frame["timing_dispatch_index"] = (match + offsets[timing]).astype("Int64") if timing < i else match
             matched_counts.append(int(match.notna().sum()))
+            if note and capture.counter_sample is not None and p.kind == "counter" and bool(match.notna().all()):
+                note = None  # a sample counts some evaluations by design; the counter-sample note says which
             if note:
                 notes.append(note)
         else:
@@ -407,7 +409,7 @@ def build_run(
     if timing_rows is not None and len(timing_rows):
         starts = np.cumsum([0, *cv_lengths]).tolist()
         spans = [(k, starts[j], starts[j + 1]) for j, k in enumerate(cv_passes)]
-        dram = _dram(dispatches, counter_values, spans, agents, timing, notes)
+        dram = _dram(dispatches, counter_values, spans, agents, timing, notes, capture.counter_sample is not None)
 
     # run row
     # the timing pass's dispatches, only the columns the run row needs (not a copy of every column)
@@ -506,6 +508,10 @@ def build_run(
         op_time = tdisp.groupby("op_index")["duration_ns"].sum(min_count=1)
     else:
         op_time = pd.Series(dtype=float)
+    if capture.counter_sample is not None and timing is not None and len(ops):
+        sample_note = _sample_note(capture, ops, tdisp, dram)
+        if sample_note is not None:
+            notes.append(sample_note)
     extra = analysis_tables(capture.op_metadata, ops, op_time, notes)
     extra["run_ceiling"] = ceiling_rows(
         name, arch, peak_gbps, peak_source, cu_count=cus, device_id=device, dram_rule=ceiling.rule
@@ -525,6 +531,42 @@ def build_run(
     }
     release_free_memory()
     return RunFrames(run=run, tables=tables, notes=_dedupe(notes), settings=dict(capture.sysinfo))
+
+
+def _sample_note(capture: Capture, ops: pd.DataFrame, tdisp: pd.DataFrame, dram: pd.DataFrame) -> Note | None:
+    """``counter-sample``: which graph evaluations the sampled counter pass measured (from the data).
+
+    An evaluation counts as measured when every one of its timing dispatches has DRAM bytes;
+    one with some is named as measured in part (the profiler's launch count and the trace
+    disagreed). Evaluations are split as :func:`rocroof.analysis.graph.evaluations_by_name` does.
+    """
+    from ..analysis.graph import evaluations_by_name
+    from .sample import describe_evaluations, evaluation_tokens, phase_of
+
+    order = ops.sort_values("invocation")
+    names = [n if isinstance(n, str) else None for n in order["node_name"]]
+    evals = evaluations_by_name([int(v) for v in order["invocation"]], names)
+    eval_of_op = dict(zip(order["op_index"].astype(int), (evals[int(v)] for v in order["invocation"]), strict=True))
+    known = pd.Series(False, index=tdisp.index)
+    if len(dram) and "dram_read_bytes" in dram:
+        have = set(dram.loc[dram["dram_read_bytes"].notna(), "dispatch_index"].astype(int))
+        known = pd.Series(tdisp.index.map(lambda i: i in have), index=tdisp.index)
+    op_index = tdisp["op_index"] if "op_index" in tdisp else pd.Series(pd.NA, index=tdisp.index)
+    frame = pd.DataFrame({"evaluation": op_index.map(lambda v: eval_of_op.get(int(v)) if pd.notna(v) else None)})
+    frame["known"] = known.to_numpy(dtype=bool)
+    frame = frame.dropna(subset=["evaluation"])
+    if not len(frame):
+        return None
+    per = frame.groupby("evaluation")["known"].agg(["sum", "count"])
+    tokens = evaluation_tokens(capture.op_metadata, evals)
+    whole = [(int(k), phase_of(tokens.get(int(k)))) for k, r in per.iterrows() if r["sum"] == r["count"]]
+    part = [int(k) for k, r in per.iterrows() if 0 < r["sum"] < r["count"]]
+    text = "DRAM bytes measured on " + describe_evaluations(whole, len(per))
+    if part:
+        text += f"; in part: evaluation(s) {', '.join(map(str, part))}"
+    spec = capture.counter_sample.get("spec") if capture.counter_sample else None
+    text += "; times cover every evaluation" + (f" (rocroof collect --sample {spec})" if spec else "")
+    return Note("info", "counter-sample", text)
 
 
 def _dedupe(notes: list[Note]) -> list[Note]:
@@ -596,8 +638,12 @@ def _dram(
     agents: pd.DataFrame,
     timing: int | None,
     notes: list[Note],
+    sampled: bool = False,
 ) -> pd.DataFrame:
     """DRAM bytes of each timing-pass dispatch from the counters of every pass joined to it.
+
+    With ``sampled`` (a counter sample of ``rocroof collect``), dispatches that no counter pass
+    measured get no per-dispatch note (their bytes are simply unknown).
 
     A counter measured in several passes comes from the timing pass, else from the earliest
     pass. Only the counters a DRAM formula reads are gathered (:func:`rocroof.analysis.dram.is_input_counter`),
@@ -641,6 +687,7 @@ def _dram(
             filled[flat[fresh]] = True
     table = wide.reshape(n_timing, k)
     present = [j for j in range(len(wanted)) if filled.reshape(n_timing, k)[:, j].any()]
+    unmeasured = ~filled.reshape(n_timing, k).any(axis=1)  # no counter-pass row for the dispatch at all
     del filled, wide
     gfx = agents.set_index("agent_index")["gfx_arch"]
     arch_of_agent = np.array([*[a if isinstance(a, str) else "" for a in gfx.tolist()], ""], dtype=object)
@@ -658,6 +705,10 @@ def _dram(
     out = pd.concat(parts) if len(parts) > 1 else parts[0]
     out.index.name = "dispatch_index"
     out = out.reset_index()
+    if sampled and unmeasured.any():
+        # a counter sample leaves the other evaluations unmeasured by design: their bytes are unknown
+        # (NULL) and the counter-sample note says which evaluations were measured, not one note each
+        out.loc[unmeasured, "dram_bytes_note"] = None
     for text, count in out["dram_bytes_note"].dropna().value_counts().items():
         unknown = "unknown" in str(text) or "undetermined" in str(text) or "no DRAM byte formula" in str(text)
         if all(_DERIVED_SIZE.fullmatch(part) for part in str(text).split("; ")):

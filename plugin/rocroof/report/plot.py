@@ -69,7 +69,8 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
         raise ValueError(f"points lack column(s) {', '.join(missing)}")
     if not ceilings.dram_gbps or ceilings.dram_gbps <= 0:
         raise ValueError("a roofline needs a positive DRAM bandwidth ceiling")
-    plotted = (points["flops_per_s"] > 0) & (points["ai_measured"] > 0)
+    # an op is drawn where measured bytes place it (filled), modelled bytes (hollow), or both
+    plotted = (points["flops_per_s"] > 0) & ((points["ai_measured"] > 0) | (points["ai_model"] > 0))
     pts = points[plotted].copy()
     left_out = points.loc[~plotted, "label"].astype(str).tolist()
     fig, ax = plt.subplots(figsize=(10, 5.5), dpi=120)
@@ -108,21 +109,34 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
         size = 40 + 1400 * float(row.time_share)
         c = colors(i % 10)
         marker = _MARKERS[(i // 10) % len(_MARKERS)]  # colour and shape together tell up to 60 ops apart
-        ax.scatter(
-            [row.ai_measured],
-            [row.flops_per_s],
-            s=size,
-            color=c,
-            marker=marker,
-            alpha=0.8,
-            edgecolors="black",
-            zorder=3,
-            label=f"{row.label} ({_pct(100 * row.time_share)} time)",
-        )
-        if pd.notna(row.ai_model) and row.ai_model > 0:
+        measured = pd.notna(row.ai_measured) and row.ai_measured > 0
+        modelled = pd.notna(row.ai_model) and row.ai_model > 0
+        label = f"{row.label} ({_pct(100 * row.time_share)} time)" + ("" if measured else ", modelled")
+        if measured:
             ax.scatter(
-                [row.ai_model], [row.flops_per_s], s=size, marker=marker, facecolors="none", edgecolors=[c], zorder=3
+                [row.ai_measured],
+                [row.flops_per_s],
+                s=size,
+                color=c,
+                marker=marker,
+                alpha=0.8,
+                edgecolors="black",
+                zorder=3,
+                label=label,
             )
+        if modelled:
+            ax.scatter(
+                [row.ai_model],
+                [row.flops_per_s],
+                s=size,
+                marker=marker,
+                facecolors="none",
+                edgecolors=[c],
+                linewidths=1.5,
+                zorder=3,
+                label=None if measured else label,
+            )
+        if measured and modelled:
             ax.plot([row.ai_model, row.ai_measured], [row.flops_per_s] * 2, color=c, lw=0.8, zorder=2)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -136,7 +150,7 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
         ax.text(
             0.99,
             0.01,
-            "no FLOPs, not plotted: " + ", ".join(left_out),
+            "no FLOPs or no bytes, not plotted: " + ", ".join(left_out),
             transform=ax.transAxes,
             ha="right",
             va="bottom",
@@ -153,6 +167,8 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
         if hasattr(h, "get_facecolor"):
             marker = _MARKERS[(n_points // 10) % len(_MARKERS)]
             n_points += 1
+            faces = h.get_facecolor()
+            hollow = len(faces) == 0  # an op with modelled bytes only: its hollow marker in the legend
             fixed.append(
                 Line2D(
                     [],
@@ -160,8 +176,8 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
                     marker=marker,
                     ls="",
                     markersize=7,
-                    markerfacecolor=h.get_facecolor()[0],
-                    markeredgecolor="black",
+                    markerfacecolor="none" if hollow else faces[0],
+                    markeredgecolor=h.get_edgecolor()[0] if hollow else "black",  # type: ignore[attr-defined]
                 )
             )
         else:

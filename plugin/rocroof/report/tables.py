@@ -68,6 +68,16 @@ _ROOFLINE = [
     "time_share",
     "flag",
     "model_note",
+    "bytes_basis",
+    "measured_invocations",
+    "measured_duration_ns",
+    "measured_read_bytes",
+    "measured_write_bytes",
+    "model_gbps",
+    "model_pct_of_dram_peak",
+    "model_pct_of_ceiling",
+    "model_bound",
+    "model_time_at_roof_ns",
 ]
 _COLUMNS: dict[str, list[str]] = {
     "dispatch": [
@@ -84,7 +94,17 @@ _COLUMNS: dict[str, list[str]] = {
         "attribution_method",
         "dram_bytes_note",
     ],
-    "kernel": ["run_id", "kernel_name", *_TIME, *_MEASURES],
+    "kernel": [
+        "run_id",
+        "kernel_name",
+        *_TIME,
+        *_MEASURES,
+        "bytes_basis",
+        "measured_dispatches",
+        "measured_duration_ns",
+        "measured_read_bytes",
+        "measured_write_bytes",
+    ],
     "op": ["run_id", "op", "invocations", *_TIME, *_MEASURES, *_ROOFLINE],
     "invocation": [
         "run_id",
@@ -191,8 +211,17 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
         totals["dispatches"] = int(rows["dispatches"].sum()) if len(rows) else 0
     ceil_df = store.frame(sa.select(schema.run_ceiling).where(schema.run_ceiling.c.run_id == run_id))
     ceilings = {r["name"]: r for r in ceil_df.to_dict("records")}
+    sampled = any(n.code == "counter-sample" for n in notes)
     if by in ("op", "invocation") and len(rows):
-        rows = _with_roofline(store, run_id, by, rows, run_row, {k: v["value"] for k, v in ceilings.items()})
+        ceiling_values = {k: v["value"] for k, v in ceilings.items()}
+        rows = _with_roofline(store, run_id, by, rows, run_row, ceiling_values, sampled=sampled)
+    if (
+        by == "kernel"
+        and sampled
+        and len(rows)
+        and bool(pd.to_numeric(rows["dram_read_bytes"], errors="coerce").isna().any())
+    ):
+        rows = _kernel_samples(store, run_id, rows, run_row.get("dram_peak_gbps"))
     total_rows = len(rows)
     if top is not None:
         rows = rows.head(top)
@@ -222,7 +251,14 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
 
 
 def _with_roofline(
-    store: Store, run_id: int, by: By, rows: pd.DataFrame, run: dict[str, Any], ceilings: dict[str, float]
+    store: Store,
+    run_id: int,
+    by: By,
+    rows: pd.DataFrame,
+    run: dict[str, Any],
+    ceilings: dict[str, float],
+    *,
+    sampled: bool = False,
 ) -> pd.DataFrame:
     """Op or invocation rows with the model and roofline columns (rocroof.analysis.roofline)."""
     from ..analysis.roofline import add_roofline_columns, compute_peaks, per_op_compute_peaks, per_op_sums
@@ -238,7 +274,9 @@ def _with_roofline(
         rows = rows.join(compute_peaks(rows, arch, ceilings))
     if by == "op":
         modelled = store.frame(sa.text("SELECT 1 AS one FROM op_model WHERE run_id = :rid LIMIT 1"), {"rid": run_id})
-        if len(modelled):
+        attributed = rows[rows["op"].notna()] if "op" in rows else rows
+        unknown = bool(pd.to_numeric(attributed.get("dram_read_bytes"), errors="coerce").isna().any())
+        if len(modelled) or unknown:  # the invocations give the model, and the measured ones of a sample
             inv = store.frame(sa.text("SELECT * FROM op_roofline WHERE run_id = :rid"), {"rid": run_id})
         else:  # no model: every modelled column is unknown; the invocations need not be read
             ops = rows["op"].dropna().unique().tolist() if "op" in rows else []
@@ -252,7 +290,7 @@ def _with_roofline(
                 }
             )
         if len(inv):
-            rows = rows.merge(per_op_sums(inv), on="op", how="left")
+            rows = rows.merge(per_op_sums(inv, sampled=sampled), on="op", how="left")
             if "op_index" in inv:
                 inv = inv.merge(shapes(), on="op_index", how="left")
             inv = inv.join(compute_peaks(inv, arch, ceilings))
@@ -261,7 +299,123 @@ def _with_roofline(
         rows["dram_bytes"] = pd.to_numeric(rows["dram_read_bytes"], errors="coerce") + pd.to_numeric(
             rows["dram_write_bytes"], errors="coerce"
         )
+    if by == "op" and "bytes_basis" in rows:
+        return _roofline_by_basis(rows, run, ceilings)
     return add_roofline_columns(rows, run, ceilings)
+
+
+def _float64(values: Any) -> pd.Series:
+    """A column as plain float64 (NaN for unknown; nullable Int64/Float64 NA too)."""
+    v = pd.to_numeric(values, errors="coerce")
+    if isinstance(v, pd.Series):
+        return pd.Series(v.to_numpy(dtype=np.float64, na_value=np.nan), index=v.index)
+    return pd.Series(v, dtype=np.float64)
+
+
+def _kernel_samples(store: Store, run_id: int, rows: pd.DataFrame, peak: Any) -> pd.DataFrame:
+    """Kernel rows with the measured subset of a counter sample (``bytes_basis`` ``sampled``).
+
+    A kernel some of whose dispatches have DRAM bytes gets ``measured_*`` sums over those
+    dispatches, and its bandwidth and % of peak from them; ``dram_time_at_peak_ns`` scales the
+    measured dispatches' to the kernel's whole time (the others alike).
+    """
+    known = store.frame(
+        sa.text(
+            "SELECT kernel_name, COUNT(*) AS measured_dispatches, SUM(duration_ns) AS measured_duration_ns, "
+            "SUM(dram_read_bytes) AS measured_read_bytes, SUM(dram_write_bytes) AS measured_write_bytes "
+            "FROM dispatch_dram WHERE run_id = :rid AND dram_read_bytes IS NOT NULL "
+            "AND dram_write_bytes IS NOT NULL AND duration_ns IS NOT NULL GROUP BY kernel_name"
+        ),
+        {"rid": run_id},
+    )
+    if not len(known):
+        return rows
+    out = rows.merge(known, on="kernel_name", how="left")
+    for col in ("achieved_gbps", "pct_of_dram_peak", "dram_time_at_peak_ns"):
+        out[col] = _float64(out[col])
+    n = _float64(out["measured_dispatches"]).fillna(0)
+    part = (n > 0) & (n < _float64(out["dispatches"]))
+    out["bytes_basis"] = [("sampled" if p else "measured") if k > 0 else None for p, k in zip(part, n, strict=True)]
+    nbytes = _float64(out["measured_read_bytes"]) + _float64(out["measured_write_bytes"])
+    dur = _float64(out["measured_duration_ns"])
+    gbps = nbytes / dur.where(dur > 0)
+    out.loc[part, "achieved_gbps"] = gbps[part]
+    if peak:
+        out.loc[part, "pct_of_dram_peak"] = (100.0 * gbps / float(peak))[part]
+        scale = _float64(out["duration_ns"]) / dur.where(dur > 0)
+        out.loc[part, "dram_time_at_peak_ns"] = (nbytes / float(peak) * scale)[part]
+    return out
+
+
+def _roofline_by_basis(rows: pd.DataFrame, run: dict[str, Any], ceilings: dict[str, float]) -> pd.DataFrame:
+    """Op rows with roofline columns from what is known of each op's bytes (``bytes_basis``).
+
+    * ``measured``: every invocation measured (as before).
+    * ``sampled``: a counter sample measured some invocations; bandwidth, % of peak, FLOP/B,
+      bound and % roof come from those invocations alone (their bytes over their time); time,
+      % time and µs/call from every invocation; ``time_at_roof_ns`` and ``dram_time_at_peak_ns``
+      scale the measured ones' to the op's whole time (an extrapolation: the others alike).
+    * ``modelled``: nothing measured; ``model_*`` columns hold the roofline of the modelled bytes
+      (``model_gbps``, ``model_pct_of_dram_peak``, ``model_pct_of_ceiling``, ``model_bound``,
+      ``model_time_at_roof_ns``) and the measured columns stay unknown.
+    """
+    from ..analysis.roofline import add_roofline_columns
+
+    peak = run.get("dram_peak_gbps")
+    basis = rows["bytes_basis"]
+    sampled = (basis == "sampled").to_numpy(dtype=bool)
+    meas = rows.copy()
+    for col in ("duration_ns", "dram_bytes", "flops", "achieved_gbps", "pct_of_dram_peak"):
+        if col in meas:  # plain floats: the sampled rows take values of another kind (no nullable NA)
+            meas[col] = _float64(meas[col])
+    if sampled.any():
+        dur = _float64(meas["measured_duration_ns"])
+        nbytes = _float64(meas["measured_bytes"])
+        meas.loc[sampled, "duration_ns"] = dur[sampled]
+        meas.loc[sampled, "dram_bytes"] = nbytes[sampled]
+        meas.loc[sampled, "flops"] = _float64(meas["measured_flops"])[sampled]
+        gbps = nbytes / dur.where(dur > 0)
+        meas.loc[sampled, "achieved_gbps"] = gbps[sampled]
+        meas.loc[sampled, "pct_of_dram_peak"] = (100.0 * gbps / float(peak))[sampled] if peak else np.nan
+    out = add_roofline_columns(meas, run, ceilings)
+    for col in ("time_at_roof_ns", "dram_time_at_peak_ns"):
+        if col in out:
+            out[col] = _float64(out[col])
+    whole = _float64(rows["duration_ns"])
+    part = _float64(rows["measured_duration_ns"])
+    scale = whole / part.where(part > 0)
+    out["duration_ns"] = rows["duration_ns"]
+    out["dram_bytes"] = rows["dram_bytes"]
+    out["flops"] = rows["flops"]
+    calls = _float64(out["invocations"]) if "invocations" in out else 1.0
+    out["mean_us_per_call"] = whole / 1e3 / calls
+    if sampled.any():
+        out.loc[sampled, "time_at_roof_ns"] = (_float64(out["time_at_roof_ns"]) * scale)[sampled]
+        if peak:
+            at_peak = _float64(rows["measured_bytes"]) / float(peak) * scale
+            out.loc[sampled, "dram_time_at_peak_ns"] = at_peak[sampled]
+    # the roofline of the modelled bytes, for ops without a measured byte
+    model = rows.copy()
+    model_bytes = _float64(rows["model_bytes"])
+    model["dram_bytes"] = model_bytes
+    model["arithmetic_intensity"] = rows["model_arithmetic_intensity"]
+    model["achieved_gbps"] = model_bytes / whole.where(whole > 0)
+    modelled = add_roofline_columns(model, run, ceilings)
+    is_model = (basis == "modelled").to_numpy(dtype=bool)
+    for src, dst in (
+        ("achieved_gbps", "model_gbps"),
+        ("pct_of_ceiling", "model_pct_of_ceiling"),
+        ("bound", "model_bound"),
+        ("time_at_roof_ns", "model_time_at_roof_ns"),
+        ("governing_ceiling", "model_governing_ceiling"),
+    ):
+        out[dst] = modelled[src].where(is_model, None if src in ("bound", "governing_ceiling") else np.nan)
+    out["model_pct_of_dram_peak"] = (100.0 * out["model_gbps"] / float(peak)) if peak else np.nan
+    for col in ("bound", "governing_ceiling", "pct_of_ceiling", "time_at_roof_ns", "attainable_tflops"):
+        if col in out:  # measured columns of ops with nothing measured stay unknown
+            out.loc[is_model, col] = None if col in ("bound", "governing_ceiling") else np.nan
+    out["flag"] = [f if b != "modelled" else None for f, b in zip(out["flag"], basis, strict=True)]
+    return out
 
 
 # ---- rendering -------------------------------------------------------------------------
@@ -418,15 +572,27 @@ def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
         line = [name]
         if by == "op":
             line.append(str(int(r["invocations"])))
+        basis = r.get("bytes_basis") if isinstance(r.get("bytes_basis"), str) else None
+        peak = report.run.get("dram_peak_gbps")
+        if basis == "sampled":  # over the measured evaluations (the header says which)
+            read, write = _num(r.get("measured_read_bytes"), 1e6, 3), _num(r.get("measured_write_bytes"), 1e6, 3)
+        else:
+            read, write = _bytes_cell(r, "dram_read_bytes"), _bytes_cell(r, "dram_write_bytes")
+        gbps, pct, at_peak = _gbps_cell(r), _pct_cell(r, peak), _time_at_peak_cell(r, peak)
+        if basis == "modelled":  # from the byte model: marked ~
+            gbps = _modelled(r.get("model_gbps"), 1, 1)
+            pct = _modelled(r.get("model_pct_of_dram_peak"), 1, 1)
+            model_b = pd.to_numeric(pd.Series([r.get("model_read_bytes"), r.get("model_write_bytes")])).sum(min_count=2)
+            at_peak = _modelled(model_b / float(peak) if peak else np.nan, 1e3, 2)
         line += [
             str(int(r["dispatches"])),
             _num(r["duration_ns"], 1e3),
             _num(r["share_of_time_pct"], 1, 1),
-            _bytes_cell(r, "dram_read_bytes"),
-            _bytes_cell(r, "dram_write_bytes"),
-            _gbps_cell(r),
-            _pct_cell(r, report.run.get("dram_peak_gbps")),
-            _time_at_peak_cell(r, report.run.get("dram_peak_gbps")),
+            read,
+            write,
+            gbps,
+            pct,
+            at_peak,
         ]
         if modelled:
             model_bytes = pd.to_numeric(pd.Series([r.get("model_read_bytes"), r.get("model_write_bytes")])).sum(
@@ -434,17 +600,31 @@ def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
             )
             flag = "*" if isinstance(r.get("flag"), str) and r.get("flag") else ""
             flag += "†" if isinstance(r.get("model_note"), str) and r.get("model_note") else ""
-            line = line[:-2] + [
-                _num(model_bytes, 1e6, 3),
-                _num(r.get("measured_over_model"), 1, 2) + flag,
-                _num(r.get("arithmetic_intensity"), 1, 2),
-                "" if _nan(r.get("bound")) else str(r.get("bound")),
-                _num(r.get("pct_of_ceiling"), 1, 1),
-                _num(r.get("time_at_roof_ns"), 1e3, 2),
-            ]
+            if basis == "modelled":
+                tail = [
+                    "",
+                    _modelled(r.get("model_arithmetic_intensity"), 1, 2),
+                    "" if _nan(r.get("model_bound")) else "~" + str(r.get("model_bound")),
+                    _modelled(r.get("model_pct_of_ceiling"), 1, 1),
+                    _modelled(r.get("model_time_at_roof_ns"), 1e3, 2),
+                ]
+            else:
+                tail = [
+                    _num(r.get("measured_over_model"), 1, 2) + flag,
+                    _num(r.get("arithmetic_intensity"), 1, 2),
+                    "" if _nan(r.get("bound")) else str(r.get("bound")),
+                    _num(r.get("pct_of_ceiling"), 1, 1),
+                    _num(r.get("time_at_roof_ns"), 1e3, 2),
+                ]
+            line = line[:-2] + [_num(model_bytes, 1e6, 3), *tail]
             line.insert(headers.index("µs/call"), _num(r.get("mean_us_per_call"), 1, 2))
         lines.append(line)
     return headers, lines
+
+
+def _modelled(v: Any, scale: float = 1.0, digits: int = 2) -> str:
+    """A value from the byte model, marked ``~`` (unknown: ``?``)."""
+    return "?" if _nan(v) else "~" + _num(v, scale, digits)
 
 
 def _row_name(report: Report, r: pd.Series) -> str:
@@ -517,9 +697,12 @@ def _legend(report: Report) -> str | None:
         )
     if "flag" not in report.rows or report.by not in ("op", "invocation"):
         return None
+    tilde = ""
+    if "bytes_basis" in report.rows and bool((report.rows["bytes_basis"] == "modelled").any()):
+        tilde = "~ = from the byte model (no DRAM counters for the op); "
     return (
-        "key: time µs = summed GPU kernel time; µs/call per op invocation; meas/model = measured / modelled DRAM "
-        "bytes; FLOP/B = FLOP per measured DRAM byte; bound = side of the roofline's ridge (latency: under 10% of "
+        f"key: {tilde}time µs = summed GPU kernel time; µs/call per op invocation; meas/model = measured / modelled "
+        "DRAM bytes; FLOP/B = FLOP per measured DRAM byte; bound = side of the roofline's ridge (latency: under 10% of "
         "the roof in calls under 20 µs: launch, latency or too little parallelism); % roof and µs at roof = "
         "against the governing ceiling (DRAM bandwidth left of the ridge; right of it the compute peak: INT8 "
         "matrix for matmuls on quantized weights, FP16/BF16 matrix for the other matrix ops, FP32 vector "
@@ -651,7 +834,29 @@ def _header_lines(report: Report) -> list[str]:
     compute = _ceiling_line(report) if report.by in ("op", "invocation") else None
     if compute:
         lines.append(compute)
-    if str(r.get("profiler") or "").startswith("ncu") and r.get("cache_control") == "all":
+    sample = next((n.message for n in report.notes if n.code == "counter-sample"), None)
+    if sample and report.by != "dispatch":
+        lines.append(
+            f"{sample}. Read/write MB, GB/s, % peak, meas/model, FLOP/B, bound and % roof are over the measured "
+            "ones; µs at peak/roof scale them to the whole time (the others alike)"
+        )
+    elif sample:
+        lines.append(f"{sample} (the other dispatches' bytes are unknown: ?)")
+    measured = any(
+        c in report.rows and bool(pd.to_numeric(report.rows[c], errors="coerce").notna().any())
+        for c in ("dram_read_bytes", "measured_read_bytes", "dram_read_bytes_min")
+    )
+    if not measured and report.total_rows and report.by in ("op", "invocation"):
+        any_model = "model_read_bytes" in report.rows and bool(
+            pd.to_numeric(report.rows["model_read_bytes"], errors="coerce").notna().any()
+        )
+        lines.append(
+            "no DRAM counters in this run: values marked ~ come from the byte model (the ops' tensor sizes), not "
+            "from measurement"
+            if any_model
+            else "no DRAM counters and no op metadata in this run: times only"
+        )
+    if str(r.get("profiler") or "").startswith("ncu") and r.get("cache_control") == "all" and measured:
         lines.append(
             "DRAM bytes: Nsight Compute replay with caches flushed before each kernel (cold); "
             "times: the Nsight Systems run (warm caches, kernels back to back)"

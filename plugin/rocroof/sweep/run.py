@@ -302,6 +302,7 @@ def cancellable_runner(cancel: threading.Event, *, grace_s: float = 10.0, poll_s
                 proc = subprocess.Popen(
                     list(argv),
                     env={**os.environ, **env},
+                    stdin=subprocess.DEVNULL,  # a chat tool (llama-cli) must not wait for the terminal
                     stdout=fh,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own group: stopped as a whole, by us

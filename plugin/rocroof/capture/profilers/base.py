@@ -49,6 +49,13 @@ class PlannedRun:
         log_name: file under ``label`` that receives the command's stdout and stderr.
         output: the report the run must leave (None: not checked). A profiler that exits 0 without
             it (Nsight Systems does when its importer cannot load a library) is a failed run.
+        progress: a regular expression matching the log line the profiler writes as it starts on
+            each kernel it counts (None: it writes none), for a progress bar with an ETA.
+        seconds_per_kernel: the profiler's time per counted kernel, for the estimate printed
+            before the run (None: unknown).
+        startup_s: the run's time besides its counted kernels (the application's start, its
+            uncounted kernels), for the same estimate.
+        window: ``(skip, count)`` kernel launches this counter run counts (None: every one).
     """
 
     label: str
@@ -58,6 +65,10 @@ class PlannedRun:
     env: dict[str, str] = field(default_factory=dict)
     log_name: str = "profiler.log"
     output: Path | None = None
+    progress: str | None = None
+    seconds_per_kernel: float | None = None
+    startup_s: float = 0.0
+    window: tuple[int, int] | None = None
 
 
 class Profiler(Protocol):
@@ -98,14 +109,30 @@ class Profiler(Protocol):
         """The runs that make up one capture (trace pass first); ``counters`` are bundles."""
         ...
 
+    def sample_runs(self, runs: Sequence[PlannedRun], windows: Sequence[tuple[int, int]]) -> list[PlannedRun]:
+        """The counter runs of ``runs`` (and their exports) restricted to kernel launch ``windows``.
+
+        ``windows`` are ``(skip, count)`` launches of the application's process, in launch order
+        (:mod:`rocroof.ingest.sample`). Runs that are not counter runs pass unchanged.
+
+        Raises:
+            ConfigError: the profiler cannot count a window of launches.
+        """
+        ...
+
 
 def subprocess_runner(argv: Sequence[str], env: dict[str, str], log: Path) -> int:
-    """Run a command with ``env`` added, teeing nothing: stdout+stderr go to ``log``."""
+    """Run a command with ``env`` added, teeing nothing: stdout+stderr go to ``log``, stdin is closed."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as fh:
         try:
             proc = subprocess.run(
-                list(argv), env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT, check=False
+                list(argv),
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,  # a chat tool (llama-cli) must not wait for the terminal
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                check=False,
             )
         except FileNotFoundError as exc:
             raise ProfilerNotFound(f"{argv[0]}: not found on PATH ({exc.strerror})") from exc

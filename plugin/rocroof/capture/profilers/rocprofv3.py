@@ -317,6 +317,14 @@ class Rocprofv3:
             raise ProfilerFailed([exe, "-L"], proc.returncode or 1, proc.stderr or "no GPU agent listed")
         return devices[0]
 
+    def sample_runs(self, runs: Sequence[PlannedRun], windows: Sequence[tuple[int, int]]) -> list[PlannedRun]:
+        """Not yet: see :mod:`rocroof.ingest.sample`.
+
+        Raises:
+            ConfigError: always.
+        """
+        raise ConfigError("rocprofv3 counter samples are not supported yet; use --sample all")
+
     def plan(
         self,
         app: Sequence[str],

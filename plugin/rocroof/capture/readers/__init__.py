@@ -519,6 +519,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
             f"{path}: more than one Nsight Systems export ({', '.join(f.name for f in nsys)}); one per capture"
         )
     passes: list[PassData] = []
+    part_labels: dict[str, str] = {}  # the directory of each window of a sampled counter pass -> its pass
     agents = empty_frame(AGENT_COLUMNS)
     facts: dict[str, str] = {}
     for f in nsys:
@@ -532,14 +533,22 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
         passes.append(p)
         facts.update(more)
         used.append(f)
+    windows: dict[str, list[PassData]] = {}  # a sampled counter pass: one ncu run per launch window
     for i, f in enumerate(sorted(ncu, key=_natural)):
         label = _pass_label(root, f.parent, i) if f.parent != root else logical_name(f)
         p, more = nvidia.read_ncu_csv(f, label)
         if not len(p.dispatches):
             raise ParseError(f, "holds no kernel rows (did ncu profile any kernel? see its log)")
-        passes.append(p)
+        base = _WINDOW_LABEL.fullmatch(label)
+        if base and f.parent != root:
+            windows.setdefault(base.group(1), []).append(p)
+        else:
+            passes.append(p)
         facts = {**more, **facts}
         used.append(f)
+    for base_label, parts in windows.items():
+        passes.append(merge_passes(parts, base_label, str(root / base_label)) if len(parts) > 1 else parts[0])
+        part_labels.update({q.label: base_label for q in parts})
     if not len(agents):
         agents = conform(
             pd.DataFrame(
@@ -558,7 +567,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
     manifest = _read_manifest(manifest_path) if manifest_path.is_file() else {}
     if manifest:
         listed = manifest.get("passes")
-        have = {p.label for p in passes}
+        have = {p.label for p in passes} | set(part_labels)
         for entry in listed if isinstance(listed, list) else []:
             label = str(entry.get("dir", "")) if isinstance(entry, dict) else ""
             if label and label not in have:
@@ -675,6 +684,11 @@ def _probe_ceiling(
     return probe.gbps_best, source
 
 
+#: ``ncu`` and ``ncu.2``, ``ncu.3``...: the directories of one counter pass sampled in launch windows
+#: (``rocroof collect``: :meth:`rocroof.capture.profilers.nsight.NsightPair.sample_runs`).
+_WINDOW_LABEL = re.compile(r"(.+?)(?:\.([0-9]+))?")
+
+
 def _pass_label(root: Path, directory: Path, index: int) -> str:
     try:
         rel = directory.relative_to(root)
@@ -738,3 +752,6 @@ def _apply_manifest(capture: Capture, manifest: dict[str, object], root: Path) -
     extra = manifest.get("settings")
     if isinstance(extra, dict):
         capture.sysinfo.update({str(k): str(v) for k, v in extra.items()})
+    sample = manifest.get("sample")
+    if isinstance(sample, dict):
+        capture.counter_sample = sample
