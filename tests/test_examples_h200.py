@@ -184,7 +184,7 @@ def test_moe_dram_reads_grow_by_one_expert_per_expert_used(db: Store) -> None:
     assert down["dram_read_bytes"] / (down["experts_used"] * EXPERT_BYTES) == pytest.approx(1.0, abs=0.03)
 
 
-@pytest.mark.parametrize("folder", ["h200", "h200-probe"])
+@pytest.mark.parametrize("folder", ["h200", "h200-probe", "h200-sampled"])
 def test_the_examples_hold_no_environment_or_paths(folder: str) -> None:
     for path in (EXAMPLES.parent / folder).rglob("*"):
         if not path.is_file() or path.suffix in (".md", ".png"):
