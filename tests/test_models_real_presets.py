@@ -9,13 +9,10 @@ and the parameter counts as closed formulas over the model shapes.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -24,21 +21,10 @@ from .conftest import require_or_skip
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "models" / "make_tiny_gguf.py"
+from .test_tiny_models import mtg  # the script, loaded once  # noqa: E402
+
 QT = gguf.GGMLQuantizationType
 GGUF_ALIGNMENT = 32  # general.alignment default; the writer pads every tensor to it
-
-
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_tiny_gguf", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-mtg = _load_script()
 
 DENSE = "dense-qwen3-0.6b"
 MOE = "moe-qwen3-30b-a3b-scaled"

@@ -463,3 +463,17 @@ def test_the_collect_command_samples_estimates_and_ingests(tmp_path: Path, monke
     )
     assert refused.exit_code == 1
     assert f"would count {per_eval:,} kernels (of {total:,} launched), more than --max-kernels 10" in refused.output
+
+
+def test_a_sample_on_amd_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from rocroof.cli import cli
+
+    args = ["collect", "--dry-run", "--arch", "gfx942", "--out", str(tmp_path / "o")]
+    refused = CliRunner().invoke(cli, [*args, "--sample", "decode=1", "--", "llama-bench", "-m", "x"])
+    assert refused.exit_code == 1
+    assert refused.output.startswith("Error: --sample prefill=0,decode=1: rocprofv3 cannot count a window")
+    planned = CliRunner().invoke(cli, [*args, "--", "llama-bench", "-m", "x"])  # the default on AMD: all
+    assert planned.exit_code == 0, planned.output
+    assert "counter sample" not in planned.output

@@ -118,6 +118,32 @@ real_build() {  # real_build [--with-cli]
     echo "build rc=$? ($*)"
   fi
 }
+real_collect() {  # real_collect NAME DB TIMEOUT [collect options] -- APP...: one collect, its report, its scrubbed copy
+  local name=$1 db=$2 limit=$3 t1
+  shift 3
+  t1=$(date +%s)
+  PYTHONUNBUFFERED=1 timeout "$limit" python3 -m rocroof collect --out $W/cap/$name --db $db --label case=$name "$@" \
+    2>&1 | tr '\r' '\n' | grep -v '^ *$' | grep -v "kernels.*ETA" | grep -v "^    \|^  [a-z]*: " | tail -16
+  echo "$name collect rc=${PIPESTATUS[0]} wall $(($(date +%s) - t1)) s"
+  python3 -m rocroof report --db $db --by op 2>&1 | grep -v "^key\|^the \|^peak\|^side" | tail -24
+  python3 -m rocroof scrub $W/cap/$name --out $W/scrubbed/$name --gzip > /dev/null 2>&1
+  tar czf "$OUT/$name.tar.gz" -C $W/scrubbed $name
+}
+real_rounds() {  # real_rounds DEADLINE NAME:ENV...: llama-bench decode tg64 round-robin, new random order each round
+  local deadline=$1 round=0
+  shift
+  rm -f $W/bench/*.jsonl
+  while [ $(($(date +%s) - T0)) -lt "$deadline" ]; do
+    round=$((round + 1))
+    for c in $(shuf -e "$@"); do
+      IFS=: read -r name envs <<<"$c"
+      env $envs timeout 30 $B/llama-bench -m $W/models/dense-q4km.gguf -p 0 -n 64 -r 1 -o jsonl \
+        >> $W/bench/dense-q4km-$name.jsonl 2>> $W/bench/dense-q4km-$name.err
+    done
+  done
+  echo "rounds: $round"
+  tar czf "$OUT/bench.tar.gz" -C $W bench
+}
 if [ "$mode" = real1 ]; then
   step "build (llama-bench, llama-completion) and the dense model"
   real_build &
@@ -134,58 +160,22 @@ if [ "$mode" = real1 ]; then
     grep -E "prompt eval time|eval time|load time|total time" $W/plain-$i.log | tail -4
   done
   step "rocroof collect, default settings"
-  T1=$(date +%s)
-  left=$((${REAL_DEADLINE:-540} - ($(date +%s) - T0)))
-  echo "collect time limit: $left s"
-  PYTHONUNBUFFERED=1 timeout $left python3 -m rocroof collect --out $W/cap/dense-real --db $W/r.db --label case=dense-real \
-    -- $B/llama-completion -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv 2>&1 | tr '\r' '\n' \
-    | grep -v '^ *$' | awk '!/kernels/ || NR % 20 == 0' | tail -40
-  echo "collect rc=${PIPESTATUS[1]} wall $(($(date +%s) - T1)) s"
-  python3 -m rocroof report --db $W/r.db --by op 2>&1 | tail -40
+  real_collect dense-real $W/r.db $((${REAL_DEADLINE:-540} - ($(date +%s) - T0))) \
+    -- $B/llama-completion -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv
   python3 -m rocroof runs --db $W/r.db --notes latest 2>&1 | tail -20
-  python3 -m rocroof query --db $W/r.db "SELECT attribution_method, COUNT(*) AS n, SUM(duration_ns) AS ns FROM dispatch_dram GROUP BY 1" 2>&1
-  python3 -m rocroof scrub $W/cap/dense-real --out $W/scrubbed/dense-real --gzip 2>&1 | tail -3
-  tar czf "$OUT/dense-real.tar.gz" -C $W/scrubbed dense-real
-  cp $W/r.db "$OUT/real.db"
   step "done"
   exit 0
 fi
-if [ "$mode" = real3 ]; then  # on the machine real1 left warm: dense again, the MoE, rounds, llama-cli
+if [ "$mode" = real3 ]; then  # on the machine real1 left warm: dense again, the MoE, rounds
   B=$W/build-on/bin
   [ -x $B/llama-completion ] || { echo "no build: run real1 first"; exit 1; }
   step "rocroof collect, dense, default settings"
-  T1=$(date +%s)
-  PYTHONUNBUFFERED=1 timeout 260 python3 -m rocroof collect --out $W/cap/dense-real2 --db $W/r3.db --label case=dense-real \
-    -- $B/llama-completion -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv 2>&1 | tr '\r' '\n' \
-    | grep -v '^ *$' | grep -v "kernels.*ETA" | grep -v "^    \|^  [a-z]*: " | tail -14
-  echo "collect rc=${PIPESTATUS[1]} wall $(($(date +%s) - T1)) s"
-  python3 -m rocroof report --db $W/r3.db --by op 2>&1 | grep -v "^key\|^the \|^peak\|^side" | tail -22
-  python3 -m rocroof scrub $W/cap/dense-real2 --out $W/scrubbed/dense-real2 --gzip > /dev/null 2>&1
-  tar czf "$OUT/dense-real.tar.gz" -C $W/scrubbed dense-real2
+  real_collect dense-real2 $W/r3.db 260 -- $B/llama-completion -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv
   step "MoE model and collect"
   real_models moe
-  T1=$(date +%s)
-  PYTHONUNBUFFERED=1 timeout 250 python3 -m rocroof collect --out $W/cap/moe-real --db $W/r3.db --label case=moe-real \
-    -- $B/llama-completion -m $W/models/moe-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv 2>&1 | tr '\r' '\n' \
-    | grep -v '^ *$' | grep -v "kernels.*ETA" | grep -v "^    \|^  [a-z]*: " | tail -12
-  echo "moe collect rc=${PIPESTATUS[1]} wall $(($(date +%s) - T1)) s"
-  python3 -m rocroof report --db $W/r3.db --by op 2>&1 | grep -v "^key\|^the \|^peak\|^side" | tail -20
-  python3 -m rocroof scrub $W/cap/moe-real --out $W/scrubbed/moe-real --gzip > /dev/null 2>&1
-  tar czf "$OUT/moe-real.tar.gz" -C $W/scrubbed moe-real
-  python3 -m rocroof query --db $W/r3.db "SELECT run_id, COUNT(*) AS n, SUM(attribution_method <> 'none') AS attributed, SUM(duration_ns) AS ns, SUM(CASE WHEN attribution_method <> 'none' THEN duration_ns END) AS ns_attr FROM dispatch_dram GROUP BY run_id" --format csv
+  real_collect moe-real $W/r3.db 250 -- $B/llama-completion -m $W/models/moe-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv
   step "marker overhead rounds"
-  rm -f $W/bench/*.jsonl
-  round=0
-  while [ $(($(date +%s) - T0)) -lt "${BENCH_DEADLINE:-540}" ]; do
-    round=$((round + 1))
-    for c in $(shuf -e "off:GGML_CUDA_DISABLE_GRAPHS=1" "on:GGML_CUDA_MARKERS=1"); do
-      IFS=: read -r name envs <<<"$c"
-      env $envs timeout 30 $B/llama-bench -m $W/models/dense-q4km.gguf -p 0 -n 64 -r 1 -o jsonl \
-        >> $W/bench/dense-q4km-$name.jsonl 2>> $W/bench/dense-q4km-$name.err
-    done
-  done
-  echo "rounds: $round"
-  tar czf "$OUT/bench.tar.gz" -C $W bench
+  real_rounds "${BENCH_DEADLINE:-540}" "off:GGML_CUDA_DISABLE_GRAPHS=1" "on:GGML_CUDA_MARKERS=1"
   step "done"
   exit 0
 fi
@@ -198,39 +188,17 @@ if [ "$mode" = real2 ]; then
   B=$W/build-on/bin
   [ -x $B/llama-completion ] || { tail -40 $W/build-on.log; exit 1; }
   step "rocroof collect, MoE, default settings"
-  T1=$(date +%s)
-  PYTHONUNBUFFERED=1 timeout 300 python3 -m rocroof collect --out $W/cap/moe-real --db $W/r.db --label case=moe-real \
-    -- $B/llama-completion -m $W/models/moe-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv 2>&1 | tr '\r' '\n' \
-    | grep -v '^ *$' | awk '!/kernels/ || NR % 20 == 0' | tail -30
-  echo "collect rc=${PIPESTATUS[1]} wall $(($(date +%s) - T1)) s"
-  python3 -m rocroof report --db $W/r.db --by op 2>&1 | tail -30
-  python3 -m rocroof scrub $W/cap/moe-real --out $W/scrubbed/moe-real --gzip 2>&1 | tail -2
-  tar czf "$OUT/moe-real.tar.gz" -C $W/scrubbed moe-real
+  real_collect moe-real $W/r.db 300 -- $B/llama-completion -m $W/models/moe-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv
   if [ -x $B/llama-cli ]; then
     step "rocroof collect -- llama-cli --single-turn (stdin closed)"
-    PYTHONUNBUFFERED=1 timeout 150 python3 -m rocroof collect --out $W/cap/cli --db $W/r.db --label case=cli \
-      --counters dram --sample prefill=1,decode=1 \
-      -- $B/llama-cli -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 4 --single-turn 2>&1 | tr '\r' '\n' \
-      | grep -v '^ *$' | awk '!/kernels/' | tail -12
-    echo "cli collect rc=${PIPESTATUS[1]}"
+    real_collect cli $W/r.db 150 --counters dram \
+      -- $B/llama-cli -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 4 --single-turn
     tail -5 $W/cap/cli/trace/nsys.log
   else
     tail -30 $W/build-on.log
   fi
-  cp $W/r.db "$OUT/real.db"
-  step "marker overhead rounds: decode tg64, hook on vs compiled in but off (graphs off in both)"
-  rm -f $W/bench/*.jsonl
-  round=0
-  while [ $(($(date +%s) - T0)) -lt "${BENCH_DEADLINE:-560}" ]; do
-    round=$((round + 1))
-    for c in $(shuf -e "off:GGML_CUDA_DISABLE_GRAPHS=1" "on:GGML_CUDA_MARKERS=1" "graphs:X=1"); do
-      IFS=: read -r name envs <<<"$c"
-      env $envs timeout 60 $B/llama-bench -m $W/models/dense-q4km.gguf -p 0 -n 64 -r 1 -o jsonl \
-        >> $W/bench/dense-q4km-$name.jsonl 2>> $W/bench/dense-q4km-$name.err
-    done
-  done
-  echo "rounds: $round"
-  tar czf "$OUT/bench.tar.gz" -C $W bench
+  step "marker overhead rounds: decode tg64, hook on vs compiled in but off (graphs off in both), graphs on"
+  real_rounds "${BENCH_DEADLINE:-560}" "off:GGML_CUDA_DISABLE_GRAPHS=1" "on:GGML_CUDA_MARKERS=1" "graphs:X=1"
   step "done"
   exit 0
 fi

@@ -345,6 +345,12 @@ def collect(
         spec = parse_sample(DEFAULT_SAMPLE if plan.profiler.startswith("ncu") and traced else "all")
     elif spec.auto and not (plan.profiler.startswith("ncu") and traced):
         spec = parse_sample("all")
+    if not spec.everything and not plan.profiler.startswith("ncu"):
+        raise InputError(
+            f"--sample {spec}: rocprofv3 cannot count a window of a process's dispatches (--kernel-iteration-range "
+            "counts per kernel name, -P periods are timed, --selected-regions leaves counters on in ROCm 7.0): its "
+            "counter passes count every dispatch; leave --sample out (or give --sample all)"
+        )
     if not spec.everything and not traced:
         raise InputError(
             f"--sample {spec}: a counter sample is planned from the trace pass, and this plan has none "
