@@ -104,3 +104,53 @@ def test_decode_matmuls_read_their_weights_once(stored: tuple[Store, int]) -> No
     assert mm["measured_read_bytes"] == pytest.approx(measured, rel=1e-9)
     assert mm["measured_over_model"] == pytest.approx(1.0, abs=0.05)
     assert "DRAM bytes measured on 1 of 16 graph evaluations: decode 1" in render(rep, "table", width=200)
+
+
+# ---- the 24-layer MoE (examples/h200-sampled/moe24-decode-sample) ------------------------------------
+
+MOE = CAPTURE.parent / "moe24-decode-sample"
+MOE_LAYERS = 24
+
+
+def test_moe_expert_matmuls_read_the_experts_they_used(tmp_path: Path) -> None:
+    """Each counted MUL_MAT_ID reads experts_used experts of each of its weights, once.
+
+    ``rocroof collect`` (default settings) of the MoE preset (32 experts, top-8, Q4_K gate/up, Q6_K down):
+    the sample is one decoded token. Per invocation, the DRAM bytes ncu read are summed from its CSV,
+    the experts used and the weights' types and shapes come from the op-metadata sidecar, and an
+    expert's bytes from ggml's block sizes: ne0 x ne1 / block x block bytes.
+    """
+    text = gzip.decompress((MOE / "ncu" / "ncu_raw.csv.gz").read_bytes()).decode()
+    header, units, *rows = list(csv.reader(io.StringIO(text)))
+    stack = next(i for i, h in enumerate(header) if h.startswith("thread Domain:Push/Pop_Range"))
+    col = header.index("dram__bytes_read.sum")
+    scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}[units[col]]
+    measured: dict[int, float] = {}
+    for r in rows:
+        op = _innermost_ggml(r[stack])
+        if op and op[0] == "MUL_MAT_ID":
+            measured[op[1]] = measured.get(op[1], 0.0) + float(r[col].replace(",", "")) * scale
+    meta = {
+        r["invocation"]: r
+        for r in json.loads(gzip.decompress((MOE / "trace" / "ggml-op-meta.json.gz").read_bytes()))["rows"]
+    }
+    sizes = {t.name.lower(): s for t, s in gguf.constants.GGML_QUANT_SIZES.items()}
+    # one token, each layer: the fused gate+up (two weights) and down
+    assert len(measured) == 2 * MOE_LAYERS
+    for invocation, read in measured.items():
+        op = meta[invocation]
+        used = sum(1 for n in op["tokens_per_expert"] if n)
+        assert op["experts_used"] == used == 8  # one token routes to top-k = 8 distinct experts
+        expert = 0
+        for name, qtype, ne in zip(op["in_names"], op["in_types"], op["in_ne"], strict=True):
+            if name.endswith(".weight"):
+                block, nbytes = sizes[qtype.lower()]
+                expert += ne[0] * ne[1] // block * nbytes
+        assert read / (used * expert) == pytest.approx(1.0, abs=0.05), op["name"]
+    db = tmp_path / "moe.db"
+    store = Store(db)
+    run_id = store.write_run(build_run(read_capture(MOE)))
+    rep = build_report(Store(db, read_only=True), run_id, by="op")
+    row = rep.rows.set_index("op").loc["MUL_MAT_ID"]
+    assert row["bytes_basis"] == "sampled"
+    assert row["measured_read_bytes"] == pytest.approx(sum(measured.values()), rel=1e-9)

@@ -179,7 +179,7 @@ if [ "$mode" = real3 ]; then  # on the machine real1 left warm: dense again, the
   step "done"
   exit 0
 fi
-if [ "$mode" = real2 ]; then
+if [ "$mode" = real2 ]; then  # REAL2_SKIP_MOE=1 on a warm machine that already ran the MoE part
   step "build llama-cli too, the MoE model"
   real_build --with-cli &
   bp=$!
@@ -187,18 +187,25 @@ if [ "$mode" = real2 ]; then
   wait $bp
   B=$W/build-on/bin
   [ -x $B/llama-completion ] || { tail -40 $W/build-on.log; exit 1; }
-  step "rocroof collect, MoE, default settings"
-  real_collect moe-real $W/r.db 300 -- $B/llama-completion -m $W/models/moe-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv
-  if [ -x $B/llama-cli ]; then
+  left() { echo $((${BENCH_DEADLINE:-560} - ($(date +%s) - T0))); }
+  if [ -z "${REAL2_SKIP_MOE:-}" ]; then
+    step "rocroof collect, MoE, default settings"
+    limit=$(left); [ "$limit" -gt 300 ] && limit=300
+    real_collect moe-real $W/r.db "$limit" -- $B/llama-completion -m $W/models/moe-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv
+    python3 -m rocroof query --db $W/r.db "SELECT run_id, op, COUNT(*) AS n, MIN(experts_used) AS min_used, MAX(experts_used) AS max_used, SUM(experts_used IS NULL) AS unread FROM op_invocation WHERE op = 'MUL_MAT_ID' GROUP BY run_id, op" 2>&1 | tail -5
+  fi
+  if [ -x $B/llama-cli ] && [ "$(left)" -gt 160 ]; then
     step "rocroof collect -- llama-cli --single-turn (stdin closed)"
     real_collect cli $W/r.db 150 --counters dram \
       -- $B/llama-cli -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 4 --single-turn
     tail -5 $W/cap/cli/trace/nsys.log
-  else
+  elif [ ! -x $B/llama-cli ]; then
     tail -30 $W/build-on.log
   fi
-  step "marker overhead rounds: decode tg64, hook on vs compiled in but off (graphs off in both), graphs on"
-  real_rounds "${BENCH_DEADLINE:-560}" "off:GGML_CUDA_DISABLE_GRAPHS=1" "on:GGML_CUDA_MARKERS=1" "graphs:X=1"
+  if [ "$(left)" -gt 60 ]; then
+    step "marker overhead rounds: decode tg64, hook on vs compiled in but off (graphs off in both), graphs on"
+    real_rounds "${BENCH_DEADLINE:-560}" "off:GGML_CUDA_DISABLE_GRAPHS=1" "on:GGML_CUDA_MARKERS=1" "graphs:X=1"
+  fi
   step "done"
   exit 0
 fi
