@@ -32,14 +32,15 @@ def capture(fmt: str, n: int, cache: Path, dest: Path | None = None) -> Path:
 
 
 def row_counts(db: Path) -> dict[str, dict[int, int]]:
-    """Rows per run of every table that has a ``run_id`` column, read with plain sqlite3.
+    """Rows per run of every table and view that has a ``run_id`` column, read with plain sqlite3.
 
-    Also checks the file with ``PRAGMA integrity_check``.
+    Views count too: the logical tables (``dispatch``, ``counter_value``, ``dram_traffic``) are views
+    over the stored layout since schema 6. Also checks the file with ``PRAGMA integrity_check``.
     """
     con = sqlite3.connect(db)
     try:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         out: dict[str, dict[int, int]] = {}
         for table in tables:
             columns = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]

@@ -52,6 +52,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Path]:
     s = Store(path)
     s.write_run(build_run(read_capture(DECODE)))
     s.write_run(build_run(read_capture(_slowed_copy(tmp, 1.5))))
+    s.close()  # its WAL is checkpointed into the file, which a test copies
     return Store(path, read_only=True), path
 
 

@@ -305,13 +305,13 @@ def _fail_in_table(monkeypatch: pytest.MonkeyPatch, failing: str) -> list[str]:
     return written
 
 
-@pytest.mark.parametrize("failing", ["dispatch", "counter_value", "dram_traffic"])
+@pytest.mark.parametrize("failing", ["dispatch_record", "counter_reading", "dram_text"])
 def test_a_failure_in_the_middle_of_write_run_leaves_the_database_as_it_was(
     db_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
     first = Store(db_path).write_run(_frames(sha="1" * 64), labels={"model": "a"})
     before = _counts(db_path)
-    assert before["run"] == 1 and before["dispatch"] == 5
+    assert before["run"] == 1 and before["dispatch_record"] == 5
 
     written = _fail_in_table(monkeypatch, failing)
     with pytest.raises(RuntimeError, match="disk full"):
@@ -323,22 +323,22 @@ def test_a_failure_in_the_middle_of_write_run_leaves_the_database_as_it_was(
     second = Store(db_path).write_run(_frames(sha="2" * 64), labels={"model": "b"})
     assert second > first
     after = _counts(db_path)
-    assert after["run"] == 2 and after["dispatch"] == 10 and after["run_label"] == 2
+    assert after["run"] == 2 and after["dispatch_record"] == 10 and after["run_label"] == 2
 
 
 def test_a_database_error_in_the_middle_of_write_run_rolls_back(db_path: Path) -> None:
     Store(db_path).write_run(_frames(sha="1" * 64))
     before = _counts(db_path)
     frames = _frames(sha="2" * 64)
-    dram = frames.tables["dram_traffic"]
-    frames.tables["dram_traffic"] = pd.concat([dram, dram.iloc[[0]]], ignore_index=True)  # duplicate key
+    disp = frames.tables["dispatch"]
+    frames.tables["dispatch"] = pd.concat([disp, disp.iloc[[0]]], ignore_index=True)  # duplicate key
     with pytest.raises(sa.exc.IntegrityError):
         Store(db_path).write_run(frames)
     assert _counts(db_path) == before
 
 
 def test_a_failed_first_ingest_stores_no_run(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fail_in_table(monkeypatch, "dram_traffic")
+    _fail_in_table(monkeypatch, "counter_reading")
     with pytest.raises(RuntimeError):
         Store(db_path).write_run(_frames())
     assert all(n == 0 for t, n in _counts(db_path).items() if t != "rocroof_migration")
@@ -696,52 +696,6 @@ def test_a_writer_waits_for_another_process_and_says_so_when_it_waits_too_long(
         other.execute("ROLLBACK")
         other.close()
     assert _counts(db_path)["run"] == 2
-
-
-# ---- 0003 and 0004: counter tables without rowid, op_total ----------------------------------------------
-
-
-def _old_layout(db_path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """A database as rocroof wrote it before 0003: counter tables with a rowid, ix_counter_name, no op_total."""
-    store = Store(db_path)
-    store.write_run(_frames(sha="1" * 64))
-    store.write_run(_frames(sha="2" * 64))
-    store.close()
-    with connect(db_path) as conn:
-        kept = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3").fetchall() for t in ("counter_value", "run")}
-        for name in ("counter_value", "counter_instance"):
-            (ddl,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
-            conn.execute(f"ALTER TABLE {name} RENAME TO old_{name}")
-            conn.execute(ddl.replace("WITHOUT ROWID", ""))
-            conn.execute(f"INSERT INTO {name} SELECT * FROM old_{name}")
-            conn.execute(f"DROP TABLE old_{name}")
-        conn.execute("CREATE INDEX ix_counter_name ON counter_value (run_id, counter_name)")
-        conn.execute("CREATE INDEX ix_dispatch_kernel ON dispatch (run_id, kernel_name)")
-        conn.execute("DROP TABLE op_total")
-        conn.execute("DELETE FROM rocroof_migration WHERE name IN ('0003_counter_tables', '0004_op_total')")
-        conn.commit()
-    return kept
-
-
-def test_0003_and_0004_rebuild_the_counter_tables_and_fill_op_total(db_path: Path) -> None:
-    kept = _old_layout(db_path)
-    with pytest.raises(SchemaError, match="2 pending"):
-        Store(db_path, read_only=True).check()
-    assert Store(db_path).upgrade() == ["0003_counter_tables", "0004_op_total"]
-    with connect(db_path) as conn:
-        for name in ("counter_value", "counter_instance"):
-            (ddl,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
-            assert "WITHOUT ROWID" in ddl, ddl
-        gone = "SELECT name FROM sqlite_master WHERE name IN ('ix_counter_name', 'ix_dispatch_kernel')"
-        assert conn.execute(gone).fetchall() == []
-        assert conn.execute("SELECT * FROM counter_value ORDER BY 1, 2, 3").fetchall() == kept["counter_value"]
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        cols = ", ".join(schema.OP_TOTAL_COLUMNS)
-        stored = conn.execute(f"SELECT {cols} FROM op_total ORDER BY run_id, row_index").fetchall()
-        view = conn.execute(f"SELECT {cols} FROM op_summary ORDER BY run_id, op").fetchall()
-    assert stored == view and {r[0] for r in stored} == {1, 2}
-    # a new run after the upgrade is stored and summed like the others
-    assert Store(db_path).write_run(_frames(sha="3" * 64)) == 3
 
 
 def test_op_total_holds_the_op_summary_of_each_run_and_the_report_reads_it(db_path: Path) -> None:

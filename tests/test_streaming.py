@@ -47,11 +47,11 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def db_rows(db: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table's rows (ingest time left out), sorted: what two ingests of one capture must share."""
+    """Every table's and view's rows (ingest time left out), sorted: what two ingests of one capture must share."""
     con = sqlite3.connect(db)
     try:
         out = {}
-        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name"):
             cols = [
                 r[1] for r in con.execute(f'PRAGMA table_info("{table}")') if r[1] not in ("created_at", "applied_at")
             ]

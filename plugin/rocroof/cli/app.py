@@ -11,16 +11,17 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from sqlalchemy import exc as sa_exc
 
 from .. import __version__
 from ..errors import InputError, OutputError, RocroofError
 from ..text import printable
+
+if TYPE_CHECKING:  # imported where used: rich and SQLAlchemy cost ~150 ms, more than `rocroof --help` may take
+    from rich.console import Console
+    from rich.progress import Progress
 
 DEFAULT_DB = "rocroof.db"
 DB_HELP = (
@@ -41,8 +42,14 @@ class RocroofGroup(click.Group):
             if ctx.params.get("traceback") or os.environ.get("ROCROOF_TRACEBACK"):
                 raise
             raise click.ClickException(printable(str(exc))) from None
-        except sa_exc.OperationalError as exc:  # the database refused: read-only, locked, full disk, gone
-            if os.environ.get("ROCROOF_TRACEBACK"):
+        except Exception as exc:
+            # the database refused (read-only, locked, full disk, gone): SQLAlchemy's OperationalError, which
+            # only a command that imported SQLAlchemy can raise; anything else goes on unchanged
+            if "sqlalchemy.exc" not in sys.modules or os.environ.get("ROCROOF_TRACEBACK"):
+                raise
+            from sqlalchemy import exc as sa_exc
+
+            if not isinstance(exc, sa_exc.OperationalError):
                 raise
             shown = _db_in_args(args) or "the database"
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
@@ -98,6 +105,8 @@ def echo(text: str, nl: bool = True) -> None:
 
 def stderr_console() -> Console:
     """A rich console on stderr, for progress and messages that are not the command's output."""
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 
@@ -172,6 +181,8 @@ def parse_labels(labels: Sequence[str]) -> dict[str, str]:
 
 def progress_bar() -> Progress:
     """A transient progress display on stderr (off when stderr is not a terminal)."""
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     console = stderr_console()
     return Progress(
         SpinnerColumn(),

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from ..errors import InputError, RocroofError
 from ..text import printable
@@ -28,6 +19,9 @@ from .app import (
     progress_bar,
     stderr_console,
 )
+
+if TYPE_CHECKING:
+    from rich.progress import Progress  # imported where used: not needed for `rocroof --help`
 
 
 def _ingest_one(
@@ -311,6 +305,8 @@ def collect(
       rocroof collect --counters roofline --out cap/ -- llama-completion -m m.gguf -p hi -n 8 -no-cnv
       rocroof collect --arch gfx942 --dry-run -- ./app
     """
+    import datetime as dt
+
     from ..capture.collect import execute, make_plan
     from ..capture.profilers import choose_profiler
     from ..ingest.sample import DEFAULT_SAMPLE, parse_sample, sampler_for
@@ -450,6 +446,15 @@ class _CounterProgress:
 
     def update(self, run: Any, done: int, planned: int | None) -> None:
         if self._run is not run:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
             self.stop()
             self._run = run
             self._progress = Progress(

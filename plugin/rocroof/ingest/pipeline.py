@@ -126,6 +126,13 @@ def check_arch(arch: str) -> str:
     return arch.strip().lower()
 
 
+def _as_categories(df: pd.DataFrame, columns: tuple[str, ...]) -> None:
+    """Turn the text ``columns`` of ``df`` present in it into categoricals, in place (same values)."""
+    for name in columns:
+        if name in df.columns and df[name].dtype == object and len(df):
+            df[name] = df[name].astype("category")
+
+
 def build_run(
     capture: Capture,
     *,
@@ -516,6 +523,11 @@ def build_run(
     extra["run_ceiling"] = ceiling_rows(
         name, arch, peak_gbps, peak_source, cu_count=cus, device_id=device, dram_rule=ceiling.rule
     )
+    # text that repeats (a few dozen kernel names and formulas over 10^6 rows) as categoricals: one
+    # string per distinct value instead of one per row (~220 MB of kernel names at 10^6 dispatches)
+    _as_categories(dispatches, ("kernel_name", "agent_label", "attribution_method"))
+    _as_categories(dram, ("dram_formula", "dram_bytes_note"))
+    _as_categories(ops, ("op", "op_list"))
     tables = {
         "agent": agents,
         "pass": pass_rows,

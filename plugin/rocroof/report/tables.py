@@ -1083,7 +1083,7 @@ def runs_frame(store: Store, *, labels_as_mapping: bool = False) -> pd.DataFrame
     ``labels`` is ``key=value,...`` text (CSV, tables), or with ``labels_as_mapping`` a
     ``{key: value}`` dict per run (JSON: values may hold commas).
     """
-    r, d, lab = schema.run, schema.dispatch, schema.run_label
+    r, d, lab = schema.run, schema.dispatch_record, schema.run_label
     counts = (
         sa.select(d.c.run_id, sa.func.count().label("dispatches"), sa.func.count(d.c.op_index).label("attributed"))
         .where(d.c.timing_dispatch_index == d.c.dispatch_index)

@@ -53,11 +53,191 @@ _TABLE_ORDER = [
     "op_model",
     "op_edge",
     "run_ceiling",
-    "dispatch",
-    "counter_value",
-    "counter_instance",
-    "dram_traffic",
+    "kernel_symbol",
+    "dram_text",
+    "dispatch_record",
+    "counter",
+    "counter_reading",
+    "counter_instance_reading",
 ]
+#: The run frames that the store keeps in another layout (:func:`physical_tables`).
+_LOGICAL = ("dispatch", "counter_value", "counter_instance", "dram_traffic")
+
+
+def _numbered(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
+    """``(codes, distinct values)`` of a text column in order of first appearance; code -1 for missing."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy()
+        used = np.unique(codes[codes >= 0])
+        remap = np.full(len(values.cat.categories) + 1, -1, dtype=np.int64)
+        first = pd.unique(codes[codes >= 0])  # categories in order of first appearance
+        remap[first] = np.arange(len(first))
+        del used
+        return remap[codes], [values.cat.categories[c] for c in first]
+    codes, uniques = pd.factorize(values.to_numpy(dtype=object), use_na_sentinel=True)
+    return codes.astype(np.int64), list(uniques)
+
+
+def physical_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """A run's frames in the store's layout (schema 0006): names numbered, DRAM bytes on the dispatch row.
+
+    ``dispatch`` becomes ``kernel_symbol`` (names numbered in order of first dispatch) and
+    ``dispatch_record`` (``kernel_index``; the ``dram_traffic`` columns of timing dispatches,
+    bounds NULL where they equal the value, formula and note by number into ``dram_text``);
+    ``counter_value`` and ``counter_instance`` become ``counter`` (names numbered) and
+    ``counter_reading`` / ``counter_instance_reading``. The other frames pass unchanged.
+    """
+    out = {name: df for name, df in tables.items() if name not in _LOGICAL}
+    disp = tables.get("dispatch")
+    if disp is not None and len(disp):
+        codes, names = _numbered(disp["kernel_name"])
+        out["kernel_symbol"] = pd.DataFrame({"kernel_index": np.arange(len(names)), "kernel_name": names})
+        rec = disp.drop(columns=["kernel_name"])
+        rec["kernel_index"] = pd.arrays.IntegerArray(np.where(codes >= 0, codes, 0), codes < 0)
+        dram = tables.get("dram_traffic")
+        if dram is not None and len(dram):
+            index = pd.Index(rec["dispatch_index"].to_numpy(dtype=np.int64))
+            if not index.is_unique:  # a repeated dispatch index: the insert refuses it (primary key)
+                index = index.drop_duplicates(keep="first")
+                first = pd.Series(np.arange(len(rec))).groupby(rec["dispatch_index"].to_numpy()).first()
+                rows = first.reindex(dram["dispatch_index"].to_numpy()).fillna(-1).to_numpy(dtype=np.int64)
+            else:
+                rows = index.get_indexer(dram["dispatch_index"].to_numpy(dtype=np.int64))
+            keep = rows >= 0
+            rows = rows[keep]
+
+            def floats(name: str) -> np.ndarray:
+                if name not in dram:
+                    return np.full(int(keep.sum()), np.nan)
+                values: np.ndarray = pd.to_numeric(dram[name], errors="coerce").to_numpy(
+                    dtype=np.float64, na_value=np.nan
+                )
+                kept: np.ndarray = values[keep]
+                return kept
+
+            def texts_of(name: str) -> pd.Series:
+                return dram[name].astype(object) if name in dram else pd.Series([None] * len(dram), dtype=object)
+
+            for value in ("dram_read_bytes", "dram_write_bytes"):
+                v = floats(value)
+                column = np.full(len(rec), np.nan)
+                column[rows] = v
+                rec[value] = column
+                for side in ("_min", "_max"):
+                    b = floats(value + side)
+                    bound = np.full(len(rec), np.nan)
+                    bound[rows] = np.where(b == v, np.nan, b)  # exact: NULL (the views show the value)
+                    rec[value + side] = bound
+            text = pd.concat([texts_of("dram_formula"), texts_of("dram_bytes_note")], ignore_index=True)
+            text_codes, texts = _numbered(text.astype(object))
+            out["dram_text"] = pd.DataFrame({"text_index": np.arange(len(texts)), "text": texts})
+            for name, part in (
+                ("dram_formula_index", text_codes[: len(dram)]),
+                ("dram_note_index", text_codes[len(dram) :]),
+            ):
+                column = np.full(len(rec), -1, dtype=np.int64)
+                column[rows] = part[keep]
+                rec[name] = pd.arrays.IntegerArray(np.where(column >= 0, column, 0), column < 0)
+        out["dispatch_record"] = rec
+    values, instances = tables.get("counter_value"), tables.get("counter_instance")
+    parts = [df for df in (values, instances) if df is not None and len(df)]
+    if parts:
+        # counter names numbered over both frames, without a Python string per reading
+        numbers: dict[Any, int] = {}
+        coded = []
+        for df in parts:
+            codes, uniques = _numbered(df["counter_name"])
+            remap = np.array([numbers.setdefault(u, len(numbers)) for u in uniques] + [-1], dtype=np.int32)
+            coded.append(remap[codes])  # code -1 (a missing name) stays -1 (the last entry)
+        out["counter"] = pd.DataFrame({"counter_index": np.arange(len(numbers)), "counter_name": list(numbers)})
+        if values is not None and len(values):
+            out["counter_reading"] = _side_by_side(values["dispatch_index"], coded[0], values["value"])
+        if instances is not None and len(instances):
+            frame = instances.drop(columns=["counter_name"])
+            frame["counter_index"] = coded[-1]
+            out["counter_instance_reading"] = frame
+    return out
+
+
+#: Readings turned side by side per slice (bounds the temporaries: ~40 bytes a reading).
+_SIDE_BY_SIDE_SLICE = 1 << 20
+
+
+def _side_by_side(dispatch: pd.Series, counter: np.ndarray, value: pd.Series) -> pd.DataFrame:
+    """Long counter readings as ``counter_reading`` rows: 16 counters to a row, in key order.
+
+    Args:
+        dispatch: the dispatch index of each reading, shape (n,).
+        counter: its run-local counter index (>= 0), shape (n,).
+        value: its value, shape (n,).
+
+    Returns:
+        One row per (dispatch, block) that has a reading: ``dispatch_index``, ``block`` and
+        ``value_0`` .. ``value_{k-1}`` (k: the highest slot used + 1; NaN where a dispatch has no
+        reading of that counter), sorted by (dispatch_index, block).
+
+    Raises:
+        SchemaError: two readings of one counter for one dispatch (the readers sum those first).
+    """
+    per = schema.COUNTERS_PER_READING
+    counter = np.asarray(counter)
+    blocks = int(counter.max()) // per + 1 if len(counter) else 1
+    width = min(per, int(counter.max()) + 1) if len(counter) else 1
+    n = len(counter)
+
+    def keys_of(start: int, stop: int) -> np.ndarray:
+        d: np.ndarray = dispatch.iloc[start:stop].to_numpy(dtype=np.int64)
+        return np.asarray(d * blocks + counter[start:stop] // per) if blocks > 1 else d
+
+    def values_of(start: int, stop: int) -> np.ndarray:
+        part = pd.to_numeric(value.iloc[start:stop], errors="coerce")
+        out: np.ndarray = np.asarray(part.to_numpy(dtype=np.float64, na_value=np.nan))
+        return out
+
+    ordered, last = True, None
+    for start in range(0, n, _SIDE_BY_SIDE_SLICE):  # in key order? (slice by slice: no whole-run temporaries)
+        k = keys_of(start, min(start + _SIDE_BY_SIDE_SLICE, n))
+        if (last is not None and k[0] < last) or not bool((k[1:] >= k[:-1]).all()):
+            ordered = False
+            break
+        last = k[-1]
+    if not ordered:  # sort once (rare: the readers give readings in dispatch order)
+        whole = keys_of(0, n)
+        order = np.argsort(whole, kind="stable")
+        dispatch = pd.Series(dispatch.to_numpy(dtype=np.int64)[order])
+        counter = counter[order]
+        value = pd.Series(values_of(0, n)[order])
+    pieces: list[pd.DataFrame] = []
+    start = 0
+    while start < n:
+        stop = min(start + _SIDE_BY_SIDE_SLICE, n)
+        k = keys_of(start, stop + 64)  # a few readings past the slice: a (dispatch, block) stays in one slice
+        cut = stop - start
+        while start + cut < n and cut < len(k) and k[cut] == k[cut - 1]:
+            cut += 1
+        if start + cut < n and cut >= len(k):
+            # a block holds at most 16 counters: more readings of one (dispatch, block) repeat a counter
+            raise SchemaError("two values of one counter for one dispatch; a run stores one per counter and dispatch")
+        k = k[:cut]
+        stop = start + cut
+        vals = values_of(start, stop)
+        change = k[1:] != k[:-1]
+        row = np.concatenate(([0], np.cumsum(change))).astype(np.int64)
+        keys = k[np.concatenate(([True], change))]
+        cell = row * width + counter[start:stop] % per
+        flat = np.full(len(keys) * width, np.nan)
+        flat[cell] = vals
+        if int(np.count_nonzero(~np.isnan(flat))) != int(np.count_nonzero(~np.isnan(vals))):
+            raise SchemaError("two values of one counter for one dispatch; a run stores one per counter and dispatch")
+        grid = flat.reshape(len(keys), width)
+        piece = pd.DataFrame({"dispatch_index": keys // blocks, "block": keys % blocks}, copy=False)
+        for j in range(width):
+            piece[f"value_{j}"] = grid[:, j]
+        pieces.append(piece)
+        start = stop
+    if not pieces:
+        return pd.DataFrame({"dispatch_index": [], "block": [], "value_0": []})
+    return pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
 
 
 class CopiedRun(NamedTuple):
@@ -333,7 +513,8 @@ class Store:
             ) from exc
 
     def _write_run(self, frames: RunFrames, labels: dict[str, str], replace: bool, progress: Progress | None) -> int:
-        total = sum(len(frames.tables.get(name, ())) for name in _TABLE_ORDER)
+        tables = physical_tables(frames.tables)
+        total = sum(len(tables.get(name, ())) for name in _TABLE_ORDER)
         done = 0
         replace_id: int | None = None
         with self.begin_write() as conn:
@@ -373,7 +554,7 @@ class Store:
                 if records:
                     conn.execute(schema.metadata.tables[name].insert(), [{"run_id": run_id, **r} for r in records])
             for name in _TABLE_ORDER:
-                df = frames.tables.get(name)
+                df = tables.get(name)
                 if df is None or not len(df):
                     continue
                 table = schema.metadata.tables[name]
@@ -567,11 +748,33 @@ class Store:
                 raise QueryError(
                     f"refused: rocroof query only reads (the statement would {denied[0]}); the database was not changed"
                 ) from exc
+            if "because it is a view" in msg:  # a write to a view (dispatch, counter_value...): refused as well
+                raise QueryError(
+                    f"refused: rocroof query only reads (the statement would {_view_write(sql, msg)}, a view); "
+                    "the database was not changed"
+                ) from exc
             if "readonly" in msg.replace("-", "").lower() or "read-only" in msg.lower() or "query_only" in msg:
                 raise QueryError(
                     f"the database is opened read-only; statements that write are refused ({msg})"
                 ) from exc
             raise QueryError(f"query failed: {msg}") from exc
+
+
+def _view_write(sql: str, msg: str) -> str:
+    """What a statement refused for writing to a view would have done: ``delete from dispatch``.
+
+    SQLite refuses such a statement while preparing it ("cannot modify X because it is a view"),
+    before the authorizer sees it, so the verb is read back from the SQL text.
+    """
+    found = re.search(
+        r"\b(delete\s+from|insert\s+(?:or\s+\w+\s+)?into|replace\s+into|update(?:\s+or\s+\w+)?)\s+[\"`\[]?(\w+)",
+        sql,
+        re.IGNORECASE,
+    )
+    if found is None:
+        view = re.search(r"modify (\S+) because", msg)
+        return f"modify {view.group(1) if view else 'a view'}"
+    return f"{' '.join(found.group(1).lower().split())} {found.group(2)}"
 
 
 #: SQLite virtual-machine steps between two chances for Ctrl-C to stop a running query.
@@ -800,7 +1003,12 @@ def _chunks(df: pd.DataFrame, table: sa.Table, run_id: int) -> Iterator[tuple[li
     ``rows`` is a 2-D object array of Python scalars (None for missing values), at most
     :data:`INSERT_CHUNK` rows: a run of any size is converted a chunk at a time.
     """
-    cols = [c for c in table.columns if c.name in df.columns and c.name != "run_id"]
+    # a column with no value in the whole frame is left out of the INSERT (NULL by default): fewer values to bind
+    cols = [
+        c
+        for c in table.columns
+        if c.name in df.columns and c.name != "run_id" and (c.primary_key or not bool(df[c.name].isna().all()))
+    ]
     names = ["run_id", *(c.name for c in cols)]
     n = len(df)
     for start in range(0, n, INSERT_CHUNK):

@@ -29,27 +29,10 @@ migration_table = sa.Table(
     sa.Column("applied_at", sa.String(32), nullable=False, info={"doc": "When it was applied, ISO 8601 UTC."}),
 )
 
-_V1_TABLES = [
-    "run",
-    "run_label",
-    "run_note",
-    "run_setting",
-    "agent",
-    "pass",
-    "dispatch",
-    "counter_value",
-    "counter_instance",
-    "marker_range",
-    "op_invocation",
-    "op_node",
-    "op_operand",
-    "dram_traffic",
-]
-
 
 def _m0001_initial(conn: sa.Connection) -> None:
-    tables = [schema.metadata.tables[name] for name in _V1_TABLES]
-    schema.metadata.create_all(conn, tables=tables)
+    """A new database: every table of the current layout (the later steps find nothing to change)."""
+    schema.metadata.create_all(conn)
     for index in schema.INDEXES:
         index.create(conn, checkfirst=True)
 
@@ -61,6 +44,20 @@ def _m0002_model(conn: sa.Connection) -> None:
 
 #: The counter tables in the layout of 0003 (SQLite only: PostgreSQL tables have no rowid).
 _ROWID_FREE = ("counter_value", "counter_instance")
+#: Their DDL in that layout, frozen (0006_lean_layout replaced them).
+_ROWID_FREE_DDL = {
+    "counter_value": "CREATE TABLE counter_value (run_id INTEGER NOT NULL, dispatch_index INTEGER NOT NULL, "
+    "counter_name VARCHAR(255) NOT NULL, value FLOAT NOT NULL, PRIMARY KEY (run_id, dispatch_index, counter_name), "
+    "FOREIGN KEY(run_id) REFERENCES run (run_id) ON DELETE CASCADE) WITHOUT ROWID",
+    "counter_instance": "CREATE TABLE counter_instance (run_id INTEGER NOT NULL, dispatch_index INTEGER NOT NULL, "
+    "counter_name VARCHAR(255) NOT NULL, instance INTEGER NOT NULL, value FLOAT NOT NULL, "
+    "PRIMARY KEY (run_id, dispatch_index, counter_name, instance), "
+    "FOREIGN KEY(run_id) REFERENCES run (run_id) ON DELETE CASCADE) WITHOUT ROWID",
+}
+_ROWID_FREE_COLUMNS = {
+    "counter_value": ("run_id", "dispatch_index", "counter_name", "value"),
+    "counter_instance": ("run_id", "dispatch_index", "counter_name", "instance", "value"),
+}
 
 
 def _m0003_counter_tables(conn: sa.Connection) -> None:
@@ -82,12 +79,11 @@ def _m0003_counter_tables(conn: sa.Connection) -> None:
         ddl = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).scalar()
         if ddl is None or "WITHOUT ROWID" in str(ddl).upper():
             continue  # created by 0001 in this layout already
-        table = schema.metadata.tables[name]
-        cols = ", ".join(c.name for c in table.columns)
-        key = ", ".join(c.name for c in table.primary_key.columns)
+        cols = ", ".join(_ROWID_FREE_COLUMNS[name])
+        key = ", ".join(_ROWID_FREE_COLUMNS[name][:-1])
         conn.exec_driver_sql(f"CREATE TEMP TABLE rocroof_copy AS SELECT {cols} FROM {name}")
         conn.exec_driver_sql(f"DROP TABLE {name}")
-        table.create(conn)
+        conn.exec_driver_sql(_ROWID_FREE_DDL[name])
         conn.exec_driver_sql(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM temp.rocroof_copy ORDER BY {key}")
         conn.exec_driver_sql("DROP TABLE temp.rocroof_copy")
 
@@ -112,10 +108,8 @@ def fill_op_total(conn: sa.Connection, run_id: int | None = None) -> None:
 
 
 def _m0004_op_total(conn: sa.Connection) -> None:
-    """``op_total``: each run's op_summary rows, stored (filled for the runs already stored)."""
+    """``op_total``: each run's op_summary rows, stored (filled for the stored runs by 0006_lean_layout)."""
     schema.op_total.create(conn, checkfirst=True)
-    views.create_all(conn)  # the views this step reads, as of this rocroof
-    fill_op_total(conn)
 
 
 def _add_column(conn: sa.Connection, table: str, column: str, ddl_type: str) -> None:
@@ -130,12 +124,108 @@ def _m0005_ceiling_rule(conn: sa.Connection) -> None:
     _add_column(conn, "agent", "pci_device_id", "INTEGER")
 
 
+def _is_table(conn: sa.Connection, name: str) -> bool:
+    return name in set(sa.inspect(conn).get_table_names())
+
+
+def _m0006_lean_layout(conn: sa.Connection) -> None:
+    """Numbers instead of repeated text, DRAM bytes on the dispatch row, no self-index.
+
+    A run of 10^6 dispatches with 8 counters each took ~908 bytes per dispatch: the kernel's name
+    (a few hundred bytes, a few dozen distinct) on every dispatch, the counter's name on every
+    counter value, the byte formula on every ``dram_traffic`` row, bounds equal to the value
+    when exact, and an index mapping each dispatch to itself. The tables become
+    ``kernel_symbol``, ``dispatch_record`` (with the DRAM bytes, bounds NULL when exact, formula
+    and note by number into ``dram_text``), ``counter`` + ``counter_reading`` (16 counters a
+    row) and
+    ``counter_instance_reading``; views named ``dispatch``, ``counter_value``,
+    ``counter_instance`` and ``dram_traffic`` read as the old tables did. Stored runs are
+    converted in place (numbers in name order per run), and ``op_total`` is filled again.
+    """
+    old_layout = _is_table(conn, "dispatch")
+    views.drop_all(conn)  # the old views read the old tables
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_dispatch_op")
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_dispatch_timing")
+    new = ("kernel_symbol", "dram_text", "dispatch_record", "counter", "counter_reading", "counter_instance_reading")
+    tables = [schema.metadata.tables[n] for n in new]
+    schema.metadata.create_all(conn, tables=tables)
+    for index in schema.INDEXES:
+        index.create(conn, checkfirst=True)
+    if old_layout:
+        _convert_to_lean(conn)
+    views.create_all(conn)
+    conn.execute(schema.op_total.delete())
+    fill_op_total(conn)
+
+
+def _convert_to_lean(conn: sa.Connection) -> None:
+    """Copy the rows of the schema 1-5 tables into the 0006 layout, then drop the old tables."""
+    number = "ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY {}) - 1"
+    conn.exec_driver_sql(
+        "INSERT INTO kernel_symbol (run_id, kernel_index, kernel_name) "
+        f"SELECT run_id, {number.format('kernel_name')}, kernel_name "
+        "FROM (SELECT DISTINCT run_id, kernel_name FROM dispatch WHERE kernel_name IS NOT NULL) k"
+    )
+    conn.exec_driver_sql(
+        "INSERT INTO dram_text (run_id, text_index, text) "
+        f"SELECT run_id, {number.format('text')}, text FROM ("
+        "SELECT run_id, dram_formula AS text FROM dram_traffic WHERE dram_formula IS NOT NULL "
+        "UNION SELECT run_id, dram_bytes_note FROM dram_traffic WHERE dram_bytes_note IS NOT NULL) t"
+    )
+    kept = ", ".join(name for name, _, _ in schema._DISPATCH_COLUMNS)
+    d_kept = ", ".join(f"d.{name}" for name, _, _ in schema._DISPATCH_COLUMNS)
+
+    def bound(column: str, value: str) -> str:
+        return f"CASE WHEN t.{column} = t.{value} THEN NULL ELSE t.{column} END"
+
+    conn.exec_driver_sql(
+        f"INSERT INTO dispatch_record (run_id, dispatch_index, pass_index, ordinal, kernel_index, {kept}, "
+        "dram_read_bytes, dram_read_bytes_min, dram_read_bytes_max, dram_write_bytes, dram_write_bytes_min, "
+        "dram_write_bytes_max, dram_formula_index, dram_note_index) "
+        f"SELECT d.run_id, d.dispatch_index, d.pass_index, d.ordinal, k.kernel_index, {d_kept}, "
+        f"t.dram_read_bytes, {bound('dram_read_bytes_min', 'dram_read_bytes')}, "
+        f"{bound('dram_read_bytes_max', 'dram_read_bytes')}, t.dram_write_bytes, "
+        f"{bound('dram_write_bytes_min', 'dram_write_bytes')}, {bound('dram_write_bytes_max', 'dram_write_bytes')}, "
+        "f.text_index, n.text_index FROM dispatch d "
+        "LEFT JOIN kernel_symbol k ON k.run_id = d.run_id AND k.kernel_name = d.kernel_name "
+        "LEFT JOIN dram_traffic t ON t.run_id = d.run_id AND t.dispatch_index = d.dispatch_index "
+        "LEFT JOIN dram_text f ON f.run_id = t.run_id AND f.text = t.dram_formula "
+        "LEFT JOIN dram_text n ON n.run_id = t.run_id AND n.text = t.dram_bytes_note "
+        "ORDER BY d.run_id, d.dispatch_index"
+    )
+    conn.exec_driver_sql(
+        "INSERT INTO counter (run_id, counter_index, counter_name) "
+        f"SELECT run_id, {number.format('counter_name')}, counter_name FROM ("
+        "SELECT run_id, counter_name FROM counter_value UNION SELECT run_id, counter_name FROM counter_instance) c"
+    )
+    per = schema.COUNTERS_PER_READING
+    slots = ", ".join(f"value_{j}" for j in range(per))
+    slot = f"c.counter_index - (c.counter_index / {per}) * {per}"  # integer division on both databases
+    pivot = ", ".join(f"MAX(CASE WHEN {slot} = {j} THEN v.value END)" for j in range(per))
+    conn.exec_driver_sql(
+        f"INSERT INTO counter_reading (run_id, dispatch_index, block, {slots}) "
+        f"SELECT v.run_id, v.dispatch_index, c.counter_index / {per}, {pivot} FROM counter_value v "
+        "JOIN counter c ON c.run_id = v.run_id AND c.counter_name = v.counter_name "
+        f"GROUP BY v.run_id, v.dispatch_index, c.counter_index / {per} "
+        f"ORDER BY v.run_id, v.dispatch_index, c.counter_index / {per}"
+    )
+    conn.exec_driver_sql(
+        "INSERT INTO counter_instance_reading (run_id, dispatch_index, counter_index, instance, value) "
+        "SELECT v.run_id, v.dispatch_index, c.counter_index, v.instance, v.value FROM counter_instance v "
+        "JOIN counter c ON c.run_id = v.run_id AND c.counter_name = v.counter_name "
+        "ORDER BY v.run_id, v.dispatch_index, c.counter_index, v.instance"
+    )
+    for name in ("counter_value", "counter_instance", "dram_traffic", "dispatch"):
+        conn.exec_driver_sql(f"DROP TABLE {name}")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_model", _m0002_model),
     ("0003_counter_tables", _m0003_counter_tables),
     ("0004_op_total", _m0004_op_total),
     ("0005_ceiling_rule", _m0005_ceiling_rule),
+    ("0006_lean_layout", _m0006_lean_layout),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

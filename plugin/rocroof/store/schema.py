@@ -158,81 +158,150 @@ pass_ = sa.Table(
     sa.PrimaryKeyConstraint("run_id", "pass_index"),
 )
 
-dispatch = sa.Table(
-    "dispatch",
+kernel_symbol = sa.Table(
+    "kernel_symbol",
+    metadata,
+    _run_fk(),
+    _c("kernel_index", sa.Integer, "Run-local kernel number, 0-based in order of first dispatch.", nullable=False),
+    _c("kernel_name", sa.Text, "Kernel symbol (or the renamed region under --kernel-rename CSV).", nullable=False),
+    sa.PrimaryKeyConstraint("run_id", "kernel_index"),
+    info={"doc": "The distinct kernel names of a run (a few dozen), so that a dispatch stores a number, not the name."},
+)
+
+dram_text = sa.Table(
+    "dram_text",
+    metadata,
+    _run_fk(),
+    _c("text_index", sa.Integer, "Run-local number, 0-based.", nullable=False),
+    _c("text", sa.Text, "A DRAM byte formula or a note on a byte count (see ``dispatch_record``).", nullable=False),
+    sa.PrimaryKeyConstraint("run_id", "text_index"),
+    info={"doc": "The distinct DRAM byte formulas and notes of a run, which every dispatch would repeat."},
+)
+
+#: Columns of a dispatch record that every profiler pass gives (the ``dispatch`` view shows them with
+#: the kernel's name).
+_DISPATCH_COLUMNS: list[tuple[str, Any, str]] = [
+    ("dispatch_id", sa.BigInteger, "The profiler's dispatch id."),
+    ("kernel_id", sa.BigInteger, "The profiler's kernel symbol id."),
+    ("agent_index", sa.Integer, "The agent (see ``agent``)."),
+    ("queue_id", sa.BigInteger, "HSA queue / CUDA context id."),
+    ("stream_id", sa.BigInteger, "HIP/CUDA stream id."),
+    ("process_id", sa.BigInteger, "OS process id."),
+    ("thread_id", sa.BigInteger, "Launching host thread id."),
+    ("correlation_id", sa.BigInteger, "Internal correlation id of the launching API call."),
+    ("start_ns", sa.BigInteger, "GPU start timestamp, ns."),
+    ("end_ns", sa.BigInteger, "GPU end timestamp, ns."),
+    ("duration_ns", sa.BigInteger, "GPU execution time, ns; NULL when the source cannot give it."),
+    ("grid_size", sa.BigInteger, "Work-items in the grid."),
+    ("workgroup_size", sa.Integer, "Work-items per workgroup."),
+    ("grid_x", sa.BigInteger, "Grid size X, work-items."),
+    ("grid_y", sa.BigInteger, "Grid size Y, work-items."),
+    ("grid_z", sa.BigInteger, "Grid size Z, work-items."),
+    ("workgroup_x", sa.Integer, "Workgroup size X, work-items."),
+    ("workgroup_y", sa.Integer, "Workgroup size Y, work-items."),
+    ("workgroup_z", sa.Integer, "Workgroup size Z, work-items."),
+    ("lds_bytes", sa.BigInteger, "LDS / shared memory per workgroup, bytes."),
+    ("scratch_bytes", sa.BigInteger, "Scratch per work-item, bytes."),
+    ("vgpr_count", sa.Integer, "Architected VGPRs per work-item."),
+    ("accum_vgpr_count", sa.Integer, "Accumulation VGPRs per work-item."),
+    ("sgpr_count", sa.Integer, "SGPRs per wave."),
+    ("launch_ns", sa.BigInteger, "Host time of the launching API call, ns (attribution)."),
+    ("range_index", sa.Integer, "Innermost marker range open at launch (see ``marker_range``)."),
+    ("op_index", sa.Integer, "The ggml op invocation (see ``op_invocation``); NULL = unattributed."),
+    ("kernel_ordinal", sa.Integer, "0-based position of the kernel inside its op invocation."),
+    (
+        "attribution_method",
+        _str(32),
+        "profiler, kernel_rename, nvtx_stack, launch_api, host_dispatch, enqueue_order or none.",
+    ),
+    (
+        "timing_dispatch_index",
+        sa.Integer,
+        "The matching dispatch of the timing pass (itself for the timing pass); NULL when unmatched.",
+    ),
+]
+#: The DRAM byte columns a timing-pass dispatch record carries (rocroof.analysis.dram).
+_DRAM_COLUMNS: list[tuple[str, Any, str]] = [
+    ("dram_read_bytes", sa.Float, "DRAM bytes read (counters of all passes joined); NULL when undetermined."),
+    ("dram_read_bytes_min", sa.Float, "Lower bound of the read bytes; NULL when exact (= dram_read_bytes)."),
+    ("dram_read_bytes_max", sa.Float, "Upper bound of the read bytes; NULL when exact."),
+    ("dram_write_bytes", sa.Float, "DRAM bytes written; NULL when undetermined."),
+    ("dram_write_bytes_min", sa.Float, "Lower bound of the written bytes; NULL when exact."),
+    ("dram_write_bytes_max", sa.Float, "Upper bound of the written bytes; NULL when exact."),
+    ("dram_formula_index", sa.Integer, "The byte formula used (see ``dram_text``); NULL when no counters."),
+    ("dram_note_index", sa.Integer, "Why a byte count is unknown or approximate (see ``dram_text``)."),
+]
+
+dispatch_record = sa.Table(
+    "dispatch_record",
     metadata,
     _run_fk(),
     _c("dispatch_index", sa.Integer, "Run-local row number (0-based, pass by pass).", nullable=False),
     _c("pass_index", sa.Integer, "The pass the record comes from.", nullable=False),
     _c("ordinal", sa.Integer, "0-based enqueue order within the pass.", nullable=False),
-    _c("dispatch_id", sa.BigInteger, "The profiler's dispatch id."),
-    _c("kernel_name", sa.Text, "Kernel symbol (or the renamed region under --kernel-rename CSV)."),
-    _c("kernel_id", sa.BigInteger, "The profiler's kernel symbol id."),
-    _c("agent_index", sa.Integer, "The agent (see ``agent``)."),
-    _c("queue_id", sa.BigInteger, "HSA queue / CUDA context id."),
-    _c("stream_id", sa.BigInteger, "HIP/CUDA stream id."),
-    _c("process_id", sa.BigInteger, "OS process id."),
-    _c("thread_id", sa.BigInteger, "Launching host thread id."),
-    _c("correlation_id", sa.BigInteger, "Internal correlation id of the launching API call."),
-    _c("start_ns", sa.BigInteger, "GPU start timestamp, ns."),
-    _c("end_ns", sa.BigInteger, "GPU end timestamp, ns."),
-    _c("duration_ns", sa.BigInteger, "GPU execution time, ns; NULL when the source cannot give it."),
-    _c("grid_size", sa.BigInteger, "Work-items in the grid."),
-    _c("workgroup_size", sa.Integer, "Work-items per workgroup."),
-    _c("grid_x", sa.BigInteger, "Grid size X, work-items."),
-    _c("grid_y", sa.BigInteger, "Grid size Y, work-items."),
-    _c("grid_z", sa.BigInteger, "Grid size Z, work-items."),
-    _c("workgroup_x", sa.Integer, "Workgroup size X, work-items."),
-    _c("workgroup_y", sa.Integer, "Workgroup size Y, work-items."),
-    _c("workgroup_z", sa.Integer, "Workgroup size Z, work-items."),
-    _c("lds_bytes", sa.BigInteger, "LDS / shared memory per workgroup, bytes."),
-    _c("scratch_bytes", sa.BigInteger, "Scratch per work-item, bytes."),
-    _c("vgpr_count", sa.Integer, "Architected VGPRs per work-item."),
-    _c("accum_vgpr_count", sa.Integer, "Accumulation VGPRs per work-item."),
-    _c("sgpr_count", sa.Integer, "SGPRs per wave."),
-    _c("launch_ns", sa.BigInteger, "Host time of the launching API call, ns (attribution)."),
-    _c("range_index", sa.Integer, "Innermost marker range open at launch (see ``marker_range``)."),
-    _c("op_index", sa.Integer, "The ggml op invocation (see ``op_invocation``); NULL = unattributed."),
-    _c("kernel_ordinal", sa.Integer, "0-based position of the kernel inside its op invocation."),
-    _c(
-        "attribution_method",
-        _str(32),
-        "profiler, kernel_rename, nvtx_stack, launch_api, host_dispatch, enqueue_order or none.",
-    ),
-    _c(
-        "timing_dispatch_index",
-        sa.Integer,
-        "The matching dispatch of the timing pass (itself for the timing pass); NULL when unmatched.",
-    ),
+    _c("kernel_index", sa.Integer, "The kernel (see ``kernel_symbol``)."),
+    *(_c(name, type_, doc) for name, type_, doc in _DISPATCH_COLUMNS),
+    *(_c(name, type_, doc) for name, type_, doc in _DRAM_COLUMNS),
     sa.PrimaryKeyConstraint("run_id", "dispatch_index"),
+    info={
+        "doc": "One row per kernel dispatch of every pass, with the DRAM bytes of the timing pass's dispatches "
+        "(the ``dispatch`` view adds the kernel's name, ``dram_traffic`` the formulas)."
+    },
 )
 
-counter_value = sa.Table(
-    "counter_value",
+counter = sa.Table(
+    "counter",
+    metadata,
+    _run_fk(),
+    _c("counter_index", sa.Integer, "Run-local counter number, 0-based.", nullable=False),
+    _c("counter_name", _str(255), "Counter name as collected (e.g. TCC_EA0_RDREQ_sum).", nullable=False),
+    sa.PrimaryKeyConstraint("run_id", "counter_index"),
+    info={"doc": "The counters a run collected, numbered (``counter_value`` shows the readings by name)."},
+)
+
+#: Counters stored side by side on one ``counter_reading`` row: counter ``i`` of a run is in block
+#: ``i // 16``, column ``value_{i % 16}``.
+COUNTERS_PER_READING = 16
+
+counter_reading = sa.Table(
+    "counter_reading",
     metadata,
     _run_fk(),
     _c("dispatch_index", sa.Integer, "The dispatch record (of the pass that measured it).", nullable=False),
-    _c("counter_name", _str(255), "Counter name as collected (e.g. TCC_EA0_RDREQ_sum).", nullable=False),
     _c(
-        "value",
-        sa.Float,
-        "Value summed over hardware instances (counts; KB for FETCH_SIZE/WRITE_SIZE).",
+        "block",
+        sa.Integer,
+        "Which 16 counters the row holds: counter_index 16*block .. 16*block+15 (see ``counter``).",
         nullable=False,
     ),
-    sa.PrimaryKeyConstraint("run_id", "dispatch_index", "counter_name"),
-    sqlite_with_rowid=False,  # the primary key is the table: one B-tree, not a table and an index (0003)
+    *(
+        _c(
+            f"value_{slot}",
+            sa.Float,
+            f"Counter 16*block+{slot} of this dispatch, summed over hardware instances (counts; KB for "
+            "FETCH_SIZE/WRITE_SIZE); NULL when the dispatch has no such reading.",
+        )
+        for slot in range(COUNTERS_PER_READING)
+    ),
+    sa.PrimaryKeyConstraint("run_id", "dispatch_index", "block"),
+    sqlite_with_rowid=False,  # the primary key is the table: one B-tree, not a table and an index
+    info={
+        "doc": "A dispatch's counter values, 16 to a row (read them one per row through the ``counter_value`` view): "
+        "8 counters of 10^6 dispatches are 10^6 rows of 11 values instead of 8x10^6 rows of 4."
+    },
 )
 
-counter_instance = sa.Table(
-    "counter_instance",
+counter_instance_reading = sa.Table(
+    "counter_instance_reading",
     metadata,
     _run_fk(),
     _c("dispatch_index", sa.Integer, "The dispatch record.", nullable=False),
-    _c("counter_name", _str(255), "Counter name without the [i] suffix.", nullable=False),
+    _c("counter_index", sa.Integer, "The counter (see ``counter``), without the [i] suffix.", nullable=False),
     _c("instance", sa.Integer, "0-based hardware instance (e.g. TCC channel).", nullable=False),
     _c("value", sa.Float, "Value of this instance.", nullable=False),
-    sa.PrimaryKeyConstraint("run_id", "dispatch_index", "counter_name", "instance"),
+    sa.PrimaryKeyConstraint("run_id", "dispatch_index", "counter_index", "instance"),
     sqlite_with_rowid=False,
+    info={"doc": "Per-instance counter values (read them through the ``counter_instance`` view)."},
 )
 
 marker_range = sa.Table(
@@ -334,22 +403,6 @@ op_operand = sa.Table(
     sa.PrimaryKeyConstraint("run_id", "op_index", "node_index", "role", "operand_index"),
 )
 
-dram_traffic = sa.Table(
-    "dram_traffic",
-    metadata,
-    _run_fk(),
-    _c("dispatch_index", sa.Integer, "The timing-pass dispatch (counters of all passes joined).", nullable=False),
-    _c("dram_read_bytes", sa.Float, "DRAM bytes read; NULL when undetermined."),
-    _c("dram_read_bytes_min", sa.Float, "Lower bound of DRAM bytes read."),
-    _c("dram_read_bytes_max", sa.Float, "Upper bound of DRAM bytes read."),
-    _c("dram_write_bytes", sa.Float, "DRAM bytes written; NULL when undetermined."),
-    _c("dram_write_bytes_min", sa.Float, "Lower bound of DRAM bytes written."),
-    _c("dram_write_bytes_max", sa.Float, "Upper bound of DRAM bytes written."),
-    _c("dram_formula", sa.Text, "The formula used (see rocroof.analysis.dram)."),
-    _c("dram_bytes_note", sa.Text, "Why a value is unknown or approximate."),
-    sa.PrimaryKeyConstraint("run_id", "dispatch_index"),
-)
-
 op_model = sa.Table(
     "op_model",
     metadata,
@@ -443,7 +496,15 @@ op_total = sa.Table(
 OP_TOTAL_COLUMNS = [c.name for c in op_total.columns if c.name not in ("row_index",)]
 
 INDEXES = [
-    sa.Index("ix_dispatch_op", dispatch.c.run_id, dispatch.c.op_index),
-    sa.Index("ix_dispatch_timing", dispatch.c.run_id, dispatch.c.timing_dispatch_index),
+    sa.Index("ix_dispatch_op", dispatch_record.c.run_id, dispatch_record.c.op_index),
     sa.Index("ix_op_op", op_invocation.c.run_id, op_invocation.c.op),
+    # the fused groups a report counts (a few percent of the invocations): a partial index answers it
+    sa.Index(
+        "ix_op_fused",
+        op_invocation.c.run_id,
+        op_invocation.c.op,
+        op_invocation.c.op_list,
+        sqlite_where=op_invocation.c.is_fused.is_(True),
+        postgresql_where=op_invocation.c.is_fused.is_(True),
+    ),
 ]

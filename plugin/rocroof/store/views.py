@@ -60,11 +60,17 @@ def _add(a: ColumnElement[Any], b: ColumnElement[Any]) -> ColumnElement[Any]:
 
 
 def _dispatch_dram() -> sa.Select[Any]:
-    d, t, o, r, a = s.dispatch, s.dram_traffic, s.op_invocation, s.run, s.agent
-    read, write = t.c.dram_read_bytes, t.c.dram_write_bytes
+    d, o, r, a, k, n = s.dispatch_record, s.op_invocation, s.run, s.agent, s.kernel_symbol, s.dram_text.alias("n")
+    read, write = d.c.dram_read_bytes, d.c.dram_write_bytes
     total = _add(read, write)
-    total_min = _add(sa.func.coalesce(t.c.dram_read_bytes_min, read), sa.func.coalesce(t.c.dram_write_bytes_min, write))
-    total_max = _add(sa.func.coalesce(t.c.dram_read_bytes_max, read), sa.func.coalesce(t.c.dram_write_bytes_max, write))
+    read_min, read_max = (
+        sa.func.coalesce(d.c.dram_read_bytes_min, read),
+        sa.func.coalesce(d.c.dram_read_bytes_max, read),
+    )
+    write_min = sa.func.coalesce(d.c.dram_write_bytes_min, write)
+    write_max = sa.func.coalesce(d.c.dram_write_bytes_max, write)
+    total_min = _add(read_min, write_min)
+    total_max = _add(read_max, write_max)
     gbps = _gbps(total, d.c.duration_ns)
     return (
         sa.select(
@@ -72,17 +78,17 @@ def _dispatch_dram() -> sa.Select[Any]:
             d.c.dispatch_index,
             d.c.dispatch_id,
             d.c.pass_index,
-            d.c.kernel_name,
+            k.c.kernel_name,
             a.c.gfx_arch,
             d.c.start_ns,
             d.c.end_ns,
             d.c.duration_ns,
             read.label("dram_read_bytes"),
-            t.c.dram_read_bytes_min,
-            t.c.dram_read_bytes_max,
+            read_min.label("dram_read_bytes_min"),
+            read_max.label("dram_read_bytes_max"),
             write.label("dram_write_bytes"),
-            t.c.dram_write_bytes_min,
-            t.c.dram_write_bytes_max,
+            write_min.label("dram_write_bytes_min"),
+            write_max.label("dram_write_bytes_max"),
             total.label("dram_bytes"),
             total_min.label("dram_bytes_min"),
             total_max.label("dram_bytes_max"),
@@ -100,14 +106,86 @@ def _dispatch_dram() -> sa.Select[Any]:
             o.c.layer,
             d.c.kernel_ordinal,
             d.c.attribution_method,
-            t.c.dram_bytes_note,
+            n.c.text.label("dram_bytes_note"),
         )
         .select_from(d)
         .join(r, r.c.run_id == d.c.run_id)
-        .outerjoin(t, sa.and_(t.c.run_id == d.c.run_id, t.c.dispatch_index == d.c.dispatch_index))
+        .outerjoin(k, sa.and_(k.c.run_id == d.c.run_id, k.c.kernel_index == d.c.kernel_index))
         .outerjoin(o, sa.and_(o.c.run_id == d.c.run_id, o.c.op_index == d.c.op_index))
         .outerjoin(a, sa.and_(a.c.run_id == d.c.run_id, a.c.agent_index == d.c.agent_index))
+        .outerjoin(n, sa.and_(n.c.run_id == d.c.run_id, n.c.text_index == d.c.dram_note_index))
         .where(d.c.timing_dispatch_index == d.c.dispatch_index)
+    )
+
+
+def _dispatch() -> sa.Select[Any]:
+    """Every dispatch record with its kernel's name: the ``dispatch`` table of schema versions 1-5."""
+    d, k = s.dispatch_record, s.kernel_symbol
+    columns = [d.c[name] for name, _, _ in s._DISPATCH_COLUMNS]
+    return (
+        sa.select(
+            d.c.run_id, d.c.dispatch_index, d.c.pass_index, d.c.ordinal, *columns[:1], k.c.kernel_name, *columns[1:]
+        )
+        .select_from(d)
+        .outerjoin(k, sa.and_(k.c.run_id == d.c.run_id, k.c.kernel_index == d.c.kernel_index))
+    )
+
+
+def _counter_value() -> sa.Select[Any]:
+    """One row per (dispatch, counter): each ``counter_reading`` row joined with its block's counters."""
+    v, c = s.counter_reading, s.counter
+    per = s.COUNTERS_PER_READING
+    # the counter's slot in its block (no % operator: psycopg reads it as a placeholder)
+    value = sa.case({slot: v.c[f"value_{slot}"] for slot in range(per)}, value=c.c.counter_index - v.c.block * per)
+    return (
+        sa.select(v.c.run_id, v.c.dispatch_index, c.c.counter_name, value.label("value"))
+        .select_from(v)
+        .join(
+            c,
+            sa.and_(
+                c.c.run_id == v.c.run_id,
+                c.c.counter_index >= v.c.block * per,
+                c.c.counter_index < (v.c.block + 1) * per,
+            ),
+        )
+        .where(value.is_not(None))
+    )
+
+
+def _counter_instance() -> sa.Select[Any]:
+    v, c = s.counter_instance_reading, s.counter
+    return (
+        sa.select(v.c.run_id, v.c.dispatch_index, c.c.counter_name, v.c.instance, v.c.value)
+        .select_from(v)
+        .join(c, sa.and_(c.c.run_id == v.c.run_id, c.c.counter_index == v.c.counter_index))
+    )
+
+
+def _dram_traffic() -> sa.Select[Any]:
+    d, f, n = s.dispatch_record, s.dram_text.alias("f"), s.dram_text.alias("n")
+    has_bytes = sa.or_(
+        d.c.dram_formula_index.is_not(None),
+        d.c.dram_note_index.is_not(None),
+        d.c.dram_read_bytes.is_not(None),
+        d.c.dram_write_bytes.is_not(None),
+    )
+    return (
+        sa.select(
+            d.c.run_id,
+            d.c.dispatch_index,
+            d.c.dram_read_bytes,
+            sa.func.coalesce(d.c.dram_read_bytes_min, d.c.dram_read_bytes).label("dram_read_bytes_min"),
+            sa.func.coalesce(d.c.dram_read_bytes_max, d.c.dram_read_bytes).label("dram_read_bytes_max"),
+            d.c.dram_write_bytes,
+            sa.func.coalesce(d.c.dram_write_bytes_min, d.c.dram_write_bytes).label("dram_write_bytes_min"),
+            sa.func.coalesce(d.c.dram_write_bytes_max, d.c.dram_write_bytes).label("dram_write_bytes_max"),
+            f.c.text.label("dram_formula"),
+            n.c.text.label("dram_bytes_note"),
+        )
+        .select_from(d)
+        .outerjoin(f, sa.and_(f.c.run_id == d.c.run_id, f.c.text_index == d.c.dram_formula_index))
+        .outerjoin(n, sa.and_(n.c.run_id == d.c.run_id, n.c.text_index == d.c.dram_note_index))
+        .where(d.c.timing_dispatch_index == d.c.dispatch_index, has_bytes)
     )
 
 
@@ -262,7 +340,68 @@ _ROOFLINE_DOCS = {
 }
 
 
+_COMPAT_VIEWS: list[View] = [
+    View(
+        "dispatch",
+        "Every dispatch record of every pass with its kernel's name (the table of schema versions 1-5; stored as "
+        "dispatch_record + kernel_symbol).",
+        {
+            "run_id": "The run.",
+            "dispatch_index": "Run-local row number (0-based, pass by pass).",
+            "pass_index": "The pass the record comes from.",
+            "ordinal": "0-based enqueue order within the pass.",
+            s._DISPATCH_COLUMNS[0][0]: s._DISPATCH_COLUMNS[0][2],
+            "kernel_name": "Kernel symbol (or the renamed region under --kernel-rename CSV).",
+            **{name: doc for name, _, doc in s._DISPATCH_COLUMNS[1:]},
+        },
+        _dispatch,
+    ),
+    View(
+        "counter_value",
+        "One row per (dispatch, counter): the value summed over hardware instances (stored 16 to a row as "
+        "counter_reading + counter).",
+        {
+            "run_id": "The run.",
+            "dispatch_index": "The dispatch record (of the pass that measured it).",
+            "counter_name": "Counter name as collected (e.g. TCC_EA0_RDREQ_sum).",
+            "value": "Value summed over hardware instances (counts; KB for FETCH_SIZE/WRITE_SIZE).",
+        },
+        _counter_value,
+    ),
+    View(
+        "counter_instance",
+        "Per-instance counter values (stored as counter_instance_reading + counter).",
+        {
+            "run_id": "The run.",
+            "dispatch_index": "The dispatch record.",
+            "counter_name": "Counter name without the [i] suffix.",
+            "instance": "0-based hardware instance (e.g. TCC channel).",
+            "value": "Value of this instance.",
+        },
+        _counter_instance,
+    ),
+    View(
+        "dram_traffic",
+        "DRAM bytes of each timing-pass dispatch with the formula used (stored on dispatch_record + dram_text); "
+        "exact values have their bounds equal to them.",
+        {
+            "run_id": "The run.",
+            "dispatch_index": "The timing-pass dispatch (counters of all passes joined).",
+            "dram_read_bytes": "DRAM bytes read; NULL when undetermined.",
+            "dram_read_bytes_min": "Lower bound of DRAM bytes read.",
+            "dram_read_bytes_max": "Upper bound of DRAM bytes read.",
+            "dram_write_bytes": "DRAM bytes written; NULL when undetermined.",
+            "dram_write_bytes_min": "Lower bound of DRAM bytes written.",
+            "dram_write_bytes_max": "Upper bound of DRAM bytes written.",
+            "dram_formula": "The formula used (see rocroof.analysis.dram).",
+            "dram_bytes_note": "Why a value is unknown or approximate.",
+        },
+        _dram_traffic,
+    ),
+]
+
 VIEWS: list[View] = [
+    *_COMPAT_VIEWS,
     View(
         "dispatch_dram",
         "One row per kernel dispatch of the timing pass: time, DRAM bytes joined across passes, bandwidth and op.",
@@ -325,9 +464,16 @@ def compiled(view: View, dialect: sa.Dialect) -> str:
     return str(view.build().compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
 
 
+def drop_all(conn: sa.Connection) -> None:
+    """Drop every view of :data:`VIEWS` that exists (a table of the same name, from schemas 1-5, stays)."""
+    existing = set(sa.inspect(conn).get_view_names())
+    for view in reversed(VIEWS):
+        if view.name in existing:
+            conn.execute(sa.text(f"DROP VIEW {view.name}"))
+
+
 def create_all(conn: sa.Connection) -> None:
     """Drop and re-create every view (in dependency order)."""
-    for view in reversed(VIEWS):
-        conn.execute(sa.text(f"DROP VIEW IF EXISTS {view.name}"))
+    drop_all(conn)
     for view in VIEWS:
         conn.execute(sa.text(f"CREATE VIEW {view.name} AS {compiled(view, conn.dialect)}"))

@@ -468,7 +468,8 @@ def _read_counter_file(
         ``(counters, dispatch_info, exact)``: counters with columns ``process_id, dispatch_id,
         counter_name, value`` (or ``row, counter_name, value`` when matched by ``lookup``);
         one dispatch row per (process, dispatch id) in first-seen order, in
-        :data:`DISPATCH_COLUMNS` names; and timestamp exactness per dispatch row.
+        :data:`DISPATCH_COLUMNS` names (ids and start time only, no kernel names, when ``lookup``
+        matched a plain file: the pass's dispatches are known); and timestamp exactness per dispatch row.
 
     Raises:
         ParseError: malformed rows, or (with ``lookup``) a counter row of no dispatch.
@@ -503,7 +504,14 @@ def _counter_file_plain(
     value_parts: list[np.ndarray] = []
     info_parts: list[pd.DataFrame] = []
     unmatched: np.ndarray | None = None
-    for chunk, first in read_csv_plain(path, ints=ints, floats=[cval]):
+    # with the dispatches known, only the ids, names and values are read: the repeated dispatch
+    # columns (a kernel name of ~170 characters on every counter row) are skipped by the parser
+    # (the start timestamp stays: it tells a counter file of another run, _check_counter_timestamps)
+    start = info_cols.get("start_ns")
+    needed = None if lookup is None else [did, cname, cval, *([pcol] if pcol else []), *([start] if start else [])]
+    if lookup is not None:
+        ints = [did, *([pcol] if pcol else []), *([start] if start else [])]
+    for chunk, first in read_csv_plain(path, ints=ints, floats=[cval], columns=needed):
         labels = [str(c) for c in chunk[cname].cat.categories]
         local = chunk[cname].cat.codes.to_numpy()
         if "" in labels and bool((local == labels.index("")).any()):
@@ -526,14 +534,19 @@ def _counter_file_plain(
             if proc is not None:
                 proc_parts.append(proc)
         # one dispatch row per (process, dispatch id): its first row in the chunk
-        keys = pd.DataFrame({"p": proc if proc is not None else np.zeros(len(ids), np.int64), "d": ids}, copy=False)
-        firsts = np.flatnonzero(~keys.duplicated().to_numpy())
+        if lookup is not None:  # rows where the dispatch changes (the repeats are dropped after the file)
+            firsts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.zeros(0, np.int64)
+        else:
+            keys = pd.DataFrame({"p": proc if proc is not None else np.zeros(len(ids), np.int64), "d": ids}, copy=False)
+            firsts = np.flatnonzero(~keys.duplicated().to_numpy())
         sub = chunk.iloc[firsts]
+        # with the dispatches known (their kernel trace), the names were not read: only ids and start
+        names_read = lookup is None
         info: dict[str, pd.Series] = {
             "process_id": _ints(sub[pcol]) if pcol else pd.Series(pd.array([pid] * len(sub), dtype="Int64")),
             "dispatch_id": _ints(sub[did]),
-            "kernel_name": _texts(sub[kname]) if kname else pd.Series([None] * len(sub), dtype=object),
-            "agent_label": _texts(sub[agent]) if agent else pd.Series([None] * len(sub), dtype=object),
+            "kernel_name": _texts(sub[kname]) if kname and names_read else pd.Series([None] * len(sub), dtype=object),
+            "agent_label": _texts(sub[agent]) if agent and names_read else pd.Series([None] * len(sub), dtype=object),
         }
         for target, col in info_cols.items():
             if lookup is None or target == "start_ns":  # with the dispatches known, only the cross-check needs them
@@ -975,8 +988,9 @@ def _check_counter_timestamps(files: PassFiles, dispatches: pd.DataFrame, info: 
     both = dispatches[[*key, "start_ns", "kernel_name"]].merge(
         info[[*key, "start_ns", "kernel_name"]], on=key, suffixes=("_k", "_c")
     )
+    named = both["kernel_name_c"].notna()  # a plain counter file matched as read carries no names
     differ = (both["start_ns_k"] != both["start_ns_c"]).fillna(False) | (
-        both["kernel_name_k"].fillna("") != both["kernel_name_c"].fillna("")
+        named & (both["kernel_name_k"].fillna("") != both["kernel_name_c"].fillna(""))
     )
     if not bool(differ.any()):
         return []
