@@ -62,6 +62,16 @@ _TABLE_ORDER = [
 ]
 #: The run frames that the store keeps in another layout (:func:`physical_tables`).
 _LOGICAL = ("dispatch", "counter_value", "counter_instance", "dram_traffic")
+#: Stored tables built from the logical frames, by the first of them in :data:`_TABLE_ORDER`.
+_GROUPS: dict[str, Callable[[dict[str, pd.DataFrame]], dict[str, pd.DataFrame]]] = {}
+
+
+def _distinct(values: pd.Series) -> int:
+    """Distinct non-missing values of a column (categorical: its used categories)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy()
+        return int((np.bincount(codes[codes >= 0].astype(np.int64), minlength=1) > 0).sum())
+    return int(values.nunique())
 
 
 def _numbered(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
@@ -85,9 +95,19 @@ def physical_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     ``dispatch_record`` (``kernel_index``; the ``dram_traffic`` columns of timing dispatches,
     bounds NULL where they equal the value, formula and note by number into ``dram_text``);
     ``counter_value`` and ``counter_instance`` become ``counter`` (names numbered) and
-    ``counter_reading`` / ``counter_instance_reading``. The other frames pass unchanged.
+    ``counter_reading`` (16 a row) / ``counter_instance_reading``. The other frames pass unchanged.
+    The store itself builds each group only when it writes it (:data:`_GROUPS`), so that one group's
+    new frames exist at a time.
     """
     out = {name: df for name, df in tables.items() if name not in _LOGICAL}
+    out.update(_dispatch_tables(tables))
+    out.update(_counter_tables(tables))
+    return out
+
+
+def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """``kernel_symbol``, ``dram_text`` and ``dispatch_record`` of a run's ``dispatch`` and ``dram_traffic``."""
+    out: dict[str, pd.DataFrame] = {}
     disp = tables.get("dispatch")
     if disp is not None and len(disp):
         codes, names = _numbered(disp["kernel_name"])
@@ -139,6 +159,12 @@ def physical_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
                 column[rows] = part[keep]
                 rec[name] = pd.arrays.IntegerArray(np.where(column >= 0, column, 0), column < 0)
         out["dispatch_record"] = rec
+    return out
+
+
+def _counter_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """``counter``, ``counter_reading`` and ``counter_instance_reading`` of a run's counter frames."""
+    out: dict[str, pd.DataFrame] = {}
     values, instances = tables.get("counter_value"), tables.get("counter_instance")
     parts = [df for df in (values, instances) if df is not None and len(df)]
     if parts:
@@ -238,6 +264,9 @@ def _side_by_side(dispatch: pd.Series, counter: np.ndarray, value: pd.Series) ->
     if not pieces:
         return pd.DataFrame({"dispatch_index": [], "block": [], "value_0": []})
     return pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
+
+
+_GROUPS.update({"kernel_symbol": _dispatch_tables, "counter": _counter_tables})
 
 
 class CopiedRun(NamedTuple):
@@ -513,8 +542,16 @@ class Store:
             ) from exc
 
     def _write_run(self, frames: RunFrames, labels: dict[str, str], replace: bool, progress: Progress | None) -> int:
-        tables = physical_tables(frames.tables)
-        total = sum(len(tables.get(name, ())) for name in _TABLE_ORDER)
+        tables = {name: df for name, df in frames.tables.items() if name not in _LOGICAL}
+        logical = frames.tables
+        # rows to insert, for progress: counter readings are ~1/counters of the long ones (16 a row)
+        values = logical.get("counter_value")
+        per_row = (
+            max(1, min(schema.COUNTERS_PER_READING, _distinct(values["counter_name"]))) if values is not None else 1
+        )
+        total = sum(len(tables.get(name, ())) for name in _TABLE_ORDER) + sum(
+            len(logical.get(name, ())) // (per_row if name == "counter_value" else 1) for name in _LOGICAL
+        )
         done = 0
         replace_id: int | None = None
         with self.begin_write() as conn:
@@ -554,7 +591,9 @@ class Store:
                 if records:
                     conn.execute(schema.metadata.tables[name].insert(), [{"run_id": run_id, **r} for r in records])
             for name in _TABLE_ORDER:
-                df = tables.get(name)
+                if name in _GROUPS:  # built now, written, then let go: one group's new frames at a time
+                    tables.update(_GROUPS[name](logical))
+                df = tables.pop(name, None)
                 if df is None or not len(df):
                     continue
                 table = schema.metadata.tables[name]
