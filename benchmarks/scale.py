@@ -37,7 +37,6 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import resource
 import shlex
 import shutil
@@ -52,6 +51,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402
+import machine as host  # noqa: E402
+from machine import load, machine, meminfo  # noqa: E402
 
 FORMATS = ("csv", "rocpd", "nvidia")
 #: Ingest time / the limit's, and peak RSS MB, per format at 10^6 dispatches.
@@ -292,52 +293,11 @@ def time_report(db: Path) -> float:
     return best
 
 
-def _meminfo(key: str) -> float:
-    """A /proc/meminfo value in GiB (0 when unknown)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024 / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0.0
-
-
 def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import numpy
     import pandas
 
-    return (
-        f"{cpu}, {os.cpu_count()} CPUs, {_meminfo('MemTotal'):.0f} GiB RAM, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}, pandas {pandas.__version__}, numpy {numpy.__version__}, SQLite "
-        f"{sqlite3.sqlite_version}"
-    )
-
-
-def _commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" with uncommitted changes" if dirty else "")
-
-
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
+    return machine(f"pandas {pandas.__version__}, numpy {numpy.__version__}, SQLite {sqlite3.sqlite_version}")
 
 
 def _slope(points: list[tuple[int, float]]) -> float:
@@ -367,8 +327,8 @@ def main() -> None:
 
     command = "python benchmarks/scale.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     started = dt.datetime.now(dt.UTC)
-    commit = _commit()  # the code measured: taken at the start (a commit made meanwhile is not what ran)
-    load_start = _load()
+    commit = host.commit()  # the code measured: taken at the start (a commit made meanwhile is not what ran)
+    load_start = load()
     args.data.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="rocroof-scale-"))
     ingest_rows = []
@@ -417,7 +377,7 @@ def main() -> None:
             print(json.dumps(line), flush=True)
             ingest_rows.append(line)
             if fmt == "csv" and not args.no_pandas:
-                free_gb = _meminfo("MemAvailable")
+                free_gb = meminfo("MemAvailable")
                 if free_gb < PANDAS_NEEDS_GB_PER_MILLION * n / 1e6:
                     notes.append(
                         f"pandas baseline at {n:,} dispatches not run: {free_gb:.0f} GiB free, it needs about "
@@ -441,7 +401,7 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     attr, _, _ = run_child("attribution", *[str(n) for n in args.sizes])
     print(json.dumps(attr), flush=True)
-    load_end = _load()
+    load_end = load()
 
     # ---- goals
     by_size = {(r["fmt"], r["n"]): r for r in ingest_rows}
@@ -554,11 +514,7 @@ def main() -> None:
     lines += [f"| {g} | {s} | {m} |" for g, s, m in goals]
     lines += [f"\n{note}." for note in notes]
     lines.append("")
-    text = "\n".join(lines)
-    print(text)
-    if not args.no_write:
-        with open(REPO / "benchmarks" / "RESULTS.md", "a", encoding="utf-8") as fh:
-            fh.write("\n" + text + "\n")
+    host.publish(lines, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -39,6 +38,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+import machine as host  # noqa: E402
+from machine import load, machine  # noqa: E402
+
 GOAL_MS = 60.0
 #: Top-level packages ``--help`` must not import (tests/test_cli_startup.py holds the same list).
 HEAVY = ("pandas", "sqlalchemy", "numpy", "matplotlib", "rich")
@@ -74,50 +77,6 @@ def _heavy_imports(args: list[str]) -> str:
     return (found[-1] if found else "") or "none"
 
 
-def _meminfo(key: str) -> float:
-    """A /proc/meminfo value in GiB (0 when unknown)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024 / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0.0
-
-
-def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} CPUs, {_meminfo('MemTotal'):.0f} GiB RAM, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}"
-    )
-
-
-def _commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" with uncommitted changes" if dirty else "")
-
-
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
-
-
 def main() -> None:
     """Time every command, print the table and append it to RESULTS.md."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -127,8 +86,8 @@ def main() -> None:
 
     command = "python benchmarks/startup.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     started = dt.datetime.now(dt.UTC)
-    commit = _commit()  # the code measured: taken at the start (a commit made meanwhile is not what ran)
-    load_start = _load()
+    commit = host.commit()  # the code measured: taken at the start (a commit made meanwhile is not what ran)
+    load_start = load()
     python = sys.executable
     script = str(Path(python).parent / "rocroof")
     as_is = dict(os.environ)
@@ -174,13 +133,13 @@ def main() -> None:
                 times[name].append(_wall(cmd, env))
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
-    load_end = _load()
+    load_end = load()
     medians = {name: 1000 * statistics.median(ts) for name, ts in times.items()}
 
     lines = [
         f"## Start-up: `rocroof --help` against `python -c pass` — {started.date().isoformat()}",
         "",
-        f"Machine: {_machine()}. Commit {commit}. Started {started.isoformat(timespec='seconds')}; load "
+        f"Machine: {machine()}. Commit {commit}. Started {started.isoformat(timespec='seconds')}; load "
         f"average (1 / 5 / 15 min) {load_start} at the start, {load_end} at the end (other processes share "
         "this machine).",
         "",
@@ -221,11 +180,7 @@ def main() -> None:
         f"| `--help` imports none of {', '.join(HEAVY)} | {'met' if not heavy_found else 'gap'} | {found_text} |",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if not args.no_write:
-        with open(REPO / "benchmarks" / "RESULTS.md", "a", encoding="utf-8") as fh:
-            fh.write("\n" + text + "\n")
+    host.publish(lines, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -121,6 +121,16 @@ real_build() {  # real_build [--with-cli]
     echo "build rc=$? ($*)"
   fi
 }
+real_setup() {  # real_setup [moe] [build options]: build (in the background) while the models are written; sets B
+  local models=()
+  [ "${1:-}" = moe ] && { models=(moe); shift; }
+  real_build "$@" &
+  local bp=$!
+  real_models ${models[@]+"${models[@]}"}
+  wait $bp
+  B=$W/build-on/bin
+  [ -x $B/llama-completion ] || { tail -40 $W/build-on.log; exit 1; }
+}
 real_collect() {  # real_collect NAME DB TIMEOUT [collect options] -- APP...: one collect, its report, its scrubbed copy
   local name=$1 db=$2 limit=$3 t1
   shift 3
@@ -149,12 +159,7 @@ real_rounds() {  # real_rounds DEADLINE NAME:ENV...: llama-bench decode tg64 rou
 }
 if [ "$mode" = real1 ]; then
   step "build (llama-bench, llama-completion) and the dense model"
-  real_build &
-  bp=$!
-  real_models
-  wait $bp
-  B=$W/build-on/bin
-  [ -x $B/llama-completion ] || { tail -40 $W/build-on.log; exit 1; }
+  real_setup
   step "plain llama-completion (hook compiled in, off; CUDA graphs on), twice"
   for i in 1 2; do
     t0=$(date +%s%N)
@@ -184,12 +189,7 @@ if [ "$mode" = real3 ]; then  # on the machine real1 left warm: dense again, the
 fi
 if [ "$mode" = real2 ]; then  # REAL2_SKIP_MOE=1 on a warm machine that already ran the MoE part
   step "build llama-cli too, the MoE model"
-  real_build --with-cli &
-  bp=$!
-  real_models moe
-  wait $bp
-  B=$W/build-on/bin
-  [ -x $B/llama-completion ] || { tail -40 $W/build-on.log; exit 1; }
+  real_setup moe --with-cli
   left() { echo $((${BENCH_DEADLINE:-560} - ($(date +%s) - T0))); }
   if [ -z "${REAL2_SKIP_MOE:-}" ]; then
     step "rocroof collect, MoE, default settings"
@@ -215,12 +215,7 @@ fi
 
 if [ "$mode" = flops ]; then  # raw FLOP / integer-op counts per kernel: roofline + tensor/integer metrics, dp4a by opcode
   step "build (llama-completion) and the dense model"
-  real_build &
-  bp=$!
-  real_models
-  wait $bp
-  B=$W/build-on/bin
-  [ -x $B/llama-completion ] || { tail -40 $W/build-on.log; exit 1; }
+  real_setup
   APP=($B/llama-completion -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv)
   M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum  # the roofline preset ...
   for op in fadd fmul ffma hadd hmul hfma dadd dmul dfma; do M="$M,sm__sass_thread_inst_executed_op_${op}_pred_on.sum"; done
