@@ -60,10 +60,8 @@ _TABLE_ORDER = [
     "counter_reading",
     "counter_instance_reading",
 ]
-#: The run frames that the store keeps in another layout (:func:`physical_tables`).
+#: The run frames that the store keeps in another layout (schema 6; see :data:`_GROUPS`).
 _LOGICAL = ("dispatch", "counter_value", "counter_instance", "dram_traffic")
-#: Stored tables built from the logical frames, by the first of them in :data:`_TABLE_ORDER`.
-_GROUPS: dict[str, Callable[[dict[str, pd.DataFrame]], dict[str, pd.DataFrame]]] = {}
 
 
 def _distinct(values: pd.Series) -> int:
@@ -78,31 +76,12 @@ def _numbered(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
     """``(codes, distinct values)`` of a text column in order of first appearance; code -1 for missing."""
     if isinstance(values.dtype, pd.CategoricalDtype):
         codes = values.cat.codes.to_numpy()
-        used = np.unique(codes[codes >= 0])
         remap = np.full(len(values.cat.categories) + 1, -1, dtype=np.int64)
         first = pd.unique(codes[codes >= 0])  # categories in order of first appearance
         remap[first] = np.arange(len(first))
-        del used
         return remap[codes], [values.cat.categories[c] for c in first]
     codes, uniques = pd.factorize(values.to_numpy(dtype=object), use_na_sentinel=True)
     return codes.astype(np.int64), list(uniques)
-
-
-def physical_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """A run's frames in the store's layout (schema 0006): names numbered, DRAM bytes on the dispatch row.
-
-    ``dispatch`` becomes ``kernel_symbol`` (names numbered in order of first dispatch) and
-    ``dispatch_record`` (``kernel_index``; the ``dram_traffic`` columns of timing dispatches,
-    bounds NULL where they equal the value, formula and note by number into ``dram_text``);
-    ``counter_value`` and ``counter_instance`` become ``counter`` (names numbered) and
-    ``counter_reading`` (16 a row) / ``counter_instance_reading``. The other frames pass unchanged.
-    The store itself builds each group only when it writes it (:data:`_GROUPS`), so that one group's
-    new frames exist at a time.
-    """
-    out = {name: df for name, df in tables.items() if name not in _LOGICAL}
-    out.update(_dispatch_tables(tables))
-    out.update(_counter_tables(tables))
-    return out
 
 
 def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -185,6 +164,7 @@ def _counter_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return out
 
 
+_TWO_READINGS = "two values of one counter for one dispatch; a run stores one per counter and dispatch"
 #: Readings turned side by side per slice (bounds the temporaries: ~40 bytes a reading).
 _SIDE_BY_SIDE_SLICE = 1 << 20
 
@@ -243,7 +223,7 @@ def _side_by_side(dispatch: pd.Series, counter: np.ndarray, value: pd.Series) ->
             cut += 1
         if start + cut < n and cut >= len(k):
             # a block holds at most 16 counters: more readings of one (dispatch, block) repeat a counter
-            raise SchemaError("two values of one counter for one dispatch; a run stores one per counter and dispatch")
+            raise SchemaError(_TWO_READINGS)
         k = k[:cut]
         stop = start + cut
         vals = values_of(start, stop)
@@ -254,7 +234,7 @@ def _side_by_side(dispatch: pd.Series, counter: np.ndarray, value: pd.Series) ->
         flat = np.full(len(keys) * width, np.nan)
         flat[cell] = vals
         if int(np.count_nonzero(~np.isnan(flat))) != int(np.count_nonzero(~np.isnan(vals))):
-            raise SchemaError("two values of one counter for one dispatch; a run stores one per counter and dispatch")
+            raise SchemaError(_TWO_READINGS)
         grid = flat.reshape(len(keys), width)
         piece = pd.DataFrame({"dispatch_index": keys // blocks, "block": keys % blocks}, copy=False)
         for j in range(width):
@@ -266,7 +246,17 @@ def _side_by_side(dispatch: pd.Series, counter: np.ndarray, value: pd.Series) ->
     return pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
 
 
-_GROUPS.update({"kernel_symbol": _dispatch_tables, "counter": _counter_tables})
+#: A run's frames in the store's layout (schema 6), by the first stored table of each group in
+#: :data:`_TABLE_ORDER`: ``dispatch`` + ``dram_traffic`` become ``kernel_symbol`` (names numbered in
+#: order of first dispatch), ``dram_text`` and ``dispatch_record`` (``kernel_index``; the DRAM bytes of
+#: timing dispatches, bounds NULL where they equal the value, formula and note by number);
+#: ``counter_value`` + ``counter_instance`` become ``counter``, ``counter_reading`` (16 a row) and
+#: ``counter_instance_reading``. The other frames are stored as they are. Each group is built only
+#: when it is written, so that one group's new frames exist at a time.
+_GROUPS: dict[str, Callable[[dict[str, pd.DataFrame]], dict[str, pd.DataFrame]]] = {
+    "kernel_symbol": _dispatch_tables,
+    "counter": _counter_tables,
+}
 
 
 class CopiedRun(NamedTuple):
