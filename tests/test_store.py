@@ -733,3 +733,29 @@ def test_a_read_only_store_cannot_write_even_past_the_authorizer(db_path: Path) 
                 raw.execute(sql)
     ro.close()
     assert db_path.read_bytes() == before
+
+
+_OP_TOTAL_CAPTURES = {
+    "nsight-prefill": ("examples", "h200", "dense-prefill"),
+    "nsight-sampled": ("examples", "h200-sampled", "dense28-decode-sample"),
+    "mi350-bounded-bytes": ("fixtures", "rocprof-compute", "vcopy", "MI350"),
+    "rocprof-v1-unattributed": ("fixtures", "rocprof-v1", "mi250x-laplacian-kernel2"),
+}
+
+
+@pytest.mark.parametrize("name", list(_OP_TOTAL_CAPTURES))
+def test_op_total_summed_in_python_equals_the_views_sql_sums(name: str, tmp_path: Path) -> None:
+    """op_total is summed from the frames before they are written; SQLite's view sums the stored rows.
+
+    The captures cover bytes unknown for some dispatches (sampled), byte bounds (MI350's FETCH_SIZE
+    pairs), dispatches outside any op and runs with and without op metadata.
+    """
+    where, *parts = _OP_TOTAL_CAPTURES[name]
+    capture = REPO.joinpath(where, *parts) if where == "examples" else fixture_path(*parts)
+    rid = Store(tmp_path / "t.db").write_run(build_run(read_capture(capture)))
+    ro = Store(tmp_path / "t.db", read_only=True)
+    cols = ", ".join(schema.OP_TOTAL_COLUMNS)
+    stored = ro.query(f"SELECT {cols} FROM op_total WHERE run_id = {rid} ORDER BY row_index")
+    view = ro.query(f"SELECT {cols} FROM op_summary WHERE run_id = {rid} ORDER BY op")
+    assert len(stored) > 0
+    pd.testing.assert_frame_equal(stored, view, check_dtype=False, rtol=1e-12)

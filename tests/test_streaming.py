@@ -150,6 +150,53 @@ def test_plain_csv_is_read_as_the_cell_by_cell_path_reads_it(cache: Path, monkey
     _assert_same_pass(fast, rocprofv3_csv.read_pass(files, "p"))
 
 
+def test_polars_and_pandas_read_plain_files_alike(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain CSV files are parsed by polars when it is installed, else by pandas' C parser: same pass."""
+    capture = synthetic.capture("csv", 500, cache)
+    (files,) = rocprofv3_csv.group_pass_files(p for p in capture.iterdir() if p.is_file()).values()
+    monkeypatch.setattr(fileio, "POLARS_MIN_BYTES", 0)
+    with_polars = rocprofv3_csv.read_pass(files, "p")
+    monkeypatch.setattr(fileio, "USE_POLARS", False)
+    _assert_same_pass(with_polars, rocprofv3_csv.read_pass(files, "p"))
+
+
+def _plain(path: Path, **kwargs: Any) -> Any:
+    """What read_csv_plain gives for ``path``: its chunks as plain lists, or NotPlain."""
+    try:
+        return [
+            (first, {name: [None if v is None else str(v) for v in chunk[name].tolist()] for name in chunk.columns})
+            for chunk, first in fileio.read_csv_plain(path, **kwargs)
+        ]
+    except fileio.NotPlain:
+        return "not plain"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"a,b,c\n1,x,5\n2,y,6\n",  # plain
+        b"a,b,c\n1,x,5\n2,y\n",  # a short last row
+        b"a,b,c\n1,x,5\n2,,\n3,z,7\n",  # empty cells in the middle
+        b"a,c,b\n1,5,x\n2,6\n3,7,z\n",  # a row short of a text column only (the last column)
+        b"a,b,c\n1,x,5\n\n3,z,7\n",  # a blank line
+        b"a,b,c\n1,\xff,5\n",  # not UTF-8
+        b'a,b,c\n1,"open,5\n',  # a quote that never closes
+        b"a,b,c\n1,x,5,9\n",  # an extra field
+        b"a,b,c\n 1,x,+5\n",  # blanks and signs that parse_int reads
+        b"a,b,c\n1.5,x,5\n",  # not an integer
+        b'a,b,c\n1,"q,""r""",5\r\n2,"",6\r\n',  # quoting, CRLF
+    ],
+)
+def test_polars_refuses_what_pandas_refuses(text: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Malformed rows are never read as empty cells: polars gives pandas' chunks or hands the file back (NotPlain)."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(text)
+    monkeypatch.setattr(fileio, "POLARS_MIN_BYTES", 0)
+    got = _plain(path, ints=["a", "c"])
+    monkeypatch.setattr(fileio, "USE_POLARS", False)
+    assert got == _plain(path, ints=["a", "c"])
+
+
 INT_CELLS = st.one_of(
     st.integers(-(2**64), 2**64).map(str),
     st.sampled_from(

@@ -199,7 +199,8 @@ class _TailTracker:
         self.lines = 1
 
     def _count(self, data: bytes) -> None:
-        self.tail = (self.tail + data)[-self.KEEP :]
+        # the last KEEP bytes: from this block alone when it is that long (no copy of a whole block)
+        self.tail = data[-self.KEEP :] if len(data) >= self.KEEP else (self.tail + data)[-self.KEEP :]
         if self.path is not None and self.line + len(data) > MAX_LINE_BYTES:
             self._check_lines(data)  # only when a line could be too long: a scan of this block's lines
         last = data.rfind(b"\n")
@@ -404,6 +405,125 @@ def read_csv_plain(
     if not wanted <= set(header):
         raise NotPlain(f"{path}: missing header names")
     selected = [name for name in header if name in wanted]
+    if not is_gzip(path) and path.stat().st_size >= POLARS_MIN_BYTES and _polars() is not None:
+        fast: Iterator[pd.DataFrame] | None = _polars_chunks(path, header, selected, ints, floats, texts, chunk_rows)
+        try:
+            first_chunk = next(fast, None) if fast is not None else None
+        except NotPlain:
+            first_chunk = None
+            fast = None  # polars refused the start of the file: the pandas C parser decides
+        if fast is not None:
+            first = 2
+            if first_chunk is not None:
+                yield first_chunk, first
+                first += len(first_chunk)
+                for chunk in fast:
+                    yield chunk, first
+                    first += len(chunk)
+            return
+    yield from _pandas_chunks(path, header, selected, ints, floats, texts, chunk_rows, columns is not None)
+
+
+def _polars() -> Any:
+    """The polars module, or None when it is not installed or :data:`USE_POLARS` is off."""
+    if not USE_POLARS:
+        return None
+    try:
+        import polars
+    except ImportError:
+        return None
+    return polars
+
+
+#: Read big plain uncompressed CSV files with polars. Its streaming parser read the five columns
+#: rocroof uses of a 2.4 GB counter file (10^6 dispatches x 8 counters) in 1.7-1.9 s where pandas'
+#: C parser took 6.6 s, but it holds ~250-350 MB of its own buffers while it parses (released
+#: after) where pandas holds one chunk: below :data:`POLARS_MIN_BYTES` pandas is as fast overall
+#: and smaller (a 10^5-dispatch capture: 3.9 s and 278 MB with pandas, 4.8-6.1 s and 395-536 MB
+#: with polars; benchmarks/RESULTS.md). Off: pandas' C parser only (the tests run both).
+USE_POLARS = True
+#: The smallest file read with polars, bytes.
+POLARS_MIN_BYTES = 512 << 20
+
+
+def _polars_chunks(
+    path: Path,
+    header: list[str],
+    selected: list[str],
+    ints: set[str],
+    floats: set[str],
+    texts: set[str],
+    chunk_rows: int,
+) -> Iterator[pd.DataFrame]:
+    """:func:`read_csv_plain`'s chunks through polars' streaming CSV reader (same values and types).
+
+    Every cell is read as text unless typed: integer columns as Int64 (polars accepts the blanks
+    and sign :func:`parse_int` does), number columns as Float64. A row with fewer fields than the
+    header gets empty trailing cells from polars rather than an error: the file's last column is
+    read too and must be non-empty in every row (a rocprofv3 CSV ends with a timestamp), so a
+    short row or a blank line shows as an empty or null cell and raises NotPlain, as does any
+    polars error (invalid UTF-8, an unterminated quote, a number that does not parse).
+
+    Raises:
+        NotPlain: see above; chunks already yielded are to be discarded.
+    """
+    pl = _polars()
+    last = header[-1]
+    schema: dict[str, Any] = {name: pl.String for name in header}
+    schema.update({name: pl.Int64 for name in ints})
+    schema.update({name: pl.Float64 for name in floats})
+    read = selected if last in selected else [*selected, last]
+    try:
+        frame = pl.scan_csv(
+            path,
+            schema=schema,
+            empty_string_is_null=False,
+            encoding="utf8",
+            glob=False,
+            raise_if_empty=False,
+        ).select(read)
+        for batch in frame.collect_batches(chunk_size=chunk_rows):
+            if not len(batch):
+                continue
+            if batch[last].null_count() or (
+                batch[last].dtype == pl.String and bool((batch[last].str.len_bytes() == 0).any())
+            ):
+                raise NotPlain(f"{path}: a row with fewer fields than the header, or a blank line")
+            out: dict[str, Any] = {}
+            for name in selected:
+                col = batch[name]
+                if name in ints or name in floats:
+                    if col.null_count():
+                        raise NotPlain(f"{path}: column {name!r} has an empty cell")
+                    values = col.to_numpy(writable=True)
+                    if name in floats and not bool(np.isfinite(values).all()):
+                        raise NotPlain(f"{path}: column {name!r} is not all finite numbers")
+                    out[name] = values
+                elif name in texts:
+                    out[name] = np.array(col.to_list(), dtype=object)
+                else:
+                    distinct = col.unique(maintain_order=True)
+                    codes = col.cast(pl.Enum(distinct)).to_physical().to_numpy().astype(np.int32)
+                    out[name] = pd.Categorical.from_codes(codes, categories=pd.Index(distinct.to_list(), dtype=object))
+            yield pd.DataFrame(out, copy=False)
+    except NotPlain:
+        raise
+    except Exception as exc:  # polars' ComputeError, ShapeError... and OSError: the pandas path decides
+        raise NotPlain(f"{path}: {exc}") from exc
+
+
+def _pandas_chunks(
+    path: Path,
+    header: list[str],
+    selected: list[str],
+    ints: set[str],
+    floats: set[str],
+    texts: set[str],
+    chunk_rows: int,
+    some_columns: bool,
+) -> Iterator[tuple[pd.DataFrame, int]]:
+    """:func:`read_csv_plain`'s chunks through pandas' C parser (any plain file, gzip included)."""
+    numeric = ints | floats
     dtypes: dict[str, Any] = {name: "category" for name in selected if name not in numeric}
     dtypes.update({name: object for name in texts if name in dtypes})
     fh = open_binary(path)
@@ -412,7 +532,7 @@ def read_csv_plain(
         reader = pd.read_csv(
             tail,
             dtype=dtypes,
-            usecols=None if columns is None else selected,
+            usecols=selected if some_columns else None,
             na_filter=False,
             chunksize=chunk_rows,
             encoding="utf-8",
