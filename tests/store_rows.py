@@ -19,7 +19,13 @@ def table_rows(target: str, run_id: int | None = None) -> dict[str, pd.DataFrame
         out = {}
         for table in schema.metadata.sorted_tables:
             stmt = sa.select(*(c for c in table.columns if c.name not in ("created_at", "run_id")))
-            stmt = stmt.add_columns(table.c.run_id) if run_id is None else stmt.where(table.c.run_id == run_id)
+            if "run_id" not in table.c:  # the schema's own rows (attribution_method): the same in every database
+                if run_id is not None:
+                    continue
+            elif run_id is None:
+                stmt = stmt.add_columns(table.c.run_id)
+            else:
+                stmt = stmt.where(table.c.run_id == run_id)
             out[table.name] = store.frame(stmt.order_by(*table.primary_key.columns))
         return out
     finally:

@@ -24,7 +24,7 @@ from rocroof.errors import SchemaError
 from rocroof.ingest.pipeline import RunFrames, build_run
 from rocroof.report.tables import build_report
 from rocroof.store import Store, schema, views
-from rocroof.store.migrations import MIGRATIONS
+from rocroof.store.migrations import _CLUSTERED, MIGRATIONS
 
 from .test_store import _frames
 
@@ -47,21 +47,28 @@ def old_db(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 
 def test_there_is_one_database_per_earlier_schema() -> None:
-    assert {p.name.split("-")[0] for p in OLD} == {"schema1", "schema2", "schema4", "schema5"}
+    assert {p.name.split("-")[0] for p in OLD} == {"schema1", "schema2", "schema4", "schema5", "schema6"}
 
 
 def test_an_old_database_upgrades_in_place_and_keeps_every_value(old_db: Path) -> None:
     with sqlite3.connect(old_db) as conn:
         applied = {r[0] for r in conn.execute("SELECT name FROM rocroof_migration")}
+        # the tables of schemas 1-5, or the views that replaced them (schema 6)
         before = {
             t: _rows(conn, t)
             for t in REPLACED
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?", (t,)).fetchone()
+        }
+        clustered_before = {
+            t: _rows(conn, t)
+            for t in _CLUSTERED
             if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (t,)).fetchone()
         }
         run_before = _rows(conn, "run")
     conn.close()
+    assert set(before) == set(REPLACED)
     pending = [name for name, _ in MIGRATIONS if name not in applied]
-    assert pending and pending[-1] == "0006_lean_layout"
+    assert pending and pending[-1] == MIGRATIONS[-1][0]
     with pytest.raises(SchemaError, match=f"{len(pending)} pending migration"):
         Store(old_db, read_only=True).check()
     assert Store(old_db).upgrade() == pending
@@ -71,10 +78,22 @@ def test_an_old_database_upgrades_in_place_and_keeps_every_value(old_db: Path) -
             assert kind == ("view",), table
             assert _rows(conn, table) == rows, table  # the view gives back exactly what the table held
         assert _rows(conn, "run")[0][:1] == run_before[0][:1]
+        number = {name: i for i, (name, _) in enumerate(schema.ATTRIBUTION_METHODS)}
+        for table, rows in clustered_before.items():  # 0007 copies them into WITHOUT ROWID tables
+            if table == "dispatch_record":  # ... with the attribution method by number
+                rows = [tuple(number.get(v, v) if isinstance(v, str) else v for v in row) for row in rows]
+            assert _rows(conn, table) == rows, table
+        methods = conn.execute("SELECT method_index, method FROM attribution_method ORDER BY 1").fetchall()
+        assert methods == list(enumerate(name for name, _ in schema.ATTRIBUTION_METHODS))
+        ddl = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'index')").fetchall())
+        for table in _CLUSTERED:
+            assert "WITHOUT ROWID" in ddl[table].upper(), table
+        assert "WHERE" in ddl["ix_dispatch_op"].upper()  # timing records only
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         names = [r[0] for r in conn.execute("SELECT kernel_name FROM kernel_symbol ORDER BY kernel_index")]
-        assert names == sorted(set(r[5] for r in before["dispatch"]))  # one row per distinct kernel
+        # one row per distinct kernel (numbered in name order by 0006, in order of first dispatch by an ingest)
+        assert sorted(names) == sorted(set(r[5] for r in before["dispatch"])) and len(names) == len(set(names))
         # exact byte counts keep no bounds of their own; the unknown read keeps its NULL
         exact = conn.execute(
             "SELECT COUNT(*) FROM dispatch_record WHERE dram_read_bytes IS NOT NULL AND dram_read_bytes_min IS NULL"

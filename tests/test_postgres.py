@@ -298,6 +298,30 @@ def test_a_schema5_layout_on_postgres_converts_to_the_same_rows(pg_url: str, tmp
         pd.testing.assert_frame_equal(df, after[name], check_dtype=False, obj=name)
 
 
+def test_a_schema6_database_on_postgres_numbers_its_attribution_methods(pg_url: str) -> None:
+    """0007_clustered_tables turns schema 6's method names into numbers on PostgreSQL too (in place)."""
+    store = Store(pg_url)
+    store.write_run(build_run(read_capture(OLD_CAPTURE)))
+    store.close()
+    before = logical_rows(pg_url)
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:  # back to schema 6: the method by name, 0007 not applied
+        views.drop_all(conn)
+        conn.exec_driver_sql("ALTER TABLE dispatch_record ADD COLUMN attribution_method VARCHAR(32)")
+        names = " ".join(f"WHEN {i} THEN '{n}'" for i, (n, _) in enumerate(schema.ATTRIBUTION_METHODS))
+        conn.exec_driver_sql(f"UPDATE dispatch_record SET attribution_method = CASE attribution_index {names} END")
+        conn.exec_driver_sql("ALTER TABLE dispatch_record DROP COLUMN attribution_index")
+        conn.exec_driver_sql("DROP TABLE attribution_method")
+        conn.exec_driver_sql("DELETE FROM rocroof_migration WHERE name = '0007_clustered_tables'")
+    engine.dispose()
+    assert Store(pg_url).upgrade() == ["0007_clustered_tables"]
+    after = logical_rows(pg_url)
+    for name, df in before.items():
+        pd.testing.assert_frame_equal(df, after[name], check_dtype=False, obj=name)
+    methods = set(after["dispatch"]["attribution_method"].dropna())
+    assert methods and methods <= {n for n, _ in schema.ATTRIBUTION_METHODS}
+
+
 def test_a_foreign_postgres_database_is_refused(pg_url: str) -> None:
     _execute(pg_url, "CREATE TABLE customers (id integer PRIMARY KEY)")
     for call in (lambda: Store(pg_url).write_run(_frames()), lambda: Store(pg_url, read_only=True).check()):

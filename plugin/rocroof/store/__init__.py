@@ -84,6 +84,23 @@ def _numbered(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
     return codes.astype(np.int64), list(uniques)
 
 
+_METHOD_NUMBER = {name: i for i, (name, _) in enumerate(schema.ATTRIBUTION_METHODS)}
+
+
+def _method_numbers(methods: pd.Series) -> pd.arrays.IntegerArray:
+    """Attribution method names as ``attribution_index`` numbers (missing: NULL).
+
+    Raises:
+        SchemaError: a method :data:`rocroof.store.schema.ATTRIBUTION_METHODS` does not list.
+    """
+    codes, names = _numbered(methods)
+    unknown = [n for n in names if n not in _METHOD_NUMBER]
+    if unknown:
+        raise SchemaError(f"attribution method {unknown[0]!r} has no number in schema.ATTRIBUTION_METHODS")
+    table = np.array([_METHOD_NUMBER[n] for n in names] + [0], dtype=np.int64)
+    return pd.arrays.IntegerArray(table[codes], codes < 0)
+
+
 def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """``kernel_symbol``, ``dram_text`` and ``dispatch_record`` of a run's ``dispatch`` and ``dram_traffic``."""
     out: dict[str, pd.DataFrame] = {}
@@ -91,8 +108,10 @@ def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
     if disp is not None and len(disp):
         codes, names = _numbered(disp["kernel_name"])
         out["kernel_symbol"] = pd.DataFrame({"kernel_index": np.arange(len(names)), "kernel_name": names})
-        rec = disp.drop(columns=["kernel_name"])
+        rec = disp.drop(columns=["kernel_name", "attribution_method"], errors="ignore")
         rec["kernel_index"] = pd.arrays.IntegerArray(np.where(codes >= 0, codes, 0), codes < 0)
+        if "attribution_method" in disp:
+            rec["attribution_index"] = _method_numbers(disp["attribution_method"])
         dram = tables.get("dram_traffic")
         if dram is not None and len(dram):
             index = pd.Index(rec["dispatch_index"].to_numpy(dtype=np.int64))

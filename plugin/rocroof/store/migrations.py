@@ -172,8 +172,12 @@ def _convert_to_lean(conn: sa.Connection) -> None:
         "SELECT run_id, dram_formula AS text FROM dram_traffic WHERE dram_formula IS NOT NULL "
         "UNION SELECT run_id, dram_bytes_note FROM dram_traffic WHERE dram_bytes_note IS NOT NULL) t"
     )
-    kept = ", ".join(name for name, _, _ in schema._DISPATCH_COLUMNS)
-    d_kept = ", ".join(f"d.{name}" for name, _, _ in schema._DISPATCH_COLUMNS)
+    # the dispatch record's columns (the attribution method by number since 0007: converted here)
+    kept = ", ".join(name for name, _, _ in schema._RECORD_COLUMNS)
+    d_kept = ", ".join(
+        _method_number("d.attribution_method") if name == "attribution_index" else f"d.{name}"
+        for name, _, _ in schema._RECORD_COLUMNS
+    )
 
     def bound(column: str, value: str) -> str:
         return f"CASE WHEN t.{column} = t.{value} THEN NULL ELSE t.{column} END"
@@ -219,6 +223,74 @@ def _convert_to_lean(conn: sa.Connection) -> None:
         conn.exec_driver_sql(f"DROP TABLE {name}")
 
 
+def _method_number(column: str) -> str:
+    """SQL: the number of the attribution method named in ``column`` (schema.ATTRIBUTION_METHODS)."""
+    whens = " ".join(f"WHEN '{name}' THEN {i}" for i, (name, _) in enumerate(schema.ATTRIBUTION_METHODS))
+    return f"(CASE {column} {whens} END)"
+
+
+#: The tables that 0007_clustered_tables stores by their primary key on SQLite.
+_CLUSTERED = ("dispatch_record", "marker_range", "op_invocation", "op_node", "op_operand", "op_model", "op_edge")
+
+
+def _m0007_clustered_tables(conn: sa.Connection) -> None:
+    """Dispatch records, marker ranges and the op tables stored by their primary key; a partial op index.
+
+    On SQLite a table with a rowid is two B-trees, the rows and its primary key's index: these
+    tables become ``WITHOUT ROWID`` (their primary key, which starts with the run, is the table),
+    copied over in key order. ``ix_dispatch_op`` keeps the timing records only (what the summary
+    views read; Nsight runs store a second record per kernel for the counter pass). ``ix_op_op``
+    (op invocations by op name: 14 bytes a dispatch, read by no rocroof query; a run's
+    invocations scan in ~0.1 s per 10^6) goes. At 10^6
+    dispatches with 8 counters: 507 -> ~440 bytes per dispatch for Nsight runs, 387 -> ~345 for
+    rocprofv3 (benchmarks/RESULTS.md), and fewer B-trees to fill at ingest. The attribution
+    method is stored by number (``attribution_index``; names and descriptions in the new
+    ``attribution_method`` table, the views show the name as before): 11 bytes less a record.
+    """
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_dispatch_op")
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_op_op")
+    if conn.dialect.name == "sqlite":
+        views.drop_all(conn)
+        for name in _CLUSTERED:
+            ddl = conn.exec_driver_sql(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+            ).scalar()
+            if ddl is None or "WITHOUT ROWID" in str(ddl).upper():
+                continue  # created in this layout already (by 0001, 0002 or 0006 of this version)
+            table = schema.metadata.tables[name]
+            old_cols = {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({name})")}
+            cols = ", ".join(c.name for c in table.columns)
+            # schema 6 stored the attribution method by name: numbered now
+            values = ", ".join(
+                _method_number("attribution_method")
+                if c.name == "attribution_index" and c.name not in old_cols
+                else c.name
+                for c in table.columns
+            )
+            key = ", ".join(c.name for c in table.primary_key.columns)
+            conn.exec_driver_sql(f"CREATE TEMP TABLE rocroof_copy AS SELECT * FROM {name}")
+            conn.exec_driver_sql(f"DROP TABLE {name}")
+            table.create(conn)
+            conn.exec_driver_sql(f"INSERT INTO {name} ({cols}) SELECT {values} FROM temp.rocroof_copy ORDER BY {key}")
+            conn.exec_driver_sql("DROP TABLE temp.rocroof_copy")
+    elif "attribution_method" in {c["name"] for c in sa.inspect(conn).get_columns("dispatch_record")}:
+        # PostgreSQL: the column by name becomes the column by number, in place
+        conn.exec_driver_sql("ALTER TABLE dispatch_record ADD COLUMN attribution_index INTEGER")
+        conn.exec_driver_sql(f"UPDATE dispatch_record SET attribution_index = {_method_number('attribution_method')}")
+        conn.exec_driver_sql("ALTER TABLE dispatch_record DROP COLUMN attribution_method")
+    schema.attribution_method.create(conn, checkfirst=True)
+    conn.execute(schema.attribution_method.delete())
+    conn.execute(
+        schema.attribution_method.insert(),
+        [
+            {"method_index": i, "method": name, "description": text}
+            for i, (name, text) in enumerate(schema.ATTRIBUTION_METHODS)
+        ],
+    )
+    for index in schema.INDEXES:
+        index.create(conn, checkfirst=True)  # those dropped with their tables, and the partial ix_dispatch_op
+
+
 MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_model", _m0002_model),
@@ -226,6 +298,7 @@ MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0004_op_total", _m0004_op_total),
     ("0005_ceiling_rule", _m0005_ceiling_rule),
     ("0006_lean_layout", _m0006_lean_layout),
+    ("0007_clustered_tables", _m0007_clustered_tables),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

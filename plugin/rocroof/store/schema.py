@@ -158,6 +158,31 @@ pass_ = sa.Table(
     sa.PrimaryKeyConstraint("run_id", "pass_index"),
 )
 
+#: How a dispatch was attributed to its op (rocroof.ingest.attribution), numbered as
+#: ``dispatch_record.attribution_index`` stores them: ``(method, description)``, index = position.
+ATTRIBUTION_METHODS: list[tuple[str, str]] = [
+    ("none", "Unattributed: no markers, or no ggml range held the launch."),
+    ("launch_api", "The launching HIP/CUDA API call (by correlation id) gave the thread and host time of the launch."),
+    ("nvtx_stack", "Nsight Compute's NVTX push/pop stack of the kernel at launch; the innermost ggml range."),
+    ("kernel_rename", "rocprofv3 --kernel-rename recorded the innermost range as the kernel's region."),
+    ("profiler", "The source attributed the dispatch itself (the AMD fork's GGML_ROOFLINE_OUT kernels)."),
+    ("host_dispatch", "No launch call, but the profiler's host time of the dispatch on its thread (rocprof v1)."),
+    (
+        "enqueue_order",
+        "No launch record: the roctx call just before the launch by the shared correlation-id counter.",
+    ),
+]
+
+attribution_method = sa.Table(
+    "attribution_method",
+    metadata,
+    _c("method_index", sa.Integer, "The number dispatch_record.attribution_index stores.", nullable=False),
+    _c("method", _str(32), "Method name (rocroof.ingest.attribution).", nullable=False),
+    _c("description", sa.Text, "What the method used to find the dispatch's op."),
+    sa.PrimaryKeyConstraint("method_index"),
+    info={"doc": "The ways a dispatch is attributed to a ggml op, numbered (the same rows in every database)."},
+)
+
 kernel_symbol = sa.Table(
     "kernel_symbol",
     metadata,
@@ -220,6 +245,13 @@ _DISPATCH_COLUMNS: list[tuple[str, Any, str]] = [
         "The matching dispatch of the timing pass (itself for the timing pass); NULL when unmatched.",
     ),
 ]
+#: :data:`_DISPATCH_COLUMNS` as ``dispatch_record`` stores them: the attribution method by number.
+_RECORD_COLUMNS: list[tuple[str, Any, str]] = [
+    ("attribution_index", sa.Integer, "How it was attributed (see ``attribution_method``).")
+    if name == "attribution_method"
+    else (name, type_, doc)
+    for name, type_, doc in _DISPATCH_COLUMNS
+]
 #: The DRAM byte columns a timing-pass dispatch record carries (rocroof.analysis.dram).
 _DRAM_COLUMNS: list[tuple[str, Any, str]] = [
     ("dram_read_bytes", sa.Float, "DRAM bytes read (counters of all passes joined); NULL when undetermined."),
@@ -240,9 +272,10 @@ dispatch_record = sa.Table(
     _c("pass_index", sa.Integer, "The pass the record comes from.", nullable=False),
     _c("ordinal", sa.Integer, "0-based enqueue order within the pass.", nullable=False),
     _c("kernel_index", sa.Integer, "The kernel (see ``kernel_symbol``)."),
-    *(_c(name, type_, doc) for name, type_, doc in _DISPATCH_COLUMNS),
+    *(_c(name, type_, doc) for name, type_, doc in _RECORD_COLUMNS),
     *(_c(name, type_, doc) for name, type_, doc in _DRAM_COLUMNS),
     sa.PrimaryKeyConstraint("run_id", "dispatch_index"),
+    sqlite_with_rowid=False,  # the primary key is the table (no second B-tree: 0007_clustered_tables)
     info={
         "doc": "One row per kernel dispatch of every pass, with the DRAM bytes of the timing pass's dispatches "
         "(the ``dispatch`` view adds the kernel's name, ``dram_traffic`` the formulas)."
@@ -320,6 +353,7 @@ marker_range = sa.Table(
     _c("correlation_id", sa.BigInteger, "Internal correlation id of the roctx call, when recorded."),
     _c("invocation", sa.BigInteger, "ggml invocation id when the message is a ggml range."),
     sa.PrimaryKeyConstraint("run_id", "range_index"),
+    sqlite_with_rowid=False,
 )
 
 op_invocation = sa.Table(
@@ -361,6 +395,7 @@ op_invocation = sa.Table(
     _c("metadata_gpu_time_ns", sa.Float, "GPU time reported by the fork's JSON, ns."),
     sa.PrimaryKeyConstraint("run_id", "op_index"),
     sa.UniqueConstraint("run_id", "invocation", name="uq_op_invocation_run_invocation"),  # one row per launch
+    sqlite_with_rowid=False,
 )
 
 op_node = sa.Table(
@@ -384,6 +419,7 @@ op_node = sa.Table(
     _c("n_experts", sa.Integer, "Experts."),
     _c("top_k", sa.Integer, "top-k."),
     sa.PrimaryKeyConstraint("run_id", "op_index", "node_index"),
+    sqlite_with_rowid=False,
 )
 
 op_operand = sa.Table(
@@ -401,6 +437,7 @@ op_operand = sa.Table(
     _c("tensor_id", sa.BigInteger, "Tensor id (address; dedup key)."),
     _c("storage_id", sa.BigInteger, "Storage id (view_src root address)."),
     sa.PrimaryKeyConstraint("run_id", "op_index", "node_index", "role", "operand_index"),
+    sqlite_with_rowid=False,
 )
 
 op_model = sa.Table(
@@ -429,6 +466,7 @@ op_model = sa.Table(
     _c("block_part", _str(16), "Part of the transformer block: attention, ffn, moe, input, output."),
     _c("on_critical_path", sa.Boolean, "On the longest dependency chain (by time) of its graph evaluation."),
     sa.PrimaryKeyConstraint("run_id", "op_index"),
+    sqlite_with_rowid=False,
 )
 
 op_edge = sa.Table(
@@ -441,6 +479,7 @@ op_edge = sa.Table(
     _c("storage_id", sa.BigInteger, "Storage id carried by the edge."),
     _c("tensor_name", sa.Text, "Tensor name as the consumer sees it, when known."),
     sa.PrimaryKeyConstraint("run_id", "edge_index"),
+    sqlite_with_rowid=False,
 )
 
 run_ceiling = sa.Table(
@@ -496,8 +535,14 @@ op_total = sa.Table(
 OP_TOTAL_COLUMNS = [c.name for c in op_total.columns if c.name not in ("row_index",)]
 
 INDEXES = [
-    sa.Index("ix_dispatch_op", dispatch_record.c.run_id, dispatch_record.c.op_index),
-    sa.Index("ix_op_op", op_invocation.c.run_id, op_invocation.c.op),
+    # dispatches by op: the timing records only (what the summaries read; half the entries with Nsight's two passes)
+    sa.Index(
+        "ix_dispatch_op",
+        dispatch_record.c.run_id,
+        dispatch_record.c.op_index,
+        sqlite_where=dispatch_record.c.timing_dispatch_index == dispatch_record.c.dispatch_index,
+        postgresql_where=dispatch_record.c.timing_dispatch_index == dispatch_record.c.dispatch_index,
+    ),
     # the fused groups a report counts (a few percent of the invocations): a partial index answers it
     sa.Index(
         "ix_op_fused",

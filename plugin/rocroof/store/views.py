@@ -59,6 +59,12 @@ def _add(a: ColumnElement[Any], b: ColumnElement[Any]) -> ColumnElement[Any]:
     return a + b  # NULL when either is NULL
 
 
+def _method(index: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The attribution method's name from its number (:data:`rocroof.store.schema.ATTRIBUTION_METHODS`)."""
+    names = {i: name for i, (name, _) in enumerate(s.ATTRIBUTION_METHODS)}
+    return sa.case(names, value=index, else_=sa.null()).label("attribution_method")
+
+
 def _dispatch_dram() -> sa.Select[Any]:
     d, o, r, a, k, n = s.dispatch_record, s.op_invocation, s.run, s.agent, s.kernel_symbol, s.dram_text.alias("n")
     read, write = d.c.dram_read_bytes, d.c.dram_write_bytes
@@ -105,7 +111,7 @@ def _dispatch_dram() -> sa.Select[Any]:
             o.c.node_name,
             o.c.layer,
             d.c.kernel_ordinal,
-            d.c.attribution_method,
+            _method(d.c.attribution_index),
             n.c.text.label("dram_bytes_note"),
         )
         .select_from(d)
@@ -121,7 +127,10 @@ def _dispatch_dram() -> sa.Select[Any]:
 def _dispatch() -> sa.Select[Any]:
     """Every dispatch record with its kernel's name: the ``dispatch`` table of schema versions 1-5."""
     d, k = s.dispatch_record, s.kernel_symbol
-    columns = [d.c[name] for name, _, _ in s._DISPATCH_COLUMNS]
+    columns = [
+        _method(d.c.attribution_index) if name == "attribution_method" else d.c[name]
+        for name, _, _ in s._DISPATCH_COLUMNS
+    ]
     return (
         sa.select(
             d.c.run_id, d.c.dispatch_index, d.c.pass_index, d.c.ordinal, *columns[:1], k.c.kernel_name, *columns[1:]

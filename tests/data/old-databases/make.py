@@ -4,7 +4,7 @@ Each database holds one run: the capture this script writes (a rocprofv3 CSV pas
 with roctx ranges, HIP launches and gfx942 DRAM counters, ``capture()``) ingested by the rocroof of
 one commit, checked out in a git worktree and run with this checkout's virtual environment:
 
-    .venv/bin/python tests/data/old-databases/make.py
+    .venv/bin/python tests/data/old-databases/make.py [STEM ...]   (default: all of COMMITS)
 
 The commits are those whose schema a user's database may still have (docs: tests/test_migrations.py).
 """
@@ -26,6 +26,7 @@ COMMITS = [
     ("schema2-8152b6a", "8152b6a", "byte/FLOP model tables (0002)"),
     ("schema4-a4cefa9", "a4cefa9", "version 0.1 as released (0001-0004)"),
     ("schema5-d7b6726", "d7b6726", "ceiling rule columns (0005)"),
+    ("schema6-7e85bc8", "7e85bc8", "lean layout (0006), rowid tables"),
 ]
 
 
@@ -77,7 +78,10 @@ def capture(dest: Path) -> Path:
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="rocroof-old-"))
     cap = capture(work / "capture")
+    wanted = set(sys.argv[1:])
     for stem, commit, _what in COMMITS:
+        if wanted and stem not in wanted:
+            continue
         tree = work / commit
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), commit], check=True)
         try:
