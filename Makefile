@@ -8,16 +8,27 @@ AMD_EXAMPLE ?= $(SHARED)/fixtures/rocprof-compute/vcopy/MI300X_A1_rocpd
 DEMO_DB  ?= demo/rocroof-demo.db
 AMD_DB   ?= demo/rocroof-demo-amd.db
 
-.PHONY: demo demo-amd test test-large lint docs clean
+.PHONY: help demo demo-amd test test-large lint docs clean
 
-$(VENV)/.installed: pyproject.toml
-	$(PY) -m venv $(VENV)
+## help: list these targets
+help:
+	@sed -n 's/^## \([a-z-]*\): /\1\t/p' $(MAKEFILE_LIST) | expand -t 14
+
+# the runtime alone (what the demos need), and with the dev tools (what the tests need)
+$(VENV)/.runtime: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-## demo: install, then ingest the example captures (examples/h200: llama.cpp on an H200) and print per-op reports
-demo: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.runtime
+
+## demo: install the runtime, then ingest the example captures (examples/h200: llama.cpp on an H200) and print per-op reports
+demo: $(VENV)/.runtime
 	@test -e "$(EXAMPLE)" || { echo "rocroof demo: example capture not found at $(EXAMPLE)"; \
 	  echo "  Point EXAMPLE=<capture dir> at any rocroof collect / rocprofv3 / Nsight output: make demo EXAMPLE=path"; exit 1; }
 	@mkdir -p $(dir $(DEMO_DB)) && rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
@@ -27,7 +38,7 @@ demo: $(VENV)/.installed
 	  echo; echo "\$$ rocroof report --run $$r --by op"; $(BIN)/rocroof report --db $(DEMO_DB) --run $$r --by op || exit 1; done
 
 ## demo-amd: the same on AMD's recorded MI300X vcopy workload from ../shared/fixtures
-demo-amd: $(VENV)/.installed
+demo-amd: $(VENV)/.runtime
 	@test -d "$(AMD_EXAMPLE)" || { echo "rocroof demo-amd: $(AMD_EXAMPLE) not found (it comes with ../shared/fixtures)"; exit 1; }
 	@mkdir -p $(dir $(AMD_DB)) && rm -f $(AMD_DB) $(AMD_DB)-wal $(AMD_DB)-shm
 	$(BIN)/rocroof ingest "$(AMD_EXAMPLE)" --db $(AMD_DB) --label example=vcopy

@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import re
+import shlex
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -144,9 +145,15 @@ def test_ingest_prints_a_summary_of_a_fact_per_line_and_report_dispatch_json_has
     assert first.startswith("Stored run 1 from ") and "MI300X" in first and "gfx942" in first
     assert any(line.startswith("  ") and "pass(es), 3 dispatch(es) in the timing pass" in line for line in rest)
     assert all(len(line) <= 240 or "ceiling" in line for line in rest[:-1])  # no 600-character line
-    assert rest[-1].startswith("Next: rocroof report --run 1")
+    # the hint names the database and, for a run without ggml ops, the report that has rows; it runs as printed
+    assert rest[-1].startswith(f"Next: rocroof report --db {db} --run 1 --by kernel")
+    hinted = shlex.split(rest[-1].removeprefix("Next: ").split("   (")[0])
+    assert hinted[0] == "rocroof" and "vcopy" in ok(*hinted[1:])
 
-    rows = json.loads(ok("report", "--db", db, "--by", "dispatch", "--format", "json"))
+    doc = json.loads(ok("report", "--db", db, "--by", "dispatch", "--format", "json"))
+    assert doc["report"] == "dispatch" and doc["run"]["run_id"] == 1 and "host" not in doc["run"]
+    assert doc["ceilings"]["dram_gbps"]["value"] == doc["run"]["dram_peak_gbps"]
+    rows = doc["rows"]
     assert isinstance(rows, list) and len(rows) == 3
     for row in rows:
         assert set(row) >= REQUIRED_DISPATCH_KEYS
@@ -161,8 +168,9 @@ def test_ingest_prints_a_summary_of_a_fact_per_line_and_report_dispatch_json_has
 
 
 def test_report_by_op_json_has_the_contract_keys(stored: Path) -> None:
-    rows = json.loads(ok("report", "--db", stored, "--by", "op", "--format", "json"))
-    assert len(rows) == 1
+    doc = json.loads(ok("report", "--db", stored, "--by", "op", "--format", "json"))
+    rows = doc["rows"]
+    assert len(rows) == 1 and doc["labels"] == {"model": "vcopy", "size": "8MiB"}
     (row,) = rows
     assert set(row) >= REQUIRED_OP_KEYS
     assert row["op"] is None and row["invocations"] == 0 and row["dispatches"] == 3
@@ -183,7 +191,7 @@ def test_report_formats_and_top(stored: Path) -> None:
     assert len(rows) == 1 and rows[0]["dispatches"] == "3"
     assert float(rows[0]["dram_write_bytes"]) == pytest.approx(3 * VCOPY_BYTES, rel=0.01)
     top = json.loads(ok("report", "--db", stored, "--by", "dispatch", "--top", "1", "--format", "json"))
-    assert len(top) == 1
+    assert len(top["rows"]) == 1 and top["rows_total"] == 3
     assert "showing 1 of 3 rows" in ok("report", "--db", stored, "--by", "dispatch", "--top", "1")
     assert ok("report", "--db", stored, "--run", "latest") == ok("report", "--db", stored, "--run", "1")
 
@@ -225,7 +233,7 @@ def test_kernel_trace_durations_are_the_csv_timestamps(tmp_path: Path) -> None:
     ok("ingest", docs_csv(), "--db", db)
     with open(docs_csv() / "kernel_trace.csv", newline="") as fh:
         truth = {int(r["Dispatch_Id"]): int(r["End_Timestamp"]) - int(r["Start_Timestamp"]) for r in csv.DictReader(fh)}
-    rows = json.loads(ok("report", "--db", db, "--by", "dispatch", "--format", "json"))
+    rows = json.loads(ok("report", "--db", db, "--by", "dispatch", "--format", "json"))["rows"]
     assert {r["dispatch_id"]: r["duration_ns"] for r in rows} == truth
     assert truth[1] == 12_800  # 1550151853042437 - 1550151853029637
 
@@ -237,7 +245,7 @@ def test_unknown_architecture_ingests_with_unknown_bytes_and_a_note_suggesting_a
     db = tmp_path / "r.db"
     out = ok("ingest", docs_csv(), "--db", db)
     assert "unknown GPU" in out and "--arch" in out
-    rows = json.loads(ok("report", "--db", db, "--by", "dispatch", "--format", "json"))
+    rows = json.loads(ok("report", "--db", db, "--by", "dispatch", "--format", "json"))["rows"]
     assert len(rows) == 9
     for row in rows:
         assert row["dram_read_bytes"] is None and row["dram_write_bytes"] is None and row["achieved_gbps"] is None
@@ -274,7 +282,7 @@ def test_missing_counters_are_listed_as_notes(tmp_path: Path) -> None:
     assert any(n["code"] == "dram-bytes-unknown" and n["severity"] == "warning" for n in notes)
     assert "missing-counter" in ok("runs", "--db", db, "--notes", "1")
     # MI350's read request size was not recorded: bounds around the truth, no number
-    for row in json.loads(ok("report", "--db", db, "--by", "dispatch", "--format", "json")):
+    for row in json.loads(ok("report", "--db", db, "--by", "dispatch", "--format", "json"))["rows"]:
         assert row["dram_read_bytes"] is None
         assert row["dram_read_bytes_min"] <= VCOPY_BYTES <= row["dram_read_bytes_max"]
         assert row["dram_write_bytes"] == pytest.approx(VCOPY_BYTES, rel=0.01)
@@ -409,7 +417,7 @@ def test_a_whole_gzip_capture_ingests(tmp_path: Path) -> None:
     cap.mkdir()
     (cap / "kernel_trace.csv.gz").write_bytes(gzip.compress((docs_csv() / "kernel_trace.csv").read_bytes()))
     ok("ingest", cap, "--db", tmp_path / "r.db")
-    assert len(json.loads(ok("report", "--db", tmp_path / "r.db", "--by", "dispatch", "--format", "json"))) == 9
+    assert len(json.loads(ok("report", "--db", tmp_path / "r.db", "--by", "dispatch", "--format", "json"))["rows"]) == 9
 
 
 @pytest.mark.parametrize("label", ["model", "=value", " =x"])

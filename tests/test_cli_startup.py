@@ -93,3 +93,16 @@ def test_other_exceptions_pass_the_error_handler_unchanged() -> None:
     result = CliRunner().invoke(group, ["fail"])
     assert result.exception is boom
     assert result.exit_code == 1
+
+
+def test_version_names_the_release_and_the_schema_and_imports_nothing_heavy() -> None:
+    import rocroof
+    from rocroof.store.migrations import MIGRATIONS
+
+    proc = subprocess.run([sys.executable, "-c", PROBE, "--version"], capture_output=True, text=True, timeout=60)
+    *shown, last = proc.stdout.rstrip("\n").split("\n")
+    assert json.loads(last) == {"code": 0, "heavy": []}
+    assert [line for line in shown if line] == [
+        f"rocroof {rocroof.__version__} (results database schema {len(MIGRATIONS)})"
+    ]
+    assert len(MIGRATIONS) == rocroof.SCHEMA_VERSION

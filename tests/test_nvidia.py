@@ -1033,6 +1033,6 @@ def test_ingest_the_recorded_pair_from_the_command_line(tmp_path: Path) -> None:
     assert ro.query("SELECT COUNT(*) AS n FROM dispatch_dram")["n"].iloc[0] == 343
     report = CliRunner().invoke(cli, ["report", "--by", "op", "--format", "json", "--db", str(db)])
     assert report.exit_code == 0, report.output
-    ops = {r["op"]: r for r in json.load(io.StringIO(report.output))}
+    ops = {r["op"]: r for r in json.load(io.StringIO(report.output))["rows"]}
     own = Counter({k.invocation: k.op for k in ncu_kernels()}.values())
     assert {op: r["invocations"] for op, r in ops.items()} == dict(own)

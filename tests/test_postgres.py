@@ -160,8 +160,8 @@ def _assert_same_store(sqlite_db: str, pg: str, run_ids: list[int]) -> None:
     try:
         for rid in run_ids:
             for by in ("op", "kernel", "dispatch", "invocation"):
-                a = json.loads(render(build_report(ro_lite, rid, by=by), "json"))
-                b = json.loads(render(build_report(ro_pg, rid, by=by), "json"))
+                a = json.loads(render(build_report(ro_lite, rid, by=by), "json"))["rows"]
+                b = json.loads(render(build_report(ro_pg, rid, by=by), "json"))["rows"]
                 _assert_same_values(a, b, f"run {rid} by {by}")
             assert render(build_report(ro_lite, rid, by="op"), "markdown") == render(
                 build_report(ro_pg, rid, by="op"), "markdown"

@@ -148,8 +148,8 @@ def test_a_narrow_terminal_drops_whole_columns_and_names_them(db: Path, width: i
     for name in ("meas/model", "bound", "% roof"):  # the roofline verdict stays
         assert name in lines[header]
     # the key explains only the columns shown
-    assert "µs/call per op invocation" in wide
-    assert ("µs/call per op invocation" in text) == ("µs/call" in lines[header])
+    assert "µs/call = time per op invocation" in wide
+    assert ("µs/call = time per op invocation" in text) == ("µs/call" in lines[header])
 
 
 def test_a_terminal_too_narrow_for_the_fewest_columns_gets_one_block_per_row(db: Path) -> None:
@@ -184,7 +184,7 @@ def test_moe_report_explains_the_flagged_ops(db: Path) -> None:
 
 def test_json_report_has_the_issue_keys(db: Path) -> None:
     result = CliRunner().invoke(cli, ["report", "--db", str(db), "--run", "1", "--format", "json"])
-    rows = json.loads(result.output)
+    rows = json.loads(result.output)["rows"]
     for key in (
         "model_read_bytes",
         "model_write_bytes",
@@ -193,9 +193,10 @@ def test_json_report_has_the_issue_keys(db: Path) -> None:
         "model_arithmetic_intensity",
         "pct_of_ceiling",
         "bound",
-        "time_share",
+        "share_of_time_pct",
     ):
         assert key in rows[0]
+    assert "time_share" not in rows[0]  # share_of_time_pct / 100: one of the two
 
 
 def test_plot_html_and_graph_commands(db: Path, tmp_path: Path) -> None:

@@ -76,7 +76,8 @@ def test_reports_never_print_a_capture_s_control_characters(hostile_db: Path, fm
     assert result.exit_code == 0, result.output
     _no_controls(result.output)
     if fmt == "json":  # JSON escapes them itself: the name comes back exactly
-        names = {r["kernel_name"] if "kernel_name" in r else r.get("kernel") for r in json.loads(result.output)}
+        rows = json.loads(result.output)["rows"]
+        names = {r["kernel_name"] if "kernel_name" in r else r.get("kernel") for r in rows}
         assert HOSTILE in names
     else:
         assert "\\x1b]0;pwned\\x07" in result.output  # shown, escaped: the user sees what the capture holds

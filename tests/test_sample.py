@@ -381,7 +381,7 @@ def test_a_run_without_counters_gets_a_modelled_roofline_marked_as_such(tmp_path
     assert f"~{model / t.iloc[0]:,.1f}" in text
     assert "Nsight Compute replay" not in text  # no counter pass: no word about how it counted
     doc = json.loads(render(rep, "json"))
-    assert {r["op"]: r["bytes_basis"] for r in doc}["MUL_MAT"] == "modelled"
+    assert {r["op"]: r["bytes_basis"] for r in doc["rows"]}["MUL_MAT"] == "modelled"
 
 
 def pd_isna(v: object) -> bool:

@@ -483,7 +483,7 @@ def test_report_json_and_csv_are_raw_and_null_for_unknown(db_path: Path) -> None
 
     rid = Store(db_path).write_run(_frames())
     rep = build_report(Store(db_path, read_only=True), rid, by="dispatch")
-    rows = json.loads(render(rep, "json"))
+    rows = json.loads(render(rep, "json"))["rows"]
     assert [r["dispatch_id"] for r in rows] == [1, 2, 3, 4]
     assert rows[0]["duration_ns"] == 1000 and isinstance(rows[0]["duration_ns"], int)
     assert rows[1]["dram_read_bytes"] is None and rows[1]["dram_read_bytes_min"] == 3000
@@ -501,7 +501,10 @@ def test_report_by_invocation_on_a_run_without_ops_says_so(db_path: Path) -> Non
     rep = build_report(Store(db_path, read_only=True), rid, by="invocation")
     assert len(rep.rows) == 0
     assert "no ggml op invocations in this run" in render(rep, "table")
-    assert render(rep, "json") == "[]\n"
+    import json
+
+    doc = json.loads(render(rep, "json"))
+    assert doc["rows"] == [] and doc["report"] == "invocation" and doc["rows_total"] == 0
 
 
 # ---- read-only queries --------------------------------------------------------------------------

@@ -120,7 +120,7 @@ def test_top_dispatches_are_the_longest(tmp_path: Path) -> None:
     run("ingest", cap, "--db", tmp_path / "r.db")
     code, out = run("report", "--by", "dispatch", "--top", "2", "--format", "json", "--db", tmp_path / "r.db")
     assert code == 0, out
-    assert [(r["dispatch_id"], r["duration_ns"]) for r in json.loads(out)] == [(2, 900), (4, 600)]
+    assert [(r["dispatch_id"], r["duration_ns"]) for r in json.loads(out)["rows"]] == [(2, 900), (4, 600)]
 
 
 def test_markdown_left_aligns_names_and_keeps_template_arguments(tmp_path: Path) -> None:

@@ -7,4 +7,7 @@ The library never prints or exits. Entry points:
 * :class:`rocroof.store.Store` - the results database (SQLite file or any SQLAlchemy URL).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+#: The results database's schema version this rocroof writes (the number of its migrations,
+#: rocroof.store.migrations; kept here so that ``rocroof --version`` needs no database code).
+SCHEMA_VERSION = 7

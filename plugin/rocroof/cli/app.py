@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .. import __version__
+from .. import SCHEMA_VERSION, __version__
 from ..errors import InputError, OutputError, RocroofError
 from ..text import printable
 
@@ -138,7 +138,9 @@ def raw_option(fn: Any) -> Any:
 
 
 @click.group(cls=RocroofGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="rocroof")
+@click.version_option(
+    __version__, prog_name="rocroof", message=f"%(prog)s %(version)s (results database schema {SCHEMA_VERSION})"
+)
 @click.option("--traceback", is_flag=True, help="Show Python tracebacks for errors (for bug reports).")
 def cli(traceback: bool) -> None:
     """rocroof: per-ggml-op DRAM roofline profiles of llama.cpp, in a database you can query.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -12,6 +13,7 @@ import click
 from ..errors import InputError, RocroofError
 from ..text import printable
 from .app import (
+    DEFAULT_DB,
     cli,
     db_option,
     echo,
@@ -57,10 +59,21 @@ def _ingest_one(
             run_id = store.write_run(frames, labels=labels, replace=replace, progress=cb)
     finally:
         store.close()
-    return _summary(run_id, path, capture, frames)
+    return _summary(run_id, path, capture, frames, db)
 
 
-def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
+def _next_command(run_id: int, db: str, has_ops: bool) -> str:
+    """The report to run next, as a command that works pasted as it is (the database named unless default)."""
+    from ..store import shown_db
+
+    default = os.environ.get("ROCROOF_DB") or DEFAULT_DB  # what a bare `rocroof report` opens
+    where = "" if db == default else f" --db {shlex.quote(shown_db(db))}"
+    if has_ops:
+        return f"Next: rocroof report{where} --run {run_id} --by op   (or --by kernel, --by dispatch)"
+    return f"Next: rocroof report{where} --run {run_id} --by kernel   (no ggml ops in this run; or --by dispatch)"
+
+
+def _summary(run_id: int, path: Path, capture: Any, frames: Any, db: str = DEFAULT_DB) -> str:
     run = frames.run
     disp = frames.tables["dispatch"]
     timing = disp[disp["timing_dispatch_index"] == disp["dispatch_index"]] if len(disp) else disp
@@ -96,7 +109,7 @@ def _summary(run_id: int, path: Path, capture: Any, frames: Any) -> str:
     text = "\n".join(parts)
     for note in warnings:
         text += f"\n  - {note.message}"
-    text += f"\nNext: rocroof report --run {run_id} --by op   (or --by kernel, --by dispatch)"
+    text += "\n" + _next_command(run_id, db, len(frames.tables["op_invocation"]) > 0)
     return text
 
 

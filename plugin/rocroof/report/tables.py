@@ -467,6 +467,44 @@ def json_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
+#: Report columns that machine formats leave out: ``time_share`` is ``share_of_time_pct`` / 100 (the plot's).
+_NOT_EXPORTED = ("time_share",)
+#: Run columns a JSON report leaves out (the machine's name; the database keeps it).
+_RUN_PRIVATE = ("host",)
+
+
+def report_document(report: Report) -> dict[str, Any]:
+    """A report as one JSON object: what was measured, on what, against which ceilings, and the rows.
+
+    Keys: ``rocroof`` (version), ``schema`` (the results database's schema version), ``report``
+    (the grouping: op, invocation, kernel, dispatch), ``run`` (the run's row, without ``host``),
+    ``labels``, ``ceilings`` (name -> value, source, mark; the unit in the name: ``_gbps`` GB/s,
+    ``_tflops`` TFLOP/s, ``_tops`` TOP/s, ``_bytes`` bytes),
+    ``totals`` (whole-run sums; ns and counts), ``rows_total`` (rows before ``--top``), ``notes``
+    (severity, code, message) and ``rows`` (raw values in column units: ``_ns`` ns, ``_bytes``
+    bytes, ``_gbps`` GB/s; null where unknown).
+    """
+    from .. import SCHEMA_VERSION, __version__
+
+    run = {k: _json_value(v) for k, v in report.run.items() if k not in _RUN_PRIVATE}
+    ceilings = {
+        name: {k: _json_value(v) for k, v in row.items() if k in ("value", "source", "mark")}
+        for name, row in report.ceilings.items()
+    }
+    return {
+        "rocroof": __version__,
+        "schema": SCHEMA_VERSION,
+        "report": report.by,
+        "run": run,
+        "labels": dict(report.labels),
+        "ceilings": ceilings,
+        "totals": {k: _json_value(v) for k, v in report.totals.items()},
+        "rows_total": report.total_rows,
+        "notes": [{"severity": n.severity, "code": n.code, "message": n.message} for n in report.notes],
+        "rows": json_records(report.rows.drop(columns=list(_NOT_EXPORTED), errors="ignore")),
+    }
+
+
 def _json_records(df: pd.DataFrame) -> str:
     return json.dumps(json_records(df), indent=2, allow_nan=False) + "\n"
 
@@ -555,7 +593,7 @@ def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
     if by == "op":
         headers.append("invocations")
     headers += ["dispatches", "time µs", "% time", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
-    modelled = "model_read_bytes" in report.rows and bool(pd.to_numeric(report.rows["model_read_bytes"]).notna().any())
+    modelled = _has_roofline(report)
     if modelled:  # the roofline's columns replace "% peak" and "µs at peak" (same numbers for memory-bound ops)
         headers = [{"invocations": "inv.", "dispatches": "disp."}.get(h, h) for h in headers[:-2]]
         headers.insert(headers.index("% time") + 1, "µs/call")
@@ -622,6 +660,14 @@ def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
     return headers, lines
 
 
+def _has_roofline(report: Report) -> bool:
+    """Whether the report's rows have the byte/FLOP model, so its tables show the roofline columns."""
+    rows = report.rows
+    return report.by in ("op", "invocation") and (
+        "model_read_bytes" in rows and bool(pd.to_numeric(rows["model_read_bytes"]).notna().any())
+    )
+
+
 def _modelled(v: Any, scale: float = 1.0, digits: int = 2) -> str:
     """A value from the byte model, marked ``~`` (unknown: ``?``)."""
     return "?" if _nan(v) else "~" + _num(v, scale, digits)
@@ -684,30 +730,52 @@ def _fused_line(report: Report) -> str | None:
     return "fused groups count under their first op: " + "; ".join(parts)
 
 
-def _legend(report: Report) -> str | None:
-    if report.by in ("kernel", "dispatch") and len(report.rows):
-        if report.by == "dispatch":
-            first = "# = the profiler's dispatch id; op #N = the ggml op invocation (range) that launched it; "
-            time = "time µs = GPU kernel time"
-        else:
-            first, time = "", "time µs = GPU kernel time summed over the dispatches"
-        return (
-            f"key: {first}{time}; GB/s = (read + write DRAM bytes) / time; % peak = that as % of the DRAM ceiling; "
-            "µs at peak = the time those bytes take at the DRAM ceiling"
-        )
-    if "flag" not in report.rows or report.by not in ("op", "invocation"):
+#: What each column of a human report means, by header: the key line lists those of the columns shown.
+_ROOF_TEXT = (
+    "against the governing ceiling (DRAM bandwidth left of the ridge, right of it the compute peak: INT8 matrix "
+    "for matmuls on quantized weights, FP16/BF16 matrix for the other matrix ops, FP32 vector otherwise)"
+)
+_COLUMN_KEYS: dict[str, str] = {
+    "#": "# = the profiler's dispatch id",
+    "op": "op #N = the ggml op invocation (range) that launched it",
+    "% time": "% time = share of the run's GPU time",
+    "read MB": "read MB = DRAM bytes read (10^6)",
+    "write MB": "write MB = DRAM bytes written (10^6)",
+    "GB/s": "GB/s = (read + write DRAM bytes) / time",
+    "% peak": "% peak = that as % of the DRAM ceiling",
+    "µs at peak": "µs at peak = the time those bytes take at the DRAM ceiling",
+    "µs/call": "µs/call = time per op invocation",
+    "model MB": "model MB = the byte model's DRAM bytes (the ops' tensor sizes)",
+    "meas/model": "meas/model = measured / modelled DRAM bytes",
+    "FLOP/B": "FLOP/B = modelled FLOP per measured DRAM byte",
+    "bound": "bound = side of the roofline's ridge (latency: under 10% of the roof in calls under 20 µs: launch, "
+    "latency or too little parallelism)",
+    "% roof": "% roof = % of the roof " + _ROOF_TEXT,
+    "µs at roof": "µs at roof = the time at that roof",
+}
+
+
+def _legend(report: Report, headers: list[str]) -> str | None:
+    """The key line: what each of the ``headers`` shown means, in their order (None without rows)."""
+    if not len(report.rows):
         return None
-    tilde = ""
+    time = {
+        "dispatch": "time µs = GPU kernel time",
+        "kernel": "time µs = GPU kernel time summed over the dispatches",
+    }.get(report.by, "time µs = summed GPU kernel time")
+    keys = {**_COLUMN_KEYS, "time µs": time}
+    if "% roof" not in headers:
+        keys["µs at roof"] = "µs at roof = the time at the roof " + _ROOF_TEXT
+    if "read MB" in headers and "write MB" in headers:  # one clause for the pair
+        keys["read MB"] = keys["write MB"] = "read/write MB = DRAM bytes (10^6)"
+    parts: list[str] = []
     if "bytes_basis" in report.rows and bool((report.rows["bytes_basis"] == "modelled").any()):
-        tilde = "~ = from the byte model (no DRAM counters for the op); "
-    return (
-        f"key: {tilde}time µs = summed GPU kernel time; µs/call per op invocation; meas/model = measured / modelled "
-        "DRAM bytes; FLOP/B = FLOP per measured DRAM byte; bound = side of the roofline's ridge (latency: under 10% of "
-        "the roof in calls under 20 µs: launch, latency or too little parallelism); % roof and µs at roof = "
-        "against the governing ceiling (DRAM bandwidth left of the ridge; right of it the compute peak: INT8 "
-        "matrix for matmuls on quantized weights, FP16/BF16 matrix for the other matrix ops, FP32 vector "
-        "otherwise)"
-    )
+        parts.append("~ = from the byte model (no DRAM counters for the op)")
+    for header in headers:
+        text = keys.get(header)
+        if text and text not in parts:
+            parts.append(text)
+    return "key: " + "; ".join(parts) if parts else None
 
 
 #: Compute ceilings shown in headers and plots: run_ceiling name, label, unit.
@@ -716,13 +784,6 @@ _COMPUTE_CEILINGS = (
     ("fp16_matrix_tflops", "FP16 matrix", "TFLOP/s"),
     ("fp32_vector_tflops", "FP32 vector", "TFLOP/s"),
 )
-
-
-def _legend_without(legend: str, dropped: list[str]) -> str:
-    """``legend`` without the clauses that explain ``dropped`` columns (``key: a = ...; b = ...``)."""
-    parts = legend.removeprefix("key: ").split("; ")
-    kept = [part for part in parts if not any(part.startswith(name + " ") for name in dropped)]
-    return "key: " + "; ".join(kept)
 
 
 def _ceiling_line(report: Report) -> str | None:
@@ -831,7 +892,7 @@ def _header_lines(report: Report) -> list[str]:
         )
     else:
         lines.append("DRAM ceiling: unknown (no % of peak)")
-    compute = _ceiling_line(report) if report.by in ("op", "invocation") else None
+    compute = _ceiling_line(report) if _has_roofline(report) else None  # only where FLOP/B and % roof show
     if compute:
         lines.append(compute)
     sample = next((n.message for n in report.notes if n.code == "counter-sample"), None)
@@ -980,8 +1041,9 @@ def render(report: Report, fmt: Format = "table", width: int | None = None, *, r
 
     Args:
         report: from :func:`build_report`.
-        fmt: ``table`` (rich, for terminals), ``csv``, ``json`` (a list of objects, raw values,
-            null for unknown) or ``markdown`` (for PR reviews).
+        fmt: ``table`` (rich, for terminals), ``csv``, ``json`` (one object: run, ceilings,
+            notes and the rows as raw values, null for unknown; :func:`report_document`) or
+            ``markdown`` (for PR reviews).
         width: terminal width for ``table``.
         raw: CSV only: keep text cells that start like a spreadsheet formula as they are
             (:func:`csv_text`).
@@ -990,9 +1052,9 @@ def render(report: Report, fmt: Format = "table", width: int | None = None, *, r
         The text, ending with a newline.
     """
     if fmt == "json":
-        return _json_records(report.rows)
+        return json.dumps(report_document(report), indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
-        return csv_text(report.rows, raw)
+        return csv_text(report.rows.drop(columns=list(_NOT_EXPORTED), errors="ignore"), raw)
     headers, lines = _human_rows(report)
     footer = []
     if report.total_rows == 0:
@@ -1007,15 +1069,16 @@ def render(report: Report, fmt: Format = "table", width: int | None = None, *, r
     fused_line = _fused_line(report)
     if fused_line:
         footer.append(fused_line)
-    legend = _legend(report)
-    if legend:
-        footer.append(legend)
+    legend_at = len(footer)  # the key line goes here, once the columns shown are known
     if report.by == "op" and report.totals.get("unattributed_dispatches"):
         footer.append(
             f"{report.totals['unattributed_dispatches']} of {report.totals['dispatches']} dispatches "
             "are outside any ggml range"
         )
     if fmt == "markdown":
+        legend = _legend(report, headers)
+        if legend:
+            footer.insert(legend_at, legend)
         out = [f"**rocroof** {line}  " for line in _header_lines(report)[:1]]
         out += [f"{line}  " for line in _header_lines(report)[1:]]
         out.append("")
@@ -1041,11 +1104,15 @@ def render(report: Report, fmt: Format = "table", width: int | None = None, *, r
     for text in _header_lines(report):
         console.print(text, highlight=False, markup=False)
     if needed > width:  # not even the fewest columns fit: one block per row, every value whole
+        legend = _legend(report, all_headers)
+        if legend:
+            footer.insert(legend_at, legend)
         for block_line in _record_blocks(all_headers, all_lines):
             console.print(block_line, highlight=False, markup=False)
     else:
-        if dropped and legend:  # the key explains the columns shown
-            footer[footer.index(legend)] = _legend_without(legend, dropped)
+        legend = _legend(report, headers)  # the key explains the columns shown
+        if legend:
+            footer.insert(legend_at, legend)
         if dropped:
             footer.insert(
                 0,
@@ -1198,19 +1265,25 @@ def render_frame(
         # too wide for columns: one block per record, "name: value" per line
         lines = _record_blocks(names, cells)
         return "\n".join(lines) + ("\n" if lines else "(no rows)\n")
+
+    def numeric(j: int) -> bool:
+        """Whether column ``j`` holds numbers only (right-aligned, as reports align them)."""
+        vals = [r[j].replace(",", "").replace("%", "").strip() for r in cells if r[j].strip() not in ("", "—", "?")]
+        return bool(vals) and all(_is_number(v.lstrip("+~")) for v in vals)
+
     if fmt == "markdown":
-
-        def numeric(j: int) -> bool:
-            vals = [r[j].replace(",", "").replace("%", "") for r in cells if r[j] not in ("", "—")]
-            return bool(vals) and all(_is_number(v) for v in vals)
-
         align = ["---:" if numeric(j) else "---" for j in range(len(df.columns))]
         out = ["| " + " | ".join(str(c) for c in df.columns) + " |", "|" + "|".join(align) + "|"]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
         return "\n".join(out) + "\n"
     table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
-    for c in df.columns:
-        table.add_column(Text(str(c)), overflow="fold", no_wrap=wrapping is not None and c not in wrapping)
+    for j, c in enumerate(df.columns):
+        table.add_column(
+            Text(str(c)),
+            overflow="fold",
+            no_wrap=wrapping is not None and c not in wrapping,
+            justify="right" if numeric(j) else "left",
+        )
     for row in cells:
         table.add_row(*(Text(v) for v in row))  # literal text: '[ref-5]' is not console markup
     console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
@@ -1289,7 +1362,7 @@ def render_html(report: Report, svg: str | None) -> str:
     )
     flags = _flag_lines(report) + [line for line in (_fused_line(report),) if line]
     warn = [f"{n.severity}: {n.message}" for n in report.notes if n.severity != "info"]
-    footer = [line for line in (_legend(report),) if line]
+    footer = [line for line in (_legend(report, headers),) if line]
     if report.total_rows > len(report.rows):
         footer.insert(0, f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
     n_info = sum(1 for n in report.notes if n.severity == "info")

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
+from .. import SCHEMA_VERSION as _PACKAGE_SCHEMA_VERSION
 from ..errors import SchemaError
 from . import schema, views
 
@@ -301,6 +302,8 @@ MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0007_clustered_tables", _m0007_clustered_tables),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+if SCHEMA_VERSION != _PACKAGE_SCHEMA_VERSION:  # pragma: no cover - a migration added without the constant
+    raise RuntimeError(f"rocroof.SCHEMA_VERSION is {_PACKAGE_SCHEMA_VERSION}, the migrations make {SCHEMA_VERSION}")
 
 
 #: ``pg_advisory_xact_lock`` key that serialises rocroof's schema changes on a PostgreSQL server.
