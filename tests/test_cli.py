@@ -635,3 +635,56 @@ def test_collect_dry_run_touches_no_database(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.startswith("GPU gfx942: ") and "rocprofv3 --pmc" in result.output
     assert not db.exists() and not (tmp_path / "o").exists()
+
+
+# ---- runs picked by their labels ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def labelled(tmp_path: Path) -> Path:
+    """Runs 1-4 of the hand-made run with sweep-like labels (2 models x 2 envs) and one unlabelled run 5."""
+    from rocroof.store import Store
+
+    from .test_store import _frames
+
+    db = tmp_path / "l.db"
+    store = Store(db)
+    for i, (model, env) in enumerate(
+        [("dense", "fusion"), ("dense", "no-fusion"), ("moe", "fusion"), ("moe", "no-fusion")]
+    ):
+        store.write_run(_frames(sha=str(i) * 64), labels={"model": model, "env": env, "sweep": "s1"})
+    store.write_run(_frames(sha="9" * 64))
+    store.close()
+    return db
+
+
+def test_runs_report_and_diff_pick_runs_by_their_labels(labelled: Path) -> None:
+    import csv as csv_mod
+
+    def ids(*filters: str) -> list[int]:
+        args = [a for f in filters for a in ("--label", f)]
+        text = ok("runs", "--db", labelled, "--format", "csv", *args)
+        return [int(r["run_id"]) for r in csv_mod.DictReader(io.StringIO(text))]
+
+    assert ids() == [1, 2, 3, 4, 5]
+    assert ids("model=moe") == [3, 4]
+    assert ids("model=moe", "env=fusion") == [3] == ids("model=moe,env=fusion")
+    assert ids("env=*fusion") == [1, 2, 3, 4] and ids("env=no-*") == [2, 4]
+    assert ids("model=none") == [] and ids("repeat=1") == []
+    # one run: --run takes the labels; several: an error that names them, or latest: picks the newest
+    report = ok("report", "--db", labelled, "--run", "model=moe,env=no-fusion", "--format", "json")
+    assert json.loads(report)["run"]["run_id"] == 4
+    message = error("report", "--db", labelled, "--run", "env=fusion")
+    assert "match runs 1, 3" in message and "latest:env=fusion" in message
+    assert (
+        json.loads(ok("report", "--db", labelled, "--run", "latest:env=fusion", "--format", "json"))["run"]["run_id"]
+        == 3
+    )
+    assert "no run has the labels model=gpt" in error("report", "--db", labelled, "--run", "model=gpt")
+    assert "expected key=value" in error("report", "--db", labelled, "--run", "model=x,fusion")
+    # diff A B by labels is diff of their ids
+    by_label = ok("diff", "--db", labelled, "model=dense,env=fusion", "model=moe,env=fusion", "--format", "json")
+    assert json.loads(by_label)["run_a"] == 1 and json.loads(by_label)["run_b"] == 3
+    # the table lists the labels all runs share once, above it
+    table = ok("runs", "--db", labelled, "--label", "model=moe")
+    assert table.splitlines()[0] == "labels of every run below: model=moe, sweep=s1"

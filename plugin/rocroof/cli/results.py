@@ -22,18 +22,34 @@ from .app import (
 TABLE_ROWS = 10_000
 
 
+#: --run's help: every command that takes one run.
+RUN_HELP = (
+    "Run id, 'latest', or labels: key=value[,key=value] picking one run (* matches any text; "
+    "latest:key=value the newest of several)."
+)
+
+
 @cli.command()
 @db_option
 @format_option
 @click.option(
     "--notes", "notes_for", default=None, metavar="RUN", help="Show all notes of one run (an id or 'latest') instead."
 )
-def runs(db: str, fmt: str, notes_for: str | None) -> None:
+@click.option(
+    "--label",
+    "label_filters",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only runs with this label (repeatable; all must match; * matches any text).",
+)
+def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...]) -> None:
     """List stored runs (or one run's notes with --notes RUN).
 
     \b
     Examples:
       rocroof runs
+      rocroof runs --label model=dense-tiny --label env=fusion   # a sweep's points
+      rocroof runs --label 'model=moe*'
       rocroof runs --notes 3                  # every note of run 3 (missing counters, ...)
       rocroof runs --notes latest
       rocroof runs --format json --db team.db
@@ -54,8 +70,17 @@ def runs(db: str, fmt: str, notes_for: str | None) -> None:
         )
     else:
         df = runs_frame(store, labels_as_mapping=fmt == "json")
+        if label_filters:
+            from ..store import parse_selector
+
+            selector: dict[str, str] = {}
+            for text in label_filters:
+                selector.update(parse_selector(text))
+            df = df[df["run_id"].isin(store.runs_with_labels(selector))].reset_index(drop=True)
         if fmt in ("table", "markdown"):
-            df = runs_for_people(df)
+            df, common = runs_for_people(df)
+            if common:  # labels every listed run shares (a sweep's name, its device...) once, above the table
+                echo(f"labels of every run below: {common}" + ("  " if fmt == "markdown" else ""))
             echo(render_frame(df, fmt, wrap=["labels"]), nl=False)  # type: ignore[arg-type]
             return
     echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
@@ -63,7 +88,7 @@ def runs(db: str, fmt: str, notes_for: str | None) -> None:
 
 @cli.command()
 @db_option
-@click.option("--run", "run_spec", default="latest", show_default=True, help="Run id or 'latest'.")
+@click.option("--run", "run_spec", default="latest", show_default=True, help=RUN_HELP)
 @click.option(
     "--by",
     type=click.Choice(["op", "kernel", "dispatch", "invocation"]),
@@ -134,7 +159,7 @@ def _html_report(rep: Any) -> str:
 
 @cli.command()
 @db_option
-@click.option("--run", "run_spec", default="latest", show_default=True, help="Run id or 'latest'.")
+@click.option("--run", "run_spec", default="latest", show_default=True, help=RUN_HELP)
 @click.option(
     "--out",
     "out",
@@ -242,7 +267,7 @@ def query(sql: str, db: str, fmt: str, raw: bool, max_rows: int) -> None:
 
 @cli.command()
 @db_option
-@click.option("--run", "run_spec", default="latest", show_default=True, help="Run id or 'latest'.")
+@click.option("--run", "run_spec", default="latest", show_default=True, help=RUN_HELP)
 @click.option("--evaluation", type=int, default=None, help="One graph evaluation (0-based; e.g. one decode token).")
 @click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot", show_default=True)
 def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
@@ -330,6 +355,7 @@ def diff(
     \b
     Examples:
       rocroof diff 3 4                          # Markdown for a PR comment
+      rocroof diff model=dense-tiny,env=fusion model=dense-tiny,env=no-fusion   # runs by their labels
       rocroof diff 3 latest --format table --top 30
       rocroof diff 3 4 --min-change 2            # call 2% changes real (quiet machine, many samples)
     """

@@ -1190,13 +1190,19 @@ def runs_frame(store: Store, *, labels_as_mapping: bool = False) -> pd.DataFrame
     return df
 
 
-def runs_for_people(df: pd.DataFrame, path_width: int = 40) -> pd.DataFrame:
+def runs_for_people(df: pd.DataFrame, path_width: int = 40) -> tuple[pd.DataFrame, str]:
     """The :func:`runs_frame` rows shaped for a terminal table (csv and json keep the raw columns).
 
     ``created_at`` to the minute, the capture path cut from the left to ``path_width`` characters
     (its last parts name the capture), GPU name and arch in one column, labels separated by
-    ``", "`` so that a table wraps them between labels, not inside one.
+    ``", "`` so that a table wraps them between labels, not inside one. Labels that every row
+    has (``key=value`` alike: a sweep's name, its device) leave the rows when there are two or
+    more and come back as the second value, ``", "``-joined ("" when none).
     """
+    per_row = [[] if _nan(v) else [p for p in str(v).split(",") if p] for v in df["labels"]]
+    common: list[str] = []
+    if len(per_row) >= 2:
+        common = [label for label in per_row[0] if all(label in row for row in per_row[1:])]
     out = pd.DataFrame(
         {
             "run": df["run_id"],
@@ -1207,10 +1213,10 @@ def runs_for_people(df: pd.DataFrame, path_width: int = 40) -> pd.DataFrame:
             "timing": df["timing_source"],
             "dispatches": df["dispatches"],
             "attributed": df["attributed"],
-            "labels": [", ".join(str(v).split(",")) if not _nan(v) else "" for v in df["labels"]],
+            "labels": [", ".join(label for label in row if label not in common) for row in per_row],
         }
     )
-    return out
+    return out, ", ".join(common)
 
 
 def _left_cut(text: str, width: int) -> str:

@@ -417,6 +417,33 @@ class CopiedRun(NamedTuple):
     rows: int
 
 
+def parse_selector(text: str) -> dict[str, str]:
+    """``key=value[,key=value...]`` as a dict (values may hold ``*``; keys and values stripped).
+
+    Raises:
+        InputError: a part without ``=`` or with an empty key.
+    """
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"labels {text!r}: expected key=value[,key=value...], e.g. model=dense,env=fusion")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _labels_match(labels: dict[str, str], selector: dict[str, str]) -> bool:
+    """Whether every ``key: pattern`` of ``selector`` matches a label (``*``: any text)."""
+    for key, pattern in selector.items():
+        value = labels.get(key)
+        if value is None:
+            return False
+        regex = ".*".join(re.escape(piece) for piece in pattern.split("*"))
+        if not re.fullmatch(regex, value, flags=re.DOTALL):
+            return False
+    return True
+
+
 def is_url(target: str) -> bool:
     """True for an SQLAlchemy URL (``postgresql://...``), False for a file path."""
     return "://" in target
@@ -840,13 +867,45 @@ class Store:
             result = conn.execute(stmt, params or {})
             return _to_frame(result.fetchall(), list(result.keys()))
 
-    def resolve_run(self, spec: str | int | None) -> int:
-        """A run id from ``latest``/None or a number.
+    def runs_with_labels(self, selector: dict[str, str]) -> list[int]:
+        """Ids of the runs whose labels match every ``key: pattern`` of ``selector``, oldest first.
 
-        Raises:
-            InputError: no runs, or no such run.
+        A pattern matches a label's whole value; ``*`` in it matches any text (``fnmatch``, case
+        sensitive, no other wildcard). An empty selector matches every run.
         """
         self.check()
+        lab = schema.run_label
+        with self.engine.connect() as conn:
+            ids = [int(r) for r in conn.execute(sa.select(schema.run.c.run_id).order_by(schema.run.c.run_id)).scalars()]
+            labels: dict[int, dict[str, str]] = {}
+            for rid, key, value in conn.execute(sa.select(lab.c.run_id, lab.c.key, lab.c.value)):
+                labels.setdefault(int(rid), {})[str(key)] = str(value)
+        return [rid for rid in ids if _labels_match(labels.get(rid, {}), selector)]
+
+    def resolve_run(self, spec: str | int | None) -> int:
+        """A run id from ``latest``/None, a number, or labels (``key=value[,key=value...]``).
+
+        Labels must pick one run; ``latest:`` before them picks the newest of several.
+
+        Raises:
+            InputError: no runs, no such run, or labels that match no run or several.
+        """
+        self.check()
+        if spec is not None and "=" in str(spec):
+            text = str(spec)
+            newest = text.lower().startswith("latest:")
+            selector = parse_selector(text.split(":", 1)[1] if newest else text)
+            found = self.runs_with_labels(selector)
+            shown = ",".join(f"{k}={v}" for k, v in selector.items())
+            if not found:
+                raise InputError(f"{self.location}: no run has the labels {shown} (see 'rocroof runs')")
+            if len(found) > 1 and not newest:
+                listed = ", ".join(map(str, found[:10])) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+                raise InputError(
+                    f"{self.location}: the labels {shown} match runs {listed}: add a label that tells them apart "
+                    f"('rocroof runs --label {shown}' shows theirs), give a run id, or write latest:{shown}"
+                )
+            return found[-1]
         with self.engine.connect() as conn:
             if spec is None or str(spec).lower() == "latest":
                 rid = conn.execute(sa.select(sa.func.max(schema.run.c.run_id))).scalar()
@@ -856,7 +915,9 @@ class Store:
             try:
                 wanted = int(spec)
             except ValueError as exc:
-                raise InputError(f"run must be a number or 'latest', not {spec!r}") from exc
+                raise InputError(
+                    f"run must be a number, 'latest' or labels key=value[,key=value], not {spec!r}"
+                ) from exc
             if not 0 < wanted < 2**31:  # run ids are positive 32-bit integers (PostgreSQL refuses larger)
                 raise InputError(f"{self.location}: no run {wanted} (see 'rocroof runs')")
             rid = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.run_id == wanted)).scalar()
