@@ -27,8 +27,12 @@ STAGES = {
     "report": 5,
     "sweep": 6,
     "cli": 7,
+    "api": 7,
     "__main__": 7,
 }
+#: The one import against the order: ``rocroof.open()``, the notebook entry point, imports the
+#: facade of stage 7 when called (docs/architecture.md, "Rules").
+ALLOWED_UPWARD = {("rocroof", "rocroof.api")}
 
 
 def _module_name(path: Path) -> tuple[str, bool]:
@@ -78,7 +82,11 @@ MODULES = sorted(PKG.rglob("*.py"))
 def test_no_module_imports_from_a_stage_above_its_own(path: Path) -> None:
     name, _ = _module_name(path)
     own = _stage(name)
-    upward = [f"line {line}: {target}" for line, target in _imports(path) if _stage(target) > own]
+    upward = [
+        f"line {line}: {target}"
+        for line, target in _imports(path)
+        if _stage(target) > own and (name, target) not in ALLOWED_UPWARD
+    ]
     assert not upward, f"{name} (stage {own}) imports upward: {upward}"
 
 
