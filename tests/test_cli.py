@@ -569,7 +569,9 @@ def test_db_directory_missing(tmp_path: Path) -> None:
 def test_report_run_that_does_not_exist(stored: Path) -> None:
     assert "no run 99 (see 'rocroof runs')" in error("report", "--db", stored, "--run", "99")
     assert "no run 99" in error("runs", "--db", stored, "--notes", "99")
-    assert "run must be a number or 'latest', not 'first'" in error("report", "--db", stored, "--run", "first")
+    assert "run must be a number, 'latest' or labels key=value[,key=value], not 'first'" in error(
+        "report", "--db", stored, "--run", "first"
+    )
 
 
 def test_report_option_mistakes_are_usage_errors(stored: Path) -> None:

@@ -74,7 +74,12 @@ def test_slowed_matvecs_show_up_as_slower_matmuls_only(store: tuple[Store, Path]
     others = d.by_node[d.by_node["op"] != "MUL_MAT"]
     assert (others["verdict"] == "noise").all(), others[["node_name", "verdict"]]
     md = render_diff(d, "markdown")
-    assert md.startswith("**rocroof diff**: A = run 1, B = run 2") and "| MUL_MAT |" in md
+    assert md.startswith("**rocroof diff**: run 1 → run 2") and "| MUL_MAT |" in md
+    # at most 9 columns a table (A and B paired in a cell), every column with --all-columns
+    for row in (line for line in md.splitlines() if line.startswith("| op |")):
+        assert row.count(" | ") + 1 <= 9, row
+    wide = render_diff(d, "markdown", all_columns=True)
+    assert wide.startswith("**rocroof diff**: A = run 1, B = run 2") and "| µs/eval A | µs/eval B |" in wide
     assert "Nodes that changed beyond noise" in md
 
 
@@ -110,8 +115,11 @@ def test_cli_diff_names_the_labels_that_tell_the_runs_apart(tmp_path: Path) -> N
             cli, ["ingest", str(cap), "--db", str(db), "--label", "model=dense500m", "--label", take]
         )
         assert result.exit_code == 0, result.output
-    title = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db)]).output.splitlines()[0]
-    assert title == f"**rocroof diff**: A = run 1 ({DECODE} [take=1]), B = run 2 ({slow} [take=2])"
+    out = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db)]).output
+    assert out.splitlines()[0] == "**rocroof diff**: run 1 → run 2"  # the runs folded below the title
+    assert f"A = run 1 ({DECODE} [take=1])  \nB = run 2 ({slow} [take=2])" in out
+    wide = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--all-columns"]).output
+    assert wide.splitlines()[0] == f"**rocroof diff**: A = run 1 ({DECODE} [take=1]), B = run 2 ({slow} [take=2])"
 
 
 def test_a_diff_across_gpus_or_timing_sources_says_so(store: tuple[Store, Path], tmp_path: Path) -> None:

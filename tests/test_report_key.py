@@ -149,3 +149,39 @@ def test_query_and_diff_tables_right_align_numbers() -> None:
     assert rows[0].startswith("ADD ") and rows[1].startswith("MUL_MAT_ID")  # text stays left
     md = render_frame(df, "markdown").splitlines()[1]
     assert md == "|---|---:|---:|"
+
+
+@pytest.mark.parametrize("run", ["amd-no-model", "h200-prefill", "h200-sampled"])
+@pytest.mark.parametrize("by", ["op", "invocation", "kernel", "dispatch"])
+def test_markdown_fits_a_review_and_keeps_the_verdicts(runs: dict[str, tuple[Store, int]], run: str, by: str) -> None:
+    """At most 9 columns (bound and % roof kept), the others named under the table; all with --all-columns."""
+    store, rid = runs[run]
+    report = build_report(store, rid, by=by, top=20)  # type: ignore[arg-type]
+    text = render(report, "markdown")
+    if not len(report.rows):  # a run without ggml ops has no invocation rows: it says so instead
+        assert "no ggml op invocations in this run" in text and "left out" not in text
+        return
+    wide = render(report, "markdown", all_columns=True)
+    shown, every = _markdown_headers(text), _markdown_headers(wide)
+    assert len(shown) <= 9 and shown <= every
+    assert {"bound", "% roof"} & every <= shown  # the verdicts stay
+    left_out = every - shown
+    if left_out:
+        line = next(x for x in text.splitlines() if "left out to fit a review" in x)
+        assert all(name in line for name in left_out)
+    else:
+        assert "left out to fit" not in text
+    assert "<details><summary>how it was measured</summary>" in text  # provenance folded, not dropped
+    assert text.splitlines()[0].startswith("**rocroof** run ") and len(text.splitlines()[0]) < 160
+
+
+def test_piped_reports_keep_each_line_of_prose_whole(runs: dict[str, tuple[Store, int]]) -> None:
+    """Into a file or pipe, header and footer lines are not hard-wrapped (a PR or a log reflows them)."""
+    store, rid = runs["h200-prefill"]
+    piped = render(build_report(store, rid, by="op"), "table")  # no width: as the CLI renders for a pipe
+    key = next(line for line in piped.splitlines() if line.startswith("key: "))
+    assert key.endswith("µs at roof = the time at that roof")  # the whole key on its one line
+    table_lines = [line for line in piped.splitlines() if line.startswith(("MUL_MAT", "━"))]
+    assert table_lines and all(len(line) <= 160 for line in table_lines)  # the table still fits
+    narrow = render(build_report(store, rid, by="op"), "table", width=100)  # a terminal's width: wrapped
+    assert max(len(line) for line in narrow.splitlines()) <= 100

@@ -137,6 +137,16 @@ def raw_option(fn: Any) -> Any:
     )(fn)
 
 
+def all_columns_option(fn: Any) -> Any:
+    """The ``--all-columns`` flag: Markdown tables with every column (default: 9 at most, for a PR review)."""
+    return click.option(
+        "--all-columns",
+        is_flag=True,
+        help="markdown: every column (by default at most 9, the verdicts kept, so that a PR review shows them "
+        "without scrolling; the others are named under the table).",
+    )(fn)
+
+
 @click.group(cls=RocroofGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(
     __version__, prog_name="rocroof", message=f"%(prog)s %(version)s (results database schema {SCHEMA_VERSION})"

@@ -10,6 +10,7 @@ import click
 from ..errors import InputError
 from .app import (
     FORMATS,
+    all_columns_option,
     cli,
     db_option,
     echo,
@@ -107,7 +108,8 @@ def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...
     "scripts (raw values, units in names).",
 )
 @raw_option
-def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool) -> None:
+@all_columns_option
+def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool, all_columns: bool) -> None:
     """Per-op / per-kernel / per-dispatch time, DRAM bytes, model and roofline of a run.
 
     Achieved bandwidth is (read + write DRAM bytes) / GPU time against the run's measured or
@@ -139,7 +141,7 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
     if fmt == "html":
         echo(_html_report(rep), nl=False)
         return
-    echo(render(rep, fmt, raw=raw), nl=False)  # type: ignore[arg-type]
+    echo(render(rep, fmt, raw=raw, all_columns=all_columns), nl=False)  # type: ignore[arg-type]
 
 
 def _html_report(rep: Any) -> str:
@@ -339,8 +341,17 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
     help="Changes under US µs per call are noise, whatever the spread.",
 )
 @raw_option
+@all_columns_option
 def diff(
-    run_a: str, run_b: str, db: str, fmt: str, top: int, min_change: float, min_change_us: float, raw: bool
+    run_a: str,
+    run_b: str,
+    db: str,
+    fmt: str,
+    top: int,
+    min_change: float,
+    min_change_us: float,
+    raw: bool,
+    all_columns: bool,
 ) -> None:
     """Compare RUN_B against RUN_A per ggml op: time and DRAM bytes, with noise told apart.
 
@@ -378,4 +389,4 @@ def diff(
         if value != value:  # NaN passes click's range check
             raise click.BadParameter("expected a number, not nan", param_hint=name)
     d = diff_runs(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)
-    echo(render_diff(d, fmt, top=top, names=names, raw=raw).rstrip("\n"))
+    echo(render_diff(d, fmt, top=top, names=names, raw=raw, all_columns=all_columns).rstrip("\n"))

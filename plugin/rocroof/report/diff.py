@@ -251,8 +251,45 @@ def diff_runs(
     return Diff(run_a=run_a, run_b=run_b, by_node=by_node, by_op=by_op, total=total, notes=notes)
 
 
+#: Column pairs a compact Markdown diff shows in one cell, ``A → B``: (A column, B column, the cell's header).
+_PAIRS = (
+    ("µs/eval A", "µs/eval B", "µs/eval A → B"),
+    ("all nodes µs A", "all nodes µs B", "all nodes µs A → B"),
+    ("read MB A", "read MB B", "read MB A → B"),
+    ("n A", "n B", "n A → B"),
+    ("µs A", "µs B", "µs A → B"),
+    ("only A", "only B", "only in A / B"),
+)
+#: The verdict counts of a per-op row, shown in one cell ``faster / slower / noise / unclear``.
+_VERDICT_COUNTS = ("faster", "slower", "noise", "unclear")
+
+
+def _paired(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (formatted cells) with each A/B pair of :data:`_PAIRS` in one column and the verdict counts in one."""
+    out = df.copy()
+    for a, b, header in _PAIRS:
+        if a in out.columns and b in out.columns:
+            sep = " / " if header == "only in A / B" else " → "
+            values = [f"{x}{sep}{y}" for x, y in zip(out[a], out[b], strict=True)]
+            at = list(out.columns).index(a)
+            out = out.drop(columns=[a, b])
+            out.insert(at, header, values)
+    if all(c in out.columns for c in _VERDICT_COUNTS):
+        at = list(out.columns).index(_VERDICT_COUNTS[0])
+        cells = [" / ".join(str(v) for v in row) for row in out[list(_VERDICT_COUNTS)].itertuples(index=False)]
+        out = out.drop(columns=list(_VERDICT_COUNTS))
+        out.insert(at, "faster / slower / noise / unclear", cells)
+    return out
+
+
 def render_diff(
-    d: Diff, fmt: str = "markdown", top: int = 15, names: tuple[str, str] = ("", ""), *, raw: bool = False
+    d: Diff,
+    fmt: str = "markdown",
+    top: int = 15,
+    names: tuple[str, str] = ("", ""),
+    *,
+    raw: bool = False,
+    all_columns: bool = False,
 ) -> str:
     """The diff as Markdown (for a PR review comment), a terminal table, CSV or JSON.
 
@@ -262,6 +299,8 @@ def render_diff(
     and matched-node totals of :attr:`Diff.total`: µs per graph evaluation, % change, verdict
     counts, the noise thresholds), ``by_op``, ``nodes`` (every matched key) and ``notes``.
     ``raw``: CSV text cells as they are (else formula-leading cells get a ``'``: :func:`.tables.csv_text`).
+    Markdown tables pair A and B in one cell (``45.42 → 44.82``) and the verdict counts in one,
+    to stay within :data:`.tables.MARKDOWN_COLUMNS` columns; ``all_columns`` gives one column each.
     """
     from .tables import json_records, render_frame
 
@@ -286,6 +325,11 @@ def render_diff(
     b_name = f" ({names[1]})" if names[1] else ""
     bold = "**" if md else ""
     title = f"{bold}rocroof diff{bold}: A = run {d.run_a}{a_name}, B = run {d.run_b}{b_name}"
+    if md and not all_columns:  # the runs' paths and labels folded: the title stays one short line
+        title = f"**rocroof diff**: run {d.run_a} → run {d.run_b}"
+        if any(names):
+            runs = f"A = run {d.run_a}{a_name}  \nB = run {d.run_b}{b_name}"
+            title += f"\n\n<details><summary>the runs</summary>\n\n{runs}\n\n</details>"
     regrouped = bool(t["only_in_a"] or t["only_in_b"])
     pct_all = "" if pd.isna(t["delta_pct_all"]) else f" ({t['delta_pct_all']:+.1f}%)"
     whole = (
@@ -360,6 +404,8 @@ def render_diff(
             "read_mb_b": "read MB B",
         }
     )
+    if md and not all_columns:
+        by_op, nodes = _paired(by_op), _paired(nodes)
     kind = "markdown" if md else "table"
     parts = ["\n".join(head), ""]
     parts.append(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -925,6 +926,16 @@ def _header_lines(report: Report) -> list[str]:
     return lines
 
 
+def _stdout_is_terminal() -> bool:
+    """Whether standard output is a terminal (not a file or a pipe)."""
+    import sys
+
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
+
+
 def _width() -> int:
     """The terminal's width (``COLUMNS`` or the tty; 160 when output goes to a file or pipe)."""
     import shutil
@@ -1036,7 +1047,37 @@ def render_batch(df: pd.DataFrame, fmt: Literal["csv", "json"], first: bool, raw
     return ("[" if first else ",") + body
 
 
-def render(report: Report, fmt: Format = "table", width: int | None = None, *, raw: bool = False) -> str:
+#: Columns a Markdown report and diff table have at most by default (a PR review's width).
+MARKDOWN_COLUMNS = 9
+#: Columns a Markdown table loses first to fit :data:`MARKDOWN_COLUMNS`: the verdicts (bound,
+#: % roof, µs at roof, meas/model) and time stay; counts, per-call time and the byte split go.
+_MARKDOWN_DROP_FIRST = (
+    *("disp.", "dispatches", "inv.", "µs/call", "write MB", "model MB", "read MB"),
+    *("µs at peak", "% peak", "% time", "FLOP/B", "invocations"),
+)
+
+
+def _markdown_budget(headers: list[str], lines: list[list[str]]) -> tuple[list[str], list[list[str]], list[str]]:
+    """Drop columns (:data:`_MARKDOWN_DROP_FIRST` order) down to :data:`MARKDOWN_COLUMNS`; the dropped named."""
+    keep = list(range(len(headers)))
+    dropped: list[str] = []
+    for name in _MARKDOWN_DROP_FIRST:
+        if len(keep) <= MARKDOWN_COLUMNS:
+            break
+        if name in headers and headers.index(name) in keep:
+            keep.remove(headers.index(name))
+            dropped.append(name)
+    return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped
+
+
+def render(
+    report: Report,
+    fmt: Format = "table",
+    width: int | None = None,
+    *,
+    raw: bool = False,
+    all_columns: bool = False,
+) -> str:
     """Render a report.
 
     Args:
@@ -1047,6 +1088,7 @@ def render(report: Report, fmt: Format = "table", width: int | None = None, *, r
         width: terminal width for ``table``.
         raw: CSV only: keep text cells that start like a spreadsheet formula as they are
             (:func:`csv_text`).
+        all_columns: Markdown only: every column, not :data:`MARKDOWN_COLUMNS` at most.
 
     Returns:
         The text, ending with a newline.
@@ -1076,12 +1118,25 @@ def render(report: Report, fmt: Format = "table", width: int | None = None, *, r
             "are outside any ggml range"
         )
     if fmt == "markdown":
+        md_dropped: list[str] = []
+        if not all_columns:
+            headers, lines, md_dropped = _markdown_budget(headers, lines)
         legend = _legend(report, headers)
         if legend:
             footer.insert(legend_at, legend)
-        out = [f"**rocroof** {line}  " for line in _header_lines(report)[:1]]
-        out += [f"{line}  " for line in _header_lines(report)[1:]]
-        out.append("")
+        if md_dropped:
+            footer.insert(
+                0,
+                f"left out to fit a review ({MARKDOWN_COLUMNS} columns at most): {', '.join(md_dropped)} "
+                "(--all-columns shows them)",
+            )
+        header_lines = _header_lines(report)
+        labels = [line for line in header_lines[1:] if line.startswith("labels: ")]
+        out = [f"**rocroof** {header_lines[0]}  ", *(f"{line}  " for line in labels), ""]
+        # the provenance (timings, ceilings and their sources) folded: one click away in a PR comment
+        out += ["<details><summary>how it was measured</summary>", ""]
+        out += [f"{line}  " for line in header_lines[1:] if line not in labels]
+        out += ["", "</details>", ""]
         text_cols = {i for i, h in enumerate(headers) if i == 0 or h in ("kernel", "op", "bound")}
         out.append("| " + " | ".join(headers) + " |")
         out.append("|" + "|".join(":---" if i in text_cols else "---:" for i in range(len(headers))) + "|")
@@ -1097,12 +1152,19 @@ def render(report: Report, fmt: Format = "table", width: int | None = None, *, r
         if n_info:
             out.append(f"_({n_info} info note(s): rocroof runs --notes {report.run['run_id']})_")
         return "\n".join(out).rstrip() + "\n"
+    # going to a file or a pipe (no width given, no terminal): prose lines stay whole, unwrapped
+    # (a PR or a log reflows them); the table still fits the width
+    soft = width is None and not _stdout_is_terminal()
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False, markup=False, soft_wrap=soft)
+
     width = width or _width()
     all_headers, all_lines = headers, lines
     headers, lines, dropped, needed = _fit_columns(headers, lines, width)
     console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
     for text in _header_lines(report):
-        console.print(text, highlight=False, markup=False)
+        say(text)
     if needed > width:  # not even the fewest columns fit: one block per row, every value whole
         legend = _legend(report, all_headers)
         if legend:
@@ -1131,15 +1193,13 @@ def render(report: Report, fmt: Format = "table", width: int | None = None, *, r
             table.add_row(*(Text(c) for c in cells))  # literal text: '[ref-5]' is not console markup
         console.print(table)
     for f in footer:
-        console.print(f, highlight=False, markup=False)
+        say(f)
     for n in report.notes:
         if n.severity != "info":
-            console.print(f"{n.severity}: {n.message}", highlight=False, markup=False)
+            say(f"{n.severity}: {n.message}")
     infos = [n for n in report.notes if n.severity == "info"]
     if infos:
-        console.print(
-            f"({len(infos)} info note(s): rocroof runs --notes {report.run['run_id']})", highlight=False, markup=False
-        )
+        say(f"({len(infos)} info note(s): rocroof runs --notes {report.run['run_id']})")
     out = console.file.getvalue()  # type: ignore[attr-defined]
     return str(out)
 
@@ -1273,9 +1333,17 @@ def render_frame(
         return "\n".join(lines) + ("\n" if lines else "(no rows)\n")
 
     def numeric(j: int) -> bool:
-        """Whether column ``j`` holds numbers only (right-aligned, as reports align them)."""
-        vals = [r[j].replace(",", "").replace("%", "").strip() for r in cells if r[j].strip() not in ("", "—", "?")]
-        return bool(vals) and all(_is_number(v.lstrip("+~")) for v in vals)
+        """Whether column ``j`` holds numbers only (right-aligned, as reports align them).
+
+        A cell of numbers paired by `` → `` or `` / `` (a diff's ``A → B``) counts as numbers.
+        """
+        parts = [
+            part.replace(",", "").replace("%", "").strip()
+            for r in cells
+            for part in re.split(r" → | / ", r[j])
+            if part.strip() not in ("", "—", "?")
+        ]
+        return bool(parts) and all(_is_number(v.lstrip("+~")) for v in parts)
 
     if fmt == "markdown":
         align = ["---:" if numeric(j) else "---" for j in range(len(df.columns))]
