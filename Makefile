@@ -45,12 +45,12 @@ demo-amd: $(VENV)/.runtime
 	$(BIN)/rocroof report --db $(AMD_DB) --by dispatch
 	$(BIN)/rocroof report --db $(AMD_DB) --by kernel --format markdown
 
-## test: install, then lint (ruff), type-check (mypy) and run the test suite
+## test: install, then lint (ruff), type-check (mypy) and run the test suite on every core (pytest-xdist)
 test: $(VENV)/.installed
 	$(BIN)/ruff check plugin tests
 	$(BIN)/ruff format --check plugin tests
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 ## test-large: the slow robustness tests (SIGKILL during 10^5-dispatch ingests), excluded from make test
 test-large: $(VENV)/.installed

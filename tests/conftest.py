@@ -14,6 +14,10 @@ from typing import NoReturn
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Reports fit the terminal's width: the tests see one width, 160 columns (what a file or pipe gets),
+# whichever terminal or pytest-xdist worker runs them; a test of another width passes it or sets COLUMNS.
+os.environ["COLUMNS"] = "160"
 SHARED = Path(os.environ.get("ROCROOF_SHARED", REPO.parent / "shared"))
 FIXTURES = SHARED / "fixtures"
 

@@ -135,8 +135,12 @@ def test_shorten_paths() -> None:
     ("target", "content", "message"),
     [
         ("trace/nsys.sqlite.gz", b"", "not an Nsight Systems export"),
-        ("trace/nsys.sqlite.gz", gzip.compress(b"SQLite format 3\x00" + b"\x00" * 100), "not an Nsight Systems export"),
-        ("ncu/ncu_raw.csv.gz", gzip.compress(b'"a","b"\n"1","2"\n'), "not an Nsight Compute raw export"),
+        (
+            "trace/nsys.sqlite.gz",
+            gzip.compress(b"SQLite format 3\x00" + b"\x00" * 100, mtime=0),
+            "not an Nsight Systems export",
+        ),
+        ("ncu/ncu_raw.csv.gz", gzip.compress(b'"a","b"\n"1","2"\n', mtime=0), "not an Nsight Compute raw export"),
         ("ncu/ncu_raw.csv.gz", b"plain text, not gzip", "not an Nsight Compute raw export"),
     ],
 )

@@ -603,7 +603,7 @@ def test_resolve_run(db_path: Path) -> None:
     assert ro.resolve_run(str(first)) == ro.resolve_run(first) == first
     with pytest.raises(InputError, match="no run 99"):
         ro.resolve_run("99")
-    with pytest.raises(InputError, match="a number or 'latest'"):
+    with pytest.raises(InputError, match="a number, 'latest' or labels"):
         ro.resolve_run("first")
 
 
