@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import click
 
 from .. import __version__
+from ..errors import InputError
 from .app import (
     cli,
     db_option,
@@ -105,3 +109,41 @@ def db_upgrade(db: str) -> None:
 
     ran = Store(db).upgrade(recreate_views=True)
     echo(f"applied {', '.join(ran)}" if ran else "schema is up to date")
+
+
+@db.command("datasette-metadata")
+@db_option
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the JSON here (default: standard output).",
+)
+def db_datasette_metadata(db: str, out: Path | None) -> None:
+    """Datasette metadata for the database: every table's, view's and column's description, canned queries.
+
+    Datasette (https://datasette.io, `pip install datasette`) browses a SQLite file in a web page;
+    with this metadata it shows what each table and column holds and offers the "start here"
+    questions of docs/schema.md as canned queries.
+
+    \b
+    Example:
+      rocroof db datasette-metadata --db demo/rocroof-demo.db --out metadata.json
+      datasette demo/rocroof-demo.db --metadata metadata.json
+    """
+    import json
+
+    from ..store import is_url
+    from ..store.docs import datasette_metadata
+
+    if is_url(db):
+        raise InputError(f"{db}: Datasette browses SQLite files; give the database's file")
+    text = json.dumps(datasette_metadata(Path(db).stem), indent=2) + "\n"
+    if out is None:
+        echo(text, nl=False)
+        return
+    try:
+        out.write_text(text)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from exc
+    echo(f"wrote {out}; browse with: datasette {shlex.quote(db)} --metadata {shlex.quote(str(out))}")

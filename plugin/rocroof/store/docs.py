@@ -1,9 +1,72 @@
-"""Generate ``docs/schema.md`` from the table and view definitions (``python -m rocroof.store.docs``)."""
+"""The schema's documentation: ``docs/schema.md`` and Datasette's metadata, from the table and view definitions.
+
+``python -m rocroof.store.docs`` prints ``docs/schema.md``; :func:`datasette_metadata` is what
+``rocroof db datasette-metadata`` writes (Datasette's ``metadata.json``: a description of every
+table, view and column, and the "start here" questions as canned queries).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import schema, views
 from .migrations import SCHEMA_VERSION, migration_table
+
+#: The questions people bring to a results database, the view that answers each and a query:
+#: ``(name, question, view, SQL)``. The SQL reads the latest run; replace ``(SELECT MAX(run_id) FROM run)``.
+START_HERE: list[tuple[str, str, str, str]] = [
+    (
+        "runs",
+        "What is stored, and which run is which?",
+        "run, run_label",
+        "SELECT r.run_id, r.created_at, r.source_path, r.gpu_name, r.profiler, l.key, l.value "
+        "FROM run r LEFT JOIN run_label l ON l.run_id = r.run_id ORDER BY r.run_id, l.key",
+    ),
+    (
+        "time_by_op",
+        "Where does the GPU time go, per ggml op?",
+        "op_total (op_summary, stored)",
+        "SELECT op, invocations, dispatches, duration_ns / 1e3 AS us, achieved_gbps, pct_of_dram_peak "
+        "FROM op_total WHERE run_id = (SELECT MAX(run_id) FROM run) ORDER BY duration_ns DESC",
+    ),
+    (
+        "roofline_by_invocation",
+        "How far is each op invocation from its roof (measured vs modelled bytes, FLOP/B)?",
+        "op_roofline",
+        "SELECT op, node_name, duration_ns, dram_bytes, model_bytes, measured_over_model, arithmetic_intensity, "
+        "achieved_tflops FROM op_roofline WHERE run_id = (SELECT MAX(run_id) FROM run) ORDER BY duration_ns DESC "
+        "LIMIT 50",
+    ),
+    (
+        "slowest_kernels",
+        "Which kernels take the time, and at what bandwidth?",
+        "kernel_summary",
+        "SELECT kernel_name, dispatches, duration_ns / 1e3 AS us, achieved_gbps, pct_of_dram_peak "
+        "FROM kernel_summary WHERE run_id = (SELECT MAX(run_id) FROM run) ORDER BY duration_ns DESC LIMIT 20",
+    ),
+    (
+        "dispatches_of_an_op",
+        "Which kernels did one op launch, and what did each read and write?",
+        "dispatch_dram",
+        "SELECT invocation, op, node_name, kernel_ordinal, kernel_name, duration_ns, dram_read_bytes, "
+        "dram_write_bytes, achieved_gbps FROM dispatch_dram WHERE run_id = (SELECT MAX(run_id) FROM run) "
+        "AND op = 'MUL_MAT' ORDER BY start_ns LIMIT 50",
+    ),
+    (
+        "counters_of_a_dispatch",
+        "Which counter values did a dispatch's DRAM bytes come from?",
+        "counter_value, dram_traffic",
+        "SELECT c.dispatch_index, c.counter_name, c.value, t.dram_formula FROM counter_value c "
+        "LEFT JOIN dram_traffic t ON t.run_id = c.run_id AND t.dispatch_index = c.dispatch_index "
+        "WHERE c.run_id = (SELECT MAX(run_id) FROM run) ORDER BY c.dispatch_index, c.counter_name LIMIT 40",
+    ),
+    (
+        "notes",
+        "What did rocroof warn about (missing counters, rounded timestamps, ceilings)?",
+        "run_note",
+        "SELECT run_id, severity, code, message FROM run_note WHERE severity <> 'info' ORDER BY run_id, note_index",
+    ),
+]
 
 
 def schema_markdown() -> str:
@@ -18,6 +81,15 @@ def schema_markdown() -> str:
         "`_min`/`_max` columns bound an unknown value where the data allows. Tables are keyed by `run_id` plus a",
         "run-local index; a run's rows are written in one transaction.",
         "",
+        "## Start here",
+        "",
+        'Which view answers which question (each query reads the latest run; `rocroof query "..."`, or Datasette',
+        "with `rocroof db datasette-metadata`, which ships these as canned queries):",
+        "",
+    ]
+    for _name, question, where, sql in START_HERE:
+        out += [f"- **{question}** `{where}`", "", "  ```sql", f"  {sql}", "  ```", ""]
+    out += [
         "## Views",
         "",
     ]
@@ -33,6 +105,38 @@ def schema_markdown() -> str:
             out.append(f"| `{col.name}`{key} | {col.type} | {col.info.get('doc', '')} |")
         out.append("")
     return "\n".join(out)
+
+
+def datasette_metadata(database: str) -> dict[str, Any]:
+    """Datasette's metadata for a rocroof database opened under the name ``database`` (its file's stem).
+
+    Every table and view gets its description and its columns' (Datasette shows them on the
+    table's page); the :data:`START_HERE` questions become canned queries. Format: Datasette's
+    ``metadata.json`` (https://docs.datasette.io/en/stable/metadata.html: ``databases`` ->
+    ``tables`` -> ``description`` and ``columns``; ``queries`` -> ``sql``, ``title``).
+    """
+    tables: dict[str, Any] = {}
+    for view in views.VIEWS:
+        tables[view.name] = {"description": view.doc, "columns": dict(view.columns)}
+    for table in [*schema.metadata.sorted_tables, migration_table]:
+        doc = str(table.info.get("doc") or f"Stored rows of {table.name} (see docs/schema.md).")
+        tables[table.name] = {
+            "description": doc,
+            "columns": {c.name: str(c.info.get("doc", "")) for c in table.columns},
+        }
+    queries = {name: {"title": question, "sql": sql} for name, question, _where, sql in START_HERE}
+    return {
+        "title": "rocroof results",
+        "description": f"Per-ggml-op DRAM roofline profiles (rocroof, schema {SCHEMA_VERSION}). Units are in "
+        "column names: _ns ns, _bytes bytes, _gbps GB/s = 1e9 B/s. NULL means unknown, never zero.",
+        "databases": {
+            database: {
+                "description": "Start with the canned queries below; op_total and op_summary answer most questions.",
+                "tables": tables,
+                "queries": queries,
+            }
+        },
+    }
 
 
 if __name__ == "__main__":  # pragma: no cover

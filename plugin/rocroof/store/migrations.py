@@ -247,6 +247,8 @@ def _m0007_clustered_tables(conn: sa.Connection) -> None:
     rocprofv3 (benchmarks/RESULTS.md), and fewer B-trees to fill at ingest. The attribution
     method is stored by number (``attribution_index``; names and descriptions in the new
     ``attribution_method`` table, the views show the name as before): 11 bytes less a record.
+    A dispatch record's ``op_index`` and ``kernel_index`` become foreign keys (deferred to the
+    commit) into ``op_invocation`` and ``kernel_symbol``, links that a browser such as Datasette follows.
     """
     conn.exec_driver_sql("DROP INDEX IF EXISTS ix_dispatch_op")
     conn.exec_driver_sql("DROP INDEX IF EXISTS ix_op_op")
@@ -274,11 +276,22 @@ def _m0007_clustered_tables(conn: sa.Connection) -> None:
             table.create(conn)
             conn.exec_driver_sql(f"INSERT INTO {name} ({cols}) SELECT {values} FROM temp.rocroof_copy ORDER BY {key}")
             conn.exec_driver_sql("DROP TABLE temp.rocroof_copy")
-    elif "attribution_method" in {c["name"] for c in sa.inspect(conn).get_columns("dispatch_record")}:
-        # PostgreSQL: the column by name becomes the column by number, in place
-        conn.exec_driver_sql("ALTER TABLE dispatch_record ADD COLUMN attribution_index INTEGER")
-        conn.exec_driver_sql(f"UPDATE dispatch_record SET attribution_index = {_method_number('attribution_method')}")
-        conn.exec_driver_sql("ALTER TABLE dispatch_record DROP COLUMN attribution_method")
+    else:  # PostgreSQL: in place
+        if "attribution_method" in {c["name"] for c in sa.inspect(conn).get_columns("dispatch_record")}:
+            # the column by name becomes the column by number
+            conn.exec_driver_sql("ALTER TABLE dispatch_record ADD COLUMN attribution_index INTEGER")
+            number = _method_number("attribution_method")
+            conn.exec_driver_sql(f"UPDATE dispatch_record SET attribution_index = {number}")
+            conn.exec_driver_sql("ALTER TABLE dispatch_record DROP COLUMN attribution_method")
+        existing = {fk["name"] for fk in sa.inspect(conn).get_foreign_keys("dispatch_record")}
+        for fk in schema.dispatch_record.foreign_key_constraints:
+            if fk.name and fk.name not in existing and fk.referred_table.name != "run":
+                cols = ", ".join(c.name for c in fk.columns)
+                refs = ", ".join(e.column.name for e in fk.elements)
+                conn.exec_driver_sql(
+                    f"ALTER TABLE dispatch_record ADD CONSTRAINT {fk.name} FOREIGN KEY ({cols}) "
+                    f"REFERENCES {fk.referred_table.name} ({refs}) DEFERRABLE INITIALLY DEFERRED"
+                )
     schema.attribution_method.create(conn, checkfirst=True)
     conn.execute(schema.attribution_method.delete())
     conn.execute(

@@ -275,6 +275,22 @@ dispatch_record = sa.Table(
     *(_c(name, type_, doc) for name, type_, doc in _RECORD_COLUMNS),
     *(_c(name, type_, doc) for name, type_, doc in _DRAM_COLUMNS),
     sa.PrimaryKeyConstraint("run_id", "dispatch_index"),
+    # links a browser follows (Datasette): to the op invocation and the kernel's name; deferred, so that a
+    # run's rows may go in any order inside its one transaction (checked at commit)
+    sa.ForeignKeyConstraint(
+        ["run_id", "op_index"],
+        ["op_invocation.run_id", "op_invocation.op_index"],
+        name="fk_dispatch_record_op",
+        deferrable=True,
+        initially="DEFERRED",
+    ),
+    sa.ForeignKeyConstraint(
+        ["run_id", "kernel_index"],
+        ["kernel_symbol.run_id", "kernel_symbol.kernel_index"],
+        name="fk_dispatch_record_kernel",
+        deferrable=True,
+        initially="DEFERRED",
+    ),
     sqlite_with_rowid=False,  # the primary key is the table (no second B-tree: 0007_clustered_tables)
     info={
         "doc": "One row per kernel dispatch of every pass, with the DRAM bytes of the timing pass's dispatches "
