@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -42,3 +44,35 @@ def test_peaks_table_is_valid_and_sourced() -> None:
     assert find_peak("dram_gbps", "MI300X_A1", "gfx942").value == pytest.approx(8192 * 5.2 / 8, rel=1e-3)
     # the shipped copy is the same file
     assert find_peak("dram_gbps", None, "gfx950").gpu == "MI350X"
+
+
+def test_the_readme_example_block_runs_as_written(tmp_path: Path) -> None:
+    """The README's block on the example captures, line by line in a shell, as a user pastes it.
+
+    It runs in a fresh folder holding ``examples`` (a link to the repository's), so that the
+    default ``./rocroof.db`` and the files the block writes land there. Every line must succeed;
+    the ``| dot`` line needs Graphviz, and without it only its ``rocroof graph`` part runs.
+    """
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("Recorded output, here the example captures of this repository", 1)[1]
+    block = block.split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line.strip()]
+    assert len(lines) >= 10 and all(line.startswith("rocroof ") for line in lines)
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    env = {k: v for k, v in os.environ.items() if k != "ROCROOF_DB"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    for line in lines:
+        command = line
+        if "| dot" in line and shutil.which("dot") is None:
+            command = line.split("|", 1)[0]  # the graph itself, without Graphviz
+        proc = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    for written in ("rocroof.db", "run3.html", "run3-roofline.png", "run3-roofline.svg", "metadata.json", "team.db"):
+        assert (tmp_path / written).exists(), written
