@@ -76,3 +76,15 @@ def test_the_readme_example_block_runs_as_written(tmp_path: Path) -> None:
         assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     for written in ("rocroof.db", "run3.html", "run3-roofline.png", "run3-roofline.svg", "metadata.json", "team.db"):
         assert (tmp_path / written).exists(), written
+
+
+def test_the_version_is_one_in_the_package_the_metadata_and_the_changelog() -> None:
+    import re
+    import tomllib
+
+    import rocroof
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})$", (REPO / "CHANGELOG.md").read_text(), re.M)
+    assert released, "CHANGELOG.md has no release heading: ## [X.Y.Z] - YYYY-MM-DD"
+    assert project["version"] == rocroof.__version__ == released[0][0]
