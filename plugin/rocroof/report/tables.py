@@ -14,7 +14,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -995,14 +995,7 @@ def _fit_columns(
     def needed(cols: list[int]) -> int:
         return _table_width(headers, lines, cols, caps)
 
-    keep = list(range(len(headers)))
-    dropped: list[str] = []
-    for name in _DROP_FIRST:
-        if needed(keep) <= width:
-            break
-        if name in headers and headers.index(name) in keep:
-            keep.remove(headers.index(name))
-            dropped.append(name)
+    keep, dropped = _drop_columns(headers, _DROP_FIRST, lambda cols: needed(cols) <= width)
     return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped, needed(keep)
 
 
@@ -1059,15 +1052,23 @@ _MARKDOWN_DROP_FIRST = (
 
 def _markdown_budget(headers: list[str], lines: list[list[str]]) -> tuple[list[str], list[list[str]], list[str]]:
     """Drop columns (:data:`_MARKDOWN_DROP_FIRST` order) down to :data:`MARKDOWN_COLUMNS`; the dropped named."""
+    keep, dropped = _drop_columns(headers, _MARKDOWN_DROP_FIRST, lambda cols: len(cols) <= MARKDOWN_COLUMNS)
+    return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped
+
+
+def _drop_columns(
+    headers: list[str], order: Iterable[str], fits: Callable[[list[int]], bool]
+) -> tuple[list[int], list[str]]:
+    """Column positions kept after dropping headers in ``order`` until ``fits(kept)``, and those dropped."""
     keep = list(range(len(headers)))
     dropped: list[str] = []
-    for name in _MARKDOWN_DROP_FIRST:
-        if len(keep) <= MARKDOWN_COLUMNS:
+    for name in order:
+        if fits(keep):
             break
         if name in headers and headers.index(name) in keep:
             keep.remove(headers.index(name))
             dropped.append(name)
-    return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped
+    return keep, dropped
 
 
 def render(

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
+from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..ingest.pipeline import RunFrames
 from . import migrations, schema
@@ -304,14 +305,8 @@ def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float 
     return out
 
 
-_OP_TOTAL_SUMS = (
-    "dram_read_bytes",
-    "dram_read_bytes_min",
-    "dram_read_bytes_max",
-    "dram_write_bytes",
-    "dram_write_bytes_min",
-    "dram_write_bytes_max",
-)
+#: The byte sums of an op_total row, in its order: read, read min/max, write, write min/max.
+_OP_TOTAL_SUMS = DRAM_BYTE_COLUMNS[:6]
 
 
 _TWO_READINGS = "two values of one counter for one dispatch; a run stores one per counter and dispatch"
