@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -406,7 +406,9 @@ def read_csv_plain(
         raise NotPlain(f"{path}: missing header names")
     selected = [name for name in header if name in wanted]
     if not is_gzip(path) and path.stat().st_size >= POLARS_MIN_BYTES and _polars() is not None:
-        fast: Iterator[pd.DataFrame] | None = _polars_chunks(path, header, selected, ints, floats, texts, chunk_rows)
+        fast: Iterator[pd.DataFrame] | None = _polars_chunks(
+            path, _Plan(header, selected, ints, floats, texts), chunk_rows
+        )
         try:
             first_chunk = next(fast, None) if fast is not None else None
         except NotPlain:
@@ -421,7 +423,7 @@ def read_csv_plain(
                     yield chunk, first
                     first += len(chunk)
             return
-    yield from _pandas_chunks(path, header, selected, ints, floats, texts, chunk_rows, columns is not None)
+    yield from _pandas_chunks(path, _Plan(header, selected, ints, floats, texts), chunk_rows, columns is not None)
 
 
 def _polars() -> Any:
@@ -446,15 +448,17 @@ USE_POLARS = True
 POLARS_MIN_BYTES = 512 << 20
 
 
-def _polars_chunks(
-    path: Path,
-    header: list[str],
-    selected: list[str],
-    ints: set[str],
-    floats: set[str],
-    texts: set[str],
-    chunk_rows: int,
-) -> Iterator[pd.DataFrame]:
+class _Plan(NamedTuple):
+    """What :func:`read_csv_plain` reads of a file: its header, the columns kept and how each is typed."""
+
+    header: list[str]
+    selected: list[str]
+    ints: set[str]
+    floats: set[str]
+    texts: set[str]
+
+
+def _polars_chunks(path: Path, plan: _Plan, chunk_rows: int) -> Iterator[pd.DataFrame]:
     """:func:`read_csv_plain`'s chunks through polars' streaming CSV reader (same values and types).
 
     Every cell is read as text unless typed: integer columns as Int64 (polars accepts the blanks
@@ -468,6 +472,7 @@ def _polars_chunks(
         NotPlain: see above; chunks already yielded are to be discarded.
     """
     pl = _polars()
+    header, selected, ints, floats, texts = plan
     last = header[-1]
     schema: dict[str, Any] = {name: pl.String for name in header}
     schema.update({name: pl.Int64 for name in ints})
@@ -512,17 +517,9 @@ def _polars_chunks(
         raise NotPlain(f"{path}: {exc}") from exc
 
 
-def _pandas_chunks(
-    path: Path,
-    header: list[str],
-    selected: list[str],
-    ints: set[str],
-    floats: set[str],
-    texts: set[str],
-    chunk_rows: int,
-    some_columns: bool,
-) -> Iterator[tuple[pd.DataFrame, int]]:
+def _pandas_chunks(path: Path, plan: _Plan, chunk_rows: int, some_columns: bool) -> Iterator[tuple[pd.DataFrame, int]]:
     """:func:`read_csv_plain`'s chunks through pandas' C parser (any plain file, gzip included)."""
+    header, selected, ints, floats, texts = plan
     numeric = ints | floats
     dtypes: dict[str, Any] = {name: "category" for name in selected if name not in numeric}
     dtypes.update({name: object for name in texts if name in dtypes})
