@@ -56,9 +56,16 @@ test: $(VENV)/.installed
 test-large: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -m large
 
+## lint: ruff (lint and format check) and mypy, without the tests
+lint: $(VENV)/.installed
+	$(BIN)/ruff check plugin tests
+	$(BIN)/ruff format --check plugin tests
+	$(BIN)/mypy
+
 ## docs: regenerate docs/schema.md from the schema and view definitions
 docs: $(VENV)/.installed
 	$(BIN)/python -m rocroof.store.docs > docs/schema.md
 
+## clean: remove .venv, the demo databases and the tool caches
 clean:
 	rm -rf $(VENV) demo .pytest_cache .mypy_cache .ruff_cache

@@ -29,7 +29,7 @@ from rocroof.cli import cli
 from rocroof.errors import InputError
 from rocroof.store.migrations import SCHEMA_VERSION
 
-from .conftest import VCOPY_BYTES, fixture_path
+from .conftest import REPO, VCOPY_BYTES, fixture_path
 
 REQUIRED_DISPATCH_KEYS = {
     "run_id",
@@ -690,3 +690,39 @@ def test_runs_report_and_diff_pick_runs_by_their_labels(labelled: Path) -> None:
     # the table lists the labels all runs share once, above it
     table = ok("runs", "--db", labelled, "--label", "model=moe")
     assert table.splitlines()[0] == "labels of every run below: model=moe, sweep=s1"
+
+
+def test_labels_and_run_ids_are_read_strictly(labelled: Path, tmp_path: Path) -> None:
+    """What a fresh user's trial found: each is one clear line, nothing stored."""
+    assert "cannot hold ','" in error("ingest", docs_csv(), "--db", tmp_path / "x.db", "--label", "a=b,c=d")
+    assert not (tmp_path / "x.db").exists() or counts(tmp_path / "x.db").get("run", 0) == 0
+    assert "'model' given twice" in error("report", "--db", labelled, "--run", "model=moe,model=dense")
+    assert "runs --label takes key=value" in error("runs", "--db", labelled, "--label", "latest:model=moe")
+    for bad in ("1.5", "\u0663", "1_0", "+2", "1e3"):
+        assert "run must be a number" in error("report", "--db", labelled, "--run", bad), bad
+    message = error("diff", "--db", labelled, "1", "model=nope")
+    assert message.startswith("Error: run B (model=nope): ")
+    assert "no such database" in error("db", "datasette-metadata", "--db", tmp_path / "missing.db")
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_the_python_api_refuses_run_ids_that_are_not_whole_numbers(labelled: Path) -> None:
+    import rocroof
+    from rocroof.errors import InputError as ApiInputError
+
+    with rocroof.open(labelled) as db:
+        for bad in (1.5, True, "1.0", "\u0663"):
+            with pytest.raises(ApiInputError, match="run must be a number"):
+                db.ops(bad)  # type: ignore[arg-type]
+        assert db.run_id(2) == 2 and db.run_id(2.0) == 2  # type: ignore[arg-type]
+
+
+def test_markdown_reports_show_the_longest_100_rows_by_default(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    ok("ingest", REPO / "examples" / "h200-sampled" / "moe24-decode-sample", "--db", db)
+    md = ok("report", "--db", db, "--by", "dispatch", "--format", "markdown")
+    rows = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| # ")]
+    assert len(rows) == 100 and "showing 100 of" in md
+    assert len(md) < 65_536  # a GitHub comment's limit
+    md_all = ok("report", "--db", db, "--by", "dispatch", "--format", "markdown", "--top", "5000")
+    assert "showing 5000 of" in md_all

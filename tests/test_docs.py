@@ -64,6 +64,7 @@ def test_the_readme_example_block_runs_as_written(tmp_path: Path) -> None:
     lines = [line for line in block.splitlines() if line.strip()]
     assert len(lines) >= 10 and all(line.startswith("rocroof ") for line in lines)
     (tmp_path / "examples").symlink_to(REPO / "examples")
+    (tmp_path / "configs").symlink_to(REPO / "configs")
     env = {k: v for k, v in os.environ.items() if k != "ROCROOF_DB"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     for line in lines:
@@ -74,7 +75,8 @@ def test_the_readme_example_block_runs_as_written(tmp_path: Path) -> None:
             ["bash", "-o", "pipefail", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True
         )
         assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-    for written in ("rocroof.db", "run3.html", "run3-roofline.png", "run3-roofline.svg", "metadata.json", "team.db"):
+    written_files = ("rocroof.db", "run3.html", "run3-roofline.png", "run3-roofline.svg", "metadata.json", "team.db")
+    for written in (*written_files, "sweep.db", "token1.svg"):
         assert (tmp_path / written).exists(), written
 
 

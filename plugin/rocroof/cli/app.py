@@ -172,7 +172,7 @@ def parse_labels(labels: Sequence[str]) -> dict[str, str]:
     """``--label KEY=VALUE`` options as a mapping.
 
     Raises:
-        InputError: a label without ``=``, with control characters, non-UTF-8 bytes, or ``,`` in its key.
+        InputError: a label without ``=``, with control characters, non-UTF-8 bytes, or ``,``.
     """
     out = {}
     for item in labels:
@@ -185,8 +185,11 @@ def parse_labels(labels: Sequence[str]) -> dict[str, str]:
             raise InputError("--label: the label contains bytes that are not UTF-8") from exc
         if any(ch < " " or ch == "\x7f" for ch in item):
             raise InputError(f"--label {item!r}: control characters (newlines, tabs...) are not allowed in labels")
-        if "," in key:
-            raise InputError(f"--label {item!r}: a key cannot hold ',' (labels are listed as key=value,...)")
+        if "," in item:
+            raise InputError(
+                f"--label {item!r}: labels cannot hold ',' (they are listed and selected as key=value,key=value); "
+                "give each label its own --label"
+            )
         out[key.strip()] = value.strip()
     return out
 

@@ -138,6 +138,9 @@ def db_datasette_metadata(db: str, out: Path | None) -> None:
 
     if is_url(db):
         raise InputError(f"{db}: Datasette browses SQLite files; give the database's file")
+    from ..store import Store
+
+    Store(db, read_only=True).check()  # a rocroof database of this schema, not a typo's new file
     text = json.dumps(datasette_metadata(Path(db).stem), indent=2) + "\n"
     if out is None:
         echo(text, nl=False)

@@ -19,6 +19,9 @@ from .app import (
     stderr_console,
 )
 
+#: Rows ``rocroof report --format markdown`` shows without --top (the longest; a GitHub comment holds 65,536
+#: characters, ~300 rows of a report table).
+MARKDOWN_ROWS = 100
 #: Rows ``rocroof query`` shows at most as a table or Markdown (csv and json stream them all).
 TABLE_ROWS = 10_000
 
@@ -76,6 +79,10 @@ def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...
 
             selector: dict[str, str] = {}
             for text in label_filters:
+                if text.lower().startswith("latest:"):
+                    raise InputError(
+                        f"--label {text!r}: runs --label takes key=value (latest: picks one run for --run)"
+                    )
                 selector.update(parse_selector(text))
             df = df[df["run_id"].isin(store.runs_with_labels(selector))].reset_index(drop=True)
         if fmt in ("table", "markdown"):
@@ -97,7 +104,12 @@ def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...
     show_default=True,
     help="One row per ggml op, kernel name, timing-pass dispatch, or op invocation.",
 )
-@click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows (longest first).")
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only the first N rows (longest first). Markdown shows the longest 100 unless --top says otherwise.",
+)
 @click.option(
     "--format",
     "fmt",
@@ -137,6 +149,8 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
 
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
+    if fmt == "markdown" and top is None:  # a PR comment holds 65,536 characters: the longest rows
+        top = MARKDOWN_ROWS
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
     if fmt == "html":
         echo(_html_report(rep), nl=False)
@@ -376,7 +390,14 @@ def diff(
 
     store = Store(db, read_only=True)
     store.check()
-    a, b = store.resolve_run(run_a), store.resolve_run(run_b)
+    try:
+        a = store.resolve_run(run_a)
+    except InputError as exc:
+        raise InputError(f"run A ({run_a}): {exc}") from None
+    try:
+        b = store.resolve_run(run_b)
+    except InputError as exc:
+        raise InputError(f"run B ({run_b}): {exc}") from None
 
     def describe(rid: int, own: dict[str, str], other: dict[str, str]) -> str:
         path = store.query(f"SELECT source_path FROM run WHERE run_id = {rid}")["source_path"].iloc[0]

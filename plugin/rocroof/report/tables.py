@@ -900,7 +900,7 @@ def _header_lines(report: Report) -> list[str]:
     if sample and report.by != "dispatch":
         lines.append(
             f"{sample}. Read/write MB, GB/s, % peak, meas/model, FLOP/B, bound and % roof are over the measured "
-            "ones; µs at peak/roof scale them to the whole time (the others alike)"
+            "ones; µs at peak/roof scale them to the whole time, and model MB covers every evaluation"
         )
     elif sample:
         lines.append(f"{sample} (the other dispatches' bytes are unknown: ?)")

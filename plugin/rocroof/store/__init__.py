@@ -423,6 +423,8 @@ def parse_selector(text: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise InputError(f"labels {text!r}: expected key=value[,key=value...], e.g. model=dense,env=fusion")
+        if key.strip() in out:
+            raise InputError(f"labels {text!r}: {key.strip()!r} given twice (a run has one value per label)")
         out[key.strip()] = value.strip()
     return out
 
@@ -901,6 +903,10 @@ class Store:
                     f"('rocroof runs --label {shown}' shows theirs), give a run id, or write latest:{shown}"
                 )
             return found[-1]
+        if isinstance(spec, bool) or (isinstance(spec, float) and not spec.is_integer()):
+            raise InputError(f"run must be a number, 'latest' or labels key=value[,key=value], not {spec!r}")
+        if isinstance(spec, str) and spec.strip().lower() != "latest" and not re.fullmatch(r"-?[0-9]+", spec.strip()):
+            raise InputError(f"run must be a number, 'latest' or labels key=value[,key=value], not {spec!r}")
         with self.engine.connect() as conn:
             if spec is None or str(spec).lower() == "latest":
                 rid = conn.execute(sa.select(sa.func.max(schema.run.c.run_id))).scalar()
