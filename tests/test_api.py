@@ -73,7 +73,8 @@ def test_dataframes_hold_the_stored_values(demo_dir: Path) -> None:
         roof = db.roofline("latest")
         assert {"op", "bound", "pct_of_ceiling", "time_at_roof_ns"} <= set(roof.columns)
         assert db.run_id("latest") == int(runs["run_id"].max())
-        d = db.diff(1, 1)  # a run against itself: every op matched, no change
+        d = db.diff(1, 1)  # a run against itself: every op matched, no change, and said so
+        assert any("same run" in note for note in d.notes)
         assert set(d.by_node["verdict"]) <= {"noise", "same"} or (d.by_node["delta_us"].abs() < 1e-9).all()
         with pytest.raises(InputError, match="no run 99"):
             db.ops(99)
@@ -99,3 +100,13 @@ def test_import_rocroof_stays_light() -> None:
     code = "import sys, rocroof; print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'sqlalchemy'}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_closed_database_answers_nothing(tmp_path: Path) -> None:
+    Store(tmp_path / "c.db").write_run(_frames())
+    db = rocroof.open(tmp_path / "c.db")
+    assert len(db.runs()) == 1
+    db.close()
+    for call in (db.runs, lambda: db.ops(1), lambda: db.query("SELECT 1")):
+        with pytest.raises(InputError, match="was closed"):
+            call()

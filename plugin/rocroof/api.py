@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from .errors import InputError
 from .report.diff import Diff, diff_runs
 from .report.tables import build_report, runs_frame
 from .store import Store
@@ -40,6 +41,7 @@ class Results:
     def __init__(self, db: str | Path) -> None:
         self.store = Store(db, read_only=True)
         self.store.check()
+        self._closed = False
 
     # ---- runs -----------------------------------------------------------------------------------------
     def runs(self, **labels: str) -> pd.DataFrame:
@@ -48,14 +50,15 @@ class Results:
         Keyword arguments select runs by label (``model="moe*"``: ``*`` matches any text); the
         ``labels`` column holds each run's labels as a dict.
         """
-        df = runs_frame(self.store, labels_as_mapping=True)
+        store = self._open()
+        df = runs_frame(store, labels_as_mapping=True)
         if labels:
-            df = df[df["run_id"].isin(self.store.runs_with_labels(labels))]
+            df = df[df["run_id"].isin(store.runs_with_labels(labels))]
         return df.reset_index(drop=True)
 
     def run_id(self, run: RunSpec = "latest") -> int:
         """The id of ``run`` (an id, ``"latest"`` or labels that pick one run)."""
-        return self.store.resolve_run(run)
+        return self._open().resolve_run(run)
 
     # ---- one run's rows ------------------------------------------------------------------------------
     def ops(self, run: RunSpec = "latest") -> pd.DataFrame:
@@ -117,7 +120,7 @@ class Results:
             min_change_us: changes under this many µs per call are noise.
         """
         return diff_runs(
-            self.store,
+            self._open(),
             self.run_id(a),
             self.run_id(b),
             min_change=min_change_pct / 100,
@@ -126,16 +129,22 @@ class Results:
 
     def query(self, sql: str) -> pd.DataFrame:
         """The result of one read-only SQL statement (the tables and views of docs/schema.md)."""
-        return self.store.query(sql)
+        return self._open().query(sql)
 
     # ---- plumbing ------------------------------------------------------------------------------------
     def _rows(self, run: RunSpec, by: Any) -> pd.DataFrame:
-        report = build_report(self.store, self.run_id(run), by=by)
+        report = build_report(self._open(), self.run_id(run), by=by)
         return report.rows.drop(columns=["time_share"], errors="ignore").reset_index(drop=True)
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Release the database connections; the object answers nothing after (InputError)."""
         self.store.close()
+        self._closed = True
+
+    def _open(self) -> Store:
+        if self._closed:
+            raise InputError(f"{self.store.location}: this rocroof.open() was closed; open the database again")
+        return self.store
 
     def __enter__(self) -> Results:
         return self

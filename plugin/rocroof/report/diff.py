@@ -129,6 +129,8 @@ def diff_runs(
         raise InputError(f"minimum change {min_change_us:g} µs: expected 0 or more")
     a, b = _invocations(store, run_a), _invocations(store, run_b)
     notes = []
+    if run_a == run_b:
+        notes.append(f"A and B are the same run ({run_a}): every difference is zero by construction")
     runs = store.query(
         f"SELECT run_id, gpu_arch, timing_source FROM run WHERE run_id IN ({int(run_a)}, {int(run_b)})"
     ).set_index("run_id")
