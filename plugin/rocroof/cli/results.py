@@ -153,16 +153,16 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
         top = MARKDOWN_ROWS
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
     if fmt == "html":
-        echo(_html_report(rep), nl=False)
+        echo(_html_report(rep, store), nl=False)
         return
     echo(render(rep, fmt, raw=raw, all_columns=all_columns), nl=False)  # type: ignore[arg-type]
 
 
-def _html_report(rep: Any) -> str:
+def _html_report(rep: Any, store: Any = None) -> str:
     import tempfile
 
     from ..report.plot import save_roofline
-    from ..report.tables import plot_ceilings, plot_title, render_html, roofline_points
+    from ..report.tables import build_report, plot_ceilings, plot_title, render_html, roofline_points
 
     svg = None
     ceilings = plot_ceilings(rep)
@@ -170,7 +170,8 @@ def _html_report(rep: Any) -> str:
         with tempfile.TemporaryDirectory() as tmp:
             paths = save_roofline(roofline_points(rep), ceilings, plot_title(rep), Path(tmp) / "roofline")
             svg = paths[1].read_text(encoding="utf-8")
-    return render_html(rep, svg)
+    kernels = build_report(store, int(rep.run["run_id"]), by="kernel") if store is not None and rep.by == "op" else None
+    return render_html(rep, svg, kernels)
 
 
 @cli.command()

@@ -1418,14 +1418,29 @@ def plot_title(report: Report) -> str:
 _TEXT_COLUMNS = ("kernel", "op", "bound")
 
 
-def render_html(report: Report, svg: str | None) -> str:
-    """A self-contained HTML page: the header lines, the table, the flags and the roofline SVG."""
+#: The HTML report's sorting: a click on a column's header sorts its table by it (numbers as numbers,
+#: again for the other direction); ``#sort=<table id>:<column>[:desc]`` in the address sorts on load.
+_SORT_SCRIPT = r"""
+function rrKey(t){t=t.replace(/[,~*\u2020%\u00b5]/g,'').trim();var n=parseFloat(t);return isNaN(n)?null:n}
+function rrSort(table,col,desc){var body=table.tBodies[0],rows=Array.prototype.slice.call(body.rows);
+rows.sort(function(a,b){var x=a.cells[col].textContent,y=b.cells[col].textContent,p=rrKey(x),q=rrKey(y),r;
+if(p===null&&q===null){r=x.localeCompare(y)}else if(p===null){r=1}else if(q===null){r=-1}else{r=p-q}
+return desc?-r:r});rows.forEach(function(r){body.appendChild(r)});
+table.setAttribute('data-sorted',col+(desc?':desc':':asc'))}
+document.querySelectorAll('table.sortable').forEach(function(table){
+Array.prototype.forEach.call(table.tHead.rows[0].cells,function(th,col){th.addEventListener('click',function(){
+var was=table.getAttribute('data-sorted');rrSort(table,col,was===col+':asc')})})});
+var m=/#sort=([\w-]+):(\d+)(:desc)?/.exec(location.hash);
+if(m){var t=document.getElementById(m[1]);if(t){rrSort(t,parseInt(m[2],10),!!m[3])}}
+"""
+
+
+def _html_table(table_id: str, headers: list[str], lines: list[list[str]]) -> str:
+    """A sortable HTML table (see :data:`_SORT_SCRIPT`); names left-aligned, numbers right-aligned."""
     import html
 
-    headers, lines = _human_rows(report)
-    head = "".join(f"<p>{html.escape(t)}</p>" for t in _header_lines(report))
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    text_columns = {i for i, h in enumerate(headers) if i == 0 or h in _TEXT_COLUMNS}  # left-aligned, as the table
+    text_columns = {i for i, h in enumerate(headers) if i == 0 or h in _TEXT_COLUMNS}
+    th = "".join(f"<th title='click to sort'>{html.escape(h)}</th>" for h in headers)
     body = "".join(
         "<tr>"
         + "".join(
@@ -1435,26 +1450,56 @@ def render_html(report: Report, svg: str | None) -> str:
         + "</tr>"
         for row in lines
     )
-    flags = _flag_lines(report) + [line for line in (_fused_line(report),) if line]
-    warn = [f"{n.severity}: {n.message}" for n in report.notes if n.severity != "info"]
-    footer = [line for line in (_legend(report, headers),) if line]
-    if report.total_rows > len(report.rows):
-        footer.insert(0, f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
-    n_info = sum(1 for n in report.notes if n.severity == "info")
-    if n_info:
-        footer.append(f"({n_info} info note(s): rocroof runs --notes {report.run['run_id']})")
-    extra = "".join(f"<li>{html.escape(t.lstrip('* '))}</li>" for t in flags + warn + footer)
+    return f"<table class=sortable id={table_id}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(report: Report, svg: str | None, kernels: Report | None = None) -> str:
+    """A self-contained HTML page a reviewer can explore, with no network access at all.
+
+    Sections: the run (its header lines), the roofline plot (the SVG, full width), the report's
+    table (``id=rows``), the kernels' table when ``kernels`` is given (``id=kernels``), and the
+    notes (flags, fused groups, warnings, every note of the run, the key). Every table sorts by a
+    click on a column header (inline script: :data:`_SORT_SCRIPT`); a Content-Security-Policy
+    forbids loading anything (``default-src 'none'``).
+    """
+    import html
+
+    headers, lines = _human_rows(report)
+    head = "".join(f"<p>{html.escape(t)}</p>" for t in _header_lines(report))
+    sections = [f"<section id=run><h2>Run</h2>{head}</section>"]
     figure = svg[svg.find("<svg") :] if svg and "<svg" in svg else ""
-    style = (
-        "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-size:13px}"
-        "th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:right}td.l,th:first-child{text-align:left}"
-        "th{background:#f4f4f4}p{margin:.2em 0;font-size:13px}svg{max-width:100%;height:auto}"
+    if figure:
+        sections.append(f"<section id=roofline><h2>Roofline</h2><div class=plot>{figure}</div></section>")
+    title = {"op": "ggml ops", "kernel": "Kernels", "dispatch": "Dispatches", "invocation": "Op invocations"}
+    shown = (
+        f" (showing {len(report.rows)} of {report.total_rows}: --top)" if report.total_rows > len(report.rows) else ""
     )
+    sections.append(
+        f"<section id=table><h2>{title[report.by]}{html.escape(shown)}</h2>{_html_table('rows', headers, lines)}"
+        f"<p class=key>{html.escape(_legend(report, headers) or '')}</p></section>"
+    )
+    if kernels is not None and len(kernels.rows):
+        k_headers, k_lines = _human_rows(kernels)
+        sections.append(
+            f"<section id=kernels-section><h2>Kernels</h2>{_html_table('kernels', k_headers, k_lines)}</section>"
+        )
+    notes = _flag_lines(report) + [line for line in (_fused_line(report),) if line]
+    notes += [f"{n.severity}: {n.message}" for n in report.notes]
+    items = "".join(f"<li>{html.escape(t.lstrip('* '))}</li>" for t in notes)
+    sections.append(f"<section id=notes><h2>Notes</h2><ul>{items or '<li>none</li>'}</ul></section>")
+    style = (
+        "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}h2{font-size:16px;margin:1.2em 0 .4em}"
+        "table{border-collapse:collapse;font-size:13px}th,td{border-bottom:1px solid #ddd;padding:3px 8px;"
+        "text-align:right}td.l,th:first-child{text-align:left}th{background:#f4f4f4;cursor:pointer}"
+        "p{margin:.2em 0;font-size:13px}p.key{color:#555;max-width:80em}div.plot svg{width:100%;height:auto}"
+        "li{font-size:13px;margin:.2em 0}"
+    )
+    csp = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(plot_title(report))}</title>"
-        f"<style>{style}</style></head><body><h3>rocroof {html.escape(report.by)} report</h3>{head}"
-        f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
-        + (f"<ul>{extra}</ul>" if extra else "")
-        + (f"<div>{figure}</div>" if figure else "")
-        + "</body></html>\n"
+        f"<!doctype html><html><head><meta charset='utf-8'>"
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
+        f"<title>{html.escape(plot_title(report))}</title><style>{style}</style></head><body>"
+        f"<h1 style='font-size:20px'>rocroof {html.escape(report.by)} report</h1>"
+        + "".join(sections)
+        + f"<script>{_SORT_SCRIPT}</script></body></html>\n"
     )
