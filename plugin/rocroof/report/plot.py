@@ -26,6 +26,8 @@ from ..errors import OutputError
 
 #: Columns :func:`roofline_figure` reads from its ``points`` frame.
 POINT_COLUMNS = ("label", "ai_measured", "ai_model", "flops_per_s", "time_share")
+#: Points (the ops with the most time) named beside their marker; the legend names them all.
+LABELLED_POINTS = 12
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     above = float("inf")  # the roof drawn just above this one
     for i, (name, peak) in enumerate(sorted(peaks.items(), key=lambda kv: -kv[1])):
         ridge = peak / bw
-        ax.plot([ridge, ai[-1]], [peak, peak], ls=styles[i % 3], color="dimgray", lw=1.2)
+        if peak != top:  # the highest roof is the black line's own flat part: not drawn twice
+            ax.plot([ridge, ai[-1]], [peak, peak], ls=styles[i % 3], color="dimgray", lw=1.2)
         unit = "TOP/s" if name.startswith("INT") else "TFLOP/s"  # integer roofs count operations
         # a label sits on its roof, or under it when the roof above is within 3x (INT8 is 2x FP16)
         va = "top" if above / peak < 3 else "bottom"
@@ -102,6 +105,8 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
             ha="right",
             va=va,
             fontsize=8,
+            bbox={"fc": "white", "ec": "none", "alpha": 0.85, "pad": 1},  # a line crossing it stays behind
+            zorder=4,
         )
         above = peak
     colors = plt.get_cmap("tab10")
@@ -138,6 +143,16 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
             )
         if measured and modelled:
             ax.plot([row.ai_model, row.ai_measured], [row.flops_per_s] * 2, color=c, lw=0.8, zorder=2)
+        if i < LABELLED_POINTS:  # the ops with the most time carry their name beside the point
+            ax.annotate(
+                str(row.label),
+                (row.ai_measured if measured else row.ai_model, row.flops_per_s),
+                xytext=(math.sqrt(size) / 2 + 3, math.sqrt(size) / 4),  # beside the marker (s: points^2)
+                textcoords="offset points",
+                fontsize=7,
+                color="#333",
+                zorder=5,
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / DRAM byte); filled: measured bytes, hollow: modelled bytes")
