@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import re
 import shutil
 import sqlite3
@@ -404,26 +405,20 @@ def read_csv_plain(
     wanted = set(header) if columns is None else set(columns) | numeric | texts
     if not wanted <= set(header):
         raise NotPlain(f"{path}: missing header names")
-    selected = [name for name in header if name in wanted]
+    plan = _Plan(header, [name for name in header if name in wanted], ints, floats, texts)
     if not is_gzip(path) and path.stat().st_size >= POLARS_MIN_BYTES and _polars() is not None:
-        fast: Iterator[pd.DataFrame] | None = _polars_chunks(
-            path, _Plan(header, selected, ints, floats, texts), chunk_rows
-        )
+        fast = _polars_chunks(path, plan, chunk_rows)
         try:
-            first_chunk = next(fast, None) if fast is not None else None
+            head = [chunk for chunk in (next(fast, None),) if chunk is not None]
         except NotPlain:
-            first_chunk = None
-            fast = None  # polars refused the start of the file: the pandas C parser decides
-        if fast is not None:
+            pass  # polars refused the start of the file: the pandas C parser decides
+        else:
             first = 2
-            if first_chunk is not None:
-                yield first_chunk, first
-                first += len(first_chunk)
-                for chunk in fast:
-                    yield chunk, first
-                    first += len(chunk)
+            for chunk in itertools.chain(head, fast):
+                yield chunk, first
+                first += len(chunk)
             return
-    yield from _pandas_chunks(path, _Plan(header, selected, ints, floats, texts), chunk_rows, columns is not None)
+    yield from _pandas_chunks(path, plan, chunk_rows, columns is not None)
 
 
 def _polars() -> Any:

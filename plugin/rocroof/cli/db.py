@@ -133,14 +133,16 @@ def db_datasette_metadata(db: str, out: Path | None) -> None:
     """
     import json
 
-    from ..store import is_url
+    from ..store import Store, is_url
     from ..store.docs import datasette_metadata
 
     if is_url(db):
         raise InputError(f"{db}: Datasette browses SQLite files; give the database's file")
-    from ..store import Store
-
-    Store(db, read_only=True).check()  # a rocroof database of this schema, not a typo's new file
+    store = Store(db, read_only=True)
+    try:
+        store.check()  # a rocroof database of this schema, not a typo's new file
+    finally:
+        store.close()
     text = json.dumps(datasette_metadata(Path(db).stem), indent=2) + "\n"
     if out is None:
         echo(text, nl=False)

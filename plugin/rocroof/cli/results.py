@@ -166,9 +166,10 @@ def _html_report(rep: Any, store: Any = None) -> str:
 
     svg = None
     ceilings = plot_ceilings(rep)
-    if rep.by == "op" and ceilings is not None and len(roofline_points(rep)):
+    points = roofline_points(rep) if rep.by == "op" and ceilings is not None else None
+    if ceilings is not None and points is not None and len(points):
         with tempfile.TemporaryDirectory() as tmp:
-            paths = save_roofline(roofline_points(rep), ceilings, plot_title(rep), Path(tmp) / "roofline")
+            paths = save_roofline(points, ceilings, plot_title(rep), Path(tmp) / "roofline")
             svg = paths[1].read_text(encoding="utf-8")
     kernels = build_report(store, int(rep.run["run_id"]), by="kernel") if store is not None and rep.by == "op" else None
     return render_html(rep, svg, kernels)

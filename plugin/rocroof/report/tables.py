@@ -661,12 +661,14 @@ def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
     return headers, lines
 
 
+def _has_values(rows: pd.DataFrame, column: str) -> bool:
+    """Whether ``rows`` has ``column`` with at least one known number in it."""
+    return column in rows and bool(pd.to_numeric(rows[column], errors="coerce").notna().any())
+
+
 def _has_roofline(report: Report) -> bool:
     """Whether the report's rows have the byte/FLOP model, so its tables show the roofline columns."""
-    rows = report.rows
-    return report.by in ("op", "invocation") and (
-        "model_read_bytes" in rows and bool(pd.to_numeric(rows["model_read_bytes"]).notna().any())
-    )
+    return report.by in ("op", "invocation") and _has_values(report.rows, "model_read_bytes")
 
 
 def _modelled(v: Any, scale: float = 1.0, digits: int = 2) -> str:
@@ -905,13 +907,10 @@ def _header_lines(report: Report) -> list[str]:
     elif sample:
         lines.append(f"{sample} (the other dispatches' bytes are unknown: ?)")
     measured = any(
-        c in report.rows and bool(pd.to_numeric(report.rows[c], errors="coerce").notna().any())
-        for c in ("dram_read_bytes", "measured_read_bytes", "dram_read_bytes_min")
+        _has_values(report.rows, c) for c in ("dram_read_bytes", "measured_read_bytes", "dram_read_bytes_min")
     )
     if not measured and report.total_rows and report.by in ("op", "invocation"):
-        any_model = "model_read_bytes" in report.rows and bool(
-            pd.to_numeric(report.rows["model_read_bytes"], errors="coerce").notna().any()
-        )
+        any_model = _has_roofline(report)
         lines.append(
             "no DRAM counters in this run: values marked ~ come from the byte model (the ops' tensor sizes), not "
             "from measurement"

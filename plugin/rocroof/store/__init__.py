@@ -258,9 +258,7 @@ def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float 
     sums = _strict_sums(
         pd.DataFrame(
             {
-                "duration_ns": pd.to_numeric(record["duration_ns"], errors="coerce").to_numpy(
-                    dtype=np.float64, na_value=np.nan
-                )[keep],
+                "duration_ns": floats("duration_ns"),
                 "dram_read_bytes": read,
                 "dram_read_bytes_min": bound["min"]["read"],
                 "dram_read_bytes_max": bound["max"]["read"],
@@ -291,7 +289,7 @@ def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float 
                 "invocations": invocations,
                 "dispatches": sums["_rows"].to_numpy(dtype=np.int64),
                 "duration_ns": pd.array([None if np.isnan(v) else int(v) for v in dur], dtype="Int64"),
-                **{c: sums[c].to_numpy() for c in _OP_TOTAL_SUMS[:6]},
+                **{c: sums[c].to_numpy() for c in _OP_TOTAL_SUMS},
                 "dram_bytes": sums["dram_bytes"].to_numpy(),
                 "achieved_gbps": gbps,
                 "achieved_gbps_min": sums["dram_bytes_min"].to_numpy() * per_ns,
@@ -867,8 +865,8 @@ class Store:
     def runs_with_labels(self, selector: dict[str, str]) -> list[int]:
         """Ids of the runs whose labels match every ``key: pattern`` of ``selector``, oldest first.
 
-        A pattern matches a label's whole value; ``*`` in it matches any text (``fnmatch``, case
-        sensitive, no other wildcard). An empty selector matches every run.
+        A pattern matches a label's whole value; ``*`` in it matches any text (case sensitive, no
+        other wildcard). An empty selector matches every run.
         """
         self.check()
         lab = schema.run_label
@@ -903,10 +901,11 @@ class Store:
                     f"('rocroof runs --label {shown}' shows theirs), give a run id, or write latest:{shown}"
                 )
             return found[-1]
+        not_a_run = InputError(f"run must be a number, 'latest' or labels key=value[,key=value], not {spec!r}")
         if isinstance(spec, bool) or (isinstance(spec, float) and not spec.is_integer()):
-            raise InputError(f"run must be a number, 'latest' or labels key=value[,key=value], not {spec!r}")
+            raise not_a_run
         if isinstance(spec, str) and spec.strip().lower() != "latest" and not re.fullmatch(r"-?[0-9]+", spec.strip()):
-            raise InputError(f"run must be a number, 'latest' or labels key=value[,key=value], not {spec!r}")
+            raise not_a_run
         with self.engine.connect() as conn:
             if spec is None or str(spec).lower() == "latest":
                 rid = conn.execute(sa.select(sa.func.max(schema.run.c.run_id))).scalar()
@@ -916,9 +915,7 @@ class Store:
             try:
                 wanted = int(spec)
             except ValueError as exc:
-                raise InputError(
-                    f"run must be a number, 'latest' or labels key=value[,key=value], not {spec!r}"
-                ) from exc
+                raise not_a_run from exc
             if not 0 < wanted < 2**31:  # run ids are positive 32-bit integers (PostgreSQL refuses larger)
                 raise InputError(f"{self.location}: no run {wanted} (see 'rocroof runs')")
             rid = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.run_id == wanted)).scalar()

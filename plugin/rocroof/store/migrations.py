@@ -15,7 +15,7 @@ applied it meanwhile.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 
@@ -80,13 +80,33 @@ def _m0003_counter_tables(conn: sa.Connection) -> None:
         ddl = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).scalar()
         if ddl is None or "WITHOUT ROWID" in str(ddl).upper():
             continue  # created by 0001 in this layout already
-        cols = ", ".join(_ROWID_FREE_COLUMNS[name])
-        key = ", ".join(_ROWID_FREE_COLUMNS[name][:-1])
-        conn.exec_driver_sql(f"CREATE TEMP TABLE rocroof_copy AS SELECT {cols} FROM {name}")
-        conn.exec_driver_sql(f"DROP TABLE {name}")
-        conn.exec_driver_sql(_ROWID_FREE_DDL[name])
-        conn.exec_driver_sql(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM temp.rocroof_copy ORDER BY {key}")
-        conn.exec_driver_sql("DROP TABLE temp.rocroof_copy")
+        cols = _ROWID_FREE_COLUMNS[name]
+        _rebuild(conn, name, _ROWID_FREE_DDL[name], cols, cols, cols[:-1])
+
+
+def _rebuild(
+    conn: sa.Connection,
+    name: str,
+    create: str | sa.Table,
+    columns: Sequence[str],
+    values: Sequence[str],
+    key: Sequence[str],
+) -> None:
+    """Re-create SQLite table ``name`` (``create``: its DDL or Table) with its rows copied over in ``key`` order.
+
+    ``values`` are the SQL expressions over the old table's columns that fill the new ``columns``.
+    """
+    conn.exec_driver_sql(f"CREATE TEMP TABLE rocroof_copy AS SELECT * FROM {name}")
+    conn.exec_driver_sql(f"DROP TABLE {name}")
+    if isinstance(create, str):
+        conn.exec_driver_sql(create)
+    else:
+        create.create(conn)
+    conn.exec_driver_sql(
+        f"INSERT INTO {name} ({', '.join(columns)}) SELECT {', '.join(values)} FROM temp.rocroof_copy "
+        f"ORDER BY {', '.join(key)}"
+    )
+    conn.exec_driver_sql("DROP TABLE temp.rocroof_copy")
 
 
 def fill_op_total(conn: sa.Connection, run_id: int | None = None) -> None:
@@ -243,7 +263,7 @@ def _m0007_clustered_tables(conn: sa.Connection) -> None:
     views read; Nsight runs store a second record per kernel for the counter pass). ``ix_op_op``
     (op invocations by op name: 14 bytes a dispatch, read by no rocroof query; a run's
     invocations scan in ~0.1 s per 10^6) goes. At 10^6
-    dispatches with 8 counters: 507 -> ~440 bytes per dispatch for Nsight runs, 387 -> ~345 for
+    dispatches with 8 counters: 507 -> 431 bytes per dispatch for Nsight runs, 387 -> 345 for
     rocprofv3 (benchmarks/RESULTS.md), and fewer B-trees to fill at ingest. The attribution
     method is stored by number (``attribution_index``; names and descriptions in the new
     ``attribution_method`` table, the views show the name as before): 11 bytes less a record.
@@ -262,20 +282,14 @@ def _m0007_clustered_tables(conn: sa.Connection) -> None:
                 continue  # created in this layout already (by 0001, 0002 or 0006 of this version)
             table = schema.metadata.tables[name]
             old_cols = {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({name})")}
-            cols = ", ".join(c.name for c in table.columns)
+            cols = [c.name for c in table.columns]
             # schema 6 stored the attribution method by name: numbered now
-            values = ", ".join(
-                _method_number("attribution_method")
-                if c.name == "attribution_index" and c.name not in old_cols
-                else c.name
-                for c in table.columns
-            )
-            key = ", ".join(c.name for c in table.primary_key.columns)
-            conn.exec_driver_sql(f"CREATE TEMP TABLE rocroof_copy AS SELECT * FROM {name}")
-            conn.exec_driver_sql(f"DROP TABLE {name}")
-            table.create(conn)
-            conn.exec_driver_sql(f"INSERT INTO {name} ({cols}) SELECT {values} FROM temp.rocroof_copy ORDER BY {key}")
-            conn.exec_driver_sql("DROP TABLE temp.rocroof_copy")
+            values = [
+                _method_number("attribution_method") if c == "attribution_index" and c not in old_cols else c
+                for c in cols
+            ]
+            key = [c.name for c in table.primary_key.columns]
+            _rebuild(conn, name, table, cols, values, key)
     else:  # PostgreSQL: in place
         if "attribution_method" in {c["name"] for c in sa.inspect(conn).get_columns("dispatch_record")}:
             # the column by name becomes the column by number
@@ -286,10 +300,10 @@ def _m0007_clustered_tables(conn: sa.Connection) -> None:
         existing = {fk["name"] for fk in sa.inspect(conn).get_foreign_keys("dispatch_record")}
         for fk in schema.dispatch_record.foreign_key_constraints:
             if fk.name and fk.name not in existing and fk.referred_table.name != "run":
-                cols = ", ".join(c.name for c in fk.columns)
+                fk_cols = ", ".join(c.name for c in fk.columns)
                 refs = ", ".join(e.column.name for e in fk.elements)
                 conn.exec_driver_sql(
-                    f"ALTER TABLE dispatch_record ADD CONSTRAINT {fk.name} FOREIGN KEY ({cols}) "
+                    f"ALTER TABLE dispatch_record ADD CONSTRAINT {fk.name} FOREIGN KEY ({fk_cols}) "
                     f"REFERENCES {fk.referred_table.name} ({refs}) DEFERRABLE INITIALLY DEFERRED"
                 )
     schema.attribution_method.create(conn, checkfirst=True)
