@@ -47,7 +47,7 @@ def old_db(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 
 def test_there_is_one_database_per_earlier_schema() -> None:
-    assert {p.name.split("-")[0] for p in OLD} == {"schema1", "schema2", "schema4", "schema5", "schema6"}
+    assert {p.name.split("-")[0] for p in OLD} == {"schema1", "schema2", "schema4", "schema5", "schema6", "schema7"}
 
 
 def test_an_old_database_upgrades_in_place_and_keeps_every_value(old_db: Path) -> None:
@@ -237,3 +237,32 @@ def test_a_schema5_layout_converts_to_the_same_rows(tmp_path: Path) -> None:
     after = logical_rows(db)
     for name, df in before.items():
         pd.testing.assert_frame_equal(df, after[name], check_dtype=False, obj=name)
+
+
+def test_0008_decides_the_compute_ceiling_of_stored_ops_as_an_ingest_does(tmp_path: Path) -> None:
+    """A database of schema 7 with op models (no compute_ceiling yet) gets the ingest's decisions.
+
+    The schema-7 file is made from a fresh ingest of the H200 examples by dropping the column and
+    the migration's record; the upgrade must put back what the ingest wrote.
+    """
+    examples = Path(__file__).resolve().parent.parent / "examples" / "h200"
+    db = tmp_path / "m.db"
+    store = Store(db)
+    for case in ("dense500m-decode", "moe-prefill"):
+        store.write_run(build_run(read_capture(examples / case)))
+    store.close()
+    with sqlite3.connect(db) as conn:
+        written = conn.execute("SELECT run_id, op_index, compute_ceiling FROM op_model ORDER BY 1, 2").fetchall()
+        for (view,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall():
+            conn.execute(f"DROP VIEW {view}")
+        conn.execute("ALTER TABLE op_model DROP COLUMN compute_ceiling")
+        conn.execute("DELETE FROM rocroof_migration WHERE name = '0008_compute_ceiling'")
+    conn.close()
+    assert Store(db).upgrade() == ["0008_compute_ceiling"]
+    with sqlite3.connect(db) as conn:
+        again = conn.execute("SELECT run_id, op_index, compute_ceiling FROM op_model ORDER BY 1, 2").fetchall()
+        kinds = dict(conn.execute("SELECT compute_ceiling, COUNT(*) FROM op_model GROUP BY 1").fetchall())
+    conn.close()
+    assert again == written
+    # the decode's Q8_0/Q4_K matmuls run ggml's int8 kernels on sm_90, attention on FP16, the rest FP32
+    assert set(kinds) == {"int8_matrix_tops", "fp16_matrix_tflops", "fp32_vector_tflops"}

@@ -51,6 +51,7 @@ VIEW_KEYS = {
     "dispatch_dram": ["run_id", "dispatch_index"],
     "op_invocation_summary": ["run_id", "op_index"],
     "op_roofline": ["run_id", "op_index"],
+    "op_verdict": ["run_id", "op_index"],
     "op_summary": ["run_id", "op"],
     "kernel_summary": ["run_id", "kernel_name"],
 }
@@ -262,7 +263,7 @@ def test_migrations_and_db_status_on_postgres(pg_url: str) -> None:
     # a database one migration behind: readers ask for db upgrade, which brings it (and the views) back
     _execute(
         pg_url,
-        "DROP VIEW op_roofline",
+        "DROP VIEW op_verdict, op_roofline",
         "DROP TABLE op_model, op_edge, run_ceiling",
         "DELETE FROM rocroof_migration WHERE name = '0002_model'",
     )

@@ -332,3 +332,104 @@ def test_headers_name_the_peaks_table_also_for_runs_stored_before_sources_named_
     for c in rep.ceilings.values():  # as an older rocroof stored them: the citation alone
         c["source"] = str(c["source"]).removeprefix("configs/peaks.yaml: ")
     assert "FP32 vector 66.9 TFLOP/s (unverified) — configs/peaks.yaml" in render(rep, "table", width=400)
+
+
+def _copy(db: Path, dest: Path) -> Path:
+    """A consistent copy of a (WAL) database, by SQLite's backup API."""
+    import sqlite3
+
+    with sqlite3.connect(db) as src, sqlite3.connect(dest) as dst:
+        src.backup(dst)
+    return dest
+
+
+def _verdicts(db: Path) -> pd.DataFrame:
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        return pd.read_sql("SELECT * FROM op_verdict ORDER BY run_id, op_index", con)
+
+
+@pytest.mark.parametrize("int8_tops", [None, 1.0])
+def test_op_verdict_view_applies_the_roofline_in_sql(db: Path, tmp_path: Path, int8_tops: float | None) -> None:
+    """Each invocation's verdict recomputed by hand from its stored numbers and the run's ceilings.
+
+    The recorded runs are memory- and latency-bound; with the INT8 peak set to 1 TOP/s the
+    quantized matmuls of the MoE prefill land right of the ridge (compute-bound).
+    """
+    import sqlite3
+
+    if int8_tops is not None:
+        db = _copy(db, tmp_path / "c.db")
+        with sqlite3.connect(db) as con:
+            con.execute("UPDATE run_ceiling SET value = ? WHERE name = 'int8_matrix_tops'", (int8_tops,))
+    v = _verdicts(db)
+    with sqlite3.connect(db) as con:
+        ceil = {(r, n): x for r, n, x in con.execute("SELECT run_id, name, value FROM run_ceiling")}
+        raw = pd.read_sql(
+            "SELECT d.run_id, d.op_index, SUM(d.duration_ns) AS ns, "
+            "SUM(d.dram_read_bytes + d.dram_write_bytes) AS bytes, m.flops, m.compute_ceiling "
+            "FROM dispatch_dram d JOIN op_model m ON m.run_id = d.run_id AND m.op_index = d.op_index "
+            "GROUP BY d.run_id, d.op_index ORDER BY d.run_id, d.op_index",
+            con,
+        )
+    assert len(v) == len(raw) > 500
+    seen = set()
+    for r, got in zip(raw.itertuples(), v.itertuples(), strict=True):
+        assert (got.run_id, got.op_index) == (r.run_id, r.op_index)
+        bw = ceil[(r.run_id, "dram_gbps")]
+        if r.flops and r.flops > 0:
+            peak = ceil[(r.run_id, r.compute_ceiling)]
+            mem_roof = r.flops / r.bytes * bw / 1e3  # FLOP/B × GB/s → TFLOP/s
+            roof = min(mem_roof, peak)
+            pct = 100 * (r.flops / r.ns / 1e3) / roof
+            side = "memory" if mem_roof < peak else "compute"
+            at_roof = r.flops / (roof * 1e3)
+            assert got.attainable_tflops == pytest.approx(roof)
+            assert got.governing_ceiling == ("dram_gbps" if side == "memory" else r.compute_ceiling)
+        else:
+            pct = 100 * (r.bytes / r.ns) / bw
+            side = "memory"
+            at_roof = r.bytes / bw
+            assert got.governing_ceiling == "dram_gbps"
+        expected = "latency" if pct < 10 and r.ns / 1e3 < 20 else side
+        assert got.bound == expected
+        assert got.pct_of_ceiling == pytest.approx(pct)
+        assert got.time_at_roof_ns == pytest.approx(at_roof)
+        assert got.time_over_roof_ns == pytest.approx(r.ns - at_roof)
+        seen.add(expected)
+    assert seen == ({"memory", "latency"} if int8_tops is None else {"memory", "latency", "compute"})
+
+
+def test_op_verdict_agrees_with_the_invocation_report(db: Path) -> None:
+    """The SQL view and ``report --by invocation`` (pandas) give one verdict per invocation."""
+    v = _verdicts(db)
+    store = Store(db)
+    try:
+        for run_id in (1, 2):
+            rows = build_report(store, run_id, by="invocation", top=None).rows
+            got = v[v["run_id"] == run_id].set_index("invocation").loc[rows["invocation"]]
+            assert list(got["bound"]) == list(rows["bound"])
+            assert np.allclose(got["pct_of_ceiling"], rows["pct_of_ceiling"], equal_nan=True)
+            assert np.allclose(got["time_at_roof_ns"], rows["time_at_roof_ns"], equal_nan=True)
+            assert np.allclose(got["attainable_tflops"], rows["attainable_tflops"], equal_nan=True)
+    finally:
+        store.close()
+
+
+def test_op_verdict_falls_back_to_the_fp16_peak_when_int8_is_unknown(db: Path, tmp_path: Path) -> None:
+    import sqlite3
+
+    from rocroof.analysis import roofline
+    from rocroof.store import views
+
+    assert (views.LATENCY_PCT, views.LATENCY_US) == (roofline.LATENCY_PCT, roofline.LATENCY_US)
+    copy = _copy(db, tmp_path / "c.db")
+    with sqlite3.connect(copy) as con:
+        con.execute("DELETE FROM run_ceiling WHERE name = 'int8_matrix_tops'")
+        fp16 = dict(con.execute("SELECT run_id, value FROM run_ceiling WHERE name = 'fp16_matrix_tflops'"))
+        int8 = set(con.execute("SELECT run_id, op_index FROM op_model WHERE compute_ceiling = 'int8_matrix_tops'"))
+    v = _verdicts(copy)
+    moved = v[[(r, i) in int8 for r, i in zip(v["run_id"], v["op_index"], strict=True)]]
+    assert len(moved) and set(moved["compute_ceiling"]) == {"fp16_matrix_tflops"}
+    assert np.allclose(moved["compute_ceiling_tflops"], moved["run_id"].map(fp16))

@@ -67,6 +67,18 @@ def test_printable_escapes_every_terminal_control_but_tab_and_newline() -> None:
     assert printable("\u202eabc") == "\\u202eabc"
     assert printable("caf\u00e9 \u00b5s") == "caf\u00e9 \u00b5s"  # printable non-ASCII passes
     assert printable("bad \udcff byte") == "bad \\xff byte"  # an undecodable byte of a file name
+    # invisible characters that make two names look alike: zero-width space/joiner, LRM, BOM, word joiner
+    for ch in ("\u200b", "\u200d", "\u200e", "\u061c", "\ufeff", "\u2060"):
+        assert printable(f"q4{ch}_k") == f"q4\\u{ord(ch):04x}_k"
+
+
+def test_a_label_with_a_zero_width_space_is_shown_escaped(tmp_path: Path) -> None:
+    """Two labels that differ by an invisible character must not look the same in ``runs``."""
+    db = tmp_path / "r.db"
+    example = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense-prefill"
+    assert run("ingest", example, "--db", db, "--label", "model=q4\u200b_k").exit_code == 0
+    out = run("runs", "--db", db).output
+    assert "model=q4\\u200b_k" in out and "\u200b" not in out
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])

@@ -11,11 +11,15 @@ import re
 
 #: Characters a capture must not send to a terminal: C0 controls but tab and newline (ESC starts
 #: escape sequences that set the window title or swallow output, CR overwrites a line), DEL, C1
-#: controls (U+0080-U+009F, CSI and OSC among them), the Unicode line and paragraph separators
-#: and the bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: controls (U+0080-U+009F, CSI and OSC among them), the Unicode line and paragraph separators,
+#: the bidirectional embeddings, overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069,
+#: U+200E/U+200F, U+061C), and the invisible characters that make two different names look alike
+#: (zero-width space, non-joiner and joiner U+200B-U+200D, word joiner and invisible operators
+#: U+2060-U+2064, the byte-order mark U+FEFF).
+_INVISIBLE = "\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
 #: ... and in one table cell, tab and newline too (they would break the cell's line).
-_UNSAFE_CELL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_CELL = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
 
 
 def _escape(match: re.Match[str]) -> str:

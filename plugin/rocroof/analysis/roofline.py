@@ -141,6 +141,28 @@ def compute_type(
     return "fp16"
 
 
+def compute_ceilings(ops: pd.DataFrame, gpu_arch: str | None) -> list[str | None]:
+    """Per op invocation: the ``run_ceiling`` name of the compute peak that governs it.
+
+    ``ops`` carries ``op`` and, where known, ``quant``, ``m`` and ``n_experts`` (``op_invocation``
+    rows); the answer is :func:`compute_type` mapped through :data:`COMPUTE_PEAKS`
+    (``int8_matrix_tops``, ``bf16_matrix_tflops``, ``fp16_matrix_tflops``, ``fp32_vector_tflops``),
+    None where ``op`` is missing. Stored at ingest as ``op_model.compute_ceiling`` so that the
+    ``op_verdict`` view can apply the roofline in SQL; one decision per distinct key.
+    """
+    cols = [ops[c] if c in ops else pd.Series(np.nan, index=ops.index) for c in ("op", "quant", "m", "n_experts")]
+    decided: dict[tuple[Any, ...], str | None] = {}
+    out: list[str | None] = []
+    for key in zip(*cols, strict=True):
+        k = tuple(None if pd.isna(v) else v for v in key)
+        if k not in decided:
+            op, quant, m, experts = k
+            kind = None if op is None else compute_type(str(op), quant and str(quant), gpu_arch, _f(m), _f(experts))
+            decided[k] = None if kind is None else COMPUTE_PEAKS[kind][0]
+        out.append(decided[k])
+    return out
+
+
 def compute_peaks(
     inv: pd.DataFrame, gpu_arch: str | None, ceilings: Mapping[str, float], op_column: str = "op"
 ) -> pd.DataFrame:

@@ -520,6 +520,11 @@ def build_run(
         if sample_note is not None:
             notes.append(sample_note)
     extra = analysis_tables(capture.op_metadata, ops, op_time, notes)
+    if len(extra["op_model"]):
+        from ..analysis.roofline import compute_ceilings
+
+        shapes = extra["op_model"][["op_index"]].merge(ops, on="op_index", how="left")
+        extra["op_model"]["compute_ceiling"] = compute_ceilings(shapes, arch)
     extra["run_ceiling"] = ceiling_rows(
         name, arch, peak_gbps, peak_source, cu_count=cus, device_id=device, dram_rule=ceiling.rule
     )

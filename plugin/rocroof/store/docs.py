@@ -38,6 +38,15 @@ START_HERE: list[tuple[str, str, str, str]] = [
         "LIMIT 50",
     ),
     (
+        "what_would_pay",
+        "Which op invocations are furthest from their roof, and are they memory-, compute- or latency-bound?",
+        "op_verdict",
+        "SELECT op, bound, governing_ceiling, COUNT(*) AS invocations, SUM(duration_ns) / 1e3 AS us, "
+        "SUM(time_over_roof_ns) / 1e3 AS us_over_roof, AVG(pct_of_ceiling) AS mean_pct_of_ceiling "
+        "FROM op_verdict WHERE run_id = (SELECT MAX(run_id) FROM run) GROUP BY op, bound, governing_ceiling "
+        "ORDER BY us_over_roof DESC",
+    ),
+    (
         "slowest_kernels",
         "Which kernels take the time, and at what bandwidth?",
         "kernel_summary",

@@ -282,7 +282,8 @@ def _m0007_clustered_tables(conn: sa.Connection) -> None:
                 continue  # created in this layout already (by 0001, 0002 or 0006 of this version)
             table = schema.metadata.tables[name]
             old_cols = {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({name})")}
-            cols = [c.name for c in table.columns]
+            # columns added by later steps stay NULL here; their own step fills them
+            cols = [c.name for c in table.columns if c.name in old_cols or c.name == "attribution_index"]
             # schema 6 stored the attribution method by name: numbered now
             values = [
                 _method_number("attribution_method") if c == "attribution_index" and c not in old_cols else c
@@ -319,6 +320,39 @@ def _m0007_clustered_tables(conn: sa.Connection) -> None:
         index.create(conn, checkfirst=True)  # those dropped with their tables, and the partial ix_dispatch_op
 
 
+def _m0008_compute_ceiling(conn: sa.Connection) -> None:
+    """``op_model.compute_ceiling``, decided for the stored runs from their ops' shapes and GPU.
+
+    The ``op_verdict`` view reads it; the decision is rocroof.analysis.roofline.compute_ceilings,
+    the one the reports make.
+    """
+    import pandas as pd
+
+    from ..analysis.roofline import compute_ceilings
+
+    _add_column(conn, "op_model", "compute_ceiling", "VARCHAR(32)")
+    runs = conn.execute(
+        sa.text("SELECT DISTINCT m.run_id, r.gpu_arch FROM op_model m JOIN run r ON r.run_id = m.run_id")
+    ).all()
+    for run_id, arch in runs:
+        shapes = pd.DataFrame(
+            conn.execute(
+                sa.text(
+                    "SELECT m.op_index, i.op, i.quant, i.m, i.n_experts FROM op_model m "
+                    "LEFT JOIN op_invocation i ON i.run_id = m.run_id AND i.op_index = m.op_index "
+                    "WHERE m.run_id = :rid"
+                ),
+                {"rid": run_id},
+            ).all(),
+            columns=["op_index", "op", "quant", "m", "n_experts"],
+        )
+        names = compute_ceilings(shapes, arch)
+        conn.execute(
+            sa.text("UPDATE op_model SET compute_ceiling = :c WHERE run_id = :rid AND op_index = :i"),
+            [{"c": c, "rid": run_id, "i": int(i)} for c, i in zip(names, shapes["op_index"], strict=True)],
+        )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_model", _m0002_model),
@@ -327,6 +361,7 @@ MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0005_ceiling_rule", _m0005_ceiling_rule),
     ("0006_lean_layout", _m0006_lean_layout),
     ("0007_clustered_tables", _m0007_clustered_tables),
+    ("0008_compute_ceiling", _m0008_compute_ceiling),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 if SCHEMA_VERSION != _PACKAGE_SCHEMA_VERSION:  # pragma: no cover - a migration added without the constant

@@ -481,6 +481,13 @@ op_model = sa.Table(
     ),
     _c("block_part", _str(16), "Part of the transformer block: attention, ffn, moe, input, output."),
     _c("on_critical_path", sa.Boolean, "On the longest dependency chain (by time) of its graph evaluation."),
+    _c(
+        "compute_ceiling",
+        _str(32),
+        "run_ceiling name of the compute peak that governs the op: int8_matrix_tops (ggml's int8 MMQ/MMVQ "
+        "kernels for quantized weights), bf16_matrix_tflops, fp16_matrix_tflops (other matrix ops), "
+        "fp32_vector_tflops (F32 weights, non-matrix ops); rocroof.analysis.roofline.compute_type.",
+    ),
     sa.PrimaryKeyConstraint("run_id", "op_index"),
     sqlite_with_rowid=False,
 )

@@ -332,6 +332,115 @@ def _op_roofline() -> sa.Select[Any]:
     ).select_from(v.outerjoin(m, sa.and_(m.c.run_id == v.c.run_id, m.c.op_index == v.c.op_index)))
 
 
+#: The roofline's verdict rules, as rocroof.analysis.roofline.add_roofline_columns applies them.
+LATENCY_PCT = 10.0
+LATENCY_US = 20.0
+
+
+def _op_verdict() -> sa.Select[Any]:
+    v = _op_roofline().subquery("orl")
+    m = s.op_model
+    dram = s.run_ceiling.alias("dram")
+    comp = s.run_ceiling.alias("comp")
+    fp16 = s.run_ceiling.alias("fp16")
+    bw = dram.c.value  # GB/s
+    # int8/bf16 without their own peak fall back to the FP16 matrix peak (compute_peaks' rule)
+    fallback = m.c.compute_ceiling.in_(("int8_matrix_tops", "bf16_matrix_tflops")) & comp.c.value.is_(None)
+    peak = sa.case((fallback, fp16.c.value), else_=comp.c.value)
+    peak_name = sa.case((fallback & fp16.c.value.is_not(None), "fp16_matrix_tflops"), else_=m.c.compute_ceiling)
+    flops, ai, dur = _f(v.c.flops), _f(v.c.arithmetic_intensity), _f(v.c.duration_ns)
+    roofline = (flops > 0) & ai.is_not(None) & bw.is_not(None) & (dur > 0)
+    mem_roof = ai * bw / 1e3  # FLOP/B x GB/s = GFLOP/s -> TFLOP/s
+    is_mem = peak.is_(None) | (mem_roof < peak)
+    attainable = sa.case((roofline & is_mem, mem_roof), (roofline, peak), else_=sa.null())
+    pct = sa.case(
+        (roofline, 100.0 * (flops / dur / 1e3) / sa.func.nullif(attainable, 0.0)),
+        else_=100.0 * v.c.achieved_gbps / sa.func.nullif(bw, 0.0),
+    )
+    no_flops = v.c.flops.is_(None) | (flops <= 0)
+    bound = sa.case(
+        (roofline & is_mem, "memory"),
+        (roofline, "compute"),
+        (v.c.achieved_gbps.is_not(None) & (no_flops | bw.is_not(None)), "memory"),
+        else_=sa.null(),
+    )
+    latency = (pct < LATENCY_PCT) & (dur / 1e3 < LATENCY_US)
+    at_roof = sa.case(
+        ((attainable > 0) & (flops > 0), flops / (attainable * 1e3)),  # TFLOP/s = 1e3 FLOP/ns
+        (v.c.dram_bytes.is_not(None) & (bw > 0), _f(v.c.dram_bytes) / bw),  # GB/s = B/ns
+        else_=sa.null(),
+    )
+    on = sa.and_
+    return sa.select(
+        v.c.run_id,
+        v.c.op_index,
+        v.c.invocation,
+        v.c.op,
+        v.c.op_list,
+        v.c.layer,
+        v.c.evaluation,
+        v.c.dispatches,
+        v.c.duration_ns,
+        v.c.dram_bytes,
+        v.c.flops,
+        v.c.arithmetic_intensity,
+        v.c.achieved_gbps,
+        v.c.achieved_tflops,
+        bw.label("dram_ceiling_gbps"),
+        peak_name.label("compute_ceiling"),
+        peak.label("compute_ceiling_tflops"),
+        attainable.label("attainable_tflops"),
+        sa.case(
+            (roofline & is_mem, "dram_gbps"),
+            (roofline, peak_name),
+            (bw.is_not(None), "dram_gbps"),
+            else_=sa.null(),
+        ).label("governing_ceiling"),
+        sa.case((bound.is_not(None) & latency, "latency"), else_=bound).label("bound"),
+        pct.label("pct_of_ceiling"),
+        at_roof.label("time_at_roof_ns"),
+        (dur - at_roof).label("time_over_roof_ns"),
+    ).select_from(
+        v.outerjoin(m, on(m.c.run_id == v.c.run_id, m.c.op_index == v.c.op_index))
+        .outerjoin(dram, on(dram.c.run_id == v.c.run_id, dram.c.name == "dram_gbps"))
+        .outerjoin(comp, on(comp.c.run_id == v.c.run_id, comp.c.name == m.c.compute_ceiling))
+        .outerjoin(fp16, on(fp16.c.run_id == v.c.run_id, fp16.c.name == "fp16_matrix_tflops"))
+    )
+
+
+_VERDICT_DOCS = {
+    "run_id": "The run.",
+    "op_index": "Run-local op invocation.",
+    "invocation": "ggml invocation id.",
+    "op": "ggml op (head op).",
+    "op_list": "Ops of a fused group.",
+    "layer": "Layer number.",
+    "evaluation": "Graph evaluation (one llama_decode), 0-based.",
+    "dispatches": "Kernel dispatches of the invocation.",
+    "duration_ns": "GPU time, ns.",
+    "dram_bytes": "Measured DRAM bytes read + written.",
+    "flops": "Modelled FLOP (multiply-add = 2).",
+    "arithmetic_intensity": "flops / measured dram_bytes, FLOP per byte.",
+    "achieved_gbps": "dram_bytes / duration_ns, GB/s.",
+    "achieved_tflops": "flops / duration_ns, TFLOP/s.",
+    "dram_ceiling_gbps": "The run's DRAM ceiling (run_ceiling dram_gbps), GB/s.",
+    "compute_ceiling": "run_ceiling name of the compute peak for this op (op_model.compute_ceiling; "
+    "fp16_matrix_tflops when an int8/bf16 peak is unknown).",
+    "compute_ceiling_tflops": "That peak, TFLOP/s (TOP/s for int8); NULL when unknown.",
+    "attainable_tflops": "The roof at the op's intensity: min(compute peak, intensity x DRAM ceiling / 1e3), TFLOP/s; "
+    "NULL for ops without FLOPs.",
+    "governing_ceiling": "run_ceiling name of the roof that applies: dram_gbps left of the ridge point (and for ops "
+    "without FLOPs), else the compute ceiling.",
+    "bound": "memory or compute (which side of the ridge point; ops without FLOPs are memory), or latency when "
+    "below 10% of the roof in a call shorter than 20 us; NULL when unknown.",
+    "pct_of_ceiling": "Achieved as % of the roof: FLOP/s of attainable_tflops for ops with FLOPs, else GB/s of the "
+    "DRAM ceiling.",
+    "time_at_roof_ns": "The invocation's time at its roof: flops at attainable_tflops, or dram_bytes at the DRAM "
+    "ceiling, ns.",
+    "time_over_roof_ns": "duration_ns - time_at_roof_ns: what reaching the roof would save, ns.",
+}
+
+
 _ROOFLINE_DOCS = {
     "model_read_bytes": "Modelled DRAM bytes read (op_model; NULL without op metadata).",
     "model_write_bytes": "Modelled DRAM bytes written.",
@@ -447,6 +556,13 @@ VIEWS: list[View] = [
             **_ROOFLINE_DOCS,
         },
         _op_roofline,
+    ),
+    View(
+        "op_verdict",
+        "One row per ggml op invocation: its roofline verdict (Williams et al., CACM 2009) - the governing ceiling, "
+        "memory/compute/latency bound, % of the roof and the time it would take at the roof.",
+        _VERDICT_DOCS,
+        _op_verdict,
     ),
     View(
         "op_summary",

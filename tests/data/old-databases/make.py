@@ -27,6 +27,7 @@ COMMITS = [
     ("schema4-a4cefa9", "a4cefa9", "version 0.1 as released (0001-0004)"),
     ("schema5-d7b6726", "d7b6726", "ceiling rule columns (0005)"),
     ("schema6-7e85bc8", "7e85bc8", "lean layout (0006), rowid tables"),
+    ("schema7-42e22b0", "42e22b0", "version 0.2.0 as released (clustered tables, 0007)"),
 ]
 
 
