@@ -764,3 +764,18 @@ def test_op_total_summed_in_python_equals_the_views_sql_sums(name: str, tmp_path
     view = ro.query(f"SELECT {cols} FROM op_summary WHERE run_id = {rid} ORDER BY op")
     assert len(stored) > 0
     pd.testing.assert_frame_equal(stored, view, check_dtype=False, rtol=1e-12)
+
+
+def test_a_released_write_lets_go_of_each_frame_and_stores_the_same_rows(tmp_path: Path) -> None:
+    """``write_run(release=True)`` (what ``ingest`` does) empties ``frames.tables`` and stores what a plain write does."""
+    kept, released = Store(tmp_path / "a.db"), Store(tmp_path / "b.db")
+    frames = _frames()
+    assert kept.write_run(_frames()) == 1
+    assert released.write_run(frames, release=True) == 1
+    assert frames.tables == {}  # every frame let go once stored
+    kept, released = Store(tmp_path / "a.db", read_only=True), Store(tmp_path / "b.db", read_only=True)
+    for table in ("dispatch_record", "counter_reading", "op_invocation", "op_total", "kernel_symbol"):
+        a = kept.query(f"SELECT * FROM {table} ORDER BY 1, 2")
+        b = released.query(f"SELECT * FROM {table} ORDER BY 1, 2")
+        pd.testing.assert_frame_equal(a, b)
+        assert len(a), table

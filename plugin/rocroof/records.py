@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -140,6 +140,18 @@ AGENT_COLUMNS: dict[str, str] = {
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     """An empty DataFrame with the given ``{name: dtype}`` columns."""
     return conform(pd.DataFrame(), columns)
+
+
+def marker_kinds(is_mark: Any) -> pd.Categorical:
+    """The ``kind`` column of marker rows: ``mark`` where ``is_mark`` is true, else ``range``.
+
+    A categorical (a byte per row, two strings in all), not a string object per row: a million
+    roctx rows would otherwise hold a million small strings (~55 MB).
+    """
+    if isinstance(is_mark, pd.Series | pd.api.extensions.ExtensionArray):
+        is_mark = pd.Series(is_mark).fillna(False).to_numpy(dtype=bool)
+    codes = np.asarray(is_mark, dtype=bool).astype(np.int8)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(["range", "mark"], dtype=object))
 
 
 def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:

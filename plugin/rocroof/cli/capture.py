@@ -50,16 +50,19 @@ def _ingest_one(
                 task, description=f"attributing {sum(len(p.dispatches) for p in capture.passes):,} dispatches"
             )
             frames = build_run(capture, arch_override=arch, source_path=str(path), keep_warmup=keep_warmup)
+            facts = _facts(capture, frames)
+            del capture  # the reader's frames: what the run needs of them is in ``frames`` now
 
             def cb(stage: str, done: int, total: int) -> None:
                 progress.update(
                     task, description=f"writing {stage}", completed=done, total=total, detail=f"{done:,}/{total:,} rows"
                 )
 
-            run_id = store.write_run(frames, labels=labels, replace=replace, progress=cb)
+            # the write lets go of each frame once stored: peak memory is not the run twice
+            run_id = store.write_run(frames, labels=labels, replace=replace, progress=cb, release=True)
     finally:
         store.close()
-    return _summary(run_id, path, capture, frames, db)
+    return _summary(run_id, path, facts, db)
 
 
 def _next_command(run_id: int, db: str, has_ops: bool) -> str:
@@ -73,43 +76,56 @@ def _next_command(run_id: int, db: str, has_ops: bool) -> str:
     return f"Next: rocroof report{where} --run {run_id} --by kernel   (no ggml ops in this run; or --by dispatch)"
 
 
-def _summary(run_id: int, path: Path, capture: Any, frames: Any, db: str = DEFAULT_DB) -> str:
-    run = frames.run
+def _facts(capture: Any, frames: Any) -> dict[str, Any]:
+    """What the ingest summary says of a run, taken before the write lets its frames go."""
     disp = frames.tables["dispatch"]
     timing = disp[disp["timing_dispatch_index"] == disp["dispatch_index"]] if len(disp) else disp
     dram = frames.tables["dram_traffic"]
     n = len(timing)
-    attributed = int(timing["op_index"].notna().sum()) if n else 0
-    known_r = int(dram["dram_read_bytes"].notna().sum()) if len(dram) else 0
-    known_w = int(dram["dram_write_bytes"].notna().sum()) if len(dram) else 0
-    bounded = int((dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum()) if len(dram) else 0
+    bounded = (dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum() if len(dram) else 0
+    return {
+        "run": dict(frames.run),
+        "notes": list(frames.notes),
+        "files": [Path(f).name for f in capture.files_read],
+        "source_format": capture.source_format,
+        "passes": len(capture.passes),
+        "timing_dispatches": n,
+        "ops": len(frames.tables["op_invocation"]),
+        "attributed": int(timing["op_index"].notna().sum()) if n else 0,
+        "known_reads": int(dram["dram_read_bytes"].notna().sum()) if len(dram) else 0,
+        "known_writes": int(dram["dram_write_bytes"].notna().sum()) if len(dram) else 0,
+        "bounded": int(bounded),
+    }
+
+
+def _summary(run_id: int, path: Path, facts: dict[str, Any], db: str = DEFAULT_DB) -> str:
     from ..report.tables import ceiling_rule_text, gpu_text, timing_text
 
+    run, n, files = facts["run"], facts["timing_dispatches"], facts["files"]
     gpu = gpu_text(run.get("gpu_name"), run.get("gpu_arch"))
-    files = [Path(f).name for f in capture.files_read]
     shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
     # one fact per line: the summary reads in a terminal and pastes into a log or a PR comment
     parts = [
-        f"Stored run {run_id} from {path} ({capture.source_format}, {gpu or 'unknown GPU'}).",
+        f"Stored run {run_id} from {path} ({facts['source_format']}, {gpu or 'unknown GPU'}).",
         f"  read {len(files)} file(s): {shown}",
-        f"  {len(capture.passes)} pass(es), {n:,} dispatch(es) in the timing pass, "
-        f"{len(frames.tables['op_invocation']):,} ggml op invocation(s), {attributed:,} dispatch(es) attributed "
+        f"  {facts['passes']} pass(es), {n:,} dispatch(es) in the timing pass, "
+        f"{facts['ops']:,} ggml op invocation(s), {facts['attributed']:,} dispatch(es) attributed "
         f"({run['attribution_method']})",
-        f"  DRAM bytes known for {known_r:,}/{n:,} reads ({bounded:,} bounded only) and {known_w:,}/{n:,} writes; "
-        f"durations from {timing_text(run['timing_source'])}",
+        f"  DRAM bytes known for {facts['known_reads']:,}/{n:,} reads ({facts['bounded']:,} bounded only) and "
+        f"{facts['known_writes']:,}/{n:,} writes; durations from {timing_text(run['timing_source'])}",
     ]
-    sample = next((note.message for note in frames.notes if note.code == "counter-sample"), None)
+    sample = next((note.message for note in facts["notes"] if note.code == "counter-sample"), None)
     if sample:
         parts.append(f"  {sample}")
     if run.get("dram_peak_gbps"):
         parts.append(f"  ceiling {run['dram_peak_gbps']:,.1f} GB/s{ceiling_rule_text(run)}: {run['dram_peak_source']}")
-    warnings = [note for note in frames.notes if note.severity != "info"]
+    warnings = [note for note in facts["notes"] if note.severity != "info"]
     if warnings:
         parts.append(f"{len(warnings)} warning(s):")
     text = "\n".join(parts)
     for note in warnings:
         text += f"\n  - {note.message}"
-    text += "\n" + _next_command(run_id, db, len(frames.tables["op_invocation"]) > 0)
+    text += "\n" + _next_command(run_id, db, facts["ops"] > 0)
     return text
 
 

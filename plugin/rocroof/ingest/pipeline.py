@@ -179,7 +179,10 @@ def build_run(
     attrs: list[PassAttribution] = []
     passes: list[PassData] = []
     first_measured: int | None = None  # first op invocation after a 'ggml reset' in a pass that records marks
-    attrs0 = [attribute_pass(p) for p in capture.passes]
+    attrs0 = []
+    for p in capture.passes:
+        attrs0.append(attribute_pass(p))
+        release_free_memory()  # the attribution's temporaries, freed on its return
     cuts = [None if keep_warmup else reset_cutoff(p, a) for p, a in zip(capture.passes, attrs0, strict=True)]
     for a, cut in zip(attrs0, cuts, strict=True):
         if cut is not None and cut.any() and a.dispatch["invocation"][~cut].notna().any():

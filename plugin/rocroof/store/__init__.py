@@ -400,6 +400,8 @@ _GROUPS: dict[str, Callable[[dict[str, pd.DataFrame]], dict[str, pd.DataFrame]]]
     "kernel_symbol": _dispatch_tables,
     "counter": _counter_tables,
 }
+#: The logical frames each group is built from (let go once it is built, under ``release``).
+_GROUP_SOURCES = {"kernel_symbol": ("dispatch", "dram_traffic"), "counter": ("counter_value", "counter_instance")}
 
 
 class CopiedRun(NamedTuple):
@@ -673,6 +675,7 @@ class Store:
         labels: dict[str, str] | None = None,
         replace: bool = False,
         progress: Progress | None = None,
+        release: bool = False,
     ) -> int:
         """Store one run in a single transaction; return its ``run_id``.
 
@@ -686,6 +689,9 @@ class Store:
             replace: replace a run with the same content hash instead of refusing; the new run
                 gets a new id and keeps the old run's labels that ``labels`` does not set.
             progress: called with (stage, rows done, rows total) while inserting.
+            release: take the frames: each is removed from ``frames.tables`` once stored (or once
+                the tables built from it are), so that its memory goes before the next is
+                built; ``frames`` cannot be written again.
 
         Raises:
             DuplicateRunError: the same raw output is already stored and ``replace`` is False.
@@ -693,7 +699,7 @@ class Store:
         """
         self.upgrade()
         try:
-            return self._write_run(frames, labels or {}, replace, progress)
+            return self._write_run(frames, labels or {}, replace, progress, release)
         except sa.exc.IntegrityError as exc:
             # two ingests of the same capture at once: the loser fails on the unique content hash
             if "content_sha256" not in str(exc.orig):
@@ -703,9 +709,11 @@ class Store:
                 f"content); use --replace to re-ingest it"
             ) from exc
 
-    def _write_run(self, frames: RunFrames, labels: dict[str, str], replace: bool, progress: Progress | None) -> int:
+    def _write_run(
+        self, frames: RunFrames, labels: dict[str, str], replace: bool, progress: Progress | None, release: bool
+    ) -> int:
         tables = {name: df for name, df in frames.tables.items() if name not in _LOGICAL}
-        logical = frames.tables
+        logical = frames.tables if release else dict(frames.tables)
         # rows to insert, for progress: counter readings are ~1/counters of the long ones (16 a row)
         values = logical.get("counter_value")
         per_row = (
@@ -756,8 +764,13 @@ class Store:
             for name in _TABLE_ORDER:
                 if name in _GROUPS:  # built now, written, then let go: one group's new frames at a time
                     tables.update(_GROUPS[name](logical))
+                    for source in _GROUP_SOURCES[name]:
+                        logical.pop(source, None)
                 if name == "dispatch_record" and name in tables:
                     op_total = _op_totals(tables[name], logical.get("op_invocation"), frames.run.get("dram_peak_gbps"))
+                    logical.pop("op_invocation", None)
+                if name != "op_invocation":  # op_total needs the invocations' op names
+                    logical.pop(name, None)
                 df = tables.pop(name, None)
                 if df is None or not len(df):
                     continue

@@ -54,6 +54,7 @@ from ...records import (
     PassData,
     conform,
     empty_frame,
+    marker_kinds,
     stack_frames,
 )
 
@@ -652,7 +653,7 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
                     "start_ns": start,
                     "end_ns": end,
                     "message": nvtx["message"],
-                    "kind": np.where(is_mark, "mark", "range"),
+                    "kind": marker_kinds(is_mark),
                 }
             ).dropna(subset=["message", "end_ns"]),
             MARKER_COLUMNS,

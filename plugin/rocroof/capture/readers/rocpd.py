@@ -87,6 +87,7 @@ from ...records import (
     PassData,
     conform,
     empty_frame,
+    marker_kinds,
     stack_frames,
 )
 from ..markers import parse_range
@@ -1033,7 +1034,7 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
                 f"rocpd_region id {chunk['id'].iloc[i]}: a marker needs a start and an end, not before its start "
                 f"(start {chunk['start_ns'].iloc[i]}, end {chunk['end_ns'].iloc[i]})",
             )
-        chunk["kind"] = np.where(chunk["start_ns"] == chunk["end_ns"], "mark", "range")
+        chunk["kind"] = marker_kinds(chunk["start_ns"] == chunk["end_ns"])
         return _conform(chunk, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample")
 
     mk = _chunked(

@@ -62,6 +62,7 @@ from ...records import (
     PassData,
     conform,
     empty_frame,
+    marker_kinds,
     merge_passes,
 )
 from .rocprof_columns import (
@@ -301,7 +302,7 @@ def _markers_from_table(path: Path, df: pd.DataFrame) -> pd.DataFrame:
             "start_ns": begin,
             "end_ns": end.where(~mark, begin),
             "message": df[cols["name"]].astype(object),
-            "kind": np.where(mark, "mark", "range"),
+            "kind": marker_kinds(mark),
         }
     )
     return conform(out, MARKER_COLUMNS)

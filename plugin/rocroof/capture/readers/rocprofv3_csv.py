@@ -51,6 +51,7 @@ from ...records import (
     PassData,
     conform,
     empty_frame,
+    marker_kinds,
     match_rows,
     stack_frames,
 )
@@ -312,7 +313,7 @@ def _markers_text(path: Path) -> pd.DataFrame:
             # df keeps the chunk positions as its index (rows of other domains were dropped)
             pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
             raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
-        df["kind"] = np.where(df["start_ns"] == df["end_ns"], "mark", "range")
+        df["kind"] = marker_kinds(df["start_ns"] == df["end_ns"])
         frames.append(df)
     if not frames:
         return empty_frame(MARKER_COLUMNS)
@@ -623,7 +624,7 @@ def _markers_plain(path: Path) -> pd.DataFrame:
         if bool(bad.any()):
             pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
             raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
-        df["kind"] = np.where(df["start_ns"] == df["end_ns"], "mark", "range")
+        df["kind"] = marker_kinds(df["start_ns"] == df["end_ns"])
         frames.append(conform(df, MARKER_COLUMNS))
     if not frames:
         return empty_frame(MARKER_COLUMNS)

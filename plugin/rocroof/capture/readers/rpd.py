@@ -46,6 +46,7 @@ from ...records import (
     PassData,
     conform,
     empty_frame,
+    marker_kinds,
 )
 
 #: Detected format name.
@@ -311,7 +312,7 @@ def _markers(con: sqlite3.Connection, path: Path, tables: set[str]) -> pd.DataFr
             "start_ns": start,
             "end_ns": end,
             "message": df["message"].astype(object),
-            "kind": np.where(start == end, "mark", "range"),
+            "kind": marker_kinds(start == end),
         }
     )
     return conform(out, MARKER_COLUMNS)
