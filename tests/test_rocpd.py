@@ -9,9 +9,11 @@ test writes, never taken from rocroof's output.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -948,3 +950,66 @@ def test_a_zero_length_dispatch_is_kept(tmp_path: Path) -> None:
     conn.close()
     d = rocpd.read_pass(db, "x").dispatches
     assert (d["end_ns"] - d["start_ns"]).tolist() == [200 - 100, 0]
+
+
+# ---- the integer read of dispatch records against the general one ---------------------------------
+
+
+def _renamed_db(path: Path) -> None:
+    """--kernel-rename regions (ggml ranges and others) and a dispatch without one."""
+    with rocpd_db(path) as b:
+        gpu = _gpu(b)
+        k = b.add_kernel_symbol("_Z4gemmv", "gemm")
+        for i, region in enumerate(["ggml:MUL_MAT:blk.0.q:5", "ggml:MUL_MAT:blk.0.q:5", "user range"]):
+            b.add_dispatch(
+                dispatch_id=i + 1,
+                kernel_id=k,
+                agent_id=gpu,
+                start=10 + 20 * i,
+                end=20 + 20 * i,
+                stack_id=i + 1,
+                region=region,
+            )
+        b.add_dispatch(dispatch_id=9, kernel_id=k, agent_id=gpu, start=90, end=95, stack_id=9)
+
+
+def _v4_merged(path: Path) -> None:
+    from .test_rocpd_v4 import _merged_db as merged_v4
+
+    merged_v4(path, views=True)
+
+
+def _synthetic_rocpd(path: Path) -> None:
+    from . import synthetic
+
+    src = synthetic.capture("rocpd", 3000, path.parent / "cache")
+    shutil.copy(next(src.glob("*.db")), path)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        _counter_db,
+        _big_db,
+        _two_dispatch_db,
+        lambda p: _merged_db(p, views=True),
+        lambda p: _merged_db(p, views=False),
+        _renamed_db,
+        _v4_merged,
+        _synthetic_rocpd,
+    ],
+    ids=["counters", "big", "two-dispatches", "merged-views", "merged-tables", "renamed", "v4", "synthetic-3000"],
+)
+def test_integer_read_of_dispatches_equals_the_general_read(
+    tmp_path: Path, make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast path gives the frame that pandas' typed read gives, column for column."""
+    reader = rocpd
+    db = tmp_path / "results.db"
+    make(db)
+    fast = reader.read_pass(db, "p")
+    monkeypatch.setattr(reader, "_FAST", False)
+    general = reader.read_pass(db, "p")
+    assert len(fast.dispatches) > 0
+    pd.testing.assert_frame_equal(fast.dispatches, general.dispatches)
+    pd.testing.assert_frame_equal(fast.counters, general.counters)

@@ -767,7 +767,7 @@ def test_op_total_summed_in_python_equals_the_views_sql_sums(name: str, tmp_path
 
 
 def test_a_released_write_lets_go_of_each_frame_and_stores_the_same_rows(tmp_path: Path) -> None:
-    """``write_run(release=True)`` (what ``ingest`` does) empties ``frames.tables`` and stores what a plain write does."""
+    """``write_run(release=True)``, as ``ingest`` calls it, empties ``frames.tables`` and stores the same rows."""
     kept, released = Store(tmp_path / "a.db"), Store(tmp_path / "b.db")
     frames = _frames()
     assert kept.write_run(_frames()) == 1

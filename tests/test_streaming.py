@@ -32,7 +32,7 @@ from rocroof.capture.markers import parse_range, parse_ranges
 from rocroof.capture.readers import nvidia, read_capture, rocpd, rocprofv3_csv
 from rocroof.errors import ParseError
 from rocroof.ingest.pipeline import build_run
-from rocroof.records import distinct, match_rows, stack_frames
+from rocroof.records import KeyIndex, distinct, match_rows, stack_frames
 from rocroof.store import Store
 
 from . import synthetic
@@ -347,11 +347,19 @@ def test_match_rows_finds_the_first_row_with_the_key(
     query = [
         np.array(data.draw(st.lists(ints, min_size=n_query, max_size=n_query)), dtype=np.int64) for _ in range(width)
     ]
+    # runs of one key on consecutive query rows, as counter files have them (one row per counter)
+    repeats = np.array(data.draw(st.lists(st.integers(1, 3), min_size=n_query, max_size=n_query)), dtype=np.int64)
+    query = [np.repeat(c, repeats) for c in query]
     got = match_rows(table, query).tolist()
+    index = KeyIndex(table)
+    by_index = index.find(query).tolist()
     keys = list(zip(*(c.tolist() for c in table), strict=True)) if n_table else []
-    for i in range(n_query):
+    for i in range(len(got)):
         key = tuple(int(c[i]) for c in query)
         assert got[i] == (keys.index(key) if key in keys else -1)
+    assert by_index == got
+    half = len(got) // 2  # the index answers chunk after chunk
+    assert index.find([c[:half] for c in query]).tolist() + index.find([c[half:] for c in query]).tolist() == got
 
 
 @PROPERTY

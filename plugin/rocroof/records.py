@@ -188,7 +188,7 @@ def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
             elif dtype == "float64":
                 out[name] = pd.Series(np.full(n, np.nan), dtype="float64")
             else:
-                out[name] = pd.Series([pd.NA] * n, dtype=dtype)
+                out[name] = pd.Series(pd.NA, index=pd.RangeIndex(n), dtype=dtype)  # not a list of n NAs
     return pd.DataFrame(out, copy=False)  # the columns built above (copy-on-write: no second copy)
 
 
@@ -269,6 +269,70 @@ def match_rows(table: list[np.ndarray], query: list[np.ndarray]) -> np.ndarray:
     found = at < len(sorted_keys)
     found[found] = sorted_keys[at[found]] == key_q[found]
     return np.where(found, order[np.clip(at, 0, len(order) - 1)], -1).astype(np.int64)
+
+
+class KeyIndex:
+    """:func:`match_rows` with the table sorted once, for lookups a chunk at a time.
+
+    Counter files repeat a dispatch's key on consecutive rows (one row per counter): a query's
+    runs of equal keys are looked up once and the answer repeated. Keys of two columns whose
+    first column has at most 64 distinct values (process ids) get one sorted index per value;
+    other multi-column keys fall back to :func:`match_rows` per query.
+    """
+
+    def __init__(self, table: list[np.ndarray]) -> None:
+        self._table = table
+        self._n = len(table[0]) if table else 0
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+        self._parts: dict[int, tuple[np.ndarray, KeyIndex]] | None = None
+        if not self._n:
+            return
+        if len(table) == 1:
+            order = np.argsort(table[0], kind="stable")
+            keys = table[0][order]
+            firsts = np.ones(len(order), dtype=bool)
+            firsts[1:] = keys[1:] != keys[:-1]
+            self._sorted = (keys[firsts], order[firsts])
+        elif len(table) == 2:
+            values = distinct(table[0])
+            if len(values) <= 64:
+                self._parts = {}
+                for v in values.tolist():
+                    rows = np.flatnonzero(table[0] == v)
+                    self._parts[int(v)] = (rows, KeyIndex([table[1][rows]]))
+
+    def find(self, query: list[np.ndarray]) -> np.ndarray:
+        """For each query key, the first table row with that key; -1 where none has it."""
+        n_query = len(query[0]) if query else 0
+        if not self._n or not n_query:
+            return np.full(n_query, -1, dtype=np.int64)
+        heads = np.ones(n_query, dtype=bool)
+        same = np.ones(n_query - 1, dtype=bool)
+        for col in query:
+            same &= col[1:] == col[:-1]
+        heads[1:] = ~same
+        if not same.any():
+            return self._find(query)
+        starts = np.flatnonzero(heads)
+        found = self._find([col[starts] for col in query])
+        return np.repeat(found, np.diff(np.append(starts, n_query)))
+
+    def _find(self, query: list[np.ndarray]) -> np.ndarray:
+        if self._sorted is not None:
+            keys, order = self._sorted
+            at = np.searchsorted(keys, query[0])
+            hit = at < len(keys)
+            hit[hit] = keys[at[hit]] == query[0][hit]
+            return np.where(hit, order[np.clip(at, 0, len(order) - 1)], -1).astype(np.int64)
+        if self._parts is not None:
+            out = np.full(len(query[0]), -1, dtype=np.int64)
+            for v, (rows, index) in self._parts.items():
+                sel = np.flatnonzero(query[0] == v)
+                if len(sel):
+                    hit = index.find([query[1][sel]])
+                    out[sel] = np.where(hit >= 0, rows[np.clip(hit, 0, None)], -1)
+            return out
+        return match_rows(self._table, query)
 
 
 Severity = Literal["info", "warning", "error"]

@@ -47,6 +47,7 @@ from ...records import (
     DISPATCH_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
+    KeyIndex,
     Note,
     PassData,
     conform,
@@ -875,15 +876,16 @@ class _RowLookup:
 
     def __init__(self, dispatches: pd.DataFrame, use_pid: bool) -> None:
         self.use_pid = use_pid
-        self.pids = dispatches["process_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
-        self.ids = dispatches["dispatch_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+        pids = dispatches["process_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+        ids = dispatches["dispatch_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY)
+        self.index = KeyIndex([pids, ids] if use_pid else [ids])  # sorted once, not per chunk
 
     def rows(self, pids: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
         """The dispatch row of each counter row; -1 where no dispatch has its key."""
         if not self.use_pid:
-            return match_rows([self.ids], [ids])
+            return self.index.find([ids])
         assert pids is not None
-        return match_rows([self.pids, self.ids], [pids, ids])
+        return self.index.find([pids, ids])
 
 
 def _summed(counters: pd.DataFrame) -> pd.DataFrame:
