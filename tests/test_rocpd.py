@@ -1007,9 +1007,83 @@ def test_integer_read_of_dispatches_equals_the_general_read(
     reader = rocpd
     db = tmp_path / "results.db"
     make(db)
-    fast = reader.read_pass(db, "p")
+    assert reader.USE_ADBC and reader._FAST
+    arrow = reader.read_pass(db, "p")  # ADBC's Arrow columns
+    monkeypatch.setattr(reader, "USE_ADBC", False)
+    integers = reader.read_pass(db, "p")  # sqlite3 rows as integers
     monkeypatch.setattr(reader, "_FAST", False)
-    general = reader.read_pass(db, "p")
-    assert len(fast.dispatches) > 0
-    pd.testing.assert_frame_equal(fast.dispatches, general.dispatches)
-    pd.testing.assert_frame_equal(fast.counters, general.counters)
+    monkeypatch.setattr(reader, "_has_json", lambda conn: False)  # every marker message read by Python
+    general = reader.read_pass(db, "p")  # pandas' typed read
+    assert len(general.dispatches) > 0
+    for fast in (arrow, integers):
+        pd.testing.assert_frame_equal(fast.dispatches, general.dispatches)
+        pd.testing.assert_frame_equal(fast.counters, general.counters)
+        pd.testing.assert_frame_equal(fast.markers, general.markers)
+
+
+def test_adbc_reads_what_it_is_given_and_nothing_else(tmp_path: Path) -> None:
+    """The Arrow path returns exactly typed columns, or None (then sqlite3 reads and names the problem)."""
+    db = tmp_path / "t.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+        conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, None if i % 3 else i) for i in range(3000)])
+        conn.execute("INSERT INTO t VALUES ('text', 1)")
+    conn.close()
+    conn = rocpd._connect(db)
+    try:
+        ints = rocpd._arrow_columns(conn, "SELECT a, b FROM t WHERE typeof(a) = 'integer'")
+        assert ints is not None
+        b = rocpd._arrow_integers(ints["b"])
+        assert int(b.isna().sum()) == 2000 and b[2997] == 2997  # NULL in two rows of three, kept as NA
+        assert rocpd._arrow_columns(conn, "SELECT a FROM t") is None  # text after integers: not one type
+        assert rocpd._arrow_columns(conn, "SELECT nope FROM t") is None  # any failure: the sqlite3 path
+    finally:
+        conn.close()
+
+
+#: extdata texts whose message SQLite may find (the first) and the others, which Python reads or refuses.
+_EXTDATA = [
+    '{"message":"ggml:MUL_MAT:Qcur-0:12"}',
+    '{ "message" : "spaced" }',
+    '{"message":"caf\u00e9 \u4e2d \U0001f600"}',
+    '{"message":"esc\\u00e9aped \\"quote\\""}',
+    '{"message":"tab\there"}',
+    '{"message":"a","message":"b"}',
+    '{"message":"x","other":1}',
+    '{"message":5}',
+    '{"message":true}',
+    '{"message":null}',
+    '{"other":"x"}',
+    '["message"]',
+    "",
+    "   ",
+]
+
+
+@pytest.mark.parametrize("extdata", _EXTDATA)
+def test_marker_messages_found_by_sqlite_equal_python_s_reading(
+    tmp_path: Path, extdata: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever extdata holds, the marker rows (or the refusal) are those of the all-Python reading."""
+    db = tmp_path / "results.db"
+    with rocpd_db(db) as b:
+        gpu = _gpu(b)
+        k = b.add_kernel_symbol("_Z4gemmv", "gemm")
+        b.add_range("placeholder", start=5, end=50, stack_id=1)
+        b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=10, end=20, stack_id=2)
+        b.conn.execute(f'UPDATE "rocpd_event{suffix(UUID_A)}" SET extdata = ? WHERE stack_id = 1', (extdata,))
+
+    def read() -> object:
+        try:
+            return rocpd.read_pass(db, "p").markers
+        except ParseError as exc:
+            return str(exc)
+
+    sql = read()
+    monkeypatch.setattr(rocpd, "_has_json", lambda conn: False)
+    python = read()
+    if isinstance(python, str):
+        assert sql == python
+    else:
+        assert isinstance(sql, pd.DataFrame)
+        pd.testing.assert_frame_equal(sql, python)

@@ -169,13 +169,120 @@ def _logical_name(name: str) -> str:
 def _connect(path: Path) -> sqlite3.Connection:
     # immutable=1 reads a file in a read-only place without lock or -shm files, but ignores a
     # write-ahead log: when a non-empty "-wal" file is present its pages are needed.
+    return sqlite3.connect(_uri(path), uri=True)
+
+
+def _uri(path: Path) -> str:
+    """A read-only URI for ``path`` (``immutable`` unless a write-ahead log holds pages)."""
     wal = path.with_name(path.name + "-wal")
     try:
         immutable = not (wal.is_file() and wal.stat().st_size > 0)
     except OSError:
         immutable = True
-    uri = f"file:{path.resolve().as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
-    return sqlite3.connect(uri, uri=True)
+    return f"file:{path.resolve().as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def _sql_literal(value: object) -> str:
+    """``value`` (a guid: text, integer or blob) as an SQL literal."""
+    if isinstance(value, bool) or value is None:
+        return "NULL"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, bytes):
+        return f"x'{value.hex()}'"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _literal_code(column: str, values: list[object]) -> str:
+    """:func:`_code` with the values written into the SQL (ADBC statements take no Python parameters)."""
+    whens = " ".join(f"WHEN {_sql_literal(v)} THEN {i}" for i, v in enumerate(values) if v is not None)
+    return f"(CASE {column} {whens} ELSE -1 END)" if whens else "-1"
+
+
+#: Read big query results through ADBC's SQLite driver (Apache Arrow; C, columns straight into
+#: Arrow arrays) where it is installed; the tests turn it off to compare with the sqlite3 path.
+USE_ADBC = True
+
+
+def _arrow_columns(conn: sqlite3.Connection, sql: str) -> dict[str, Any] | None:
+    """The result of ``sql`` on ``conn``'s database file as polars Series by column name, or None.
+
+    ADBC's SQLite driver types each column from its first rows and fails on a later value of
+    another type: so a result comes back with one exact type per column, or not at all. None when
+    the driver (or polars) is not installed or the query fails for any reason: the caller then
+    reads the rows through sqlite3, which names what is wrong.
+    """
+    if not USE_ADBC:
+        return None
+    try:
+        import adbc_driver_manager
+        import adbc_driver_sqlite
+        import polars as pl
+    except ImportError:
+        return None
+    row = conn.execute("PRAGMA database_list").fetchone()
+    if row is None or not row[2]:
+        return None
+    try:
+        with (
+            adbc_driver_sqlite.connect(_uri(Path(row[2]))) as db,
+            adbc_driver_manager.AdbcConnection(db) as connection,
+            adbc_driver_manager.AdbcStatement(connection) as statement,
+        ):
+            statement.set_sql_query(sql)
+            stream, _ = statement.execute_query()
+            data = pl.from_arrow(stream)
+    except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads (and names) it
+        return None
+    frame = data.struct.unnest() if isinstance(data, pl.Series) else data
+    return {name: frame.get_column(name) for name in frame.columns}
+
+
+def _arrow_integers(column: Any) -> pd.arrays.IntegerArray:
+    """A polars integer (or all-null) Series as a nullable int64 array.
+
+    Raises:
+        _NotNumbers: the column is of another type.
+    """
+    import polars as pl
+
+    if column.dtype == pl.Null:
+        return pd.arrays.IntegerArray(np.zeros(len(column), dtype=np.int64), np.ones(len(column), dtype=bool))
+    if not column.dtype.is_integer():
+        raise _NotNumbers
+    mask = column.is_null().to_numpy()
+    values = column.fill_null(0).cast(pl.Int64).to_numpy(writable=True)
+    return pd.arrays.IntegerArray(values, np.asarray(mask, dtype=bool))
+
+
+def _arrow_frame(conn: sqlite3.Connection, sql: str) -> pd.DataFrame | None:
+    """:func:`_arrow_columns` as a pandas frame: integers nullable Int64, text a shared string per value.
+
+    A text column holds one Python string per distinct value (a few API names, repeated messages),
+    as :func:`_shared_strings` makes them. None when :func:`_arrow_columns` is, or a column is of a
+    type other than integer, REAL, text or all-NULL.
+    """
+    import polars as pl
+
+    columns = _arrow_columns(conn, sql)
+    if columns is None:
+        return None
+    out: dict[str, Any] = {}
+    for name, col in columns.items():
+        if col.dtype == pl.Null:
+            out[name] = pd.Series([None] * len(col), dtype=object)
+        elif col.dtype.is_integer():
+            out[name] = _arrow_integers(col)
+        elif col.dtype.is_float():
+            out[name] = col.to_numpy()
+        elif col.dtype == pl.String:
+            distinct = col.unique(maintain_order=True)
+            codes = col.cast(pl.Enum(distinct.drop_nulls())).to_physical().fill_null(-1).to_numpy().astype(np.int64)
+            table = np.array([*distinct.drop_nulls().to_list(), None], dtype=object)
+            out[name] = table[np.where(codes < 0, len(table) - 1, codes)]
+        else:
+            return None
+    return pd.DataFrame(out, copy=False)
 
 
 @contextmanager
@@ -429,6 +536,35 @@ def _castable(value: object, dtype: str) -> bool:
 
 #: A marker's extdata as rocprofv3 writes it: one "message" string with no escapes or control characters.
 _SIMPLE_MESSAGE = re.compile(r'\{[ \t\n\r]*"message"[ \t\n\r]*:[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*\}')
+
+
+def _has_json(conn: sqlite3.Connection) -> bool:
+    """Whether the SQLite library has the JSON functions (built in from 3.38; an extension before)."""
+    try:
+        conn.execute("SELECT json_valid('{}')").fetchone()
+    except sqlite3.Error:
+        return False
+    return True
+
+
+def _extdata_columns(extdata: str) -> str:
+    """SQL for ``simple_message`` and ``extdata``: a marker's message found by SQLite where that is sure.
+
+    ``simple_message`` is the ``$.message`` of an ``extdata`` that is text, valid JSON, an object
+    with that one key, a string value and no escape anywhere (what rocprofv3 writes): there
+    SQLite's reading equals :func:`_message`'s. Every other ``extdata`` comes back as it is, in
+    ``extdata``, for :func:`_message` to read or refuse; a simple one comes back NULL there.
+    """
+    sure = (
+        f"typeof({extdata}) = 'text' AND instr({extdata}, char(92)) = 0 "
+        f"AND NOT {extdata} GLOB ('*[' || char(1) || '-' || char(31) || ']*') AND json_valid({extdata}) "
+        f"AND json_type({extdata}) = 'object' AND json_type({extdata}, '$.message') = 'text' "
+        f"AND json_remove({extdata}, '$.message') = '{{}}'"
+    )
+    return (
+        f"(CASE WHEN {sure} THEN json_extract({extdata}, '$.message') END) AS simple_message, "
+        f"(CASE WHEN {sure} THEN NULL ELSE {extdata} END) AS extdata"
+    )
 
 
 def _message(path: Path, table: str, row_id: object, event_id: object, extdata: object) -> str | None:
@@ -764,8 +900,18 @@ def _dispatches_as_integers(
         exprs["region_id"] = "kd.region_name_id"
     # the joins of the general query but the string's (its id is read instead)
     kept_joins = [j for j in joins if " rs ON " not in j]
+    sql_from = f"{kd} kd {' '.join(kept_joins)} {order_by}"
+    arrow = _arrow_columns(
+        conn,
+        f"SELECT {', '.join(f'{e} AS c{j}' for j, e in enumerate(exprs.values()))} FROM {sql_from}".replace(
+            _code("kd.guid", guids), _literal_code("kd.guid", guids)
+        ),
+    )
     try:
-        columns = _integer_columns(conn, list(exprs.values()), f"{kd} kd {' '.join(kept_joins)} {order_by}", guids)
+        if arrow is not None:
+            columns = [_arrow_integers(arrow[f"c{j}"]) for j in range(len(exprs))]
+        else:
+            columns = _integer_columns(conn, list(exprs.values()), sql_from, guids)
     except _NotNumbers:
         return None
     except sqlite3.Error as exc:
@@ -983,19 +1129,18 @@ def _counters_one_record_each(
     rows_parts: list[np.ndarray] = []
     code_parts: list[np.ndarray] = []
     value_parts: list[np.ndarray] = []
-    chunks = _number_chunks(
-        conn,
+    select = (
         f"SELECT {_code('pe.guid', guids)}, {_integer('pe.event_id')}, {_integer('pe.pmc_id')}, "
-        f"{_counter_value('pe.value')} "
-        f"FROM {pe} pe WHERE pe.event_id IS NOT NULL",
-        guids,
-        4,
+        f"{_counter_value('pe.value')} FROM {pe} pe WHERE pe.event_id IS NOT NULL"
+    )
+    raw = (
+        f"SELECT {_literal_code('pe.guid', guids)}, pe.event_id, pe.pmc_id, pe.value FROM {pe} pe "
+        "WHERE pe.event_id IS NOT NULL"
     )
     try:
-        for block in chunks:  # mapped to (dispatch row, counter code, value) a chunk at a time
-            guid = block[:, 0].astype(np.int64)
-            pmc_id = block[:, 2].astype(np.int64)
-            code = np.full(len(block), -1, dtype=np.int64)
+        for guid, event_id, pmc_id, value in _counter_records(conn, select, raw, guids):
+            # mapped to (dispatch row, counter code, value) a chunk at a time
+            code = np.full(len(guid), -1, dtype=np.int64)
             for g in pd.unique(guid).tolist():
                 keys, targets = lookups[g + 1]
                 sel = np.flatnonzero(guid == g)
@@ -1003,13 +1148,13 @@ def _counters_one_record_each(
                 ok = at < len(keys)
                 ok[ok] = keys[at[ok]] == pmc_id[sel][ok]
                 code[sel[ok]] = targets[at[ok]]
-            if bool(np.isnan(block[:, 3]).any()):  # NULL, or not a counter value: the path that names it
+            if bool(np.isnan(value).any()):  # NULL, or not a counter value: the path that names it
                 raise _NotNumbers
-            row = _guid_rows(by_event, guid, block[:, 1].astype(np.int64))
+            row = _guid_rows(by_event, guid, event_id)
             keep = (code >= 0) & (row >= 0)  # as the joins: records of no counter or no dispatch are left out
             rows_parts.append(row[keep])
             code_parts.append(code[keep].astype(np.int32))
-            value_parts.append(block[keep, 3])
+            value_parts.append(value[keep])
     except _NotNumbers:
         return None
     if not rows_parts:
@@ -1029,6 +1174,40 @@ def _counters_one_record_each(
     # the names as a categorical column: a code per value, not a pointer to a string
     names_column = pd.Categorical.from_codes((key % len(labels)).astype(np.int32), categories=labels)
     return pd.DataFrame({"row": key // len(labels), "counter_name": names_column, "value": value}, copy=False)
+
+
+def _counter_records(
+    conn: sqlite3.Connection, select: str, raw: str, guids: list[object]
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """``(guid code, event id, counter id, value)`` arrays of :func:`_counters_one_record_each`'s query, by chunks.
+
+    Through ADBC when it reads ``raw`` (the columns as stored) with integer ids and number values,
+    checked here as ``select`` checks them in SQL (a value from 0 to 2**64); else ``select``
+    through sqlite3 (:func:`_number_chunks`).
+
+    Raises:
+        _NotNumbers: (while iterating) an id is not an integer or a value not a counter value.
+    """
+    arrow = _arrow_columns(conn, raw)
+    if arrow is not None:
+        guid_c, event_c, pmc_c, value_c = arrow.values()
+        if event_c.null_count() or pmc_c.null_count() or value_c.null_count():
+            raise _NotNumbers
+        if not (value_c.dtype.is_float() or value_c.dtype.is_integer()):
+            raise _NotNumbers
+        guid = _arrow_integers(guid_c).to_numpy(dtype=np.int64, na_value=-1)
+        event_id = _arrow_integers(event_c).to_numpy(dtype=np.int64)
+        pmc_id = _arrow_integers(pmc_c).to_numpy(dtype=np.int64)
+        value = value_c.to_numpy().astype(np.float64, copy=False)
+        del arrow, guid_c, event_c, pmc_c, value_c
+        if len(value) and not bool(((value >= 0) & (value <= COUNTER_MAX)).all()):  # NaN fails too
+            raise _NotNumbers
+        step = FETCH_ROWS * 20
+        for lo in range(0, len(guid), step):
+            yield guid[lo : lo + step], event_id[lo : lo + step], pmc_id[lo : lo + step], value[lo : lo + step]
+        return
+    for block in _number_chunks(conn, select, guids, 4):
+        yield block[:, 0].astype(np.int64), block[:, 1].astype(np.int64), block[:, 2].astype(np.int64), block[:, 3]
 
 
 #: Integers a float64 holds exactly: record ids beyond this are read the slow way.
@@ -1213,18 +1392,23 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
         chunk["kind"] = marker_kinds(chunk["start_ns"] == chunk["end_ns"])
         return _conform(chunk, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample")
 
-    mk = _chunked(
-        conn,
-        path,
+    with_json = _has_json(conn)
+    extdata = _extdata_columns("e.extdata") if with_json else "NULL AS simple_message, e.extdata AS extdata"
+    sql = (
         f"SELECT r.id AS id, {at.pid} AS process_id, {at.tid} AS thread_id, {at.start} AS start_ns, "
-        f"{at.end} AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, "
+        f"{at.end} AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, {extdata}, "
         f"n.string AS name{refs} FROM {rg} r "
         f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid {category_join} {at.joins} "
         f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
-        f"WHERE {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id",
-        (),
-        shape,
+        f"WHERE {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id"
     )
+    whole = _arrow_frame(conn, sql)
+    if whole is not None:
+        step = FETCH_ROWS * 4
+        mk = stack_frames([shape(whole.iloc[lo : lo + step].copy()) for lo in range(0, len(whole), step)])
+        del whole
+    else:
+        mk = _chunked(conn, path, sql, (), shape)
     frames = [mk]
     if "rocpd_sample" in src and "rocpd_track" in src:
         sa = _placement(conn, src, path, "rocpd_sample", "s", instant=True)
@@ -1267,10 +1451,20 @@ def _marker_category(category: str) -> bool:
 
 def _messages(path: Path, table: str, rows: pd.DataFrame, named: bool) -> pd.Series:
     """The marker message of each row (None: no marker), from ``extdata`` and, in schema 4, the name."""
-    out = []
-    for i, e, x, n in zip(rows["id"], rows["event_id"], rows["extdata"], rows["name"], strict=True):
-        message = _message(path, table, i, e, x)
-        out.append(_marker_message(n, message) if named else message)
+    n = len(rows)
+    out = (
+        rows["simple_message"].to_numpy(dtype=object).copy()
+        if "simple_message" in rows
+        else np.full(n, None, dtype=object)
+    )
+    # the messages SQLite did not find: read (or refused) here, row by row
+    todo = np.flatnonzero(pd.isna(out))
+    if len(todo):
+        ids, events, extdata = (rows[c].to_numpy(dtype=object)[todo] for c in ("id", "event_id", "extdata"))
+        out[todo] = [_message(path, table, i, e, x) for i, e, x in zip(ids, events, extdata, strict=True)]
+    if named:
+        names = rows["name"].to_numpy(dtype=object)
+        out = np.array([_marker_message(nm, m) for nm, m in zip(names, out, strict=True)] + [None], dtype=object)[:-1]
     return pd.Series(out, index=rows.index, dtype=object)
 
 
@@ -1300,16 +1494,16 @@ def _launches(
     at = _placement(conn, src, path, "rocpd_region", "r")
     category_join, category = _category(src, "e", "c")
     refs = f", {at.refs[0]} AS start_ref, {at.refs[1]} AS end_ref" if at.refs is not None else ""
-    api = _query(
-        conn,
-        path,
+    sql = (
         f"SELECT {_code('r.guid', guids)} AS guid, r.id AS id, {at.pid} AS process_id, {at.tid} AS thread_id, "
         f"{at.start} AS start_ns, {at.end} AS end_ns, e.stack_id AS correlation_id, n.string AS api_name{refs} "
         f"FROM {rg} r JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid {category_join} {at.joins} "
         f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
-        f"WHERE {category} IS NULL OR NOT {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id",
-        guids,
+        f"WHERE {category} IS NULL OR NOT {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id"
     )
+    api = _arrow_frame(conn, sql.replace(_code("r.guid", guids), _literal_code("r.guid", guids)))
+    if api is None:
+        api = _query(conn, path, sql, guids)
     wanted = pd.DataFrame(
         {
             "guid": dispatch_keys["guid"].to_numpy(dtype=np.int64),
