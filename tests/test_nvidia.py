@@ -1036,3 +1036,29 @@ def test_ingest_the_recorded_pair_from_the_command_line(tmp_path: Path) -> None:
     ops = {r["op"]: r for r in json.load(io.StringIO(report.output))["rows"]}
     own = Counter({k.invocation: k.op for k in ncu_kernels()}.values())
     assert {op: r["invocations"] for op, r in ops.items()} == dict(own)
+
+
+@pytest.mark.parametrize("capture", ["dense500m-decode", "moe-prefill", "synthetic-2000"])
+def test_nsys_export_read_as_arrow_equals_the_sqlite3_read(
+    capture: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Arrow columns of ADBC's driver and sqlite3's rows give the same trace pass and agents."""
+    import pandas as pd
+
+    from rocroof.capture.readers import nvidia, sqlite_arrow
+
+    from . import synthetic
+
+    if capture.startswith("synthetic"):
+        root = synthetic.capture("nvidia", 2000, tmp_path / "cache")
+    else:
+        root = Path(__file__).resolve().parent.parent / "examples" / "h200" / capture
+    export = next(p for p in root.rglob("*") if p.name.startswith("nsys") and ".sqlite" in p.name)
+    arrow_pass, arrow_agents, arrow_facts = nvidia.read_nsys_sqlite(export, "trace")
+    monkeypatch.setattr(sqlite_arrow, "USE_ADBC", False)
+    plain_pass, plain_agents, plain_facts = nvidia.read_nsys_sqlite(export, "trace")
+    assert len(plain_pass.dispatches) > 0
+    for name in ("dispatches", "markers", "launches"):
+        pd.testing.assert_frame_equal(getattr(arrow_pass, name), getattr(plain_pass, name), check_dtype=True)
+    pd.testing.assert_frame_equal(arrow_agents, plain_agents)
+    assert arrow_facts == plain_facts

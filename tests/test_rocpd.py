@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rocroof.capture.readers import detect, read_capture, rocpd
+from rocroof.capture.readers import detect, read_capture, rocpd, sqlite_arrow
 from rocroof.errors import InputError, ParseError
 from rocroof.ingest.pipeline import build_run
 from rocroof.records import PassData
@@ -1007,9 +1007,9 @@ def test_integer_read_of_dispatches_equals_the_general_read(
     reader = rocpd
     db = tmp_path / "results.db"
     make(db)
-    assert reader.USE_ADBC and reader._FAST
+    assert sqlite_arrow.USE_ADBC and reader._FAST
     arrow = reader.read_pass(db, "p")  # ADBC's Arrow columns
-    monkeypatch.setattr(reader, "USE_ADBC", False)
+    monkeypatch.setattr(sqlite_arrow, "USE_ADBC", False)
     integers = reader.read_pass(db, "p")  # sqlite3 rows as integers
     monkeypatch.setattr(reader, "_FAST", False)
     monkeypatch.setattr(reader, "_has_json", lambda conn: False)  # every marker message read by Python
@@ -1031,12 +1031,12 @@ def test_adbc_reads_what_it_is_given_and_nothing_else(tmp_path: Path) -> None:
     conn.close()
     conn = rocpd._connect(db)
     try:
-        ints = rocpd._arrow_columns(conn, "SELECT a, b FROM t WHERE typeof(a) = 'integer'")
+        ints = sqlite_arrow.arrow_columns(conn, "SELECT a, b FROM t WHERE typeof(a) = 'integer'")
         assert ints is not None
-        b = rocpd._arrow_integers(ints["b"])
+        b = sqlite_arrow.arrow_integers(ints["b"])
         assert int(b.isna().sum()) == 2000 and b[2997] == 2997  # NULL in two rows of three, kept as NA
-        assert rocpd._arrow_columns(conn, "SELECT a FROM t") is None  # text after integers: not one type
-        assert rocpd._arrow_columns(conn, "SELECT nope FROM t") is None  # any failure: the sqlite3 path
+        assert sqlite_arrow.arrow_columns(conn, "SELECT a FROM t") is None  # text after integers: not one type
+        assert sqlite_arrow.arrow_columns(conn, "SELECT nope FROM t") is None  # any failure: the sqlite3 path
     finally:
         conn.close()
 

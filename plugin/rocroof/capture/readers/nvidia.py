@@ -57,6 +57,7 @@ from ...records import (
     marker_kinds,
     stack_frames,
 )
+from .sqlite_arrow import arrow_frame, sqlite_frame
 
 NVTX_COLUMN = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
 _STACK_ENTRY = re.compile(r'"([^"]*)"')
@@ -457,15 +458,13 @@ def _is_int(value: object) -> bool:
 FETCH_ROWS = 50_000
 
 
-def _query(conn: sqlite3.Connection, sql: str) -> pd.DataFrame:
-    """A query's rows, fetched a chunk at a time; typed as one read would type them."""
-    parts = list(pd.read_sql_query(sql, conn, chunksize=FETCH_ROWS))
-    if len(parts) <= 1:
-        return parts[0] if parts else pd.read_sql_query(sql, conn)
-    if all(p.dtypes.equals(parts[0].dtypes) for p in parts):
-        return stack_frames(parts)
-    del parts  # the chunks typed a column differently (NULLs in part of it): read it whole, as before
-    return pd.read_sql_query(sql, conn)
+def _query(conn: sqlite3.Connection, sql: str, texts: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """A query's rows: Arrow columns where each has one type, else sqlite3 rows, typed without rounding.
+
+    See :func:`~.sqlite_arrow.arrow_frame` and :func:`~.sqlite_arrow.sqlite_frame`.
+    """
+    arrow = arrow_frame(conn, sql, texts=texts)
+    return arrow if arrow is not None else sqlite_frame(conn, sql, FETCH_ROWS)
 
 
 def _strings(conn: sqlite3.Connection, ids_sql: str) -> dict[object, object]:
@@ -543,6 +542,7 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
                 conn,
                 "SELECT e.start, e.end, e.eventType, e.globalTid, COALESCE(e.text, s.value) AS message "
                 "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (34, 59, 60)",
+                texts=frozenset({"message"}),
             )
         gpus = pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", conn) if "TARGET_INFO_GPU" in tables else None
     except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError) as exc:

@@ -92,6 +92,7 @@ from ...records import (
     stack_frames,
 )
 from ..markers import parse_range
+from .sqlite_arrow import NotNumbers, arrow_columns, arrow_frame, arrow_integers, read_only_uri, sql_literal
 
 _TABLES = (
     "rocpd_metadata",
@@ -169,120 +170,7 @@ def _logical_name(name: str) -> str:
 def _connect(path: Path) -> sqlite3.Connection:
     # immutable=1 reads a file in a read-only place without lock or -shm files, but ignores a
     # write-ahead log: when a non-empty "-wal" file is present its pages are needed.
-    return sqlite3.connect(_uri(path), uri=True)
-
-
-def _uri(path: Path) -> str:
-    """A read-only URI for ``path`` (``immutable`` unless a write-ahead log holds pages)."""
-    wal = path.with_name(path.name + "-wal")
-    try:
-        immutable = not (wal.is_file() and wal.stat().st_size > 0)
-    except OSError:
-        immutable = True
-    return f"file:{path.resolve().as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
-
-
-def _sql_literal(value: object) -> str:
-    """``value`` (a guid: text, integer or blob) as an SQL literal."""
-    if isinstance(value, bool) or value is None:
-        return "NULL"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, bytes):
-        return f"x'{value.hex()}'"
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _literal_code(column: str, values: list[object]) -> str:
-    """:func:`_code` with the values written into the SQL (ADBC statements take no Python parameters)."""
-    whens = " ".join(f"WHEN {_sql_literal(v)} THEN {i}" for i, v in enumerate(values) if v is not None)
-    return f"(CASE {column} {whens} ELSE -1 END)" if whens else "-1"
-
-
-#: Read big query results through ADBC's SQLite driver (Apache Arrow; C, columns straight into
-#: Arrow arrays) where it is installed; the tests turn it off to compare with the sqlite3 path.
-USE_ADBC = True
-
-
-def _arrow_columns(conn: sqlite3.Connection, sql: str) -> dict[str, Any] | None:
-    """The result of ``sql`` on ``conn``'s database file as polars Series by column name, or None.
-
-    ADBC's SQLite driver types each column from its first rows and fails on a later value of
-    another type: so a result comes back with one exact type per column, or not at all. None when
-    the driver (or polars) is not installed or the query fails for any reason: the caller then
-    reads the rows through sqlite3, which names what is wrong.
-    """
-    if not USE_ADBC:
-        return None
-    try:
-        import adbc_driver_manager
-        import adbc_driver_sqlite
-        import polars as pl
-    except ImportError:
-        return None
-    row = conn.execute("PRAGMA database_list").fetchone()
-    if row is None or not row[2]:
-        return None
-    try:
-        with (
-            adbc_driver_sqlite.connect(_uri(Path(row[2]))) as db,
-            adbc_driver_manager.AdbcConnection(db) as connection,
-            adbc_driver_manager.AdbcStatement(connection) as statement,
-        ):
-            statement.set_sql_query(sql)
-            stream, _ = statement.execute_query()
-            data = pl.from_arrow(stream)
-    except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads (and names) it
-        return None
-    frame = data.struct.unnest() if isinstance(data, pl.Series) else data
-    return {name: frame.get_column(name) for name in frame.columns}
-
-
-def _arrow_integers(column: Any) -> pd.arrays.IntegerArray:
-    """A polars integer (or all-null) Series as a nullable int64 array.
-
-    Raises:
-        _NotNumbers: the column is of another type.
-    """
-    import polars as pl
-
-    if column.dtype == pl.Null:
-        return pd.arrays.IntegerArray(np.zeros(len(column), dtype=np.int64), np.ones(len(column), dtype=bool))
-    if not column.dtype.is_integer():
-        raise _NotNumbers
-    mask = column.is_null().to_numpy()
-    values = column.fill_null(0).cast(pl.Int64).to_numpy(writable=True)
-    return pd.arrays.IntegerArray(values, np.asarray(mask, dtype=bool))
-
-
-def _arrow_frame(conn: sqlite3.Connection, sql: str) -> pd.DataFrame | None:
-    """:func:`_arrow_columns` as a pandas frame: integers nullable Int64, text a shared string per value.
-
-    A text column holds one Python string per distinct value (a few API names, repeated messages),
-    as :func:`_shared_strings` makes them. None when :func:`_arrow_columns` is, or a column is of a
-    type other than integer, REAL, text or all-NULL.
-    """
-    import polars as pl
-
-    columns = _arrow_columns(conn, sql)
-    if columns is None:
-        return None
-    out: dict[str, Any] = {}
-    for name, col in columns.items():
-        if col.dtype == pl.Null:
-            out[name] = pd.Series([None] * len(col), dtype=object)
-        elif col.dtype.is_integer():
-            out[name] = _arrow_integers(col)
-        elif col.dtype.is_float():
-            out[name] = col.to_numpy()
-        elif col.dtype == pl.String:
-            distinct = col.unique(maintain_order=True)
-            codes = col.cast(pl.Enum(distinct.drop_nulls())).to_physical().fill_null(-1).to_numpy().astype(np.int64)
-            table = np.array([*distinct.drop_nulls().to_list(), None], dtype=object)
-            out[name] = table[np.where(codes < 0, len(table) - 1, codes)]
-        else:
-            return None
-    return pd.DataFrame(out, copy=False)
+    return sqlite3.connect(read_only_uri(path), uri=True)
 
 
 @contextmanager
@@ -901,7 +789,7 @@ def _dispatches_as_integers(
     # the joins of the general query but the string's (its id is read instead)
     kept_joins = [j for j in joins if " rs ON " not in j]
     sql_from = f"{kd} kd {' '.join(kept_joins)} {order_by}"
-    arrow = _arrow_columns(
+    arrow = arrow_columns(
         conn,
         f"SELECT {', '.join(f'{e} AS c{j}' for j, e in enumerate(exprs.values()))} FROM {sql_from}".replace(
             _code("kd.guid", guids), _literal_code("kd.guid", guids)
@@ -909,10 +797,10 @@ def _dispatches_as_integers(
     )
     try:
         if arrow is not None:
-            columns = [_arrow_integers(arrow[f"c{j}"]) for j in range(len(exprs))]
+            columns = [arrow_integers(arrow[f"c{j}"]) for j in range(len(exprs))]
         else:
             columns = _integer_columns(conn, list(exprs.values()), sql_from, guids)
-    except _NotNumbers:
+    except NotNumbers:
         return None
     except sqlite3.Error as exc:
         raise ParseError(
@@ -976,6 +864,12 @@ def _by_guid_and_id(rows: list[tuple[Any, ...]], guid_code: np.ndarray, ids: pd.
     at = KeyIndex([key_guid, key_id]).find([guid_code, ids.to_numpy(dtype=np.int64, na_value=0)])
     at = np.where(missing | (at < 0), len(rows), at)
     return pd.Series(texts[at], dtype=object)
+
+
+def _literal_code(column: str, values: list[object]) -> str:
+    """:func:`_code` with the values written into the SQL (ADBC statements take no Python parameters)."""
+    whens = " ".join(f"WHEN {sql_literal(v)} THEN {i}" for i, v in enumerate(values) if v is not None)
+    return f"(CASE {column} {whens} ELSE -1 END)" if whens else "-1"
 
 
 def _code(column: str, values: list[object]) -> str:
@@ -1149,13 +1043,13 @@ def _counters_one_record_each(
                 ok[ok] = keys[at[ok]] == pmc_id[sel][ok]
                 code[sel[ok]] = targets[at[ok]]
             if bool(np.isnan(value).any()):  # NULL, or not a counter value: the path that names it
-                raise _NotNumbers
+                raise NotNumbers
             row = _guid_rows(by_event, guid, event_id)
             keep = (code >= 0) & (row >= 0)  # as the joins: records of no counter or no dispatch are left out
             rows_parts.append(row[keep])
             code_parts.append(code[keep].astype(np.int32))
             value_parts.append(value[keep])
-    except _NotNumbers:
+    except NotNumbers:
         return None
     if not rows_parts:
         return empty_frame(COUNTER_COLUMNS)
@@ -1186,22 +1080,22 @@ def _counter_records(
     through sqlite3 (:func:`_number_chunks`).
 
     Raises:
-        _NotNumbers: (while iterating) an id is not an integer or a value not a counter value.
+        NotNumbers: (while iterating) an id is not an integer or a value not a counter value.
     """
-    arrow = _arrow_columns(conn, raw)
+    arrow = arrow_columns(conn, raw)
     if arrow is not None:
         guid_c, event_c, pmc_c, value_c = arrow.values()
         if event_c.null_count() or pmc_c.null_count() or value_c.null_count():
-            raise _NotNumbers
+            raise NotNumbers
         if not (value_c.dtype.is_float() or value_c.dtype.is_integer()):
-            raise _NotNumbers
-        guid = _arrow_integers(guid_c).to_numpy(dtype=np.int64, na_value=-1)
-        event_id = _arrow_integers(event_c).to_numpy(dtype=np.int64)
-        pmc_id = _arrow_integers(pmc_c).to_numpy(dtype=np.int64)
+            raise NotNumbers
+        guid = arrow_integers(guid_c).to_numpy(dtype=np.int64, na_value=-1)
+        event_id = arrow_integers(event_c).to_numpy(dtype=np.int64)
+        pmc_id = arrow_integers(pmc_c).to_numpy(dtype=np.int64)
         value = value_c.to_numpy().astype(np.float64, copy=False)
         del arrow, guid_c, event_c, pmc_c, value_c
         if len(value) and not bool(((value >= 0) & (value <= COUNTER_MAX)).all()):  # NaN fails too
-            raise _NotNumbers
+            raise NotNumbers
         step = FETCH_ROWS * 20
         for lo in range(0, len(guid), step):
             yield guid[lo : lo + step], event_id[lo : lo + step], pmc_id[lo : lo + step], value[lo : lo + step]
@@ -1249,14 +1143,10 @@ def _integer(column: str) -> str:
     return f"(CASE WHEN typeof({column}) = 'integer' THEN {column} END)"
 
 
-class _NotNumbers(Exception):
-    """A value that :func:`_number_chunks` cannot take as a number."""
-
-
 def _number_chunks(conn: sqlite3.Connection, sql: str, params: Sequence[object], width: int) -> Iterator[np.ndarray]:
     """The rows of a query whose values are all numbers, a chunk at a time, as float64 arrays.
 
-    Rows become arrays in C (no per-row Python objects are kept). Raises :class:`_NotNumbers`
+    Rows become arrays in C (no per-row Python objects are kept). Raises :class:`NotNumbers`
     (while iterating) at a value that is NULL or not a number, or an integer in the first
     ``width - 1`` columns beyond 2**53: the caller then reads the rows with :func:`_query`,
     which types and reports such values.
@@ -1269,11 +1159,11 @@ def _number_chunks(conn: sqlite3.Connection, sql: str, params: Sequence[object],
         try:
             block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width)
         except (TypeError, ValueError) as exc:
-            raise _NotNumbers from exc
+            raise NotNumbers from exc
         del rows
         block = block.reshape(-1, width)
         if not bool((np.abs(block[:, : width - 1]) < _EXACT).all()):
-            raise _NotNumbers
+            raise NotNumbers
         yield block
 
 
@@ -1287,7 +1177,7 @@ def _integer_columns(
     :func:`numpy.fromiter` a chunk at a time. At most 62 expressions.
 
     Raises:
-        _NotNumbers: a value is neither an integer nor NULL (text, REAL): the caller reads the
+        NotNumbers: a value is neither an integer nor NULL (text, REAL): the caller reads the
             rows the slow way, which names such a value.
         sqlite3.Error: the query fails.
     """
@@ -1305,7 +1195,7 @@ def _integer_columns(
         try:
             block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * (k + 1))
         except (TypeError, ValueError, OverflowError) as exc:
-            raise _NotNumbers from exc
+            raise NotNumbers from exc
         del rows
         parts.append(block.reshape(-1, k + 1))
     table = np.concatenate(parts) if parts else np.zeros((0, k + 1), dtype=np.int64)
@@ -1402,7 +1292,7 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
         f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
         f"WHERE {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id"
     )
-    whole = _arrow_frame(conn, sql)
+    whole = arrow_frame(conn, sql, texts=frozenset({"simple_message", "extdata", "name"}))
     if whole is not None:
         step = FETCH_ROWS * 4
         mk = stack_frames([shape(whole.iloc[lo : lo + step].copy()) for lo in range(0, len(whole), step)])
@@ -1501,7 +1391,9 @@ def _launches(
         f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
         f"WHERE {category} IS NULL OR NOT {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id"
     )
-    api = _arrow_frame(conn, sql.replace(_code("r.guid", guids), _literal_code("r.guid", guids)))
+    api = arrow_frame(
+        conn, sql.replace(_code("r.guid", guids), _literal_code("r.guid", guids)), texts=frozenset({"api_name"})
+    )
     if api is None:
         api = _query(conn, path, sql, guids)
     wanted = pd.DataFrame(

@@ -1,0 +1,183 @@
+"""SQLite query results as Arrow columns, through ADBC's SQLite driver (Apache Arrow).
+
+rocpd and Nsight Systems exports are SQLite databases of millions of rows. Python's ``sqlite3``
+makes a Python object of every value it returns (pandas' ``read_sql`` then types them column by
+column); ADBC's driver (``adbc-driver-sqlite``, C) steps the same query into Arrow arrays, which
+polars takes without a copy: 8x10^6 counter records in ~2 s instead of ~8 s (benchmarks/RESULTS.md).
+
+The driver types each column from its first rows and fails at a later value of another type, so a
+result is exact or absent: every caller keeps its ``sqlite3`` path, which reads anything and names
+what is wrong, for when :func:`arrow_columns` returns None.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+class NotNumbers(Exception):
+    """A column of a result is not of the numeric type a fast path needs."""
+
+
+def read_only_uri(path: Path) -> str:
+    """A read-only URI for ``path`` (``immutable`` unless a write-ahead log holds pages)."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        immutable = not (wal.is_file() and wal.stat().st_size > 0)
+    except OSError:
+        immutable = True
+    return f"file:{path.resolve().as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def sql_literal(value: object) -> str:
+    """``value`` (a guid: text, integer or blob) as an SQL literal."""
+    if isinstance(value, bool) or value is None:
+        return "NULL"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, bytes):
+        return f"x'{value.hex()}'"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+#: Read big query results through ADBC's SQLite driver (Apache Arrow; C, columns straight into
+#: Arrow arrays) where it is installed; the tests turn it off to compare with the sqlite3 path.
+USE_ADBC = True
+
+
+def arrow_columns(conn: sqlite3.Connection, sql: str) -> dict[str, Any] | None:
+    """The result of ``sql`` on ``conn``'s database file as polars Series by column name, or None.
+
+    ADBC's SQLite driver types each column from its first rows and fails on a later value of
+    another type: so a result comes back with one exact type per column, or not at all. None when
+    the driver (or polars) is not installed or the query fails for any reason: the caller then
+    reads the rows through sqlite3, which names what is wrong.
+    """
+    if not USE_ADBC:
+        return None
+    try:
+        import adbc_driver_manager
+        import adbc_driver_sqlite
+        import polars as pl
+    except ImportError:
+        return None
+    row = conn.execute("PRAGMA database_list").fetchone()
+    if row is None or not row[2]:
+        return None
+    try:
+        with (
+            adbc_driver_sqlite.connect(read_only_uri(Path(row[2]))) as db,
+            adbc_driver_manager.AdbcConnection(db) as connection,
+            adbc_driver_manager.AdbcStatement(connection) as statement,
+        ):
+            statement.set_sql_query(sql)
+            stream, _ = statement.execute_query()
+            data = pl.from_arrow(stream)
+    except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads (and names) it
+        return None
+    frame = data.struct.unnest() if isinstance(data, pl.Series) else data
+    return {name: frame.get_column(name) for name in frame.columns}
+
+
+def arrow_integers(column: Any) -> pd.arrays.IntegerArray:
+    """A polars integer (or all-null) Series as a nullable int64 array.
+
+    Raises:
+        NotNumbers: the column is of another type.
+    """
+    import polars as pl
+
+    if column.dtype == pl.Null:
+        return pd.arrays.IntegerArray(np.zeros(len(column), dtype=np.int64), np.ones(len(column), dtype=bool))
+    if not column.dtype.is_integer():
+        raise NotNumbers
+    mask = column.is_null().to_numpy()
+    values = column.fill_null(0).cast(pl.Int64).to_numpy(writable=True)
+    return pd.arrays.IntegerArray(values, np.asarray(mask, dtype=bool))
+
+
+def arrow_frame(
+    conn: sqlite3.Connection, sql: str, *, texts: frozenset[str] = frozenset(), floats: frozenset[str] = frozenset()
+) -> pd.DataFrame | None:
+    """:func:`arrow_columns` as a pandas frame: integers nullable Int64, text a shared string per value.
+
+    A column may be text only when named in ``texts`` and REAL only when named in ``floats``: the
+    driver types a column from its first rows, so integers mixed with text there come back as
+    text, and with REAL values as doubles (rounding integers past 2**53). Any column else must be
+    integer or all NULL. A text column holds one Python string per distinct value (a few API
+    names, repeated messages). None when :func:`arrow_columns` is, or a column breaks these rules.
+    """
+    import polars as pl
+
+    columns = arrow_columns(conn, sql)
+    if columns is None:
+        return None
+    out: dict[str, Any] = {}
+    for name, col in columns.items():
+        if col.dtype == pl.Null:
+            out[name] = pd.Series([None] * len(col), dtype=object)
+        elif col.dtype.is_integer():
+            out[name] = arrow_integers(col)
+        elif col.dtype.is_float() and name in floats:
+            out[name] = col.to_numpy()
+        elif col.dtype == pl.String and name in texts:
+            distinct = col.unique(maintain_order=True)
+            codes = col.cast(pl.Enum(distinct.drop_nulls())).to_physical().fill_null(-1).to_numpy().astype(np.int64)
+            table = np.array([*distinct.drop_nulls().to_list(), None], dtype=object)
+            out[name] = table[np.where(codes < 0, len(table) - 1, codes)]
+        else:
+            return None
+    return pd.DataFrame(out, copy=False)
+
+
+def typed_column(values: list[Any]) -> Any:
+    """One column of sqlite3 rows, typed without rounding: Int64 when every value is an integer or NULL.
+
+    pandas' ``read_sql`` makes an integer column with a NULL float64, which rounds integers past
+    2**53 (epoch nanoseconds). Here: integers (and NULLs) -> ``Int64``; numbers with at least one
+    REAL (and NULLs) -> float64; anything else, or all NULL, -> object, values as they are.
+    """
+    ints = floats = True
+    seen = False
+    for v in values:
+        if v is None:
+            continue
+        seen = True
+        if type(v) is int:
+            continue
+        ints = False
+        if type(v) is not float:
+            floats = False
+            break
+    if not seen:
+        return np.array(values, dtype=object)
+    if ints:
+        mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+        data = np.fromiter((0 if v is None else v for v in values), dtype=np.int64, count=len(values))
+        return pd.arrays.IntegerArray(data, mask)
+    if floats:
+        return np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=len(values))
+    return np.array(values, dtype=object)
+
+
+def sqlite_frame(conn: sqlite3.Connection, sql: str, chunk_rows: int = 50_000) -> pd.DataFrame:
+    """A query's rows through sqlite3, each column typed by :func:`typed_column` over the whole result.
+
+    Rows are fetched ``chunk_rows`` at a time and kept as per-column lists (one Python object per
+    value: the slow path, for results :func:`arrow_frame` does not take).
+    """
+    cur = conn.execute(sql)
+    names = [d[0] for d in cur.description or ()]
+    columns: list[list[Any]] = [[] for _ in names]
+    while True:
+        rows = cur.fetchmany(chunk_rows)
+        if not rows:
+            break
+        for j, col in enumerate(zip(*rows, strict=True)):
+            columns[j].extend(col)
+    return pd.DataFrame({n: typed_column(c) for n, c in zip(names, columns, strict=True)}, copy=False)
