@@ -194,3 +194,21 @@ def test_the_examples_hold_no_environment_or_paths(folder: str) -> None:
             data = gzip.decompress(data)
         for needle in (b"PATH=", b"HOME=", b"/tmp/", b"/root", b"/home/", b"CONTAINER_NAME", b"127.0.0.1"):
             assert needle not in data, (path, needle)
+
+
+@pytest.mark.parametrize("case", ["dense500m-decode", "moe-prefill"])
+def test_a_released_build_gives_the_same_run_frames(case: str) -> None:
+    """``build_run(release=True)`` (what ``ingest`` does: passes stacked a column at a time, each
+    pass's frames let go) gives the frames a plain build gives, on two-pass Nsight captures."""
+    import pandas as pd
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "h200" / case
+    plain = build_run(read_capture(root))
+    capture = read_capture(root)
+    assert len(capture.passes) == 2
+    released = build_run(capture, release=True)
+    assert all(len(p.dispatches) == 0 for p in capture.passes)  # let go
+    assert plain.tables.keys() == released.tables.keys()
+    for name, frame in plain.tables.items():
+        pd.testing.assert_frame_equal(frame, released.tables[name], obj=name)
+    assert plain.run == released.run and plain.notes == released.notes

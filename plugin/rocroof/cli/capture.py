@@ -49,8 +49,11 @@ def _ingest_one(
             progress.update(
                 task, description=f"attributing {sum(len(p.dispatches) for p in capture.passes):,} dispatches"
             )
-            frames = build_run(capture, arch_override=arch, source_path=str(path), keep_warmup=keep_warmup)
-            facts = _facts(capture, frames)
+            facts_of_capture = {"files": [Path(f).name for f in capture.files_read], "passes": len(capture.passes)}
+            frames = build_run(
+                capture, arch_override=arch, source_path=str(path), keep_warmup=keep_warmup, release=True
+            )
+            facts = _facts(capture, frames) | facts_of_capture
             del capture  # the reader's frames: what the run needs of them is in ``frames`` now
 
             def cb(stage: str, done: int, total: int) -> None:

@@ -139,6 +139,7 @@ def build_run(
     arch_override: str | None = None,
     source_path: str | None = None,
     keep_warmup: bool = False,
+    release: bool = False,
 ) -> RunFrames:
     """Turn a capture into the rows of one run.
 
@@ -148,6 +149,9 @@ def build_run(
             captures that do not record it.
         source_path: the path the user gave, recorded in the run.
         keep_warmup: keep dispatches before the last ``ggml reset`` mark.
+        release: take the capture: a pass's dispatch and marker frames are emptied once the run's
+            frames hold copies of them (several passes are copied into one frame), so that a
+            multi-pass capture is not held twice; ``capture`` cannot be built again.
 
     Returns:
         The :class:`RunFrames` for :meth:`rocroof.store.Store.write_run`.
@@ -309,7 +313,18 @@ def build_run(
                 disp_frames[i]["timing_dispatch_index"].astype("Int64") + offsets[timing]
             )
         timing_rows = disp_frames[timing]["dispatch_index"]
-    dispatches = _concat(disp_frames)
+    dispatch_counts = [len(p.dispatches) for p in passes]
+    del d, frame  # the loop's last pass (its columns are in disp_frames)
+    if release and len(passes) > 1:
+        # a column at a time, each pass's copy of it let go once stacked: never two whole copies
+        owners = [q.dispatches for q in {id(q): q for q in (*passes, *capture.passes)}.values()]
+        dispatches = _concat_releasing(disp_frames, owners)
+        del owners
+        for p in {id(q): q for q in (*passes, *capture.passes)}.values():
+            p.dispatches = p.dispatches.iloc[:0].copy()  # a fresh frame: a slice would keep the arrays
+        release_free_memory()
+    else:
+        dispatches = _concat(disp_frames)
     del disp_frames
 
     # marker ranges
@@ -345,8 +360,10 @@ def build_run(
         )
         r_offset += len(m)
     if len(dispatches):
-        shift = np.repeat(np.asarray(range_offsets, dtype=np.int64), [len(p.dispatches) for p in passes])
+        shift = np.repeat(np.asarray(range_offsets, dtype=np.int64), dispatch_counts)
         dispatches["range_index"] = (dispatches["_range_row"].astype("Int64") + shift).astype("Int64")
+    copied = sum(1 for f in range_frames if len(f)) > 1
+    had_markers = any(len(p.markers) for p in passes)
     ranges = _concat(range_frames)
     del range_frames
 
@@ -355,6 +372,9 @@ def build_run(
     for attr in attrs:
         fused.update(attr.fused)
     ops, nodes, operands = _op_tables(passes, attrs, timing, capture, fused, notes)
+    if release and copied:  # the ranges above are a copy of every pass's markers: let those go
+        for p in {id(q): q for q in (*passes, *capture.passes)}.values():
+            p.markers = p.markers.iloc[:0].copy()
     # what the run's rows need of the attributions is in the dispatch frame now: let the rest go
     del attrs, attrs0
     attr = a = None  # type: ignore[assignment]
@@ -461,7 +481,7 @@ def build_run(
     method = max(attributed, key=lambda k: attributed[k]) if attributed else "none"
     if attributed and methods.get("none"):
         notes.append(Note("info", "unattributed", f"{methods['none']} dispatch(es) launched outside any ggml range"))
-    if method == "none" and not any(len(p.markers) for p in passes) and meta is None:
+    if method == "none" and not had_markers and meta is None:
         notes.append(
             Note(
                 "info",
@@ -487,7 +507,7 @@ def build_run(
             "label": [p.label for p in passes],
             "source": [p.source for p in passes],
             "is_timing_pass": [i == timing for i in range(len(passes))],
-            "dispatch_count": [len(p.dispatches) for p in passes],
+            "dispatch_count": dispatch_counts,
             "matched_count": matched_counts,
             "requested_counters": [" ".join(p.requested_counters) if p.requested_counters else None for p in passes],
             "timestamps_exact": [p.timestamps_exact for p in passes],
@@ -640,6 +660,22 @@ _DERIVED_SIZE = re.compile(r"from (?:FETCH|WRITE)_SIZE \(KB x 1024\)")
 
 #: Counter values and dispatches handled at a time when computing DRAM bytes (bounds the memory it needs).
 _DRAM_CHUNK = 1 << 16
+
+
+def _concat_releasing(frames: list[pd.DataFrame], owners: list[pd.DataFrame]) -> pd.DataFrame:
+    """:func:`_concat` of frames with the same columns, built a column at a time.
+
+    Each column, once stacked, is deleted from ``frames`` and from ``owners`` (frames that share
+    their arrays, e.g. the passes' dispatch frames): peak memory is the result plus one column,
+    not two whole copies. ``frames`` and ``owners`` lose those columns.
+    """
+    out: dict[str, pd.Series] = {}
+    for name in list(frames[0].columns):
+        out[name] = pd.concat([f[name] for f in frames], ignore_index=True)
+        for f in (*frames, *owners):
+            if name in f.columns:
+                del f[name]
+    return pd.DataFrame(out, copy=False)
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
