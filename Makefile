@@ -45,12 +45,15 @@ demo-amd: $(VENV)/.runtime
 	$(BIN)/rocroof report --db $(AMD_DB) --by dispatch
 	$(BIN)/rocroof report --db $(AMD_DB) --by kernel --format markdown
 
-## test: install, then lint (ruff), type-check (mypy) and run the test suite on every core (pytest-xdist)
+## test: install, lint (ruff), then the test suite on every core (pytest-xdist) with mypy beside it
 test: $(VENV)/.installed
 	$(BIN)/ruff check plugin tests
 	$(BIN)/ruff format --check plugin tests
-	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n auto
+	@out=$$(mktemp); $(BIN)/mypy > $$out 2>&1 & types=$$!; \
+	echo "$(BIN)/mypy (beside the tests; its report follows them)"; \
+	$(BIN)/python -m pytest -q -n auto; tests=$$?; \
+	wait $$types; typed=$$?; echo "$(BIN)/mypy:"; cat $$out; rm -f $$out; \
+	test $$tests -eq 0 && test $$typed -eq 0
 
 ## test-large: the slow robustness tests (SIGKILL during 10^5-dispatch ingests), excluded from make test
 test-large: $(VENV)/.installed
