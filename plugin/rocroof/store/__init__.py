@@ -20,7 +20,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -28,8 +28,10 @@ import sqlalchemy as sa
 
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
-from ..ingest.pipeline import RunFrames
 from . import migrations, schema
+
+if TYPE_CHECKING:  # the ingest pipeline (and its imports) only where a run is written
+    from ..ingest.pipeline import RunFrames
 
 #: progress(stage, done, total)
 Progress = Callable[[str, int, int], None]
