@@ -1087,3 +1087,57 @@ def test_marker_messages_found_by_sqlite_equal_python_s_reading(
     else:
         assert isinstance(sql, pd.DataFrame)
         pd.testing.assert_frame_equal(sql, python)
+
+
+def test_a_counter_without_a_name_is_refused_naming_its_row(tmp_path: Path) -> None:
+    db = tmp_path / "results.db"
+    _counter_db(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE 'rocpd_info_pmc{suffix(UUID_A)}' SET name = NULL WHERE name = 'TCC_BUBBLE_sum'")
+    conn.close()
+    with pytest.raises(ParseError, match=r"rocpd_info_pmc id \d+: no counter name, but counter records refer to it"):
+        rocpd.read_pass(db, "p")
+
+
+def test_text_that_is_not_utf8_is_a_one_line_error_through_either_path(tmp_path: Path) -> None:
+    """Arrow's reader fails on such text (a Rust panic in polars); the sqlite3 path names it."""
+    db = tmp_path / "results.db"
+    with rocpd_db(db) as b:
+        gpu = _gpu(b)
+        k = b.add_kernel_symbol("_Z3addv", "add")
+        b.add_range("ggml:ADD:n:9", start=5, end=50, stack_id=1)
+        b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=10, end=20, stack_id=2)
+        b.conn.execute(
+            f"UPDATE 'rocpd_string{suffix(UUID_A)}' SET string = CAST(X'726F637478FF546872656164' AS TEXT) "
+            "WHERE string = 'roctxThreadRangeA'"
+        )
+    with pytest.raises(ParseError, match="UTF-8"):
+        read_capture(db)
+
+
+def test_a_lone_surrogate_in_a_marker_message_is_stored_escaped(tmp_path: Path) -> None:
+    """A JSON escape of half a surrogate pair gives text UTF-8 cannot hold: stored as ``\\ud800``."""
+    cap = tmp_path / "capture"
+    with rocpd_db(cap / "1_results.db") as b:
+        gpu = _gpu(b)
+        k = b.add_kernel_symbol("_Z3addv", "add")
+        b.add_range("x", start=5, end=50, stack_id=1, extdata='{"message": "ggml:ADD:n\\ud800:9"}')
+        b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=10, end=20, stack_id=2)
+    db = tmp_path / "r.db"
+    run_id = _ingest(cap, db)
+    rows = _query(db, f"SELECT message FROM marker_range WHERE run_id = {run_id}")
+    assert rows["message"].tolist() == ["ggml:ADD:n\\ud800:9"]
+
+
+def test_a_dispatch_lasting_over_an_hour_is_flagged_and_its_time_unknown(tmp_path: Path) -> None:
+    cap = tmp_path / "capture"
+    with rocpd_db(cap / "1_results.db") as b:
+        gpu = _gpu(b)
+        k = b.add_kernel_symbol("_Z3addv", "add")
+        b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=10, end=20, stack_id=1)
+        b.add_dispatch(dispatch_id=2, kernel_id=k, agent_id=gpu, start=30, end=2**63 - 1, stack_id=2)
+    frames = build_run(read_capture(cap))
+    durations = frames.tables["dispatch"].set_index("dispatch_id")["duration_ns"]
+    assert durations[1] == 10 and pd.isna(durations[2])
+    note = next(n for n in frames.notes if n.code == "implausible-duration")
+    assert note.severity == "warning" and "1 dispatch(es) last over an hour (e.g. dispatch 2:" in note.message

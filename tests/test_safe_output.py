@@ -244,3 +244,20 @@ def test_an_invalid_label_leaves_no_database_behind(tmp_path: Path) -> None:
     assert run("ingest", tmp_path / "cap", "--db", db, "--replace", "--label", "x").exit_code == 1
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT COUNT(*) FROM run").fetchone() == (1,)
+
+
+def test_every_format_and_separator_character_of_this_python_s_unicode_is_escaped() -> None:
+    """Unicode categories Cf, Zl, Zp and the controls (but tab and newline) never print as they are."""
+    import sys
+    import unicodedata
+
+    shown_raw = [
+        c
+        for c in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(c)) in ("Cf", "Zl", "Zp", "Cc")
+        and chr(c) not in "\t\n"
+        and printable(chr(c)) == chr(c)
+    ]
+    assert shown_raw == []
+    assert printable("tag\U000e0041") == "tag\\U000e0041"
+    assert printable("caf\u00e9 \u4e2d \u05d0") == "caf\u00e9 \u4e2d \u05d0"  # letters of any script pass

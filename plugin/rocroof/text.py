@@ -11,20 +11,51 @@ import re
 
 #: Characters a capture must not send to a terminal: C0 controls but tab and newline (ESC starts
 #: escape sequences that set the window title or swallow output, CR overwrites a line), DEL, C1
-#: controls (U+0080-U+009F, CSI and OSC among them), the Unicode line and paragraph separators,
-#: the bidirectional embeddings, overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069,
-#: U+200E/U+200F, U+061C), and the invisible characters that make two different names look alike
-#: (zero-width space, non-joiner and joiner U+200B-U+200D, word joiner and invisible operators
-#: U+2060-U+2064, the byte-order mark U+FEFF).
-_INVISIBLE = "\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+#: controls (U+0080-U+009F, CSI and OSC among them), and the characters that show nothing or move
+#: others: every format character (Unicode category Cf: the bidirectional embeddings, overrides,
+#: isolates and marks, zero-width space, joiners, word joiner, soft hyphen, byte-order mark, tag
+#: characters...), the line and paragraph separators (Zl, Zp) and the other default-ignorable code
+#: points (combining grapheme joiner, Hangul fillers, variation selectors). Two labels or kernel
+#: names that differ by one of them must not look alike. The ranges are those of Unicode 15.1
+#: (DerivedCoreProperties.txt, Default_Ignorable_Code_Point, and UnicodeData.txt category Cf).
+_INVISIBLE = (
+    "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u17b4-\u17b5"
+    "\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
+    "\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
+)
 _UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
 #: ... and in one table cell, tab and newline too (they would break the cell's line).
 _UNSAFE_CELL = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
 
 
+#: Surrogates other than U+DC80-U+DCFF (the bytes Python's ``surrogateescape`` keeps undecoded).
+_LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+
+
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def storable(text: str) -> str:
+    """``text`` that UTF-8 can encode (stored and printed as it is otherwise).
+
+    Undecodable bytes of a file name (surrogate escapes) become ``\\xNN``, any other lone
+    surrogate (``\\ud800`` from a JSON escape) ``\\ud800``.
+
+    >>> storable("bad \\udcff byte, lone \\ud800")
+    'bad \\\\xff byte, lone \\\\ud800'
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    text = _LONE_SURROGATE.sub(_escape, text)  # surrogates that are no escaped byte, as text
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def printable(text: str) -> str:
@@ -35,11 +66,9 @@ def printable(text: str) -> str:
     >>> printable("k\\x1b]0;title\\x07")
     'k\\\\x1b]0;title\\\\x07'
     """
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return _UNSAFE.sub(_escape, text)
+    return _UNSAFE.sub(_escape, storable(text))
 
 
 def cell_text(text: str) -> str:
     """:func:`printable` for one table cell: tab and newline escaped too."""
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return _UNSAFE_CELL.sub(_escape, text)
+    return _UNSAFE_CELL.sub(_escape, storable(text))

@@ -109,7 +109,24 @@ def _durations(p: PassData, notes: list[Note]) -> pd.Series:
                 f"{d['dispatch_id'].iloc[first]}); their durations are unknown",
             )
         )
-    return dur.where(~negative, pd.NA)
+    implausible = (dur > MAX_DISPATCH_NS).fillna(False).to_numpy(dtype=bool)
+    if implausible.any():
+        longest = int(np.flatnonzero(implausible)[int(np.argmax(dur[implausible].to_numpy(dtype=np.int64)))])
+        notes.append(
+            Note(
+                "warning",
+                "implausible-duration",
+                f"{p.label}: {int(implausible.sum())} dispatch(es) last over an hour (e.g. dispatch "
+                f"{d['dispatch_id'].iloc[longest]}: {int(dur.iloc[longest]) / 1e9:,.0f} s from its start to its end); "
+                "their timestamps are damaged and their durations unknown",
+            )
+        )
+    return dur.where(~(negative | implausible), pd.NA)
+
+
+#: Longer than this, a dispatch's recorded time is taken as damaged (ns): no GPU kernel of a
+#: ggml application runs for an hour, and one such value would make every share of time meaningless.
+MAX_DISPATCH_NS = 3600 * 10**9
 
 
 _ARCH_RE = re.compile(r"gfx[0-9]{2,4}[a-z]?(:[a-z0-9+\-]+)*|sm_[0-9]{2,3}[a-z]?", re.IGNORECASE)

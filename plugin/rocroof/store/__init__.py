@@ -28,6 +28,7 @@ import sqlalchemy as sa
 
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
+from ..text import storable
 from . import migrations, schema
 
 if TYPE_CHECKING:  # the ingest pipeline (and its imports) only where a run is written
@@ -1233,12 +1234,8 @@ def _delete_run(conn: sa.Connection, run_id: int) -> None:
 
 
 def _text(value: str) -> str:
-    """Text that UTF-8 can store: undecodable bytes of file names (surrogate escapes) become ``\\xNN``."""
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """Text that UTF-8 can store (:func:`rocroof.text.storable`)."""
+    return storable(value)
 
 
 def _clean(row: dict[str, Any]) -> dict[str, Any]:

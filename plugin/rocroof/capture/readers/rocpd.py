@@ -699,6 +699,7 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
     counters = empty_frame(COUNTER_COLUMNS)
     instances = empty_frame(INSTANCE_COLUMNS)
     if "rocpd_pmc_event" in src and "rocpd_info_pmc" in src:
+        _refuse_unnamed_counters(conn, src, path)
         fast = _counters_one_record_each(conn, src, path, guids, keymap)
         if fast is not None:
             counters = fast
@@ -1068,6 +1069,25 @@ def _counters_one_record_each(
     # the names as a categorical column: a code per value, not a pointer to a string
     names_column = pd.Categorical.from_codes((key % len(labels)).astype(np.int32), categories=labels)
     return pd.DataFrame({"row": key // len(labels), "counter_name": names_column, "value": value}, copy=False)
+
+
+def _refuse_unnamed_counters(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> None:
+    """Refuse a ``rocpd_info_pmc`` row without a name (NULL, empty, not text) that counter records use.
+
+    Raises:
+        ParseError: naming the row's id.
+    """
+    pe, pmc = src["rocpd_pmc_event"], src["rocpd_info_pmc"]
+    bad = conn.execute(
+        f"SELECT p.id FROM {pmc} p WHERE (typeof(p.name) <> 'text' OR p.name = '') "
+        f"AND EXISTS (SELECT 1 FROM {pe} e WHERE e.pmc_id = p.id AND e.guid = p.guid) LIMIT 1"
+    ).fetchone()
+    if bad is not None:
+        raise ParseError(
+            path,
+            f"rocpd_info_pmc id {_shown(bad[0])}: no counter name, but counter records refer to it "
+            "(expected the counter's name as text; the database is damaged)",
+        )
 
 
 def _counter_records(

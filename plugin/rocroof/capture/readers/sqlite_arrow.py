@@ -78,10 +78,24 @@ def arrow_columns(conn: sqlite3.Connection, sql: str) -> dict[str, Any] | None:
             statement.set_sql_query(sql)
             stream, _ = statement.execute_query()
             data = pl.from_arrow(stream)
-    except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads (and names) it
+            frame = data.struct.unnest() if isinstance(data, pl.Series) else data
+            columns = {name: frame.get_column(name) for name in frame.columns}
+    except _recoverable():  # any failure: the sqlite3 path reads (and names) it
         return None
-    frame = data.struct.unnest() if isinstance(data, pl.Series) else data
-    return {name: frame.get_column(name) for name in frame.columns}
+    return columns
+
+
+def _recoverable() -> tuple[type[BaseException], ...]:
+    """Exceptions after which the sqlite3 path takes over: every one but an interrupt or exit.
+
+    polars reports some bad data (text that is not UTF-8) by a Rust panic, which Python sees as
+    ``pyo3_runtime.PanicException``, a ``BaseException``.
+    """
+    try:
+        from polars.exceptions import PanicException
+    except ImportError:  # pragma: no cover - older polars
+        return (Exception,)
+    return (Exception, PanicException)
 
 
 def arrow_integers(column: Any) -> pd.arrays.IntegerArray:
@@ -112,11 +126,19 @@ def arrow_frame(
     integer or all NULL. A text column holds one Python string per distinct value (a few API
     names, repeated messages). None when :func:`arrow_columns` is, or a column breaks these rules.
     """
-    import polars as pl
-
     columns = arrow_columns(conn, sql)
     if columns is None:
         return None
+    try:
+        return _frame_of(columns, texts, floats)
+    except _recoverable():
+        return None
+
+
+def _frame_of(columns: dict[str, Any], texts: frozenset[str], floats: frozenset[str]) -> pd.DataFrame | None:
+    """:func:`arrow_frame`'s conversion of the polars columns (None: a column breaks its rules)."""
+    import polars as pl
+
     out: dict[str, Any] = {}
     for name, col in columns.items():
         if col.dtype == pl.Null:
@@ -126,9 +148,15 @@ def arrow_frame(
         elif col.dtype.is_float() and name in floats:
             out[name] = col.to_numpy()
         elif col.dtype == pl.String and name in texts:
-            distinct = col.unique(maintain_order=True)
-            codes = col.cast(pl.Enum(distinct.drop_nulls())).to_physical().fill_null(-1).to_numpy().astype(np.int64)
-            table = np.array([*distinct.drop_nulls().to_list(), None], dtype=object)
+            distinct = col.unique(maintain_order=True).drop_nulls()
+            # SQLite hands over text as stored, UTF-8 or not; polars would panic turning bad bytes
+            # into Python strings: decode them here, and leave such a column to the sqlite3 path
+            try:
+                values = [b.decode("utf-8") for b in distinct.cast(pl.Binary).to_list()]
+            except UnicodeDecodeError:
+                return None
+            codes = col.cast(pl.Enum(distinct)).to_physical().fill_null(-1).to_numpy().astype(np.int64)
+            table = np.array([*values, None], dtype=object)
             out[name] = table[np.where(codes < 0, len(table) - 1, codes)]
         else:
             return None
