@@ -1060,6 +1060,14 @@ _EXTDATA = [
 ]
 
 
+def _range_around_a_dispatch(b: RocpdBuilder, message: str, extdata: object = None) -> None:
+    """One roctx range (5-50 ns) holding one dispatch (10-20 ns) of kernel ``add``."""
+    gpu = _gpu(b)
+    k = b.add_kernel_symbol("_Z3addv", "add")
+    b.add_range(message, start=5, end=50, stack_id=1, extdata=extdata)
+    b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=10, end=20, stack_id=2)
+
+
 @pytest.mark.parametrize("extdata", _EXTDATA)
 def test_marker_messages_found_by_sqlite_equal_python_s_reading(
     tmp_path: Path, extdata: str, monkeypatch: pytest.MonkeyPatch
@@ -1067,10 +1075,7 @@ def test_marker_messages_found_by_sqlite_equal_python_s_reading(
     """Whatever extdata holds, the marker rows (or the refusal) are those of the all-Python reading."""
     db = tmp_path / "results.db"
     with rocpd_db(db) as b:
-        gpu = _gpu(b)
-        k = b.add_kernel_symbol("_Z4gemmv", "gemm")
-        b.add_range("placeholder", start=5, end=50, stack_id=1)
-        b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=10, end=20, stack_id=2)
+        _range_around_a_dispatch(b, "placeholder")
         b.conn.execute(f'UPDATE "rocpd_event{suffix(UUID_A)}" SET extdata = ? WHERE stack_id = 1', (extdata,))
 
     def read() -> object:
@@ -1103,10 +1108,7 @@ def test_text_that_is_not_utf8_is_a_one_line_error_through_either_path(tmp_path:
     """Arrow's reader fails on such text (a Rust panic in polars); the sqlite3 path names it."""
     db = tmp_path / "results.db"
     with rocpd_db(db) as b:
-        gpu = _gpu(b)
-        k = b.add_kernel_symbol("_Z3addv", "add")
-        b.add_range("ggml:ADD:n:9", start=5, end=50, stack_id=1)
-        b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=10, end=20, stack_id=2)
+        _range_around_a_dispatch(b, "ggml:ADD:n:9")
         b.conn.execute(
             f"UPDATE 'rocpd_string{suffix(UUID_A)}' SET string = CAST(X'726F637478FF546872656164' AS TEXT) "
             "WHERE string = 'roctxThreadRangeA'"
@@ -1119,10 +1121,7 @@ def test_a_lone_surrogate_in_a_marker_message_is_stored_escaped(tmp_path: Path) 
     """A JSON escape of half a surrogate pair gives text UTF-8 cannot hold: stored as ``\\ud800``."""
     cap = tmp_path / "capture"
     with rocpd_db(cap / "1_results.db") as b:
-        gpu = _gpu(b)
-        k = b.add_kernel_symbol("_Z3addv", "add")
-        b.add_range("x", start=5, end=50, stack_id=1, extdata='{"message": "ggml:ADD:n\\ud800:9"}')
-        b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=10, end=20, stack_id=2)
+        _range_around_a_dispatch(b, "x", extdata='{"message": "ggml:ADD:n\\ud800:9"}')
     db = tmp_path / "r.db"
     run_id = _ingest(cap, db)
     rows = _query(db, f"SELECT message FROM marker_range WHERE run_id = {run_id}")
