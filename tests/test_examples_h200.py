@@ -212,3 +212,24 @@ def test_a_released_build_gives_the_same_run_frames(case: str) -> None:
     for name, frame in plain.tables.items():
         pd.testing.assert_frame_equal(frame, released.tables[name], obj=name)
     assert plain.run == released.run and plain.notes == released.notes
+
+
+def test_dram_bytes_faster_than_twice_the_ceiling_are_flagged() -> None:
+    """1e6 B in 1,000 ns is 1,000 GB/s (0.2x a 5,000 GB/s ceiling); 2e7 B is 20,000 GB/s (4x): flagged."""
+    import pandas as pd
+
+    from rocroof.ingest.pipeline import _above_ceiling_note
+
+    dispatches = pd.DataFrame({"dispatch_id": [11, 12], "duration_ns": pd.array([1000, 1000], dtype="Int64")})
+    dram = pd.DataFrame({"dispatch_index": [0, 1], "dram_read_bytes": [6e5, 1.5e7], "dram_write_bytes": [4e5, 5e6]})
+    note = _above_ceiling_note(dispatches, dram, 5000.0)
+    assert note is not None and note.code == "dram-above-ceiling" and note.severity == "warning"
+    assert note.message.startswith("1 dispatch(es) moved DRAM bytes faster than 2x the 5,000 GB/s ceiling")
+    assert "(dispatch 12: 4.0x)" in note.message
+    assert _above_ceiling_note(dispatches, dram, 20_000.0) is None  # 1x: within the ceiling's reach
+
+
+@pytest.mark.parametrize("case", ["dense500m-decode", "moe-prefill", "dense-prefill"])
+def test_recorded_runs_stay_under_the_ceiling(case: str) -> None:
+    frames = build_run(read_capture(Path(__file__).resolve().parent.parent / "examples" / "h200" / case))
+    assert not [n for n in frames.notes if n.code == "dram-above-ceiling"]
