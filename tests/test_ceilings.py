@@ -94,3 +94,21 @@ def test_an_nsys_export_that_states_memory_bandwidth_gives_a_recorded_ceiling(tm
     assert run["dram_peak_rule"] == "capture" and "memoryBandwidth" in run["dram_peak_source"]
     text = render(build_report(store, run_id, by="op"), "table", width=200)
     assert "(recorded by the capture)" in text
+
+
+def test_a_match_by_architecture_and_cus_that_several_gpus_share_does_not_override_the_recorded_bandwidth() -> None:
+    """An nsys export without the GPU's name: sm_90 with 132 SMs is an H100 SXM, an H100 NVL or an H200.
+
+    The capture's own 4,814.3 GB/s (an H200's driver-reported bandwidth) is kept, not replaced by
+    the first row that shares the CU count (H100 NVL, 3,900 GB/s).
+    """
+    from rocroof.analysis.peaks import AMBIGUOUS, choose_dram_ceiling, find_peak
+
+    guess = find_peak("dram_gbps", None, "sm_90", cu_count=132)
+    assert guess is not None and f"({AMBIGUOUS} " in guess.matched_by and "H200" in guess.matched_by
+    recorded = (4814.3, "nsys TARGET_INFO_GPU.memoryBandwidth", "capture")
+    chosen = choose_dram_ceiling(recorded, None, "sm_90", cu_count=132)
+    assert chosen.gbps == 4814.3 and chosen.rule == "capture" and not chosen.warnings
+    # ten times the guess is no GPU of that architecture: the table's value, with a warning
+    wild = choose_dram_ceiling((48143.0, "nsys", "capture"), None, "sm_90", cu_count=132)
+    assert wild.gbps == guess.value and "matched by architecture sm_90 and 132 CUs" in wild.warnings[0]

@@ -373,6 +373,10 @@ def _table_cus(gpu: dict[str, Any]) -> int | None:
     return int(cu["value"]) if isinstance(cu, dict) else None
 
 
+#: How :func:`_matches` marks a match by architecture and CU count that several table rows share.
+AMBIGUOUS = "one of"
+
+
 def _matches(
     gpus: list[dict[str, Any]],
     product: str | None,
@@ -440,9 +444,11 @@ def _matches(
     for gpu in by_device:
         yield from once(gpu, f"{device_text} (CU count differs)")
     if a and cu_count is not None:
-        for gpu in gpus:
-            if base_arch(gpu.get("gfx_arch")) == a and _table_cus(gpu) == int(cu_count):
-                yield from once(gpu, f"architecture {a} and {int(cu_count)} CUs")
+        same = [g for g in gpus if base_arch(g.get("gfx_arch")) == a and _table_cus(g) == int(cu_count)]
+        # several parts of one architecture with one CU count (H100 SXM, H100 NVL, H200): a guess
+        either = f" ({AMBIGUOUS} {', '.join(str(g['name']) for g in same)})" if len(same) > 1 else ""
+        for gpu in same:
+            yield from once(gpu, f"architecture {a} and {int(cu_count)} CUs{either}")
     for _, _, gpu in named:
         yield from once(gpu, "product name (CU count differs)")
     if a:
@@ -577,7 +583,7 @@ def table_rule(matched_by: str) -> str:
         return "table_device"
     if matched_by.startswith("product name"):
         return "table_name"
-    return "table_cu" if matched_by.endswith(" CUs") else "table_arch"
+    return "table_cu" if matched_by.startswith("architecture") and " CUs" in matched_by else "table_arch"
 
 
 def choose_dram_ceiling(
@@ -630,14 +636,21 @@ def choose_dram_ceiling(
                 f"{_gbps(table.value)} GB/s (plausible: {MEASURED_UNDER_PEAK:.0%}-{MEASURED_OVER_PEAK:.0%}); "
                 f"the peak is used instead ({source})"
             )
-        elif table_rule(table.matched_by) == "table_arch":
+        elif table_rule(table.matched_by) == "table_arch" or f"({AMBIGUOUS} " in table.matched_by:
+            # the table row is a guess (the architecture's default, or one of several parts with these
+            # CUs): the capture's own record of its GPU is the better witness within a wide band
             low, high = RECORDED_VS_DEFAULT
             if low <= ratio <= high:
                 return DramCeiling(value, source, rule)
+            which = (
+                "its architecture's default GPU"
+                if table_rule(table.matched_by) == "table_arch"
+                else f"matched by {table.matched_by}"
+            )
             warnings.append(
                 f"the capture records a DRAM bandwidth of {_gbps(value)} GB/s ({source}), {ratio:.3g}x the "
-                f"{_gbps(table.value)} GB/s of {table.gpu}, its architecture's default GPU (plausible: {low:g}x to "
-                f"{high:g}x); the default's value is used"
+                f"{_gbps(table.value)} GB/s of {table.gpu}, {which} (plausible: {low:g}x to "
+                f"{high:g}x); the table's value is used"
             )
         elif any(abs(ratio * k - 1) <= RECORDED_TOLERANCE for k in _PARTITIONS):
             return DramCeiling(value, source, rule)
