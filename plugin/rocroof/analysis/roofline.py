@@ -176,39 +176,31 @@ def compute_peaks(
         ``inv``'s index with columns ``compute_type``, ``compute_peak_tflops`` (NaN when no peak
         is known) and ``compute_peak`` (the name).
     """
-    nan = pd.Series(np.nan, index=inv.index)
-    keys = pd.DataFrame(
+    ops = inv if op_column == "op" else inv.rename(columns={op_column: "op"})
+    kind_of = {ceiling: kind for kind, (ceiling, _) in COMPUTE_PEAKS.items()}
+    # one decision per distinct ceiling (compute_ceilings decides once per distinct op shape)
+    decided: dict[str | None, tuple[str, float, str]] = {}
+    chosen = []
+    for name in compute_ceilings(ops, gpu_arch):
+        if name not in decided:
+            ct = kind_of[name] if name is not None else "fp32"  # no op: the vector units, as compute_type says
+            ceiling, label = COMPUTE_PEAKS[ct]
+            value = _f(ceilings.get(ceiling))
+            fp16 = _f(ceilings.get("fp16_matrix_tflops"))
+            if not np.isfinite(value) and ct in ("int8", "bf16") and np.isfinite(fp16):
+                value, label = fp16, f"FP16 matrix ({label.split()[0]} peak unknown)"
+            elif not np.isfinite(value):
+                label = f"{label} (peak unknown)"
+            decided[name] = (ct, value, label)
+        chosen.append(decided[name])
+    return pd.DataFrame(
         {
-            "op": inv[op_column].astype(object).where(inv[op_column].notna(), ""),
-            "quant": inv["quant"].astype(object).where(inv["quant"].notna(), "") if "quant" in inv else "",
-            "m": pd.to_numeric(inv["m"], errors="coerce") if "m" in inv else nan,
-            "n_experts": pd.to_numeric(inv["n_experts"], errors="coerce") if "n_experts" in inv else nan,
+            "compute_type": [c[0] for c in chosen],
+            "compute_peak_tflops": [c[1] for c in chosen],
+            "compute_peak": [c[2] for c in chosen],
         },
         index=inv.index,
     )
-    # one decision per distinct (op, type, batch, experts): a run repeats a few dozen of them
-    decided: dict[tuple[Any, ...], tuple[str, float, str]] = {}
-    for key in keys.drop_duplicates().itertuples(index=False, name=None):
-        op, quant, m, experts = key
-        ct = compute_type(str(op), str(quant) or None, gpu_arch, _f(m), _f(experts))
-        ceiling, label = COMPUTE_PEAKS[ct]
-        value = _f(ceilings.get(ceiling))
-        if not np.isfinite(value) and ct in ("int8", "bf16") and np.isfinite(_f(ceilings.get("fp16_matrix_tflops"))):
-            value = _f(ceilings.get("fp16_matrix_tflops"))
-            label = f"FP16 matrix ({label.split()[0]} peak unknown)"
-        elif not np.isfinite(value):
-            label = f"{label} (peak unknown)"
-        decided[tuple(_nan_key(v) for v in key)] = (ct, value, label)
-    chosen = [decided[tuple(_nan_key(v) for v in key)] for key in keys.itertuples(index=False, name=None)]
-    types = [c[0] for c in chosen]
-    peaks = [c[1] for c in chosen]
-    names = [c[2] for c in chosen]
-    return pd.DataFrame({"compute_type": types, "compute_peak_tflops": peaks, "compute_peak": names}, index=inv.index)
-
-
-def _nan_key(v: Any) -> Any:
-    """A dict key for ``v`` where every NaN is the same key (NaN != NaN)."""
-    return None if isinstance(v, float) and np.isnan(v) else v
 
 
 def _share(fraction: float) -> str:
