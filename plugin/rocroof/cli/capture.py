@@ -49,11 +49,10 @@ def _ingest_one(
             progress.update(
                 task, description=f"attributing {sum(len(p.dispatches) for p in capture.passes):,} dispatches"
             )
-            facts_of_capture = {"files": [Path(f).name for f in capture.files_read], "passes": len(capture.passes)}
             frames = build_run(
                 capture, arch_override=arch, source_path=str(path), keep_warmup=keep_warmup, release=True
             )
-            facts = _facts(capture, frames) | facts_of_capture
+            facts = _facts(capture, frames)  # the capture's file list and passes outlive the release
             del capture  # the reader's frames: what the run needs of them is in ``frames`` now
 
             def cb(stage: str, done: int, total: int) -> None:

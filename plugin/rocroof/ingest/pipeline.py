@@ -332,12 +332,12 @@ def build_run(
         timing_rows = disp_frames[timing]["dispatch_index"]
     dispatch_counts = [len(p.dispatches) for p in passes]
     del d, frame  # the loop's last pass (its columns are in disp_frames)
+    # the passes' data: the capture's and those cut to the measured part (the same object where not cut)
+    every_pass = list({id(q): q for q in (*passes, *capture.passes)}.values())
     if release and len(passes) > 1:
         # a column at a time, each pass's copy of it let go once stacked: never two whole copies
-        owners = [q.dispatches for q in {id(q): q for q in (*passes, *capture.passes)}.values()]
-        dispatches = _concat_releasing(disp_frames, owners)
-        del owners
-        for p in {id(q): q for q in (*passes, *capture.passes)}.values():
+        dispatches = _concat_releasing(disp_frames, [q.dispatches for q in every_pass])
+        for p in every_pass:
             p.dispatches = p.dispatches.iloc[:0].copy()  # a fresh frame: a slice would keep the arrays
         release_free_memory()
     else:
@@ -390,7 +390,7 @@ def build_run(
         fused.update(attr.fused)
     ops, nodes, operands = _op_tables(passes, attrs, timing, capture, fused, notes)
     if release and copied:  # the ranges above are a copy of every pass's markers: let those go
-        for p in {id(q): q for q in (*passes, *capture.passes)}.values():
+        for p in every_pass:
             p.markers = p.markers.iloc[:0].copy()
     # what the run's rows need of the attributions is in the dispatch frame now: let the rest go
     del attrs, attrs0

@@ -1233,11 +1233,6 @@ def _delete_run(conn: sa.Connection, run_id: int) -> None:
             conn.execute(table.delete().where(table.c.run_id == run_id))
 
 
-def _text(value: str) -> str:
-    """Text that UTF-8 can store (:func:`rocroof.text.storable`)."""
-    return storable(value)
-
-
 def _clean(row: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in row.items():
@@ -1246,7 +1241,7 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
         elif hasattr(v, "item"):
             out[k] = v.item()
         elif isinstance(v, str):
-            out[k] = _text(v)
+            out[k] = storable(v)
         else:
             out[k] = v
     return out
@@ -1395,7 +1390,7 @@ def _py_values(col: pd.Series, *, whole: bool = False) -> np.ndarray:
         try:
             "".join(present.tolist()).encode("utf-8")
         except UnicodeEncodeError:
-            out[~missing] = [_text(v) for v in present.tolist()]
+            out[~missing] = [storable(v) for v in present.tolist()]
         return out
     mixed: np.ndarray = np.array(_py_list_slow(out.tolist(), whole=whole) + [None], dtype=object)[:-1]
     return mixed
@@ -1406,7 +1401,7 @@ def _py_list_slow(values: list[Any], *, whole: bool) -> list[Any]:
     out = [
         None
         if (v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)))
-        else (v.item() if hasattr(v, "item") else _text(v) if isinstance(v, str) else v)
+        else (v.item() if hasattr(v, "item") else storable(v) if isinstance(v, str) else v)
         for v in values
     ]
     if whole:

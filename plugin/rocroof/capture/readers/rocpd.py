@@ -761,7 +761,7 @@ def _dispatches_as_integers(
     if (ks and not _unique_ids(conn, ks)) or (st and not _unique_ids(conn, st)):
         return None
     exprs = {
-        "guid": _code("kd.guid", guids),
+        "guid": _literal_code("kd.guid", guids),  # no parameters: ADBC statements take none
         "dispatch_id": "kd.id",
         "process_id": at.pid,
         "thread_id": at.tid,
@@ -791,16 +791,13 @@ def _dispatches_as_integers(
     kept_joins = [j for j in joins if " rs ON " not in j]
     sql_from = f"{kd} kd {' '.join(kept_joins)} {order_by}"
     arrow = arrow_columns(
-        conn,
-        f"SELECT {', '.join(f'{e} AS c{j}' for j, e in enumerate(exprs.values()))} FROM {sql_from}".replace(
-            _code("kd.guid", guids), _literal_code("kd.guid", guids)
-        ),
+        conn, f"SELECT {', '.join(f'{e} AS c{j}' for j, e in enumerate(exprs.values()))} FROM {sql_from}"
     )
     try:
         if arrow is not None:
             columns = [arrow_integers(arrow[f"c{j}"]) for j in range(len(exprs))]
         else:
-            columns = _integer_columns(conn, list(exprs.values()), sql_from, guids)
+            columns = _integer_columns(conn, list(exprs.values()), sql_from)
     except NotNumbers:
         return None
     except sqlite3.Error as exc:
@@ -813,7 +810,7 @@ def _dispatches_as_integers(
         {name: raw[name] for name in exprs if name in DISPATCH_COLUMNS},
         copy=False,
     )
-    frame["agent_label"] = _looked_up(raw["agent"], lambda v: str(int(v)))
+    frame["agent_label"] = _per_value(raw["agent"], _label)
     if ks:
         names = conn.execute(
             f"SELECT {_code('guid', guids)}, id, COALESCE(NULLIF(display_name, ''), kernel_name) FROM {ks}", guids
@@ -842,16 +839,6 @@ def _dispatches_as_integers(
     out["guid"] = guid_code
     out["event_id"] = raw["event_id"].array
     return out
-
-
-def _looked_up(codes: pd.Series, fn: Any) -> pd.Series:
-    """``fn`` of each non-missing integer of ``codes``, called once per distinct value (None for missing)."""
-    values = codes.to_numpy(dtype=np.int64, na_value=0)
-    missing = codes.isna().to_numpy(dtype=bool)
-    uniques, inverse = np.unique(values, return_inverse=True)
-    table = np.array([*(fn(u) for u in uniques.tolist()), None], dtype=object)
-    picked = np.where(missing, len(uniques), inverse.reshape(-1))  # the last entry: None
-    return pd.Series(table[picked], dtype=object)
 
 
 def _by_guid_and_id(rows: list[tuple[Any, ...]], guid_code: np.ndarray, ids: pd.Series) -> pd.Series:
@@ -1024,16 +1011,14 @@ def _counters_one_record_each(
     rows_parts: list[np.ndarray] = []
     code_parts: list[np.ndarray] = []
     value_parts: list[np.ndarray] = []
+    guid_code = _literal_code("pe.guid", guids)
     select = (
-        f"SELECT {_code('pe.guid', guids)}, {_integer('pe.event_id')}, {_integer('pe.pmc_id')}, "
+        f"SELECT {guid_code}, {_integer('pe.event_id')}, {_integer('pe.pmc_id')}, "
         f"{_counter_value('pe.value')} FROM {pe} pe WHERE pe.event_id IS NOT NULL"
     )
-    raw = (
-        f"SELECT {_literal_code('pe.guid', guids)}, pe.event_id, pe.pmc_id, pe.value FROM {pe} pe "
-        "WHERE pe.event_id IS NOT NULL"
-    )
+    raw = f"SELECT {guid_code}, pe.event_id, pe.pmc_id, pe.value FROM {pe} pe WHERE pe.event_id IS NOT NULL"
     try:
-        for guid, event_id, pmc_id, value in _counter_records(conn, select, raw, guids):
+        for guid, event_id, pmc_id, value in _counter_records(conn, select, raw):
             # mapped to (dispatch row, counter code, value) a chunk at a time
             code = np.full(len(guid), -1, dtype=np.int64)
             for g in pd.unique(guid).tolist():
@@ -1091,7 +1076,7 @@ def _refuse_unnamed_counters(conn: sqlite3.Connection, src: dict[str, str], path
 
 
 def _counter_records(
-    conn: sqlite3.Connection, select: str, raw: str, guids: list[object]
+    conn: sqlite3.Connection, select: str, raw: str
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """``(guid code, event id, counter id, value)`` arrays of :func:`_counters_one_record_each`'s query, by chunks.
 
@@ -1120,7 +1105,7 @@ def _counter_records(
         for lo in range(0, len(guid), step):
             yield guid[lo : lo + step], event_id[lo : lo + step], pmc_id[lo : lo + step], value[lo : lo + step]
         return
-    for block in _number_chunks(conn, select, guids, 4):
+    for block in _number_chunks(conn, select, (), 4):
         yield block[:, 0].astype(np.int64), block[:, 1].astype(np.int64), block[:, 2].astype(np.int64), block[:, 3]
 
 
@@ -1187,9 +1172,7 @@ def _number_chunks(conn: sqlite3.Connection, sql: str, params: Sequence[object],
         yield block
 
 
-def _integer_columns(
-    conn: sqlite3.Connection, exprs: Sequence[str], sql_from: str, params: Sequence[object]
-) -> list[pd.arrays.IntegerArray]:
+def _integer_columns(conn: sqlite3.Connection, exprs: Sequence[str], sql_from: str) -> list[pd.arrays.IntegerArray]:
     """The query ``SELECT exprs FROM sql_from`` as nullable int64 columns, built without pandas' row objects.
 
     Each expression must give an integer or NULL in every row: a row is fetched as the values
@@ -1206,7 +1189,7 @@ def _integer_columns(
     values = [f"(CASE typeof({e}) WHEN 'integer' THEN {e} WHEN 'null' THEN 0 END)" for e in exprs]
     # SQLite gives <<, >>, & and | one precedence: each term in parentheses
     nulls = " | ".join(f"((({e}) IS NULL) << {j})" for j, e in enumerate(exprs))
-    cur = conn.execute(f"SELECT {', '.join(values)}, {nulls} FROM {sql_from}", list(params))
+    cur = conn.execute(f"SELECT {', '.join(values)}, {nulls} FROM {sql_from}")
     parts: list[np.ndarray] = []
     while True:
         rows = cur.fetchmany(FETCH_ROWS)
@@ -1405,17 +1388,15 @@ def _launches(
     category_join, category = _category(src, "e", "c")
     refs = f", {at.refs[0]} AS start_ref, {at.refs[1]} AS end_ref" if at.refs is not None else ""
     sql = (
-        f"SELECT {_code('r.guid', guids)} AS guid, r.id AS id, {at.pid} AS process_id, {at.tid} AS thread_id, "
+        f"SELECT {_literal_code('r.guid', guids)} AS guid, r.id AS id, {at.pid} AS process_id, {at.tid} AS thread_id, "
         f"{at.start} AS start_ns, {at.end} AS end_ns, e.stack_id AS correlation_id, n.string AS api_name{refs} "
         f"FROM {rg} r JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid {category_join} {at.joins} "
         f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
         f"WHERE {category} IS NULL OR NOT {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id"
     )
-    api = arrow_frame(
-        conn, sql.replace(_code("r.guid", guids), _literal_code("r.guid", guids)), texts=frozenset({"api_name"})
-    )
+    api = arrow_frame(conn, sql, texts=frozenset({"api_name"}))
     if api is None:
-        api = _query(conn, path, sql, guids)
+        api = _query(conn, path, sql)
     wanted = pd.DataFrame(
         {
             "guid": dispatch_keys["guid"].to_numpy(dtype=np.int64),
