@@ -1156,20 +1156,28 @@ def _number_chunks(conn: sqlite3.Connection, sql: str, params: Sequence[object],
     ``width - 1`` columns beyond 2**53: the caller then reads the rows with :func:`_query`,
     which types and reports such values.
     """
-    cur = conn.execute(sql, list(params))
+    for block in _blocks(conn.execute(sql, list(params)), width, np.float64):
+        if not bool((np.abs(block[:, : width - 1]) < _EXACT).all()):
+            raise NotNumbers
+        yield block
+
+
+def _blocks(cur: sqlite3.Cursor, width: int, dtype: Any) -> Iterator[np.ndarray]:
+    """A cursor's rows of ``width`` values, :data:`FETCH_ROWS` at a time, as ``(rows, width)`` arrays.
+
+    Made in C by :func:`numpy.fromiter`; raises :class:`NotNumbers` (while iterating) at a value
+    ``dtype`` cannot hold (NULL, text, an integer out of range).
+    """
     while True:
         rows = cur.fetchmany(FETCH_ROWS)
         if not rows:
             return
         try:
-            block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width)
-        except (TypeError, ValueError) as exc:
+            block = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=len(rows) * width)
+        except (TypeError, ValueError, OverflowError) as exc:
             raise NotNumbers from exc
         del rows
-        block = block.reshape(-1, width)
-        if not bool((np.abs(block[:, : width - 1]) < _EXACT).all()):
-            raise NotNumbers
-        yield block
+        yield block.reshape(-1, width)
 
 
 def _integer_columns(conn: sqlite3.Connection, exprs: Sequence[str], sql_from: str) -> list[pd.arrays.IntegerArray]:
@@ -1189,18 +1197,7 @@ def _integer_columns(conn: sqlite3.Connection, exprs: Sequence[str], sql_from: s
     values = [f"(CASE typeof({e}) WHEN 'integer' THEN {e} WHEN 'null' THEN 0 END)" for e in exprs]
     # SQLite gives <<, >>, & and | one precedence: each term in parentheses
     nulls = " | ".join(f"((({e}) IS NULL) << {j})" for j, e in enumerate(exprs))
-    cur = conn.execute(f"SELECT {', '.join(values)}, {nulls} FROM {sql_from}")
-    parts: list[np.ndarray] = []
-    while True:
-        rows = cur.fetchmany(FETCH_ROWS)
-        if not rows:
-            break
-        try:
-            block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * (k + 1))
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise NotNumbers from exc
-        del rows
-        parts.append(block.reshape(-1, k + 1))
+    parts = list(_blocks(conn.execute(f"SELECT {', '.join(values)}, {nulls} FROM {sql_from}"), k + 1, np.int64))
     table = np.concatenate(parts) if parts else np.zeros((0, k + 1), dtype=np.int64)
     del parts
     bits = table[:, k]
