@@ -34,6 +34,7 @@ from rocroof.errors import ParseError
 from rocroof.ingest.pipeline import build_run
 from rocroof.records import KeyIndex, distinct, match_rows, stack_frames
 from rocroof.store import Store
+from rocroof.text import storable
 
 from . import synthetic
 
@@ -424,7 +425,7 @@ def _old_value(value: Any, whole: bool) -> Any:
     if hasattr(value, "item"):
         value = value.item()
     elif isinstance(value, str):
-        value = store_mod._text(value)
+        value = storable(value)
     if whole and isinstance(value, float) and value.is_integer():
         return int(value)
     return value
