@@ -25,9 +25,8 @@
 # `rocroof collect` it with default settings (counter sample, roofline counters) and report.
 # "real2" (best on the same warm machine): the 24-layer MoE collect, llama-cli under collect, and
 # decode rounds of the hook on vs compiled in but off (for tools/h200/overhead.py).
-# "flops": build, then collect the dense model's decode token (and its first prompt ubatch when time
-# allows) with the roofline + tensor/integer metrics, and run ncu's per-opcode thread-instruction
-# metric (dp4a = IDP) over the same decode window (ncu/opcodes.txt.gz in the decode capture).
+# "ops-decode" / "ops-prefill": the counter probe, then the dense model's first decoded token / prompt
+# ubatch with the ops preset (tensor, integer and per-opcode metrics): measured operations.
 # Results land in $OUT: log.txt, captures.tar.gz (raw exports, no .ncu-rep/.nsys-rep), bench.tar.gz.
 set -uo pipefail
 mode="${1:-all}"
@@ -213,58 +212,34 @@ if [ "$mode" = real2 ]; then  # REAL2_SKIP_MOE=1 on a warm machine that already 
   exit 0
 fi
 
-if [ "$mode" = flops ]; then  # raw FLOP / integer-op counts per kernel: roofline + tensor/integer metrics, dp4a by opcode
+if [ "$mode" = ops-decode ] || [ "$mode" = ops-prefill ]; then
+  # Measured operations (issue "why slow"): the counter probe (tools/h200/counter-probe: known counts of
+  # dp4a, FFMA, IMMA and HMMA instructions under the tensor and per-opcode metrics), then the dense
+  # model's first decoded token (ops-decode: rocroof collect --counters ops, the per-opcode dp4a count
+  # included) or its prompt ubatch (ops-prefill: the ops preset without the slow per-opcode metric),
+  # caches not flushed. Results: log.txt, probe_details.csv, the scrubbed capture as NAME.tar.gz.
+  if [ "$mode" = ops-decode ]; then
+    step "counter probe"
+    (cd tools/h200/counter-probe && nvcc -O3 -arch=sm_90 -o /tmp/probe probe.cu && /tmp/probe \
+      && ncu --metrics sass__thread_inst_executed_true_per_opcode,sm__ops_path_tensor_src_int8.sum,sm__ops_path_tensor_src_fp16.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_hfma_pred_on.sum \
+        -f -o /tmp/probe /tmp/probe > /dev/null 2>&1 \
+      && ncu --import /tmp/probe.ncu-rep --csv --page raw --print-metric-instances details > $OUT/probe_details.csv)
+    echo "probe rc=$? $(wc -l < $OUT/probe_details.csv) lines"
+  fi
   step "build (llama-completion) and the dense model"
   real_setup
   APP=($B/llama-completion -m $W/models/dense-q4km.gguf -ngl 99 -p "$PROMPT" -n 16 -no-cnv)
-  M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum  # the roofline preset ...
-  for op in fadd fmul ffma hadd hmul hfma dadd dmul dfma; do M="$M,sm__sass_thread_inst_executed_op_${op}_pred_on.sum"; done
-  M="$M,sm__ops_path_tensor_src_int8.sum,smsp__inst_executed_pipe_tensor_op_imma.sum,sm__ops_path_tensor_src_fp16.sum"
-  M="$M,smsp__sass_thread_inst_executed_op_integer_pred_on.sum"
-  echo "metrics: $M"
-  step "collect dense-flops-decode (decode token 1, caches not flushed)"
-  real_collect dense-flops-decode $W/f.db 200 --sample decode=1 --cache-control none --no-bandwidth-probe \
-    --counters "$M" -- "${APP[@]}"
-  D=$W/cap/dense-flops-decode
-  # the decode window and environment of rocroof's ncu pass, for the per-opcode run
-  read -r S C ENVS < <(python3 - $D/rocroof-collect.json <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-p = next(p for p in m["passes"] if p["kind"] == "counter")
-a = p["argv"]
-print(a[a.index("--launch-skip") + 1], a[a.index("--launch-count") + 1],
-      " ".join(f"{k}={v}" for k, v in p["env"].items() if k != "GGML_CUDA_OP_META"))
-PY
-)
-  echo "ncu window: --launch-skip $S --launch-count $C, env: $ENVS"
-  lim=$((575 - ($(date +%s) - T0)))
-  [ "$lim" -gt 150 ] && lim=150
-  if [ -n "$C" ] && [ "$lim" -gt 30 ]; then
-    step "ncu per-opcode thread instructions, same window (timeout $lim s)"
-    mkdir -p $D/ncu
-    t1=$(date +%s)
-    env $ENVS timeout -k 5 "$lim" ncu --launch-skip "$S" --launch-count "$C" --nvtx \
-      --metrics sass__thread_inst_executed_true_per_opcode,gpu__time_duration.sum --print-metric-instances details \
-      --cache-control none "${APP[@]}" > $D/ncu/opcodes.txt 2>&1 < /dev/null
-    echo "opcodes rc=$? wall $(($(date +%s) - t1)) s, $(grep -c 'Context 1' $D/ncu/opcodes.txt) kernels, $(grep -c 'IDP' $D/ncu/opcodes.txt) IDP lines"
-    host=$(hostname)
-    sed -i -e "s#/tmp/rr/##g" -e "s#$ROOT/##g" -e "s#/root/##g" -e "s#/tmp/##g" $D/ncu/opcodes.txt
-    [ ${#host} -ge 4 ] && sed -i "s#$host#HOST#g" $D/ncu/opcodes.txt
-    echo "left after sed: /tmp $(grep -c /tmp $D/ncu/opcodes.txt), /root $(grep -c /root $D/ncu/opcodes.txt), host $(grep -c "$host" $D/ncu/opcodes.txt)"
-    grep -m3 -B2 -A3 "IDP" $D/ncu/opcodes.txt | head -24
-    gzip -f $D/ncu/opcodes.txt
-    mkdir -p $W/scrubbed/dense-flops-decode/ncu
-    cp $D/ncu/opcodes.txt.gz $W/scrubbed/dense-flops-decode/ncu/
-    tar czf $OUT/dense-flops-decode.tar.gz -C $W/scrubbed dense-flops-decode
-  fi
-  left=$((560 - ($(date +%s) - T0)))
-  if [ "$left" -ge 200 ]; then
-    step "collect dense-flops-prefill (prompt ubatch 1, caches not flushed)"
-    real_collect dense-flops-prefill $W/f.db $((left - 20)) --sample prefill=1 --cache-control none \
-      --no-bandwidth-probe --counters "$M" -- "${APP[@]}"
+  if [ "$mode" = ops-decode ]; then
+    step "collect dense28-decode-ops (decode token 1, ops preset, caches not flushed)"
+    real_collect dense28-decode-ops $W/f.db $((590 - ($(date +%s) - T0))) --sample decode=1 --cache-control none \
+      --no-bandwidth-probe --counters ops -- "${APP[@]}"
   else
-    echo "prefill skipped: $left s left before 560 s"
+    M=$(python3 -c "from rocroof.capture.profilers.nsight import PRESETS, OPCODE_METRIC as O; print(','.join(m for m in PRESETS['ops'] if m != O))")
+    step "collect dense28-prefill-ops (prompt ubatch, ops preset without per-opcode, caches not flushed)"
+    real_collect dense28-prefill-ops $W/f.db $((590 - ($(date +%s) - T0))) --sample prefill=1 --cache-control none \
+      --no-bandwidth-probe --counters "$M" -- "${APP[@]}"
   fi
+  python3 -m rocroof advise --db $W/f.db --top 8 2>&1 | tail -30
   ls -la $OUT
   step "done"
   exit 0

@@ -227,7 +227,8 @@ def ingest(
 @click.option(
     "--counters",
     default=None,
-    help="Preset (dram, roofline) or names: TCC_EA0_RDREQ_sum,... for rocprofv3, dram__bytes_read.sum,... for ncu. "
+    help="Preset (dram; roofline: + FLOP counters; ops: + tensor/MFMA and integer counters, dp4a per opcode on "
+    "NVIDIA, slow) or names: TCC_EA0_RDREQ_sum,... for rocprofv3, dram__bytes_read.sum,... for ncu. "
     "[default: dram for rocprofv3, roofline for ncu]",
 )
 @click.option(
@@ -347,7 +348,7 @@ def collect(
     if arch is not None and not re.fullmatch(r"gfx[0-9a-f]{3,5}|sm_\d{2,3}[a-z]?", arch):
         raise InputError(f"--arch {arch}: expected an AMD gfx target (gfx942, gfx90a...) or an NVIDIA sm_XX (sm_90)")
     if counters is not None and not counters.strip():
-        raise InputError("--counters is empty; give a preset (dram, roofline) or counter names")
+        raise InputError("--counters is empty; give a preset (dram, roofline, ops) or counter names")
     out_dir = out or Path("rocroof-out") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     backend = choose_profiler(
         profiler,

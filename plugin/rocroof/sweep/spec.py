@@ -501,9 +501,9 @@ def _profiler(doc: _Doc, value: Any, given: bool) -> ProfilerSpec:
         k = (*key, opt)
         if opt == "counters":
             items = v if isinstance(v, list) else [v]
-            names = [_string(doc, k, c, "a preset (dram, roofline) or counter names") for c in items]
+            names = [_string(doc, k, c, "a preset (dram, roofline, ops) or counter names") for c in items]
             if not names:
-                raise doc.error(k, "expected a preset (dram, roofline) or counter names, got an empty list")
+                raise doc.error(k, "expected a preset (dram, roofline, ops) or counter names, got an empty list")
             options[opt] = ",".join(n.strip() for n in names)
         elif opt == "nvtx_include":
             items = v if isinstance(v, list) else [v]

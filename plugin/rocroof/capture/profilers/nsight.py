@@ -16,7 +16,9 @@ A capture is two application runs, exactly as on AMD:
 
 Metric names are Nsight Compute's (``ncu --query-metrics``); the FLOP counters are the SASS
 thread-instruction counters its roofline section uses (FADD/FMUL/FFMA, HADD/HMUL/HFMA,
-DADD/DMUL/DFMA): tensor-core work is not among them.
+DADD/DMUL/DFMA): tensor-core work is not among them. The ``ops`` preset adds the tensor-path
+operation counters and the per-opcode thread instructions (dp4a), for measured operations
+(:mod:`rocroof.analysis.ops`).
 
 Nsight Compute serialises profiling across the whole host through a lock file,
 ``$TMPDIR/nsight-compute-lock``. When the environment pins the application to one GPU
@@ -46,12 +48,27 @@ FLOP_METRICS = tuple(
     f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum"
     for op in ("fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "dadd", "dmul", "dfma")
 )
-PRESETS = {"dram": DRAM_METRICS, "roofline": DRAM_METRICS + FLOP_METRICS}
+#: Tensor-core operations by source type: "# of math ops executed in Tensor path" (ncu --query-metrics);
+#: one m16n8k32 int8 IMMA warp instruction adds 8,192 (= 2 x 16 x 8 x 32: multiply and add counted
+#: apart) and one m16n8k16 fp16 HMMA 4,096 (H200 probe, tools/h200/counter-probe, docs/measured-ops.md).
+TENSOR_METRICS = tuple(
+    f"sm__ops_path_tensor_src_{src}.sum" for src in ("fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp8", "fp64", "int8")
+)
+#: Thread instructions per SASS opcode (an instanced metric: exported with --print-metric-instances
+#: details); its IDP count is dp4a, the int8 dot product of ggml's MMVQ kernels, which no other
+#: counter separates (smsp__sass_thread_inst_executed_op_integer_pred_on counts it among all integer
+#: instructions). Slow: Nsight Compute patches the SASS to count it.
+OPCODE_METRIC = "sass__thread_inst_executed_true_per_opcode"
+PRESETS = {
+    "dram": DRAM_METRICS,
+    "roofline": DRAM_METRICS + FLOP_METRICS,
+    "ops": DRAM_METRICS + FLOP_METRICS + TENSOR_METRICS + (OPCODE_METRIC,),
+}
 #: Nsight Compute's time per profiled kernel, s, measured on the H200 (ncu 2025.3, caches flushed):
 #: the ``dram`` metrics need 1 replay pass (~45 ms per kernel), ``roofline`` 3 (0.16 s: a 28-layer
 #: model's 866 and 538 kernels took 162 s and 109 s under ncu, 22 s of which start the application
 #: and run its other kernels: :data:`NCU_STARTUP_S`).
-SECONDS_PER_KERNEL = {"dram": 0.045, "roofline": 0.16}
+SECONDS_PER_KERNEL = {"dram": 0.045, "roofline": 0.16, "ops": 0.35}
 NCU_STARTUP_S = 22.0
 #: The line Nsight Compute writes as it starts on a kernel: ``==PROF== Profiling "<kernel>" - <n>: 0%....``.
 PROGRESS_LINE = r'==PROF== Profiling "'
@@ -417,6 +434,7 @@ class NsightPair:
             argv += ["--nvtx-include", expr]
         argv += ["--force-overwrite", "-o", str(rep), *app]
         dram_only = set(metrics) <= set(PRESETS["dram"])
+        per_opcode = any(m.startswith("sass__") and "per_opcode" in m for m in metrics)
         runs.append(
             PlannedRun(
                 label=self.counter_label,
@@ -427,11 +445,13 @@ class NsightPair:
                 log_name="ncu.log",
                 output=Path(str(rep) + ".ncu-rep"),
                 progress=PROGRESS_LINE,
-                seconds_per_kernel=SECONDS_PER_KERNEL["dram" if dram_only else "roofline"],
+                seconds_per_kernel=SECONDS_PER_KERNEL["dram" if dram_only else "ops" if per_opcode else "roofline"],
                 startup_s=NCU_STARTUP_S,
             )
         )
-        export = shlex.join([self.ncu, "--import", str(rep) + ".ncu-rep", "--csv", "--page", "raw"])
+        # an instanced metric (per opcode) exports its instances by name: "total (IDP: n; FFMA: n; ...)"
+        instances = ["--print-metric-instances", "details"] if per_opcode else []
+        export = shlex.join([self.ncu, "--import", str(rep) + ".ncu-rep", "--csv", "--page", "raw", *instances])
         runs.append(
             PlannedRun(
                 label=self.counter_label,

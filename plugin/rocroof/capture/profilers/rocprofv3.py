@@ -78,7 +78,11 @@ _FLOP_COUNTERS_CDNA = tuple(
     "SQ_INSTS_VALU_MFMA_MOPS_F64",
 )
 
-PRESETS = ("dram", "roofline")
+#: Integer operation counters of the ops preset (rocprofiler-compute 0200 system speed-of-light,
+#: gfx90a/gfx942: VALU IOPs = 64 x (INT32 + INT64), MFMA IOPs = 512 x MOPS_I8).
+_IOP_COUNTERS_CDNA = ("SQ_INSTS_VALU_INT32", "SQ_INSTS_VALU_INT64", "SQ_INSTS_VALU_MFMA_MOPS_I8")
+
+PRESETS = ("dram", "roofline", "ops")
 
 
 def block_of(counter: str) -> str:
@@ -105,7 +109,8 @@ def resolve_counters(spec: str, arch: str) -> list[tuple[str, ...]]:
     """Expand ``--counters`` into bundles: counters that feed one formula stay in one pass.
 
     ``spec`` is a preset (``dram``: the DRAM read and write counters of the architecture, as two
-    bundles; ``roofline``: those plus the CDNA FLOP counters) or counter names separated by
+    bundles; ``roofline``: those plus the CDNA FLOP counters; ``ops``: plus the integer VALU and
+    int8 MFMA counters) or counter names separated by
     commas or spaces (one bundle each).
 
     Raises:
@@ -124,8 +129,10 @@ def resolve_counters(spec: str, arch: str) -> list[tuple[str, ...]]:
             reads = tuple(c for c in dram if "RD" in c or "BUBBLE" in c or "read" in c)
             writes = tuple(c for c in dram if c not in reads)
             bundles += [b for b in (reads, writes) if b]
-            if item.lower() == "roofline" and base_arch(arch).startswith("gfx9"):
+            if item.lower() in ("roofline", "ops") and base_arch(arch).startswith("gfx9"):
                 bundles += [(c,) for c in _FLOP_COUNTERS_CDNA]
+            if item.lower() == "ops" and base_arch(arch).startswith("gfx9"):
+                bundles += [(c,) for c in _IOP_COUNTERS_CDNA]
         elif "__" in item or "." in item.split(":", 1)[0]:
             raise ConfigError(
                 f"--counters {item}: looks like an Nsight Compute metric; rocprofv3 counters are named like "
@@ -134,7 +141,7 @@ def resolve_counters(spec: str, arch: str) -> list[tuple[str, ...]]:
         else:
             bundles.append((item,))
     if not bundles:
-        raise ConfigError("--counters is empty; give a preset (dram, roofline) or counter names")
+        raise ConfigError("--counters is empty; give a preset (dram, roofline, ops) or counter names")
     seen: set[str] = set()
     out = []
     for bundle in bundles:

@@ -127,6 +127,51 @@ def _number(text: pd.Series) -> pd.Series:
     return pd.to_numeric(cleaned.where(~cleaned.isin(["", "n/a", "N/A", "nan"]), None), errors="coerce")
 
 
+#: Opcodes whose thread instructions an instanced per-opcode metric keeps as counters of their own
+#: (``<metric>:<OPCODE>``): those that do arithmetic rocroof counts (rocroof.analysis.ops); the
+#: metric's total is kept too. IDP is dp4a; the MMA/GMMA ones are tensor-core instructions.
+KEPT_OPCODES = frozenset(
+    {"IDP", "FFMA", "FADD", "FMUL", "HFMA2", "HADD2", "HMUL2", "DFMA", "DADD", "DMUL"}
+    | {"IMMA", "HMMA", "DMMA", "HGMMA", "IGMMA", "QGMMA"}
+)
+#: One cell of an instanced metric as ``ncu --print-metric-instances details`` prints it:
+#: ``12,961,792 (IMAD: 1,720,320; LOP3: 1,703,936; ...)``.
+_INSTANCES = re.compile(r"\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*\((.*)\)\s*", re.S)
+_INSTANCE = re.compile(r"\s*([A-Za-z0-9_.]+)\s*:\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*")
+
+
+def instance_cells(column: pd.Series) -> tuple[pd.Series, dict[str, np.ndarray]] | None:
+    """An instanced metric's column: ``(totals, {opcode: values})``; None when no cell is one.
+
+    Each distinct cell is parsed once. Opcodes outside :data:`KEPT_OPCODES` are dropped; a kept
+    opcode missing from a cell that lists others was not executed (0); a cell without instances
+    (a plain number, ``n/a``) gives NaN for every opcode.
+    """
+    text = column.astype(str)
+    if not text.str.contains("(", regex=False).any():
+        return None
+    parsed: dict[str, tuple[float, dict[str, float] | None]] = {}
+    for cell in text.unique():
+        m = _INSTANCES.fullmatch(cell)
+        if m is None:
+            plain = _number(pd.Series([cell])).iloc[0]
+            parsed[cell] = (float(plain), None)
+            continue
+        found = {}
+        for part in m.group(2).split(";"):
+            pm = _INSTANCE.fullmatch(part)
+            if pm is not None and pm.group(1) in KEPT_OPCODES:
+                found[pm.group(1)] = float(pm.group(2).replace(",", ""))
+        parsed[cell] = (float(m.group(1).replace(",", "")), found)
+    totals = pd.Series([parsed[c][0] for c in text], index=column.index, dtype="float64")
+    names = sorted({k for _, found in parsed.values() if found for k in found})
+    per = {}
+    for name in names:
+        cells = (parsed[c][1] for c in text)
+        per[name] = np.array([np.nan if f is None else f.get(name, 0.0) for f in cells], dtype=np.float64)
+    return totals, per
+
+
 def _whole(path: Path, values: pd.Series, column: str, first_row: int, *, exact: bool = False) -> pd.Series:
     """Numbers rounded to ``Int64``; ParseError naming the first row outside the signed 64-bit range.
 
@@ -259,6 +304,7 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
     values: dict[str, list[np.ndarray]] = {m: [] for m, _ in metrics}
     rows: dict[str, list[np.ndarray]] = {m: [] for m, _ in metrics}
     facts: dict[str, str] = {}
+    instance_names: list[str] = []  # "<metric>:<OPCODE>" counters found in instanced cells, in order
     offset = 0
     for chunk, first_row in read_csv_chunks(path, numbers=numbers, skip_second_row=unit_cells is not None):
         if not facts and len(chunk):
@@ -295,7 +341,18 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
         frames.append(conform(disp, DISPATCH_COLUMNS))
         local = np.arange(offset, offset + len(chunk), dtype=np.int64)
         for col, scale in metrics:
-            v = (_numeric(chunk[col]) * scale).to_numpy(dtype=np.float64, na_value=np.nan)
+            inst = None if pd.api.types.is_numeric_dtype(chunk[col]) else instance_cells(chunk[col])
+            if inst is not None:  # an instanced metric: its total, and its kept opcodes as counters
+                for name, v in inst[1].items():
+                    key = f"{col}:{name}"
+                    check_counter_values(path, v, first_row, key)
+                    keep = ~np.isnan(v)
+                    values.setdefault(key, []).append(v[keep])
+                    rows.setdefault(key, []).append(local[keep])
+                    if key not in instance_names:
+                        instance_names.append(key)
+            numbers_of = inst[0] if inst is not None else _numeric(chunk[col])
+            v = (numbers_of * scale).to_numpy(dtype=np.float64, na_value=np.nan)
             check_counter_values(path, v, first_row, str(col))
             if str(units[col]).strip().lower().endswith("byte") and str(col).endswith(".sum"):
                 v = np.round(v)  # a byte count: 0.509952 Mbyte is 509,952 B, not 509,951.99999999994
@@ -314,7 +371,7 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
             (3 if unit_cells is not None else 2) + pos,
         )
     counter_frame = empty_frame(COUNTER_COLUMNS)
-    present = [m for m, _ in metrics if sum(len(v) for v in values[m])]
+    present = [m for m in [*(m for m, _ in metrics), *instance_names] if sum(len(v) for v in values[m])]
     if present:  # counter-major, as the columns come: one row per dispatch and counter measured
         code_parts = [np.full(sum(len(v) for v in values[m]), j, dtype=np.int32) for j, m in enumerate(present)]
         counter_frame = pd.DataFrame(
