@@ -522,3 +522,20 @@ def test_other_postgres_drivers_are_refused_with_the_url_to_use() -> None:
         Store("postgresql+psycopg2://someone@dbhost/rocroof")
     assert Store("postgres://someone@dbhost/rocroof").engine.dialect.driver == "psycopg"
     assert Store("postgresql://someone@dbhost/rocroof").engine.dialect.driver == "psycopg"
+
+
+def test_advise_on_postgres_equals_sqlite(pg_url: str, tmp_path: Path) -> None:
+    # the launch timeline, the ranked groups (counters pivoted, ceilings, verdicts) and the MoE view
+    # come from SQL that both dialects run; the results must be the same numbers
+    from rocroof.report.advise import build_advice
+
+    capture = REPO / "examples" / "h200-counters" / "dense28-decode-flops"
+    frames = build_run(read_capture(capture))
+    lite = Store(tmp_path / "a.db")
+    lite_id = lite.write_run(frames)
+    pg = Store(pg_url)
+    pg_id = pg.write_run(build_run(read_capture(capture)))
+    a, b = build_advice(lite, lite_id), build_advice(Store(pg_url, read_only=True), pg_id)
+    pd.testing.assert_frame_equal(a.evaluations, b.evaluations, check_dtype=False)
+    pd.testing.assert_frame_equal(a.groups, b.groups, check_dtype=False, rtol=1e-9)
+    assert a.sampled == b.sampled and a.flushed == b.flushed

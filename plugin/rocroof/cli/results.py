@@ -1,4 +1,4 @@
-"""``rocroof runs``, ``report``, ``plot``, ``query``, ``graph`` and ``diff``: reading stored runs."""
+"""``rocroof runs``, ``report``, ``advise``, ``plot``, ``query``, ``graph`` and ``diff``: reading stored runs."""
 
 from __future__ import annotations
 
@@ -158,6 +158,55 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
     echo(render(rep, fmt, raw=raw, all_columns=all_columns), nl=False)  # type: ignore[arg-type]
 
 
+@cli.command()
+@db_option
+@click.option("--run", "run_spec", default="latest", show_default=True, help=RUN_HELP)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Op groups to show (JSON and CSV carry all of them).",
+)
+@format_option
+@click.option(
+    "--evaluations",
+    "show_evaluations",
+    is_flag=True,
+    help="Also list every graph evaluation: wall, GPU busy and idle time, host time per op.",
+)
+def advise(db: str, run_spec: str, top: int, fmt: str, show_evaluations: bool) -> None:
+    """What would pay most: op groups ranked by the time they would save at their roof, with causes.
+
+    An op group is one op (or fused group) with one weight type and one set of shapes, e.g. the
+    28 layers' ffn_gate matmuls of a decode token. Its recoverable time is its GPU time minus
+    its time at the governing roof (the op_verdict view: DRAM bandwidth left of the ridge, the
+    compute peak right of it). Causes are evidence: launch-bound (calls under 10 µs while the
+    GPU idles between kernels), re-reads (measured DRAM bytes over 1.3x the model), cache-resident
+    (L2 bytes over 3x DRAM bytes, in runs without cache flush), low occupancy or under one wave
+    (Nsight launch metrics), compute-bound far below the peak.
+
+    Above the table: launch overhead per graph evaluation (token): wall time from the first
+    kernel's start to the last one's end, GPU busy time (the union of kernel intervals, so
+    concurrent streams count once), the idle share, and the host time between op launches; the
+    idle time bounds what CUDA/HIP graphs would recover. With MoE routing read back
+    (tokens_per_expert): the imbalance per layer (busiest expert / balanced share).
+
+    \b
+    Examples:
+      rocroof advise                            # latest run, top 10 groups
+      rocroof advise --run 3 --format markdown  # for a PR review
+      rocroof advise --format json | jq '.groups[0]'
+      rocroof advise --evaluations              # every token's idle share
+    """
+    from ..report.advise import build_advice, render_advice
+    from ..store import Store
+
+    store = Store(db, read_only=True)
+    advice = build_advice(store, store.resolve_run(run_spec))
+    echo(render_advice(advice, fmt, top=top, evaluations=show_evaluations), nl=False)  # type: ignore[arg-type]
+
+
 def _html_report(rep: Any, store: Any = None) -> str:
     import tempfile
 
@@ -172,7 +221,15 @@ def _html_report(rep: Any, store: Any = None) -> str:
             paths = save_roofline(points, ceilings, plot_title(rep), Path(tmp) / "roofline")
             svg = paths[1].read_text(encoding="utf-8")
     kernels = build_report(store, int(rep.run["run_id"]), by="kernel") if store is not None and rep.by == "op" else None
-    return render_html(rep, svg, kernels)
+    experts_svg = None
+    if store is not None and rep.by == "op":
+        from ..report.advise import expert_tokens
+        from ..report.plot import expert_heatmap_svg
+
+        tokens = expert_tokens(store, int(rep.run["run_id"]))
+        if len(tokens):
+            experts_svg = expert_heatmap_svg(tokens, f"{plot_title(rep)}: tokens per expert")
+    return render_html(rep, svg, kernels, experts_svg=experts_svg)
 
 
 @cli.command()
@@ -221,6 +278,14 @@ def plot(db: str, run_spec: str, out: Path | None) -> None:
         )
     base = out or Path(f"roofline-run{rid}")
     paths = save_roofline(points, ceilings, plot_title(rep), base)
+    from ..report.advise import expert_tokens
+    from ..report.plot import save_expert_heatmap
+
+    tokens = expert_tokens(store, rid)
+    if len(tokens):  # MoE routing read back: the layer x expert heat map beside the roofline
+        paths += save_expert_heatmap(
+            tokens, f"{plot_title(rep)}: tokens per expert", base.with_name(base.name + "-experts")
+        )
     echo("Wrote " + ", ".join(str(p) for p in paths))
 
 

@@ -1,4 +1,4 @@
-"""Roofline plots (matplotlib): ceilings of the run's GPU and one point per ggml op type.
+"""Roofline plots (matplotlib): ceilings of the run's GPU and one point per ggml op type; the MoE heat map.
 
 The roofline (Williams, Waterman, Patterson, "Roofline: an insightful visual performance model",
 CACM 52(4), 2009): attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × peak DRAM
@@ -12,6 +12,7 @@ Marker area is proportional to the op type's share of GPU time.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from collections.abc import Mapping
@@ -214,25 +215,87 @@ def save_roofline(points: pd.DataFrame, ceilings: PlotCeilings, title: str, base
         OutputError: ``base``'s folder does not exist or is a file, or a file cannot be written
             (permissions, a full disk); nothing is left half-written under the final names.
     """
+    _check_folder(base)
+    return _save(roofline_figure(points, ceilings, title), base)
+
+
+def expert_heatmap_figure(tokens: pd.DataFrame, title: str) -> object:
+    """A matplotlib Figure: tokens routed to each expert (x) of each MoE layer (y), one cell each.
+
+    Args:
+        tokens: :func:`rocroof.analysis.moe.layer_expert_tokens` (index layer, one column per
+            expert, tokens summed over the run's evaluations).
+        title: the figure's title.
+
+    Each row is coloured on the same scale; a row's hottest cell against its mean is the layer's
+    skew, which the colour bar's token counts let a reader read off.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    data = tokens.to_numpy(dtype=float)
+    n_layers, n_experts = data.shape
+    fig, ax = plt.subplots(figsize=(min(16.0, 3.0 + 0.18 * n_experts), min(14.0, 1.8 + 0.28 * n_layers)), dpi=110)
+    image = ax.imshow(data, aspect="auto", cmap="viridis", interpolation="nearest", origin="upper")
+    ax.set_xlabel("expert")
+    ax.set_ylabel("layer")
+    ax.set_yticks(range(n_layers), [str(v) for v in tokens.index])
+    step = max(1, n_experts // 16)
+    ax.set_xticks(range(0, n_experts, step), [str(v) for v in range(0, n_experts, step)])
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, label="tokens routed (all evaluations)")
+    fig.tight_layout()
+    return fig
+
+
+def save_expert_heatmap(tokens: pd.DataFrame, title: str, base: Path) -> list[Path]:
+    """Write the MoE routing heat map as ``base.png`` and ``base.svg``; return the paths.
+
+    Raises:
+        OutputError: as :func:`save_roofline`.
+    """
+    _check_folder(base)
+    return _save(expert_heatmap_figure(tokens, title), base)
+
+
+def expert_heatmap_svg(tokens: pd.DataFrame, title: str) -> str:
+    """The heat map as SVG text (for the HTML report)."""
+    import matplotlib.pyplot as plt
+
+    fig: Any = expert_heatmap_figure(tokens, title)
+    buf = io.StringIO()
+    try:
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def _check_folder(base: Path) -> None:
     folder = base.parent
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist (create it first)"
         raise OutputError(f"{folder}: {what}; cannot write {base.name}.png and {base.name}.svg there")
-    fig = roofline_figure(points, ceilings, title)
+
+
+def _save(fig: Any, base: Path) -> list[Path]:
+    """Write ``fig`` as ``base.png`` and ``base.svg`` through ``.part`` files (no timestamps)."""
+    import matplotlib.pyplot as plt
+
     out = []
     try:
         for ext, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
             path = base.with_suffix(f".{ext}")
             part = path.with_name(path.name + ".part")
             try:
-                fig.savefig(part, format=ext, metadata=meta)  # type: ignore[attr-defined]
+                fig.savefig(part, format=ext, metadata=meta)
                 os.replace(part, path)
             except OSError as exc:
                 part.unlink(missing_ok=True)
                 raise OutputError(f"{path}: cannot write the plot ({exc.strerror or exc})") from exc
             out.append(path)
     finally:
-        plt.close(fig)  # type: ignore[arg-type]
+        plt.close(fig)
     return out

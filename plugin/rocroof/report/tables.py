@@ -1452,11 +1452,14 @@ def _html_table(table_id: str, headers: list[str], lines: list[list[str]]) -> st
     return f"<table class=sortable id={table_id}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(report: Report, svg: str | None, kernels: Report | None = None) -> str:
+def render_html(
+    report: Report, svg: str | None, kernels: Report | None = None, *, experts_svg: str | None = None
+) -> str:
     """A self-contained HTML page a reviewer can explore, with no network access at all.
 
     Sections: the run (its header lines), the roofline plot (the SVG, full width), the report's
-    table (``id=rows``), the kernels' table when ``kernels`` is given (``id=kernels``), and the
+    table (``id=rows``), the kernels' table when ``kernels`` is given (``id=kernels``), the MoE
+    routing heat map when ``experts_svg`` is given (``id=experts``), and the
     notes (flags, fused groups, warnings, every note of the run, the key). Every table sorts by a
     click on a column header (inline script: :data:`_SORT_SCRIPT`); a Content-Security-Policy
     forbids loading anything (``default-src 'none'``).
@@ -1481,6 +1484,12 @@ def render_html(report: Report, svg: str | None, kernels: Report | None = None) 
         k_headers, k_lines = _human_rows(kernels)
         sections.append(
             f"<section id=kernels-section><h2>Kernels</h2>{_html_table('kernels', k_headers, k_lines)}</section>"
+        )
+    experts = experts_svg[experts_svg.find("<svg") :] if experts_svg and "<svg" in experts_svg else ""
+    if experts:
+        sections.append(
+            "<section id=experts><h2>MoE routing: tokens per expert and layer</h2>"
+            f"<div class=plot>{experts}</div></section>"
         )
     notes = _flag_lines(report) + [line for line in (_fused_line(report),) if line]
     notes += [f"{n.severity}: {n.message}" for n in report.notes]

@@ -1,0 +1,649 @@
+"""``rocroof advise``: what would pay most, with the evidence for why it is slow.
+
+Op invocations are grouped by what a kernel engineer would change at once: the op (or fused
+group), the weight type and the shapes (``op_invocation.op_list, quant, ne, src_ne``). Each group
+is ranked by the time it would save at its governing roof (``op_verdict.time_over_roof_ns``,
+Williams et al., CACM 2009); when only some invocations were counted (``collect --sample``) the
+saving is the group's whole time times the measured invocations' share over the roof, and says so.
+
+Each group carries its likely causes as evidence, not verdicts (thresholds below, each named):
+
+* ``launch-bound``: calls shorter than :data:`SHORT_CALL_US` in evaluations where the GPU idles
+  more than :data:`IDLE_SHARE` of the wall time (:mod:`rocroof.analysis.timeline`), or the
+  roofline's latency verdict.
+* ``re-reads``: measured / modelled DRAM bytes above :data:`REREAD_RATIO` (the reports' band).
+* ``cache-resident``: L2 traffic over :data:`L2_OVER_DRAM` times the DRAM traffic (Nsight
+  ``lts__t_bytes.sum`` against ``dram__bytes_*``) in a run whose caches were not flushed before
+  each kernel; a flushed run (Nsight's default ``--cache-control all``) cannot show residency and
+  the cause is not given.
+* ``low occupancy``: theoretical occupancy below :data:`LOW_OCCUPANCY_PCT` (Nsight
+  ``sm__maximum_warps_per_active_cycle_pct``) or a grid of less than one wave
+  (``launch__waves_per_multiprocessor`` < 1: SMs left empty).
+* ``compute-bound, low`` / ``memory-bound, low``: bound by a ceiling at under
+  :data:`LOW_COMPUTE_PCT` / :data:`LOW_MEMORY_PCT` of it, with none of the causes above to explain it.
+
+Nothing here prints; :func:`build_advice` returns data, :func:`render_advice` text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeGuard
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+from ..analysis.moe import expert_loads, layer_expert_tokens, layer_skew
+from ..analysis.ops import counter_names, measured_ops
+from ..analysis.timeline import GRAPHS_RECOVER_AT_MOST, evaluation_timeline, host_gaps
+from ..records import Note
+from ..store import Store, schema
+from ..text import cell_text
+
+#: Calls shorter than this (µs) are launch/latency sized: a kernel launch costs a few µs of host time.
+SHORT_CALL_US = 10.0
+#: GPU idle share of an evaluation above which its short calls are called launch-bound.
+IDLE_SHARE = 0.5
+#: Measured / modelled DRAM bytes above this: re-reads (the band the reports mark, [0.7, 1.3]).
+REREAD_RATIO = 1.3
+#: L2 bytes over DRAM bytes above this: the op is served from L2 (measured only without cache flush).
+L2_OVER_DRAM = 3.0
+#: Theoretical occupancy (% of the SM's warp slots) below this: too few warps to hide latency.
+LOW_OCCUPANCY_PCT = 25.0
+#: Compute-bound groups under this % of their compute peak.
+LOW_COMPUTE_PCT = 50.0
+#: Memory-bound groups under this % of the DRAM ceiling (ggml's decode matmuls reach 60-90% on an H200).
+LOW_MEMORY_PCT = 50.0
+
+#: Counters read per op invocation (sums): Nsight L2 bytes and DRAM bytes of the same dispatches.
+_L2_COUNTERS = ("lts__t_bytes.sum",)
+#: Per-dispatch launch facts (means): theoretical occupancy %, waves per SM.
+_OCCUPANCY = {
+    "sm__maximum_warps_per_active_cycle_pct": "occupancy_pct",
+    "launch__waves_per_multiprocessor": "waves_per_sm",
+}
+#: AMD L2 (TCC) hits and misses, summed over instances by the readers (``_sum`` in rocprofv3 names).
+_TCC = {"TCC_HIT": "l2_hits", "TCC_HIT_sum": "l2_hits", "TCC_MISS": "l2_misses", "TCC_MISS_sum": "l2_misses"}
+
+Format = Literal["table", "markdown", "csv", "json"]
+
+
+@dataclass
+class Advice:
+    """What ``rocroof advise`` found for one run.
+
+    Attributes:
+        run: the run's row. labels: its labels. ceilings: ``run_ceiling`` name -> value.
+        groups: the ranked op groups (columns in :data:`GROUP_COLUMNS`), most recoverable first.
+        evaluations: :func:`rocroof.analysis.timeline.evaluation_timeline` rows, with ``tokens``.
+        moe_layers: :func:`rocroof.analysis.moe.layer_skew` rows (empty without MoE routing).
+        sampled: only some invocations were counted (the savings are scaled).
+        flushed: the counter pass flushed caches before each kernel (no cache-resident cause).
+        whole_run: the run has no graph evaluations (no op metadata): ``evaluations`` holds one
+            row for the whole run's timing-pass kernels.
+        notes: the run's warnings.
+    """
+
+    run: dict[str, Any]
+    labels: dict[str, str]
+    ceilings: dict[str, float]
+    groups: pd.DataFrame
+    evaluations: pd.DataFrame
+    moe_layers: pd.DataFrame
+    sampled: bool = False
+    flushed: bool = False
+    whole_run: bool = False
+    notes: list[Note] = field(default_factory=list)
+
+
+GROUP_COLUMNS = [
+    "rank",
+    "group",
+    "op_list",
+    "quant",
+    "ne",
+    "src_ne",
+    "example_node",
+    "invocations",
+    "dispatches",
+    "duration_ns",
+    "share_of_time_pct",
+    "mean_us_per_call",
+    "measured_invocations",
+    "time_at_roof_ns",
+    "recoverable_ns",
+    "pct_of_ceiling",
+    "bound",
+    "governing_ceiling",
+    "measured_over_model",
+    "l2_bytes",
+    "l2_over_dram",
+    "l2_hit_pct",
+    "occupancy_pct",
+    "waves_per_sm",
+    "measured_flop",
+    "measured_int_ops",
+    "model_flop",
+    "measured_ops_over_model",
+    "ops_counted_as",
+    "idle_share",
+    "host_us_per_op",
+    "causes",
+]
+
+
+def _frame(store: Store, sql: str, run_id: int) -> pd.DataFrame:
+    return store.frame(sa.text(sql), {"rid": run_id})
+
+
+def _shape(op_list: str, ne: Any, src_ne: Any, quant: Any) -> str:
+    """A short name of a group: ``MUL_MAT q4_K 1024x3072 @ 1`` (K x N weights at M tokens) or the output shape."""
+    try:
+        srcs = json.loads(src_ne) if isinstance(src_ne, str) else None
+        out = json.loads(ne) if isinstance(ne, str) else None
+    except ValueError:
+        srcs = out = None
+    head = op_list.split("+")[0]
+    q = f" {quant}" if isinstance(quant, str) and quant and head.startswith("MUL_MAT") else ""
+    if head.startswith("MUL_MAT") and srcs and len(srcs) >= 2 and len(srcs[0]) >= 2 and len(srcs[1]) >= 2:
+        return f"{op_list}{q} {srcs[0][0]}x{srcs[0][1]} @ {srcs[1][1]}"
+    if out:
+        dims = [str(d) for d in out]
+        while len(dims) > 1 and dims[-1] == "1":
+            dims.pop()
+        return f"{op_list} [{','.join(dims)}]"
+    return op_list
+
+
+def _node_stem(name: Any) -> str:
+    """``ffn_gate-27`` -> ``ffn_gate`` (llama.cpp suffixes the layer)."""
+    text = str(name) if isinstance(name, str) else ""
+    head, sep, tail = text.rpartition("-")
+    return head if sep and tail.isdigit() else text
+
+
+def build_advice(store: Store, run_id: int) -> Advice:
+    """Rank one stored run's op groups by recoverable time, with causes; the launch and MoE views.
+
+    Reads ``op_verdict``, ``op_roofline``, ``op_invocation``, ``dispatch_record`` (timing pass),
+    ``op_model.evaluation`` and ``counter_value`` (L2 bytes, occupancy). Raises nothing beyond the
+    store's errors: a run without op metadata yields no groups (the verdicts need the model).
+    """
+    run = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
+    lab = schema.run_label
+    labels_df = store.frame(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == run_id).order_by(lab.c.key))
+    labels = dict(zip(labels_df["key"].astype(str), labels_df["value"].astype(str), strict=True))
+    ceil = store.frame(sa.select(schema.run_ceiling).where(schema.run_ceiling.c.run_id == run_id))
+    ceilings = {str(r["name"]): float(r["value"]) for r in ceil.to_dict("records") if pd.notna(r["value"])}
+    notes_df = store.frame(
+        sa.select(schema.run_note).where(schema.run_note.c.run_id == run_id).order_by(schema.run_note.c.note_index)
+    )
+    notes = [Note(r["severity"], r["code"], r["message"]) for r in notes_df.to_dict("records")]
+    sampled = any(n.code == "counter-sample" for n in notes)
+    flushed = str(run.get("cache_control") or "").lower() in ("all", "flush", "flush-all")
+
+    kernels = _frame(
+        store,
+        "SELECT d.start_ns, d.end_ns, d.launch_ns, d.op_index, m.evaluation "
+        "FROM dispatch_record d JOIN pass p ON p.run_id = d.run_id AND p.pass_index = d.pass_index "
+        "LEFT JOIN op_model m ON m.run_id = d.run_id AND m.op_index = d.op_index "
+        "WHERE d.run_id = :rid AND p.is_timing_pass",
+        run_id,
+    )
+    whole_run = bool(len(kernels)) and not kernels["evaluation"].notna().any()
+    if whole_run:  # no graph evaluations (no op metadata): the run's kernels as one window
+        kernels = kernels.assign(evaluation=0)
+    evaluations = evaluation_timeline(kernels) if len(kernels) else evaluation_timeline(_empty_kernels())
+    gaps = host_gaps(kernels) if len(kernels) else pd.DataFrame(columns=["op_index", "host_gap_ns"])
+    inv = _frame(
+        store,
+        "SELECT v.op_index, v.op, v.op_list, v.evaluation, v.dispatches, v.duration_ns, v.dram_bytes, "
+        "v.time_at_roof_ns, v.time_over_roof_ns, v.pct_of_ceiling, v.bound, v.governing_ceiling, v.flops, "
+        "v.compute_ceiling, "
+        "r.model_bytes, r.node_name, r.layer, i.quant, i.ne, i.src_ne, i.m, i.top_k, i.tokens_per_expert "
+        "FROM op_verdict v JOIN op_roofline r ON r.run_id = v.run_id AND r.op_index = v.op_index "
+        "JOIN op_invocation i ON i.run_id = v.run_id AND i.op_index = v.op_index WHERE v.run_id = :rid",
+        run_id,
+    )
+    if len(evaluations) and len(inv):
+        tokens = (
+            inv[inv["op"].astype(str).str.startswith("MUL_MAT")]
+            .assign(m=lambda f: pd.to_numeric(f["m"], errors="coerce"))
+            .groupby("evaluation")["m"]
+            .max()
+        )
+        evaluations["tokens"] = evaluations["evaluation"].map(tokens)
+    else:
+        evaluations["tokens"] = pd.Series(dtype="float64")
+    counters = _frame(
+        store,
+        "SELECT d.op_index, c.counter_name, SUM(c.value) AS total, COUNT(c.value) AS kernels "
+        "FROM counter_value c JOIN dispatch_record d ON d.run_id = c.run_id AND d.dispatch_index = c.dispatch_index "
+        "WHERE c.run_id = :rid AND d.op_index IS NOT NULL AND c.counter_name IN ("
+        + ", ".join(f"'{n}'" for n in (*_L2_COUNTERS, *_OCCUPANCY, *_TCC, *_op_counters(run.get("gpu_arch"))))
+        + ") GROUP BY d.op_index, c.counter_name",
+        run_id,
+    )
+    groups = _groups(inv, counters, evaluations, gaps, sampled=sampled, flushed=flushed, arch=run.get("gpu_arch"))
+    moe = inv[inv["op"] == "MUL_MAT_ID"] if len(inv) else inv
+    moe_layers = layer_skew(expert_loads(moe)) if len(moe) else layer_skew(expert_loads(pd.DataFrame()))
+    return Advice(
+        run=run,
+        labels=labels,
+        ceilings=ceilings,
+        groups=groups,
+        evaluations=evaluations,
+        moe_layers=moe_layers,
+        sampled=sampled,
+        flushed=flushed,
+        whole_run=whole_run,
+        notes=[n for n in notes if n.severity != "info"],
+    )
+
+
+def expert_tokens(store: Store, run_id: int) -> pd.DataFrame:
+    """Tokens routed to each expert of each MoE layer over the run (the heat map's matrix; empty without routing).
+
+    From the stored ``op_invocation`` rows of ``MUL_MAT_ID`` with ``tokens_per_expert``
+    (:func:`rocroof.analysis.moe.layer_expert_tokens`).
+    """
+    ops = _frame(
+        store,
+        "SELECT i.op_index, i.layer, m.evaluation, i.tokens_per_expert FROM op_invocation i "
+        "LEFT JOIN op_model m ON m.run_id = i.run_id AND m.op_index = i.op_index "
+        "WHERE i.run_id = :rid AND i.op = 'MUL_MAT_ID' AND i.tokens_per_expert IS NOT NULL",
+        run_id,
+    )
+    return layer_expert_tokens(ops) if len(ops) else pd.DataFrame()
+
+
+def _op_counters(arch: Any) -> list[str]:
+    """The measured-operation counters of ``arch`` under the names readers store (rocprofv3 adds ``_sum``)."""
+    names = counter_names(arch if isinstance(arch, str) else None)
+    return [*names, *(f"{n}_sum" for n in names if not n.startswith(("sm__", "sass__")))]
+
+
+def _empty_kernels() -> pd.DataFrame:
+    return pd.DataFrame(
+        {c: pd.Series(dtype="Int64") for c in ("start_ns", "end_ns", "launch_ns", "op_index", "evaluation")}
+    )
+
+
+def _groups(
+    inv: pd.DataFrame,
+    counters: pd.DataFrame,
+    evaluations: pd.DataFrame,
+    gaps: pd.DataFrame,
+    *,
+    sampled: bool,
+    flushed: bool,
+    arch: Any = None,
+) -> pd.DataFrame:
+    """The ranked op groups with their evidence (:data:`GROUP_COLUMNS`)."""
+    if not len(inv):
+        return pd.DataFrame(columns=GROUP_COLUMNS)
+    inv = inv.copy()
+    for c in ("duration_ns", "dram_bytes", "time_at_roof_ns", "time_over_roof_ns", "model_bytes", "dispatches"):
+        inv[c] = pd.to_numeric(inv[c], errors="coerce").astype("float64")
+    # per-invocation counter sums and counted kernels (group means are over kernels, sums over invocations)
+    facts = ["l2_bytes", *_OCCUPANCY.values(), "l2_hits", "l2_misses"]
+    for col in facts:
+        inv[col] = np.nan
+        inv[f"{col}_kernels"] = 0
+    if len(counters):
+        names = {"lts__t_bytes.sum": "l2_bytes", **_OCCUPANCY, **_TCC}
+        c = counters.assign(fact=counters["counter_name"].astype(str).map(names)).dropna(subset=["fact"])
+        total = c.pivot_table(index="op_index", columns="fact", values="total", aggfunc="sum")
+        kernels = c.pivot_table(index="op_index", columns="fact", values="kernels", aggfunc="sum")
+        for col in total.columns:
+            inv[col] = inv["op_index"].map(total[col])
+            inv[f"{col}_kernels"] = inv["op_index"].map(kernels[col]).fillna(0)
+    # measured operations per invocation (sums of the counted kernels: the formulas are linear)
+    inv["measured_flop"] = inv["measured_int_ops"] = np.nan
+    if len(counters):
+        ops_wide = counters.pivot_table(index="op_index", columns="counter_name", values="total", aggfunc="sum")
+        ops_wide.columns = [str(c) for c in ops_wide.columns]
+        measured = measured_ops(ops_wide, arch if isinstance(arch, str) else None)
+        for col in ("measured_flop", "measured_int_ops"):
+            inv[col] = inv["op_index"].map(measured[col])
+    idle = evaluations.set_index("evaluation")["idle_share"] if len(evaluations) else pd.Series(dtype=float)
+    inv["idle_share"] = pd.to_numeric(inv["evaluation"], errors="coerce").map(idle)
+    gap = gaps.set_index("op_index")["host_gap_ns"] if len(gaps) else pd.Series(dtype=float)
+    inv["host_gap_ns"] = inv["op_index"].map(gap)
+    inv["group"] = [
+        _shape(str(o), n, s, q)
+        for o, n, s, q in zip(inv["op_list"], inv["ne"], inv["src_ne"], inv["quant"], strict=True)
+    ]
+    rows = []
+    total_time = float(inv["duration_ns"].sum())
+    keys = ["op_list", "quant", "ne", "src_ne"]
+    for key, g in inv.groupby(keys, dropna=False, sort=False):
+        measured = g[g["time_at_roof_ns"].notna() & g["duration_ns"].notna()]
+        duration = float(g["duration_ns"].sum())
+        m_dur = float(measured["duration_ns"].sum())
+        at_roof = float(measured["time_at_roof_ns"].sum())
+        over = float(measured["time_over_roof_ns"].sum())
+        if len(measured) and m_dur > 0:
+            recoverable = over if len(measured) == len(g) else duration * over / m_dur
+            pct = 100.0 * at_roof / m_dur
+        else:
+            recoverable = pct = float("nan")
+        # the bound and ceiling of most of the measured time
+        bound = governing = None
+        if len(measured):
+            by_bound = measured.groupby(["bound", "governing_ceiling"], dropna=True)["duration_ns"].sum()
+            if len(by_bound):
+                bound, governing = by_bound.idxmax()
+        known_model = measured[measured["model_bytes"].notna() & (measured["model_bytes"] > 0)]
+        ratio = (
+            float(known_model["dram_bytes"].sum() / known_model["model_bytes"].sum()) if len(known_model) else np.nan
+        )
+        with_l2 = measured[measured["l2_bytes"].notna()]
+        l2 = float(with_l2["l2_bytes"].sum()) if len(with_l2) else np.nan
+        l2_dram = float(with_l2["dram_bytes"].sum()) if len(with_l2) else np.nan
+        l2_over = l2 / l2_dram if len(with_l2) and l2_dram > 0 else np.nan
+        hits, misses = g["l2_hits"].sum(min_count=1), g["l2_misses"].sum(min_count=1)
+        hit_pct = (
+            100.0 * hits / (hits + misses) if pd.notna(hits) and pd.notna(misses) and hits + misses > 0 else np.nan
+        )
+        # measured operations beside the modelled FLOPs of the same (counted) invocations
+        counted = g[g["measured_flop"].notna()]
+        m_flop = float(counted["measured_flop"].sum()) if len(counted) else np.nan
+        ints = counted["measured_int_ops"]
+        m_int = float(ints.sum()) if len(counted) and ints.notna().all() else np.nan
+        model_flop = (
+            float(pd.to_numeric(counted["flops"], errors="coerce").sum(min_count=1)) if len(counted) else np.nan
+        )
+        # the counted operations of the units the op runs on: integer (dp4a, IMMA) for ggml's int8
+        # matmuls on quantized weights, floating point otherwise
+        on_int8 = _mode(counted["compute_ceiling"]) == "int8_matrix_tops" if len(counted) else False
+        counted_ops = m_int if on_int8 else m_flop
+        ops_ratio = counted_ops / model_flop if pd.notna(counted_ops) and model_flop and model_flop > 0 else np.nan
+        # the idle share of the evaluations the group's time falls in, weighted by that time
+        idle_share = _weighted(g["idle_share"], g["duration_ns"].fillna(0))
+        row = {
+            "group": g["group"].iloc[0],
+            **dict(zip(keys, key, strict=True)),
+            "example_node": _node_stem(g["node_name"].iloc[0]),
+            "invocations": len(g),
+            "dispatches": int(g["dispatches"].sum()),
+            "duration_ns": duration,
+            "share_of_time_pct": 100.0 * duration / total_time if total_time else np.nan,
+            "mean_us_per_call": duration / g["dispatches"].sum() / 1e3 if g["dispatches"].sum() else np.nan,
+            "measured_invocations": len(measured),
+            "time_at_roof_ns": at_roof if len(measured) else np.nan,
+            "recoverable_ns": recoverable,
+            "pct_of_ceiling": pct,
+            "bound": bound,
+            "governing_ceiling": governing,
+            "measured_over_model": ratio,
+            "l2_bytes": l2,
+            "l2_over_dram": l2_over,
+            "l2_hit_pct": hit_pct,
+            "occupancy_pct": _kernel_mean(g, "occupancy_pct"),
+            "waves_per_sm": _kernel_mean(g, "waves_per_sm"),
+            "measured_flop": m_flop,
+            "measured_int_ops": m_int,
+            "model_flop": model_flop,
+            "measured_ops_over_model": ops_ratio,
+            "ops_counted_as": ("integer" if on_int8 else "floating point") if len(counted) else None,
+            "idle_share": idle_share,
+            "host_us_per_op": float(g["host_gap_ns"].mean()) / 1e3 if g["host_gap_ns"].notna().any() else np.nan,
+        }
+        row["causes"] = "; ".join(causes(row, flushed=flushed))
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out = out.sort_values(["recoverable_ns", "duration_ns"], ascending=[False, False], na_position="last")
+    out.insert(0, "rank", np.arange(1, len(out) + 1))
+    return out[GROUP_COLUMNS].reset_index(drop=True)
+
+
+def _mode(values: pd.Series) -> Any:
+    """The most frequent non-null value (None when there is none)."""
+    counts = values.dropna().astype(str).value_counts()
+    return counts.index[0] if len(counts) else None
+
+
+def _kernel_mean(g: pd.DataFrame, col: str) -> float:
+    """Mean of a per-kernel counter over the group's counted kernels (sums / kernel counts)."""
+    n = float(g[f"{col}_kernels"].sum())
+    return float(g[col].sum()) / n if n > 0 else float("nan")
+
+
+def _weighted(values: pd.Series, weights: pd.Series) -> float:
+    v = pd.to_numeric(values, errors="coerce")
+    ok = v.notna() & (weights > 0)
+    if not ok.any():
+        return float(v.mean()) if v.notna().any() else float("nan")
+    return float((v[ok] * weights[ok]).sum() / weights[ok].sum())
+
+
+def causes(row: dict[str, Any], *, flushed: bool) -> list[str]:
+    """The likely causes of one group's distance from its roof (module docstring), as short evidence."""
+    out = []
+    us = row.get("mean_us_per_call")
+    idle = row.get("idle_share")
+    if _num(us) and us < SHORT_CALL_US and _num(idle) and idle > IDLE_SHARE:
+        host = row.get("host_us_per_op")
+        host_text = f", host {host:.1f} µs/op" if _num(host) else ""
+        out.append(f"launch-bound: {us:.1f} µs calls, GPU idle {100 * idle:.0f}% of their evaluations{host_text}")
+    elif row.get("bound") == "latency":
+        out.append(f"latency: {us:.1f} µs calls, under 10% of the roof" if _num(us) else "latency")
+    ratio = row.get("measured_over_model")
+    if _num(ratio) and ratio > REREAD_RATIO:
+        out.append(f"re-reads: {ratio:.2f}x the modelled DRAM bytes")
+    l2 = row.get("l2_over_dram")
+    if not flushed and _num(l2) and l2 > L2_OVER_DRAM:
+        out.append(f"cache-resident: L2 moves {l2:.1f}x its DRAM bytes")
+    occ, waves = row.get("occupancy_pct"), row.get("waves_per_sm")
+    if _num(occ) and occ < LOW_OCCUPANCY_PCT:
+        out.append(f"low occupancy: {occ:.0f}% theoretical")
+    if _num(waves) and waves < 1.0:
+        # Nsight prints waves with two decimals: a grid of a few blocks reads 0.00
+        out.append(f"under one wave: {waves:.2g} waves per SM" if waves >= 0.01 else "under one wave: a few blocks")
+    pct = row.get("pct_of_ceiling")
+    if row.get("bound") == "compute" and _num(pct) and pct < LOW_COMPUTE_PCT:
+        out.append(f"compute-bound at {pct:.0f}% of {row.get('governing_ceiling')}")
+    if not out and row.get("bound") == "memory" and _num(pct) and pct < LOW_MEMORY_PCT:
+        out.append(f"memory-bound at {pct:.0f}% of the DRAM ceiling (access pattern or too few bytes in flight)")
+    return out
+
+
+def _num(v: Any) -> TypeGuard[float]:
+    return v is not None and isinstance(v, (int, float, np.floating, np.integer)) and not pd.isna(v)
+
+
+# ---- rendering -------------------------------------------------------------------------
+
+
+def launch_summary(advice: Advice) -> str | None:
+    """One paragraph on launch overhead over the run's evaluations (None without evaluations)."""
+    ev = advice.evaluations
+    if not len(ev):
+        return None
+    if advice.run.get("serialised_timings"):
+        return (
+            "Launch overhead: not measurable in this run (no trace pass: the profiler serialised the kernels to "
+            "read counters, so the gaps between them are the profiler's)"
+        )
+    decode = ev[pd.to_numeric(ev["tokens"], errors="coerce") == 1] if "tokens" in ev else ev.iloc[0:0]
+    part = decode if len(decode) else ev
+    what = f"{len(part)} decode evaluation(s)" if len(decode) else f"{len(part)} graph evaluation(s)"
+    if advice.whole_run:
+        what = "the whole run as one window: no graph evaluations without op metadata"
+    wall = float(part["wall_ns"].median())
+    busy = float(part["busy_ns"].median())
+    idle = float(part["idle_share"].median())
+    host = pd.to_numeric(part["host_ns_per_op"], errors="coerce").median()
+    ops = float(part["ops"].median())
+    gpu_per_op = busy / ops / 1e3 if ops else float("nan")
+    scope = what if advice.whole_run else f"{what} of {len(ev)}; medians"
+    text = (
+        f"Launch overhead ({scope}): wall {wall / 1e3:,.1f} µs, GPU busy {busy / 1e3:,.1f} µs, idle {100 * idle:.0f}%"
+    )
+    if pd.notna(host):
+        text += f"; the host launches an op every {host / 1e3:.1f} µs, the GPU runs one in {gpu_per_op:.1f} µs"
+        text += " (launch-bound)" if host / 1e3 > gpu_per_op else ""
+    if advice.whole_run:
+        return text + "."
+    text += (
+        f". CUDA/HIP graphs: up to {(wall - busy) / 1e3:,.1f} µs per evaluation ({GRAPHS_RECOVER_AT_MOST}; "
+        "host times are as traced: API tracing and the op markers add host time to every launch)."
+    )
+    return text
+
+
+def _us(v: Any, digits: int = 1) -> str:
+    return "?" if not _num(v) else f"{v / 1e3:,.{digits}f}"
+
+
+def _pct(v: Any) -> str:
+    return "?" if not _num(v) else f"{v:.1f}"
+
+
+def _people_groups(advice: Advice, top: int | None) -> pd.DataFrame:
+    g = advice.groups.head(top) if top else advice.groups
+    return pd.DataFrame(
+        {
+            "#": g["rank"].astype(int),
+            "op group": [cell_text(str(x)) for x in g["group"]],
+            "calls": g["invocations"].map(lambda v: f"{int(v):,}"),
+            "time µs": g["duration_ns"].map(_us),
+            "% run": g["share_of_time_pct"].map(_pct),
+            ("~" if advice.sampled else "") + "recoverable µs": g["recoverable_ns"].map(_us),
+            "% roof": g["pct_of_ceiling"].map(_pct),
+            "bound": g["bound"].map(lambda v: v if isinstance(v, str) else "?"),
+            "causes": g["causes"].map(lambda v: v or "—"),
+        }
+    )
+
+
+def _people_moe(advice: Advice) -> pd.DataFrame:
+    m = advice.moe_layers
+    return pd.DataFrame(
+        {
+            "layer": m["layer"].map(lambda v: "?" if pd.isna(v) else str(int(v))),
+            "MUL_MAT_ID calls": m["invocations"].map(int),
+            "experts": m["n_experts"].map(int),
+            "mean imbalance": m["mean_imbalance"].map(lambda v: f"{v:.2f}"),
+            "worst": m["max_imbalance"].map(lambda v: f"{v:.2f}"),
+            "experts used": m["mean_experts_used"].map(lambda v: f"{v:.1f}"),
+            "bytes / routed token": m["bytes_per_routed_token"].map(lambda v: "?" if pd.isna(v) else f"{v:,.0f}"),
+        }
+    )
+
+
+def advice_document(advice: Advice) -> dict[str, Any]:
+    """The advice as one JSON object.
+
+    Keys: ``rocroof``, ``schema``, ``report`` ("advise"), ``run``, ``labels``, ``ceilings``,
+    ``sampled``, ``caches_flushed``, ``notes``, ``groups`` (raw values, units in names),
+    ``evaluations`` and ``moe_layers``.
+    """
+    from .. import SCHEMA_VERSION, __version__
+    from .tables import json_records
+
+    return {
+        "rocroof": __version__,
+        "schema": SCHEMA_VERSION,
+        "report": "advise",
+        "run": {k: v for k, v in json_records(pd.DataFrame([advice.run]))[0].items() if k != "host"},
+        "labels": advice.labels,
+        "ceilings": advice.ceilings,
+        "sampled": advice.sampled,
+        "caches_flushed": advice.flushed,
+        "notes": [{"severity": n.severity, "code": n.code, "message": n.message} for n in advice.notes],
+        "groups": json_records(advice.groups),
+        "evaluations": json_records(advice.evaluations),
+        "moe_layers": json_records(advice.moe_layers),
+    }
+
+
+def _people_evaluations(advice: Advice) -> pd.DataFrame:
+    ev = advice.evaluations
+    return pd.DataFrame(
+        {
+            "evaluation": ev["evaluation"].map(int),
+            "tokens": ev["tokens"].map(lambda v: "?" if pd.isna(v) else f"{int(v):,}"),
+            "ops": ev["ops"].map(lambda v: f"{int(v):,}"),
+            "kernels": ev["dispatches"].map(lambda v: f"{int(v):,}"),
+            "wall µs": ev["wall_ns"].map(_us),
+            "GPU busy µs": ev["busy_ns"].map(_us),
+            "idle %": (100 * ev["idle_share"]).map(_pct),
+            "host µs/op": ev["host_ns_per_op"].map(_us),
+        }
+    )
+
+
+def render_advice(advice: Advice, fmt: Format = "table", top: int | None = 10, *, evaluations: bool = False) -> str:
+    """Text of :func:`build_advice`: a header, the launch paragraph, the ranked groups, MoE skew.
+
+    ``csv`` gives the groups only (raw values); ``json`` everything (:func:`advice_document`).
+    ``evaluations``: add the per-evaluation table (wall, busy, idle, host time per op).
+    Blocks are separated by blank lines, so that Markdown keeps each table apart.
+    """
+    from .tables import gpu_text, render_frame
+
+    if fmt == "json":
+        return json.dumps(advice_document(advice), indent=2, allow_nan=False) + "\n"
+    if fmt == "csv":
+        return render_frame(advice.groups, "csv")
+    md = fmt == "markdown"
+
+    def bold(text: str) -> str:
+        return f"**{text}**" if md else text
+
+    run = advice.run
+    blocks = []
+    title = bold(
+        f"rocroof advise — run {run['run_id']}: {cell_text(gpu_text(run.get('gpu_name'), run.get('gpu_arch')))}"
+    )
+    if advice.labels:
+        title += (
+            ("  \n" if md else "\n")
+            + "labels: "
+            + ", ".join(f"{cell_text(k)}={cell_text(v)}" for k, v in advice.labels.items())
+        )
+    blocks.append(title)
+    launch = launch_summary(advice)
+    if launch:
+        blocks.append(launch)
+    if evaluations and len(advice.evaluations):
+        blocks.append(bold("Graph evaluations:"))
+        blocks.append(render_frame(_people_evaluations(advice), fmt).rstrip("\n"))
+    if not len(advice.groups):
+        blocks.append(
+            "No op groups: the run has no op verdicts (record with the llama.cpp hook's op metadata, "
+            "rocroof collect, to get the model the ranking needs)."
+        )
+    else:
+        shown = len(advice.groups) if top is None else min(top, len(advice.groups))
+        blocks.append(
+            bold(f"Op groups ranked by time recoverable at their roof (top {shown} of {len(advice.groups)}):")
+        )
+        blocks.append(render_frame(_people_groups(advice, top), fmt, wrap=["op group", "causes"]).rstrip("\n"))
+        key = (
+            "recoverable = time − time at the governing roof (op_verdict); % roof = time at roof / time; "
+            "causes are evidence (thresholds in rocroof.report.advise)"
+        )
+        if advice.sampled:
+            key += "; ~ = counters cover a sample of the invocations: scaled to the group's whole time"
+        if advice.flushed:
+            key += "; caches were flushed before each counted kernel: L2 residency cannot show"
+        blocks.append(key)
+    if len(advice.moe_layers):
+        m = advice.moe_layers
+        worst = m.loc[m["max_imbalance"].idxmax()]
+        blocks.append(
+            bold(
+                f"MoE routing: {int(m['invocations'].sum()):,} MUL_MAT_ID calls over {len(m)} layer(s); imbalance "
+                f"(busiest expert / most even share) mean {m['mean_imbalance'].mean():.2f}, worst "
+                f"{worst['max_imbalance']:.2f} (layer {'?' if pd.isna(worst['layer']) else int(worst['layer'])})"
+            )
+        )
+        blocks.append(render_frame(_people_moe(advice), fmt).rstrip("\n"))
+    if advice.notes:
+        blocks.append(("  \n" if md else "\n").join(f"{n.severity}: {cell_text(n.message)}" for n in advice.notes))
+    return "\n\n".join(blocks) + "\n"

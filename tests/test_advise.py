@@ -1,0 +1,306 @@
+"""``rocroof advise`` on recorded H200 captures, against values computed from the files and stored rows.
+
+* ``examples/h200-counters/dense28-decode-flops``: a 28-layer dense decode (16 evaluations) timed by
+  nsys, one decoded token counted by ncu with caches *not* flushed (L2 residency shows).
+* ``examples/h200/moe-prefill``: a MoE prefill with routing read back (tokens_per_expert).
+
+Idle shares come from the raw nsys export (sqlite3, a plain sweep over kernel intervals); L2 bytes,
+waves and occupancy from the raw ncu CSV (csv module); the ranking from the stored op rows and
+ceilings with the roofline worked here (min of the compute peak and intensity x bandwidth).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import shutil
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rocroof.capture.readers import read_capture
+from rocroof.cli import cli
+from rocroof.ingest.pipeline import build_run
+from rocroof.report.advise import L2_OVER_DRAM, LOW_OCCUPANCY_PCT, REREAD_RATIO, build_advice, render_advice
+from rocroof.store import Store
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+FLOPS = EXAMPLES / "h200-counters" / "dense28-decode-flops"
+MOE = EXAMPLES / "h200" / "moe-prefill"
+SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
+
+
+def _store(capture: Path, db: Path) -> tuple[Store, int]:
+    run_id = Store(db).write_run(build_run(read_capture(capture)))
+    return Store(db, read_only=True), run_id
+
+
+@pytest.fixture(scope="module")
+def flops(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, int, Path]:
+    db = tmp_path_factory.mktemp("advise") / "r.db"
+    store, run_id = _store(FLOPS, db)
+    return store, run_id, db
+
+
+def _nsys(capture: Path) -> sqlite3.Connection:
+    con = sqlite3.connect(":memory:")
+    con.deserialize(gzip.decompress((capture / "trace" / "nsys.sqlite.gz").read_bytes()))
+    return con
+
+
+def _union_in(intervals: list[tuple[int, int]], lo: int, hi: int) -> int:
+    """Busy ns inside [lo, hi): a plain sweep over the sorted intervals."""
+    busy, cur_s, cur_e = 0, None, None
+    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                busy += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        busy += cur_e - cur_s
+    return busy
+
+
+def _idle_by_hand(capture: Path, db: Path, run_id: int) -> dict[int, tuple[int, int]]:
+    """{evaluation: (wall_ns, busy_ns)} from the raw nsys kernels; membership from the stored rows."""
+    stored = sqlite3.connect(db)
+    members = defaultdict(set)
+    for ev, corr in stored.execute(
+        "SELECT m.evaluation, d.correlation_id FROM dispatch_record d JOIN pass p ON p.run_id = d.run_id "
+        "AND p.pass_index = d.pass_index AND p.is_timing_pass JOIN op_model m ON m.run_id = d.run_id "
+        "AND m.op_index = d.op_index WHERE d.run_id = ?",
+        (run_id,),
+    ):
+        members[ev].add(corr)
+    raw = _nsys(capture).execute("SELECT start, end, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    intervals = [(s, e) for s, e, _ in raw]
+    out = {}
+    for ev, corrs in members.items():
+        own = [(s, e) for s, e, c in raw if c in corrs]
+        lo, hi = min(s for s, _ in own), max(e for _, e in own)
+        out[ev] = (hi - lo, _union_in(intervals, lo, hi))
+    return out
+
+
+def test_idle_share_per_evaluation_matches_the_raw_trace(flops: tuple[Store, int, Path]) -> None:
+    store, run_id, db = flops
+    ev = build_advice(store, run_id).evaluations.set_index("evaluation")
+    hand = _idle_by_hand(FLOPS, db, run_id)
+    assert sorted(hand) == list(range(16)) == ev.index.tolist()  # -n 16: 16 graph evaluations
+    for e, (wall, busy) in hand.items():
+        assert ev.loc[e, "wall_ns"] == wall
+        assert ev.loc[e, "busy_ns"] == busy
+        assert ev.loc[e, "idle_share"] == pytest.approx(1 - busy / wall, rel=1e-12)
+    # a token of this 0.6B model on an H200 under nsys: the GPU is idle most of the time (launch-bound)
+    assert (ev.loc[1:, "idle_share"] > 0.5).all()
+    assert (ev.loc[1:, "tokens"] == 1).all() and ev.loc[0, "tokens"] > 100  # the prompt, then decoded tokens
+
+
+def test_overlapping_kernels_count_once(tmp_path: Path) -> None:
+    # the same capture with kernels made to overlap: every third kernel of the trace starts with the one
+    # before it (two streams' worth of concurrency); busy time must not count the overlap twice
+    capture = tmp_path / "cap"
+    shutil.copytree(FLOPS, capture)
+    con = _nsys(FLOPS)
+    rows = con.execute("SELECT rowid, start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start").fetchall()
+    for (_, prev_start), (rowid, _) in list(zip(rows[:-1], rows[1:], strict=True))[::3]:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = ? WHERE rowid = ?", (prev_start, rowid))
+    con.commit()
+    (capture / "trace" / "nsys.sqlite.gz").write_bytes(gzip.compress(con.serialize()))
+    db = tmp_path / "r.db"
+    store, run_id = _store(capture, db)
+    ev = build_advice(store, run_id).evaluations.set_index("evaluation")
+    hand = _idle_by_hand(capture, db, run_id)
+    overlapped = 0
+    for e, (wall, busy) in hand.items():
+        assert ev.loc[e, "busy_ns"] == busy
+        assert ev.loc[e, "idle_share"] == pytest.approx(1 - busy / wall, rel=1e-12)
+        overlapped += ev.loc[e, "kernel_sum_ns"] > busy
+    assert overlapped == len(hand)  # the sum of kernel times now exceeds the busy time in every evaluation
+
+
+def _ncu_by_invocation() -> dict[int, dict[str, float]]:
+    """Per counted op invocation: summed DRAM and L2 bytes, and per-kernel waves and occupancy lists."""
+    text = gzip.decompress((FLOPS / "ncu" / "ncu_raw.csv.gz").read_bytes()).decode()
+    rows = list(csv.reader(io.StringIO(text)))
+    head, units = rows[0], rows[1]
+    col = {n: i for i, n in enumerate(head)}
+    stack = col["thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"]
+
+    def num(row: list[str], name: str) -> float:
+        return float(row[col[name]].replace(",", "")) * SCALE.get(units[col[name]], 1)
+
+    out: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for row in rows[2:]:
+        found = re.findall(r'"<default domain>:ggml:([A-Z_]+):[^"]*?:(\d+):', row[stack])
+        inv = int(found[-1][1])
+        o = out[inv]
+        o["dram"] += num(row, "dram__bytes_read.sum") + num(row, "dram__bytes_write.sum")
+        o["l2"] += num(row, "lts__t_bytes.sum")
+        o["waves"] += num(row, "launch__waves_per_multiprocessor")
+        o["occupancy"] += num(row, "sm__maximum_warps_per_active_cycle_pct")
+        o["kernels"] += 1
+    return out
+
+
+def _group_keys(db: Path, run_id: int) -> dict[int, tuple[object, ...]]:
+    con = sqlite3.connect(db)
+    return {
+        inv: (ol, q, ne, src)
+        for inv, ol, q, ne, src in con.execute(
+            "SELECT invocation, op_list, quant, ne, src_ne FROM op_invocation WHERE run_id = ?", (run_id,)
+        )
+    }
+
+
+def test_l2_bytes_waves_and_occupancy_per_group_match_the_ncu_csv(flops: tuple[Store, int, Path]) -> None:
+    store, run_id, db = flops
+    advice = build_advice(store, run_id)
+    assert not advice.flushed  # collected with --cache-control none
+    keys = _group_keys(db, run_id)
+    per_group: dict[tuple[object, ...], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for inv, facts in _ncu_by_invocation().items():
+        for k, v in facts.items():
+            per_group[keys[inv]][k] += v
+    groups = advice.groups.set_index(["op_list", "quant", "ne", "src_ne"])
+    assert len(per_group) == groups["l2_bytes"].notna().sum()
+    for key, facts in per_group.items():
+        g = groups.loc[key]
+        assert g["l2_bytes"] == pytest.approx(facts["l2"], rel=1e-9)
+        assert g["l2_over_dram"] == pytest.approx(facts["l2"] / facts["dram"], rel=1e-9)
+        assert g["waves_per_sm"] == pytest.approx(facts["waves"] / facts["kernels"], rel=1e-9)
+        assert g["occupancy_pct"] == pytest.approx(facts["occupancy"] / facts["kernels"], rel=1e-9)
+        causes = g["causes"]
+        assert ("cache-resident" in causes) == (facts["l2"] / facts["dram"] > L2_OVER_DRAM)
+        assert ("under one wave" in causes) == (facts["waves"] / facts["kernels"] < 1)
+        assert ("low occupancy" in causes) == (facts["occupancy"] / facts["kernels"] < LOW_OCCUPANCY_PCT)
+    # the norms re-read a 4 KB row from L2 many times: L2 traffic far above DRAM traffic
+    norms = [k for k in per_group if k[0] == "RMS_NORM+MUL"]
+    assert norms and all(per_group[k]["l2"] > 5 * per_group[k]["dram"] for k in norms)
+
+
+def _attainable_tflops(ai: float, dram_gbps: float, peak: float | None) -> float:
+    return min(peak, ai * dram_gbps / 1e3) if peak else ai * dram_gbps / 1e3
+
+
+def _ranking_by_hand(db: Path, run_id: int) -> list[tuple[tuple[object, ...], float, float]]:
+    """[(group key, recoverable ns, ratio measured/model)] most recoverable first, from the stored rows."""
+    con = sqlite3.connect(db)
+    ceilings = dict(con.execute("SELECT name, value FROM run_ceiling WHERE run_id = ?", (run_id,)))
+    bw = ceilings["dram_gbps"]
+    rows = con.execute(
+        "SELECT i.op_list, i.quant, i.ne, i.src_ne, r.duration_ns, r.dram_bytes, r.flops, r.model_bytes, "
+        "m.compute_ceiling FROM op_roofline r JOIN op_invocation i ON i.run_id = r.run_id AND i.op_index = r.op_index "
+        "LEFT JOIN op_model m ON m.run_id = r.run_id AND m.op_index = r.op_index WHERE r.run_id = ?",
+        (run_id,),
+    ).fetchall()
+    acc: dict[tuple[object, ...], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for ol, q, ne, src, dur, dram, flops, model, ceiling in rows:
+        a = acc[(ol, q, ne, src)]
+        a["duration"] += dur
+        if dram is None:
+            continue
+        if flops:
+            peak = ceilings.get(ceiling) or ceilings.get("fp16_matrix_tflops")
+            at_roof = flops / _attainable_tflops(flops / dram, bw, peak) / 1e3  # FLOP / (TFLOP/s) -> ns
+        else:
+            at_roof = dram / bw  # bytes / (GB/s) -> ns
+        a["m_duration"] += dur
+        a["over"] += dur - at_roof
+        a["measured"] += 1
+        if model:
+            a["dram"] += dram
+            a["model"] += model
+    out = []
+    for key, a in acc.items():
+        if not a["measured"]:
+            continue
+        out.append((key, a["duration"] * a["over"] / a["m_duration"], a["dram"] / a["model"] if a["model"] else None))
+    return sorted(out, key=lambda t: -t[1])
+
+
+def test_ranking_and_re_reads_match_the_roofline_worked_by_hand(flops: tuple[Store, int, Path]) -> None:
+    store, run_id, db = flops
+    advice = build_advice(store, run_id)
+    assert advice.sampled  # one decoded token counted of 16 evaluations: savings scaled to the whole time
+    hand = _ranking_by_hand(db, run_id)
+    got = advice.groups[advice.groups["recoverable_ns"].notna()]
+    assert [tuple(k) for k in got[["op_list", "quant", "ne", "src_ne"]].to_numpy().tolist()] == [k for k, _, _ in hand]
+    for (_, recoverable, ratio), (_, g) in zip(hand, got.iterrows(), strict=True):
+        assert g["recoverable_ns"] == pytest.approx(recoverable, rel=1e-9)
+        if ratio is not None:
+            assert g["measured_over_model"] == pytest.approx(ratio, rel=1e-9)
+            assert ("re-reads" in g["causes"]) == (ratio > REREAD_RATIO)
+    # what the decode of this model spends most on: the fused gate/up matmul (14.9% of GPU time)
+    assert got.iloc[0]["op_list"] == "MUL_MAT+MUL_MAT+SWIGLU"
+
+
+def test_launch_bound_cause_follows_call_length_and_idle_share(flops: tuple[Store, int, Path]) -> None:
+    store, run_id, db = flops
+    advice = build_advice(store, run_id)
+    idle = advice.evaluations.set_index("evaluation")["idle_share"].to_dict()
+    con = sqlite3.connect(db)
+    per_group: dict[tuple[object, ...], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for ol, q, ne, src, dur, disp, ev in con.execute(
+        "SELECT i.op_list, i.quant, i.ne, i.src_ne, r.duration_ns, r.dispatches, r.evaluation FROM op_roofline r "
+        "JOIN op_invocation i ON i.run_id = r.run_id AND i.op_index = r.op_index WHERE r.run_id = ?",
+        (run_id,),
+    ):
+        acc = per_group[(ol, q, ne, src)]
+        acc[0] += dur
+        acc[1] += disp
+        acc[2] += dur * idle[ev]
+    groups = advice.groups.set_index(["op_list", "quant", "ne", "src_ne"])
+    for key, (dur, disp, idle_time) in per_group.items():
+        g = groups.loc[key]
+        us, share = dur / disp / 1e3, idle_time / dur
+        assert g["mean_us_per_call"] == pytest.approx(us, rel=1e-9)
+        assert g["idle_share"] == pytest.approx(share, rel=1e-9)
+        assert ("launch-bound" in g["causes"]) == (us < 10 and share > 0.5)
+
+
+def test_moe_example_shows_skew_per_layer(tmp_path: Path) -> None:
+    store, run_id = _store(MOE, tmp_path / "m.db")
+    advice = build_advice(store, run_id)
+    sidecar = json.loads(gzip.decompress((MOE / "trace" / "ggml-op-meta.json.gz").read_bytes()))
+    expected: dict[int, list[float]] = defaultdict(list)
+    for op in sidecar["rows"]:
+        counts = op.get("tokens_per_expert")
+        if op.get("ggml_op") == "MUL_MAT_ID" and counts:
+            layer = int(str(op["name"]).rsplit("-", 1)[1])
+            # busiest expert over the most even whole-token share
+            expected[layer].append(max(counts) / -(-sum(counts) // len(counts)))
+    layers = advice.moe_layers.set_index("layer")
+    assert sorted(expected) == layers.index.tolist()
+    for layer, factors in expected.items():
+        assert layers.loc[layer, "invocations"] == len(factors)
+        assert layers.loc[layer, "max_imbalance"] == pytest.approx(max(factors))
+    assert layers["max_imbalance"].max() > 2  # random routing of 64 tokens over 8 experts is far from even
+    text = render_advice(advice, "markdown")
+    assert "MoE routing" in text and "| layer |" in text
+
+
+def test_advise_command_formats(flops: tuple[Store, int, Path]) -> None:
+    _, _, db = flops
+    runner = CliRunner()
+    md = runner.invoke(cli, ["advise", "--db", str(db), "--format", "markdown", "--top", "5", "--evaluations"])
+    assert md.exit_code == 0, md.output
+    # Markdown: blocks apart (a line right after a table would join it), at most 9 columns per table
+    tables = [b for b in md.output.split("\n\n") if b.startswith("|")]
+    assert len(tables) == 2 and all(t.splitlines()[0].count("|") - 1 <= 9 for t in tables)
+    assert all(all(line.startswith("|") for line in t.splitlines()) for t in tables)
+    doc = json.loads(runner.invoke(cli, ["advise", "--db", str(db), "--format", "json"]).output)
+    assert doc["report"] == "advise" and "host" not in doc["run"]
+    assert len(doc["evaluations"]) == 16 and doc["groups"][0]["rank"] == 1
+    csv_out = runner.invoke(cli, ["advise", "--db", str(db), "--format", "csv"]).output
+    assert csv_out.splitlines()[0].startswith("rank,group,")
+    table = runner.invoke(cli, ["advise", "--db", str(db)])
+    assert table.exit_code == 0 and "Launch overhead" in table.output and "launch-bound" in table.output
