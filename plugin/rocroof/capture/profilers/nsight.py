@@ -67,8 +67,9 @@ PRESETS = {
 #: Nsight Compute's time per profiled kernel, s, measured on the H200 (ncu 2025.3, caches flushed):
 #: the ``dram`` metrics need 1 replay pass (~45 ms per kernel), ``roofline`` 3 (0.16 s: a 28-layer
 #: model's 866 and 538 kernels took 162 s and 109 s under ncu, 22 s of which start the application
-#: and run its other kernels: :data:`NCU_STARTUP_S`).
-SECONDS_PER_KERNEL = {"dram": 0.045, "roofline": 0.16, "ops": 0.35}
+#: and run its other kernels: :data:`NCU_STARTUP_S`); ``ops`` 9 passes and SASS patching (0.28 s: the
+#: decoded token's 538 kernels in 172 s, caches kept).
+SECONDS_PER_KERNEL = {"dram": 0.045, "roofline": 0.16, "ops": 0.28}
 NCU_STARTUP_S = 22.0
 #: The line Nsight Compute writes as it starts on a kernel: ``==PROF== Profiling "<kernel>" - <n>: 0%....``.
 PROGRESS_LINE = r'==PROF== Profiling "'

@@ -281,6 +281,9 @@ def read_capture(
                 "roofline.csv HBMBw (measured by rocprofiler-compute)",
             )
             capture.dram_peak_rule = "roofline_csv"
+            # the file's compute peaks and cache bandwidths too: measured on this GPU, they come
+            # before the peaks table's datasheet values (rocroof.analysis.tables.ceiling_rows)
+            capture.measured_ceilings = rocprof_compute.read_roofline_ceilings(workload)
         elif sysinfo.get("hbm_bw"):
             try:
                 hbm_bw = float(sysinfo["hbm_bw"])
@@ -576,6 +579,23 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
                     f"{root / label}: the capture's manifest lists this pass but it holds no {expected}; "
                     "the run failed or the file was removed"
                 )
+    settings = manifest.get("settings")
+    cache_control = str(settings.get("ncu_cache_control", "")) if isinstance(settings, dict) else ""
+    passes_per_kernel = max((_ncu_replay_passes(f.parent) for f in ncu), default=0)
+    if passes_per_kernel > 1:
+        facts["nvidia_ncu_replay_passes"] = str(passes_per_kernel)
+        if cache_control.lower() == "none":
+            notes.append(
+                Note(
+                    "warning",
+                    "warm-replay",
+                    f"Nsight Compute replayed each kernel in up to {passes_per_kernel} passes without flushing the "
+                    "caches (--cache-control none): a pass after the first finds the L2 the earlier ones warmed, so "
+                    "DRAM bytes can be far below an unprofiled run's (an H200 decode with the ops preset, 9 passes: "
+                    "MUL_MAT 0.36x its weights); count DRAM bytes with --counters dram (one pass) or "
+                    "--cache-control all",
+                )
+            )
     peak_gbps, peak_source = _probe_ceiling(root, files, manifest, used, notes, facts.get("gpu_name"))
     peak_rule = "probe" if peak_gbps is not None else None
     stated = facts.get("nsys_gpu_memory_bandwidth_gbps")
@@ -604,6 +624,22 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
         dram_peak_source=peak_source,
         dram_peak_rule=peak_rule,
     )
+
+
+#: Nsight Compute's progress line per profiled kernel ends with its replay passes: ``... - 9 passes``.
+_REPLAY_PASSES = re.compile(rb"==PROF== Profiling .* - (\d+) pass(?:es)?\s*$", re.M)
+
+
+def _ncu_replay_passes(directory: Path) -> int:
+    """The most replay passes Nsight Compute reported for a kernel in ``directory``'s ``ncu.log`` (0: none)."""
+    for name in ("ncu.log", "ncu.log.gz"):
+        try:
+            with open_binary(directory / name) as fh:
+                text = fh.read(64 << 20)
+        except (OSError, ParseError):
+            continue
+        return max((int(m) for m in _REPLAY_PASSES.findall(text)), default=0)
+    return 0
 
 
 def _probe_ceiling(
