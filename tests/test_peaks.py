@@ -512,3 +512,38 @@ def test_ceiling_precedence_and_plausibility() -> None:
     assert choose_dram_ceiling(None, None, "gfx90a").rule == "table_arch"
     assert choose_dram_ceiling(None, "MI300", "gfx942", device_id=0x74A5).rule == "table_device"
     assert choose_dram_ceiling(None, None, None) == DramCeiling(None, None, None)
+
+
+def test_a_workload_with_roofline_csv_uses_its_measured_compute_and_l2_ceilings(tmp_path: Path) -> None:
+    # a rocprofiler-compute workload beside the roofline benchmark's file (from another machine here:
+    # what matters is that the run's ceilings are the file's numbers, not the peaks table's)
+    import shutil
+    import sqlite3
+
+    from rocroof.capture.readers import read_capture
+    from rocroof.ingest.pipeline import build_run
+    from rocroof.store import Store
+
+    workload = tmp_path / "vcopy"
+    shutil.copytree(fixture_path("rocprof-compute", "vcopy", "MI300X_A1"), workload)
+    bench = fixture_path("rocprof-compute", "roofline-benchmark", "MI200") / "roofline.csv"
+    shutil.copy(bench, workload / "roofline.csv")
+    with open(bench, newline="") as fh:
+        first = next(csv.DictReader(fh))
+    Store(tmp_path / "r.db").write_run(build_run(read_capture(workload)))
+    stored = {
+        name: (value, mark)
+        for name, value, mark in sqlite3.connect(tmp_path / "r.db").execute("SELECT name, value, mark FROM run_ceiling")
+    }
+    for column, name, factor in (
+        ("FP32Flops", "fp32_vector_tflops", 1e-3),
+        ("MFMAF16Flops", "fp16_matrix_tflops", 1e-3),
+        ("MFMABF16Flops", "bf16_matrix_tflops", 1e-3),
+        ("MFMAI8Ops", "int8_matrix_tops", 1e-3),
+        ("L2Bw", "l2_gbps", 1.0),
+    ):
+        assert stored[name][0] == pytest.approx(float(first[column]) * factor, rel=1e-12), name
+        assert stored[name][1] == "measured"
+    # the DRAM ceiling stays the file's largest HBMBw (read_roofline_peak), the CU count the table's
+    assert stored["dram_gbps"][1] == "measured"
+    assert stored["compute_units"][1] != "measured"

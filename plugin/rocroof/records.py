@@ -438,6 +438,9 @@ class Capture:
             :func:`rocroof.capture.readers.read_capture` computes it on a second thread while the
             capture is processed; reading it waits for that).
         files_read: the files that were read (what the hash covers).
+        measured_ceilings: empirical ceilings the capture carries (a
+            :class:`rocroof.analysis.peaks.Ceilings` read from rocprofiler-compute's ``roofline.csv``:
+            compute peaks, L2/L1/LDS bandwidth), preferred to the peaks table's; None without.
         counter_sample: the counter pass's sample as ``rocroof collect`` planned it (the manifest's
             ``sample``: ``spec``, ``description``, ``evaluations``, ``selected``, ``windows``,
             ``launches``, ``kernels``); None when every kernel was counted.
@@ -458,6 +461,7 @@ class Capture:
     dram_peak_gbps: float | None = None
     dram_peak_source: str | None = None
     dram_peak_rule: str | None = None
+    measured_ceilings: Any = None
     files_read: list[str] = field(default_factory=list)
     counter_sample: dict[str, object] | None = None
     _content_sha256: str = field(default="", repr=False)

@@ -27,6 +27,7 @@ CEILING_NAMES = (
     "int8_matrix_tops",
     "llc_bytes",
     "compute_units",
+    "l2_gbps",
 )
 
 

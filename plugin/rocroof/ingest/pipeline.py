@@ -569,7 +569,14 @@ def build_run(
         shapes = extra["op_model"][["op_index"]].merge(ops, on="op_index", how="left")
         extra["op_model"]["compute_ceiling"] = compute_ceilings(shapes, arch)
     extra["run_ceiling"] = ceiling_rows(
-        name, arch, peak_gbps, peak_source, cu_count=cus, device_id=device, dram_rule=ceiling.rule
+        name,
+        arch,
+        peak_gbps,
+        peak_source,
+        capture.measured_ceilings,
+        cu_count=cus,
+        device_id=device,
+        dram_rule=ceiling.rule,
     )
     # text that repeats (a few dozen kernel names and formulas over 10^6 rows) as categoricals: one
     # string per distinct value instead of one per row (~220 MB of kernel names at 10^6 dispatches)

@@ -513,7 +513,7 @@ run_ceiling = sa.Table(
         "name",
         _str(32),
         "dram_gbps, fp16_matrix_tflops, bf16_matrix_tflops, fp32_vector_tflops, int8_matrix_tops, llc_bytes, "
-        "compute_units.",
+        "compute_units, l2_gbps (L2 bandwidth: measured only, by rocprofiler-compute's roofline.csv).",
         nullable=False,
     ),
     _c(
