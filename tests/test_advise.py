@@ -15,6 +15,7 @@ import csv
 import gzip
 import io
 import json
+import math
 import re
 import shutil
 import sqlite3
@@ -182,6 +183,18 @@ def test_l2_bytes_waves_and_occupancy_per_group_match_the_ncu_csv(flops: tuple[S
         assert ("cache-resident" in causes) == (facts["l2"] / facts["dram"] > L2_OVER_DRAM)
         assert ("under one wave" in causes) == (facts["waves"] / facts["kernels"] < 1)
         assert ("low occupancy" in causes) == (facts["occupancy"] / facts["kernels"] < LOW_OCCUPANCY_PCT)
+    # the L2 level of the hierarchical roofline: L2 bytes over the counted invocations' (trace) time
+    con = sqlite3.connect(db)
+    timed: dict[tuple[object, ...], float] = defaultdict(float)
+    for ol, q, ne, src, dur in con.execute(
+        "SELECT i.op_list, i.quant, i.ne, i.src_ne, r.duration_ns FROM op_roofline r JOIN op_invocation i "
+        "ON i.run_id = r.run_id AND i.op_index = r.op_index WHERE r.run_id = ? AND r.dram_bytes IS NOT NULL",
+        (run_id,),
+    ):
+        timed[(ol, q, ne, src)] += dur
+    for key, facts in per_group.items():
+        assert groups.loc[key]["l2_achieved_gbps"] == pytest.approx(facts["l2"] / timed[key], rel=1e-9)
+        assert math.isnan(groups.loc[key]["pct_of_l2_ceiling"])  # no L2 ceiling is known for the H200
     # the norms re-read a 4 KB row from L2 many times: L2 traffic far above DRAM traffic
     norms = [k for k in per_group if k[0] == "RMS_NORM+MUL"]
     assert norms and all(per_group[k]["l2"] > 5 * per_group[k]["dram"] for k in norms)
@@ -304,3 +317,112 @@ def test_advise_command_formats(flops: tuple[Store, int, Path]) -> None:
     assert csv_out.splitlines()[0].startswith("rank,group,")
     table = runner.invoke(cli, ["advise", "--db", str(db)])
     assert table.exit_code == 0 and "Launch overhead" in table.output and "launch-bound" in table.output
+
+
+OPS = EXAMPLES / "h200-counters" / "dense28-decode-ops"
+
+
+def _fused_invocations(capture: Path) -> set[int]:
+    con = _nsys(capture)
+    texts = con.execute(
+        "SELECT COALESCE(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
+    ).fetchall()
+    return {int(t.split(":")[1]) for (t,) in texts if t and t.startswith("ggml-fused:")}
+
+
+def test_decode_matmuls_count_the_hand_counted_dp4a() -> None:
+    # ggml's MMVQ kernels multiply int8 by dp4a: one IDP instruction = 4 multiply-adds = 8 ops. The
+    # products of an N x K weight matrix and one token are 2*N*K ops; Q4_K adds one activation-sum dp4a
+    # per 4 / r value dp4a (r = rows a thread computes, sharing it: docs/measured-ops.md), Q6_K none.
+    text = gzip.decompress((OPS / "ncu" / "ncu_raw.csv.gz").read_bytes()).decode()
+    rows = list(csv.reader(io.StringIO(text)))
+    head = rows[0]
+    stack = head.index("thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg")
+    opcodes = head.index("sass__thread_inst_executed_true_per_opcode")
+    idp: dict[int, float] = defaultdict(float)
+    unknown: set[int] = set()
+    for row in rows[2:]:
+        inv = int(re.findall(r'"<default domain>:ggml:[A-Z_]+:[^"]*?:(\d+):', row[stack])[-1])
+        cell = row[opcodes]
+        if "(" not in cell:  # Nsight Compute gave no instances for this kernel (the fused-ADD MMVQ variants)
+            unknown.add(inv)
+            continue
+        m = re.search(r"\bIDP: ([0-9,]+)", cell)
+        idp[inv] += float(m.group(1).replace(",", "")) if m else 0.0
+    meta = json.loads(gzip.decompress((OPS / "trace" / "ggml-op-meta.json.gz").read_bytes()))
+    fused = _fused_invocations(OPS)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for op in meta["rows"]:
+        inv = op["invocation"]
+        if op["ggml_op"] != "MUL_MAT" or inv in fused or inv in unknown or inv not in idp:
+            continue
+        (k, n, *_), (_, m, *_) = op["src_ne"][0], op["src_ne"][1]
+        assert m == 1  # a decoded token
+        ratios[op["src_types"][0]].append(8 * idp[inv] / (2 * n * k * m))
+    assert sum(len(v) for v in ratios.values()) >= 28 * 3  # Q, K, V of every layer at least
+    assert ratios["q6_K"] and all(r == pytest.approx(1.0, abs=1e-12) for r in ratios["q6_K"])
+    assert ratios["q4_K"] and all(min(abs(r - (1 + 1 / rows)) for rows in (1, 2, 4, 8)) < 1e-12 for r in ratios["q4_K"])
+
+
+def test_advise_counts_the_same_integer_ops(tmp_path: Path) -> None:
+    store, run_id = _store(OPS, tmp_path / "o.db")
+    advice = build_advice(store, run_id)
+    assert advice.flushed  # the warm-replay warning with matmuls far under their weights: no L2 cause
+    g = advice.groups.set_index("group")
+    # Q6_K matvecs: exactly the model; Q4_K 1024 x 2048 (Q of every layer): 1.25
+    assert g.loc["MUL_MAT q6_K 1024x151936 @ 1", "measured_ops_over_model"] == pytest.approx(1.0, abs=1e-12)
+    assert g.loc["MUL_MAT q4_K 1024x2048 @ 1", "measured_ops_over_model"] == pytest.approx(1.25, abs=1e-12)
+    # the fused-ADD variants have no per-opcode count: unknown, not zero
+    assert math.isnan(g.loc["MUL_MAT+ADD q6_K 3072x1024 @ 1", "measured_int_ops"])
+
+
+PREFILL = EXAMPLES / "h200-counters" / "dense28-prefill-ops"
+
+
+def test_prefill_matmuls_count_the_padded_tensor_ops() -> None:
+    # ggml's MMQ kernels multiply the 171-token prompt on the int8 tensor cores (IMMA), in tiles of J
+    # tokens: mmq.cuh takes the first J (8..128, step 8, among those its config supports) with the
+    # fewest tiles; the counted ops are 2 x N x K x M' with M' the tiles' tokens, the same for every
+    # prompt matmul. Hand count from the raw CSV and the op metadata's shapes.
+    text = gzip.decompress((PREFILL / "ncu" / "ncu_raw.csv.gz").read_bytes()).decode()
+    rows = list(csv.reader(io.StringIO(text)))
+    head = rows[0]
+    stack = head.index("thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg")
+    col = head.index("sm__ops_path_tensor_src_int8.sum")
+    ops: dict[int, float] = defaultdict(float)
+    for row in rows[2:]:
+        inv = int(re.findall(r'"<default domain>:ggml:[A-Z_]+:[^"]*?:(\d+):', row[stack])[-1])
+        ops[inv] += float(row[col].replace(",", ""))
+    meta = json.loads(gzip.decompress((PREFILL / "trace" / "ggml-op-meta.json.gz").read_bytes()))
+    padded = set()
+    counted = 0
+    for op in meta["rows"]:
+        inv = op["invocation"]
+        if op["ggml_op"] != "MUL_MAT" or inv not in ops or inv in _fused_invocations(PREFILL):
+            continue
+        (k, n, *_), (_, m, *_) = op["src_ne"][0], op["src_ne"][1]
+        if m == 1:  # the prompt's last-token logits: a matvec (dp4a), no tensor ops
+            assert ops[inv] == 0
+            continue
+        assert m == 171
+        padded.add(ops[inv] / (2 * n * k))
+        counted += 1
+    assert counted >= 28 * 3
+    assert padded == {192.0}  # two tiles of 96 tokens: 12% more work than the 171 tokens need
+
+
+def test_advise_shows_the_prefill_tensor_ops(tmp_path: Path) -> None:
+    store, run_id = _store(PREFILL, tmp_path / "p.db")
+    g = build_advice(store, run_id).groups.set_index("group")
+    row = g.loc["MUL_MAT q4_K 1024x3072 @ 171"]
+    assert row["tensor_int_ops"] == pytest.approx(row["model_flop"] * 192 / 171, rel=1e-12)
+    assert math.isnan(row["dp4a_ops"])  # not collected in this run: the integer total is unknown
+
+
+def test_html_report_has_the_advice_section(flops: tuple[Store, int, Path]) -> None:
+    _, _, db = flops
+    page = CliRunner().invoke(cli, ["report", "--db", str(db), "--format", "html"]).output
+    assert "<section id=advice><h2>What would pay most</h2>" in page
+    section = page[page.index("<section id=advice>") : page.index("</section>", page.index("<section id=advice>"))]
+    assert "MUL_MAT+MUL_MAT+SWIGLU q4_K 1024x3072 @ 1" in section and "launch-bound" in section
+    assert section.count("<tr") == 1 + 10  # the header and the top 10 groups

@@ -112,3 +112,29 @@ def test_damaged_instance_cells_do_not_invent_counts(cell: str) -> None:
     parsed = instance_cells(pd.Series([cell]))
     assert parsed is not None
     assert "IDP" not in parsed[1]
+
+
+def test_the_recorded_probe_export_gives_the_known_counts() -> None:
+    # Nsight Compute's own CSV of the probe (ncu --import ... --csv --page raw --print-metric-instances
+    # details, H200, tools/h200/counter-probe): read as rocroof reads any ncu export
+    from pathlib import Path
+
+    from rocroof.capture.readers.nvidia import read_ncu_csv
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "h200" / "counter-probe" / "probe_details.csv.gz"
+    p, _ = read_ncu_csv(path, "probe")
+    c = p.counters.assign(counter_name=p.counters["counter_name"].astype(str))
+    wide = c.pivot(index="row", columns="counter_name", values="value")
+    wide.index = [str(n).split("(")[0] for n in p.dispatches["kernel_name"]]
+    # the probe collected only some of the formulas' counters: count the parts it has
+    counted = wide.reindex(
+        columns=[DP4A_COUNTER, "sm__ops_path_tensor_src_int8.sum", "sm__ops_path_tensor_src_fp16.sum"]
+    )
+    warps = THREADS // 32
+    assert counted.loc["k_dp4a", DP4A_COUNTER] == THREADS * LOOP
+    assert counted.loc["k_imma", "sm__ops_path_tensor_src_int8.sum"] == warps * LOOP * 2 * 16 * 8 * 32
+    assert counted.loc["k_hmma", "sm__ops_path_tensor_src_fp16.sum"] == warps * LOOP * 2 * 16 * 8 * 16
+    assert wide.loc["k_ffma", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum"] == THREADS * LOOP
+    # IDP appears only in the dp4a kernel; the others list their opcodes without it: 0, not unknown
+    assert counted.loc[["k_ffma", "k_imma", "k_hmma"], DP4A_COUNTER].tolist() == [0, 0, 0]
+    assert wide.loc["k_imma", "sass__thread_inst_executed_true_per_opcode:IMMA"] == THREADS * LOOP

@@ -222,14 +222,16 @@ def _html_report(rep: Any, store: Any = None) -> str:
             svg = paths[1].read_text(encoding="utf-8")
     kernels = build_report(store, int(rep.run["run_id"]), by="kernel") if store is not None and rep.by == "op" else None
     experts_svg = None
+    advice = None
     if store is not None and rep.by == "op":
-        from ..report.advise import expert_tokens
+        from ..report.advise import advice_html_rows, build_advice, expert_tokens
         from ..report.plot import expert_heatmap_svg
 
         tokens = expert_tokens(store, int(rep.run["run_id"]))
         if len(tokens):
             experts_svg = expert_heatmap_svg(tokens, f"{plot_title(rep)}: tokens per expert")
-    return render_html(rep, svg, kernels, experts_svg=experts_svg)
+        advice = advice_html_rows(build_advice(store, int(rep.run["run_id"])))
+    return render_html(rep, svg, kernels, experts_svg=experts_svg, advice=advice)
 
 
 @cli.command()

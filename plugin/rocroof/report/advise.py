@@ -19,6 +19,9 @@ Each group carries its likely causes as evidence, not verdicts (thresholds below
 * ``low occupancy``: theoretical occupancy below :data:`LOW_OCCUPANCY_PCT` (Nsight
   ``sm__maximum_warps_per_active_cycle_pct``) or a grid of less than one wave
   (``launch__waves_per_multiprocessor`` < 1: SMs left empty).
+* ``counted ops``: for matrix ops, the operations the counters counted (rocroof.analysis.ops: dp4a
+  and int8 tensor ops for ggml's int8 matmuls, FLOPs otherwise) outside :data:`OPS_BAND` times the
+  modelled FLOPs.
 * ``compute-bound, low`` / ``memory-bound, low``: bound by a ceiling at under
   :data:`LOW_COMPUTE_PCT` / :data:`LOW_MEMORY_PCT` of it, with none of the causes above to explain it.
 
@@ -57,6 +60,24 @@ LOW_COMPUTE_PCT = 50.0
 #: Memory-bound groups under this % of the DRAM ceiling (ggml's decode matmuls reach 60-90% on an H200).
 LOW_MEMORY_PCT = 50.0
 
+#: Under this measured / modelled DRAM bytes of the matmuls, a run with the warm-replay warning had its
+#: DRAM bytes counted on an L2 warmed by earlier replay passes (H200: 0.36 with 9 passes, 1.01 with 6).
+WARM_MATMUL_RATIO = 0.7
+#: Counted operations over modelled FLOPs outside this band are flagged for matrix ops. Inside it:
+#: ggml's quantized dot products add activation-sum dp4a (Q4_K: 1 + 1/rows per thread, 1.25 at four
+#: rows, 2 at one; docs/measured-ops.md) and MMQ pads M to its tile; Q6_K counts 1.00.
+OPS_BAND = (0.9, 2.05)
+#: Ops whose FLOPs are products the model counts exactly (the band above applies to them).
+_MATRIX_OPS = (
+    "MUL_MAT",
+    "MUL_MAT_ID",
+    "FLASH_ATTN_EXT",
+    "OUT_PROD",
+    "CONV_2D",
+    "CONV_TRANSPOSE_1D",
+    "CONV_TRANSPOSE_2D",
+)
+
 #: Counters read per op invocation (sums): Nsight L2 bytes and DRAM bytes of the same dispatches.
 _L2_COUNTERS = ("lts__t_bytes.sum",)
 #: Per-dispatch launch facts (means): theoretical occupancy %, waves per SM.
@@ -80,7 +101,8 @@ class Advice:
         evaluations: :func:`rocroof.analysis.timeline.evaluation_timeline` rows, with ``tokens``.
         moe_layers: :func:`rocroof.analysis.moe.layer_skew` rows (empty without MoE routing).
         sampled: only some invocations were counted (the savings are scaled).
-        flushed: the counter pass flushed caches before each kernel (no cache-resident cause).
+        flushed: the counter pass flushed caches before each kernel, or its DRAM bytes were counted on
+            an L2 that earlier replay passes warmed (no cache-resident cause either way).
         whole_run: the run has no graph evaluations (no op metadata): ``evaluations`` holds one
             row for the whole run's timing-pass kernels.
         notes: the run's warnings.
@@ -120,11 +142,16 @@ GROUP_COLUMNS = [
     "measured_over_model",
     "l2_bytes",
     "l2_over_dram",
+    "l2_achieved_gbps",
+    "pct_of_l2_ceiling",
     "l2_hit_pct",
     "occupancy_pct",
     "waves_per_sm",
     "measured_flop",
     "measured_int_ops",
+    "tensor_flop",
+    "tensor_int_ops",
+    "dp4a_ops",
     "model_flop",
     "measured_ops_over_model",
     "ops_counted_as",
@@ -183,6 +210,7 @@ def build_advice(store: Store, run_id: int) -> Advice:
     notes = [Note(r["severity"], r["code"], r["message"]) for r in notes_df.to_dict("records")]
     sampled = any(n.code == "counter-sample" for n in notes)
     flushed = str(run.get("cache_control") or "").lower() in ("all", "flush", "flush-all")
+    replayed_warm = any(n.code == "warm-replay" for n in notes)
 
     kernels = _frame(
         store,
@@ -226,7 +254,20 @@ def build_advice(store: Store, run_id: int) -> Advice:
         + ") GROUP BY d.op_index, c.counter_name",
         run_id,
     )
-    groups = _groups(inv, counters, evaluations, gaps, sampled=sampled, flushed=flushed, arch=run.get("gpu_arch"))
+    # replay passes on a warm L2 (the warm-replay warning) show when the matmuls, whose weights a token
+    # reads once, measure well under their modelled bytes: DRAM bytes are then too low, and L2 / DRAM
+    # says nothing about residency
+    warmed = replayed_warm and _matmul_bytes_ratio(inv) < WARM_MATMUL_RATIO
+    groups = _groups(
+        inv,
+        counters,
+        evaluations,
+        gaps,
+        sampled=sampled,
+        flushed=flushed or warmed,
+        arch=run.get("gpu_arch"),
+        l2_gbps=ceilings.get("l2_gbps"),
+    )
     moe = inv[inv["op"] == "MUL_MAT_ID"] if len(inv) else inv
     moe_layers = layer_skew(expert_loads(moe)) if len(moe) else layer_skew(expert_loads(pd.DataFrame()))
     return Advice(
@@ -237,7 +278,7 @@ def build_advice(store: Store, run_id: int) -> Advice:
         evaluations=evaluations,
         moe_layers=moe_layers,
         sampled=sampled,
-        flushed=flushed,
+        flushed=flushed or warmed,
         whole_run=whole_run,
         notes=[n for n in notes if n.severity != "info"],
     )
@@ -257,6 +298,17 @@ def expert_tokens(store: Store, run_id: int) -> pd.DataFrame:
         run_id,
     )
     return layer_expert_tokens(ops) if len(ops) else pd.DataFrame()
+
+
+def _matmul_bytes_ratio(inv: pd.DataFrame) -> float:
+    """Measured / modelled DRAM bytes over the run's measured MUL_MAT(_ID) invocations (NaN without)."""
+    if not len(inv):
+        return float("nan")
+    mm = inv[inv["op"].astype(str).str.startswith("MUL_MAT")]
+    dram = pd.to_numeric(mm["dram_bytes"], errors="coerce")
+    model = pd.to_numeric(mm["model_bytes"], errors="coerce")
+    ok = dram.notna() & model.notna() & (model > 0)
+    return float(dram[ok].sum() / model[ok].sum()) if ok.any() else float("nan")
 
 
 def _op_counters(arch: Any) -> list[str]:
@@ -280,6 +332,7 @@ def _groups(
     sampled: bool,
     flushed: bool,
     arch: Any = None,
+    l2_gbps: float | None = None,
 ) -> pd.DataFrame:
     """The ranked op groups with their evidence (:data:`GROUP_COLUMNS`)."""
     if not len(inv):
@@ -287,6 +340,11 @@ def _groups(
     inv = inv.copy()
     for c in ("duration_ns", "dram_bytes", "time_at_roof_ns", "time_over_roof_ns", "model_bytes", "dispatches"):
         inv[c] = pd.to_numeric(inv[c], errors="coerce").astype("float64")
+    # an invocation's sum of a counter is known only when every counted kernel of it has the counter
+    # (Nsight Compute leaves the per-opcode metric at 0, without instances, for some kernels)
+    if len(counters):
+        most = counters.groupby("op_index")["kernels"].transform("max")
+        counters = counters.assign(total=counters["total"].where(counters["kernels"] >= most))
     # per-invocation counter sums and counted kernels (group means are over kernels, sums over invocations)
     facts = ["l2_bytes", *_OCCUPANCY.values(), "l2_hits", "l2_misses"]
     for col in facts:
@@ -295,19 +353,22 @@ def _groups(
     if len(counters):
         names = {"lts__t_bytes.sum": "l2_bytes", **_OCCUPANCY, **_TCC}
         c = counters.assign(fact=counters["counter_name"].astype(str).map(names)).dropna(subset=["fact"])
-        total = c.pivot_table(index="op_index", columns="fact", values="total", aggfunc="sum")
+        total = c.pivot_table(index="op_index", columns="fact", values="total", aggfunc="sum", dropna=False)
         kernels = c.pivot_table(index="op_index", columns="fact", values="kernels", aggfunc="sum")
         for col in total.columns:
             inv[col] = inv["op_index"].map(total[col])
             inv[f"{col}_kernels"] = inv["op_index"].map(kernels[col]).fillna(0)
     # measured operations per invocation (sums of the counted kernels: the formulas are linear)
-    inv["measured_flop"] = inv["measured_int_ops"] = np.nan
+    parts = ("tensor_flop", "tensor_int_ops", "dp4a_ops")  # the matrix units' parts, shown apart
+    for col in ("measured_flop", "measured_int_ops", *parts):
+        inv[col] = np.nan
     if len(counters):
-        ops_wide = counters.pivot_table(index="op_index", columns="counter_name", values="total", aggfunc="sum")
+        ops_wide = counters.pivot(index="op_index", columns="counter_name", values="total")
         ops_wide.columns = [str(c) for c in ops_wide.columns]
         measured = measured_ops(ops_wide, arch if isinstance(arch, str) else None)
-        for col in ("measured_flop", "measured_int_ops"):
-            inv[col] = inv["op_index"].map(measured[col])
+        for col in ("measured_flop", "measured_int_ops", *parts):
+            if col in measured:
+                inv[col] = inv["op_index"].map(measured[col])
     idle = evaluations.set_index("evaluation")["idle_share"] if len(evaluations) else pd.Series(dtype=float)
     inv["idle_share"] = pd.to_numeric(inv["evaluation"], errors="coerce").map(idle)
     gap = gaps.set_index("op_index")["host_gap_ns"] if len(gaps) else pd.Series(dtype=float)
@@ -344,6 +405,11 @@ def _groups(
         l2 = float(with_l2["l2_bytes"].sum()) if len(with_l2) else np.nan
         l2_dram = float(with_l2["dram_bytes"].sum()) if len(with_l2) else np.nan
         l2_over = l2 / l2_dram if len(with_l2) and l2_dram > 0 else np.nan
+        # the hierarchical roofline's L2 level: L2 bytes over the same invocations' time, against the
+        # L2 ceiling where one was measured (rocprofiler-compute's roofline.csv L2Bw)
+        l2_time = float(with_l2["duration_ns"].sum()) if len(with_l2) else np.nan
+        l2_achieved = l2 / l2_time if len(with_l2) and l2_time > 0 else np.nan  # bytes/ns = GB/s
+        l2_pct = 100.0 * l2_achieved / l2_gbps if l2_gbps and pd.notna(l2_achieved) else np.nan
         hits, misses = g["l2_hits"].sum(min_count=1), g["l2_misses"].sum(min_count=1)
         hit_pct = (
             100.0 * hits / (hits + misses) if pd.notna(hits) and pd.notna(misses) and hits + misses > 0 else np.nan
@@ -381,11 +447,14 @@ def _groups(
             "measured_over_model": ratio,
             "l2_bytes": l2,
             "l2_over_dram": l2_over,
+            "l2_achieved_gbps": l2_achieved,
+            "pct_of_l2_ceiling": l2_pct,
             "l2_hit_pct": hit_pct,
             "occupancy_pct": _kernel_mean(g, "occupancy_pct"),
             "waves_per_sm": _kernel_mean(g, "waves_per_sm"),
             "measured_flop": m_flop,
             "measured_int_ops": m_int,
+            **{col: _known_sum(counted[col]) for col in ("tensor_flop", "tensor_int_ops", "dp4a_ops")},
             "model_flop": model_flop,
             "measured_ops_over_model": ops_ratio,
             "ops_counted_as": ("integer" if on_int8 else "floating point") if len(counted) else None,
@@ -398,6 +467,12 @@ def _groups(
     out = out.sort_values(["recoverable_ns", "duration_ns"], ascending=[False, False], na_position="last")
     out.insert(0, "rank", np.arange(1, len(out) + 1))
     return out[GROUP_COLUMNS].reset_index(drop=True)
+
+
+def _known_sum(values: pd.Series) -> float:
+    """The sum when every value is known, else NaN (one uncounted invocation makes the total unknown)."""
+    v = pd.to_numeric(values, errors="coerce")
+    return float(v.sum()) if len(v) and v.notna().all() else float("nan")
 
 
 def _mode(values: pd.Series) -> Any:
@@ -443,6 +518,10 @@ def causes(row: dict[str, Any], *, flushed: bool) -> list[str]:
     if _num(waves) and waves < 1.0:
         # Nsight prints waves with two decimals: a grid of a few blocks reads 0.00
         out.append(f"under one wave: {waves:.2g} waves per SM" if waves >= 0.01 else "under one wave: a few blocks")
+    ops = row.get("measured_ops_over_model")
+    head = str(row.get("op_list") or "").split("+")[0]
+    if head in _MATRIX_OPS and _num(ops) and not OPS_BAND[0] <= ops <= OPS_BAND[1]:
+        out.append(f"counted ops {ops:.2f}x the modelled FLOPs ({row.get('ops_counted_as')})")
     pct = row.get("pct_of_ceiling")
     if row.get("bound") == "compute" and _num(pct) and pct < LOW_COMPUTE_PCT:
         out.append(f"compute-bound at {pct:.0f}% of {row.get('governing_ceiling')}")
@@ -533,6 +612,13 @@ def _people_moe(advice: Advice) -> pd.DataFrame:
             "bytes / routed token": m["bytes_per_routed_token"].map(lambda v: "?" if pd.isna(v) else f"{v:,.0f}"),
         }
     )
+
+
+def advice_html_rows(advice: Advice, top: int = 10) -> tuple[list[str], list[str], list[list[str]]]:
+    """For the HTML report: the launch paragraph, then the headers and cells of the top groups."""
+    text = [t for t in (launch_summary(advice),) if t]
+    table = _people_groups(advice, top)
+    return text, [str(c) for c in table.columns], [[str(v) for v in row] for row in table.itertuples(index=False)]
 
 
 def advice_document(advice: Advice) -> dict[str, Any]:
@@ -631,7 +717,12 @@ def render_advice(advice: Advice, fmt: Format = "table", top: int | None = 10, *
         if advice.sampled:
             key += "; ~ = counters cover a sample of the invocations: scaled to the group's whole time"
         if advice.flushed:
-            key += "; caches were flushed before each counted kernel: L2 residency cannot show"
+            key += (
+                "; caches were flushed before each counted kernel: L2 residency cannot show"
+                if str(advice.run.get("cache_control") or "").lower() == "all"
+                else "; DRAM bytes were counted on an L2 warmed by earlier replay passes (warning below): "
+                "L2 residency cannot show"
+            )
         blocks.append(key)
     if len(advice.moe_layers):
         m = advice.moe_layers

@@ -1453,13 +1453,19 @@ def _html_table(table_id: str, headers: list[str], lines: list[list[str]]) -> st
 
 
 def render_html(
-    report: Report, svg: str | None, kernels: Report | None = None, *, experts_svg: str | None = None
+    report: Report,
+    svg: str | None,
+    kernels: Report | None = None,
+    *,
+    experts_svg: str | None = None,
+    advice: tuple[list[str], list[str], list[list[str]]] | None = None,
 ) -> str:
     """A self-contained HTML page a reviewer can explore, with no network access at all.
 
     Sections: the run (its header lines), the roofline plot (the SVG, full width), the report's
-    table (``id=rows``), the kernels' table when ``kernels`` is given (``id=kernels``), the MoE
-    routing heat map when ``experts_svg`` is given (``id=experts``), and the
+    table (``id=rows``), what would pay most when ``advice`` is given (``id=advice``: its text lines,
+    the headers and the rows of ``rocroof advise``), the kernels' table when ``kernels`` is given
+    (``id=kernels``), the MoE routing heat map when ``experts_svg`` is given (``id=experts``), and the
     notes (flags, fused groups, warnings, every note of the run, the key). Every table sorts by a
     click on a column header (inline script: :data:`_SORT_SCRIPT`); a Content-Security-Policy
     forbids loading anything (``default-src 'none'``).
@@ -1480,6 +1486,13 @@ def render_html(
         f"<section id=table><h2>{title[report.by]}{html.escape(shown)}</h2>{_html_table('rows', headers, lines)}"
         f"<p class=key>{html.escape(_legend(report, headers) or '')}</p></section>"
     )
+    if advice is not None and advice[2]:
+        text, a_headers, a_lines = advice
+        paragraphs = "".join(f"<p>{html.escape(t)}</p>" for t in text)
+        sections.append(
+            f"<section id=advice><h2>What would pay most</h2>{paragraphs}{_html_table('advice', a_headers, a_lines)}"
+            "</section>"
+        )
     if kernels is not None and len(kernels.rows):
         k_headers, k_lines = _human_rows(kernels)
         sections.append(
