@@ -6,6 +6,8 @@ Expected values are the H200 counter probe's known instruction counts (tools/h20
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -138,3 +140,36 @@ def test_the_recorded_probe_export_gives_the_known_counts() -> None:
     # IDP appears only in the dp4a kernel; the others list their opcodes without it: 0, not unknown
     assert counted.loc[["k_ffma", "k_imma", "k_hmma"], DP4A_COUNTER].tolist() == [0, 0, 0]
     assert wide.loc["k_imma", "sass__thread_inst_executed_true_per_opcode:IMMA"] == THREADS * LOOP
+
+
+def test_amd_vcopy_workload_counts_no_flops_and_its_integer_instructions(tmp_path: Path) -> None:
+    # AMD's recorded MI300X vcopy workload (rocprofiler-compute): a copy kernel does no floating-point
+    # arithmetic; its integer VALU instructions (index math) are 64 lanes each. Hand values from
+    # pmc_perf.csv, read with the csv module; rocroof's from the stored counter rows.
+    import csv
+    import sqlite3
+
+    from rocroof.capture.readers import read_capture
+    from rocroof.ingest.pipeline import build_run
+    from rocroof.store import Store
+
+    from .conftest import fixture_path
+
+    workload = fixture_path("rocprof-compute", "vcopy", "MI300X_A1")
+    with open(workload / "pmc_perf.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    expected_int = [64 * (float(r["SQ_INSTS_VALU_INT32"]) + float(r["SQ_INSTS_VALU_INT64"])) for r in rows]
+    Store(tmp_path / "v.db").write_run(build_run(read_capture(workload)))
+    # each counter comes from one of the workload's passes (a few, not these, from several: the first
+    # is taken): a dispatch's counters meet at its timing dispatch
+    stored = pd.read_sql(
+        "SELECT d.timing_dispatch_index AS dispatch, d.pass_index, c.counter_name, c.value FROM counter_value c "
+        "JOIN dispatch_record d ON d.run_id = c.run_id AND d.dispatch_index = c.dispatch_index "
+        "ORDER BY d.pass_index",
+        sqlite3.connect(tmp_path / "v.db"),
+    ).drop_duplicates(["dispatch", "counter_name"])
+    wide = stored.pivot(index="dispatch", columns="counter_name", values="value")
+    ops = measured_ops(wide, "gfx942")
+    assert ops["measured_flop"].tolist() == [0.0] * len(rows)
+    assert sorted(ops["measured_int_ops"].tolist()) == sorted(expected_int)
+    assert expected_int[0] == 64 * (49_152 + 32_768)

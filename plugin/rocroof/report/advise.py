@@ -247,12 +247,17 @@ def build_advice(store: Store, run_id: int) -> Advice:
         evaluations["tokens"] = pd.Series(dtype="float64")
     counters = _frame(
         store,
-        "SELECT d.op_index, c.counter_name, SUM(c.value) AS total, COUNT(c.value) AS kernels "
+        "SELECT d.op_index, d.pass_index, c.counter_name, SUM(c.value) AS total, COUNT(c.value) AS kernels "
         "FROM counter_value c JOIN dispatch_record d ON d.run_id = c.run_id AND d.dispatch_index = c.dispatch_index "
         "WHERE c.run_id = :rid AND d.op_index IS NOT NULL AND c.counter_name IN ("
         + ", ".join(f"'{n}'" for n in (*_L2_COUNTERS, *_OCCUPANCY, *_TCC, *_op_counters(run.get("gpu_arch"))))
-        + ") GROUP BY d.op_index, c.counter_name",
+        + ") GROUP BY d.op_index, d.pass_index, c.counter_name",
         run_id,
+    )
+    # a counter several passes collected (rocprofiler-compute repeats some in each pass) counts once:
+    # the first pass's values
+    counters = counters.sort_values(["pass_index", "op_index"], kind="stable").drop_duplicates(
+        ["op_index", "counter_name"], keep="first"
     )
     # replay passes on a warm L2 (the warm-replay warning) show when the matmuls, whose weights a token
     # reads once, measure well under their modelled bytes: DRAM bytes are then too low, and L2 / DRAM
