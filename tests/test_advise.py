@@ -28,13 +28,22 @@ from click.testing import CliRunner
 from rocroof.capture.readers import read_capture
 from rocroof.cli import cli
 from rocroof.ingest.pipeline import build_run
-from rocroof.report.advise import L2_OVER_DRAM, LOW_OCCUPANCY_PCT, REREAD_RATIO, build_advice, render_advice
+from rocroof.report.advise import (
+    CACHED_RATIO,
+    L2_OVER_DRAM,
+    LOW_OCCUPANCY_PCT,
+    REREAD_RATIO,
+    SMALL_OP_BYTES,
+    build_advice,
+    causes,
+    render_advice,
+)
 from rocroof.store import Store
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FLOPS = EXAMPLES / "h200-counters" / "dense28-decode-flops"
 MOE = EXAMPLES / "h200" / "moe-prefill"
-SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
+SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "ns": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6}
 
 
 def _store(capture: Path, db: Path) -> tuple[Store, int]:
@@ -146,8 +155,10 @@ def _ncu_by_invocation() -> dict[int, dict[str, float]]:
         o = out[inv]
         o["dram"] += num(row, "dram__bytes_read.sum") + num(row, "dram__bytes_write.sum")
         o["l2"] += num(row, "lts__t_bytes.sum")
-        o["waves"] += num(row, "launch__waves_per_multiprocessor")
-        o["occupancy"] += num(row, "sm__maximum_warps_per_active_cycle_pct")
+        time = num(row, "gpu__time_duration.sum")  # us -> ns by the units row
+        o["time"] += time
+        o["waves_x_time"] += time * num(row, "launch__waves_per_multiprocessor")
+        o["occupancy_x_time"] += time * num(row, "sm__maximum_warps_per_active_cycle_pct")
         o["kernels"] += 1
     return out
 
@@ -162,8 +173,21 @@ def _group_keys(db: Path, run_id: int) -> dict[int, tuple[object, ...]]:
     }
 
 
-def test_l2_bytes_waves_and_occupancy_per_group_match_the_ncu_csv(flops: tuple[Store, int, Path]) -> None:
-    store, run_id, db = flops
+def test_warm_replay_withholds_the_cache_cause(flops: tuple[Store, int, Path]) -> None:
+    # ncu.log says up to 6 replay passes and the caches were kept: the warm-replay warning, no L2 cause
+    store, run_id, _ = flops
+    advice = build_advice(store, run_id)
+    assert any(n.code == "warm-replay" for n in advice.notes) and advice.flushed
+    assert not advice.groups["causes"].str.contains("cache-resident").any()
+
+
+def test_l2_bytes_waves_and_occupancy_per_group_match_the_ncu_csv(tmp_path: Path) -> None:
+    # the capture without Nsight Compute's log: no replay count, so no warm-replay warning
+    capture = tmp_path / "cap"
+    shutil.copytree(FLOPS, capture)
+    (capture / "ncu" / "ncu.log").unlink()
+    db = tmp_path / "r.db"
+    store, run_id = _store(capture, db)
     advice = build_advice(store, run_id)
     assert not advice.flushed  # collected with --cache-control none
     keys = _group_keys(db, run_id)
@@ -177,12 +201,15 @@ def test_l2_bytes_waves_and_occupancy_per_group_match_the_ncu_csv(flops: tuple[S
         g = groups.loc[key]
         assert g["l2_bytes"] == pytest.approx(facts["l2"], rel=1e-9)
         assert g["l2_over_dram"] == pytest.approx(facts["l2"] / facts["dram"], rel=1e-9)
-        assert g["waves_per_sm"] == pytest.approx(facts["waves"] / facts["kernels"], rel=1e-9)
-        assert g["occupancy_pct"] == pytest.approx(facts["occupancy"] / facts["kernels"], rel=1e-9)
+        # means over the counted kernels weighted by each kernel's time (the kernel that takes the time decides)
+        waves, occupancy = facts["waves_x_time"] / facts["time"], facts["occupancy_x_time"] / facts["time"]
+        assert g["waves_per_sm"] == pytest.approx(waves, rel=1e-9)
+        assert g["occupancy_pct"] == pytest.approx(occupancy, rel=1e-9)
         causes = g["causes"]
-        assert ("cache-resident" in causes) == (facts["l2"] / facts["dram"] > L2_OVER_DRAM)
-        assert ("under one wave" in causes) == (facts["waves"] / facts["kernels"] < 1)
-        assert ("low occupancy" in causes) == (facts["occupancy"] / facts["kernels"] < LOW_OCCUPANCY_PCT)
+        cached = g["measured_over_model"] < CACHED_RATIO and facts["l2"] / facts["dram"] > L2_OVER_DRAM
+        assert ("cache-resident" in causes) == cached
+        assert ("under one wave" in causes) == (waves < 1)
+        assert ("low occupancy" in causes) == (occupancy < LOW_OCCUPANCY_PCT)
     # the L2 level of the hierarchical roofline: L2 bytes over the counted invocations' (trace) time
     con = sqlite3.connect(db)
     timed: dict[tuple[object, ...], float] = defaultdict(float)
@@ -204,8 +231,8 @@ def _attainable_tflops(ai: float, dram_gbps: float, peak: float | None) -> float
     return min(peak, ai * dram_gbps / 1e3) if peak else ai * dram_gbps / 1e3
 
 
-def _ranking_by_hand(db: Path, run_id: int) -> list[tuple[tuple[object, ...], float, float]]:
-    """[(group key, recoverable ns, ratio measured/model)] most recoverable first, from the stored rows."""
+def _ranking_by_hand(db: Path, run_id: int) -> list[tuple[tuple[object, ...], float, float, float]]:
+    """[(group key, recoverable ns, ratio measured/model, model bytes per call)], most recoverable first."""
     con = sqlite3.connect(db)
     ceilings = dict(con.execute("SELECT name, value FROM run_ceiling WHERE run_id = ?", (run_id,)))
     bw = ceilings["dram_gbps"]
@@ -232,11 +259,14 @@ def _ranking_by_hand(db: Path, run_id: int) -> list[tuple[tuple[object, ...], fl
         if model:
             a["dram"] += dram
             a["model"] += model
+            a["modelled"] += 1
     out = []
     for key, a in acc.items():
         if not a["measured"]:
             continue
-        out.append((key, a["duration"] * a["over"] / a["m_duration"], a["dram"] / a["model"] if a["model"] else None))
+        ratio = a["dram"] / a["model"] if a["model"] else None
+        per_call = a["model"] / a["modelled"] if a["modelled"] else None
+        out.append((key, a["duration"] * a["over"] / a["m_duration"], ratio, per_call))
     return sorted(out, key=lambda t: -t[1])
 
 
@@ -256,12 +286,16 @@ def test_ranking_and_re_reads_match_the_roofline_worked_by_hand(capture: Path, t
     advice = build_advice(store, run_id)
     hand = _ranking_by_hand(tmp_path / "r.db", run_id)
     got = advice.groups[advice.groups["recoverable_ns"].notna()]
-    assert [tuple(k) for k in got[["op_list", "quant", "ne", "src_ne"]].to_numpy().tolist()] == [k for k, _, _ in hand]
-    for (_, recoverable, ratio), (_, g) in zip(hand, got.iterrows(), strict=True):
+    assert [tuple(k) for k in got[["op_list", "quant", "ne", "src_ne"]].to_numpy().tolist()] == [
+        k for k, _, _, _ in hand
+    ]
+    for (_, recoverable, ratio, per_call), (_, g) in zip(hand, got.iterrows(), strict=True):
         assert g["recoverable_ns"] == pytest.approx(recoverable, rel=1e-9)
+        # time at roof and recoverable time add up to the group's time (both scaled in a sample)
+        assert g["time_at_roof_ns"] + g["recoverable_ns"] == pytest.approx(g["duration_ns"], rel=1e-9)
         if ratio is not None:
             assert g["measured_over_model"] == pytest.approx(ratio, rel=1e-9)
-            assert ("re-reads" in g["causes"]) == (ratio > REREAD_RATIO)
+            assert ("re-reads" in g["causes"]) == (ratio > REREAD_RATIO and per_call >= SMALL_OP_BYTES)
     if capture == FLOPS:
         # one decoded token counted of 16 evaluations: savings scaled to the whole time; what the decode
         # of this model spends most on: the fused gate/up matmul (14.9% of GPU time)
@@ -285,12 +319,21 @@ def test_launch_bound_cause_follows_call_length_and_idle_share(flops: tuple[Stor
         acc[1] += disp
         acc[2] += dur * idle[ev]
     groups = advice.groups.set_index(["op_list", "quant", "ne", "src_ne"])
+    calls = dict(
+        ((ol, q, ne, src), n)
+        for ol, q, ne, src, n in con.execute(
+            "SELECT op_list, quant, ne, src_ne, COUNT(*) FROM op_invocation WHERE run_id = ? "
+            "GROUP BY op_list, quant, ne, src_ne",
+            (run_id,),
+        )
+    )
     for key, (dur, disp, idle_time) in per_group.items():
         g = groups.loc[key]
-        us, share = dur / disp / 1e3, idle_time / dur
-        assert g["mean_us_per_call"] == pytest.approx(us, rel=1e-9)
+        per_kernel, share = dur / disp / 1e3, idle_time / dur
+        assert g["mean_us_per_call"] == pytest.approx(dur / calls[key] / 1e3, rel=1e-9)  # a call: an invocation
+        assert g["mean_us_per_kernel"] == pytest.approx(per_kernel, rel=1e-9)
         assert g["idle_share"] == pytest.approx(share, rel=1e-9)
-        assert ("launch-bound" in g["causes"]) == (us < 10 and share > 0.5)
+        assert ("launch-bound" in g["causes"]) == (per_kernel < 10 and share > 0.5)
 
 
 def test_moe_example_shows_skew_per_layer(tmp_path: Path) -> None:
@@ -439,3 +482,47 @@ def test_html_report_has_the_advice_section(flops: tuple[Store, int, Path]) -> N
     section = page[page.index("<section id=advice>") : page.index("</section>", page.index("<section id=advice>"))]
     assert "MUL_MAT+MUL_MAT+SWIGLU q4_K 1024x3072 @ 1" in section and "launch-bound" in section
     assert section.count("<tr") == 1 + 10  # the header and the top 10 groups
+
+
+def test_causes_from_planted_evidence() -> None:
+    base = {"mean_us_per_call": 50.0, "mean_us_per_kernel": 50.0, "idle_share": 0.1, "bound": "memory"}
+    assert causes({**base, "pct_of_ceiling": 80.0}, flushed=False) == []
+    # served from L2: DRAM well under the model and L2 traffic far above it
+    row = {**base, "pct_of_ceiling": 80.0, "measured_over_model": 0.2, "l2_over_dram": 9.0}
+    assert causes(row, flushed=False) == ["cache-resident: 0.20x the modelled DRAM bytes, L2 moves 9.0x its DRAM bytes"]
+    assert causes(row, flushed=True) == []  # caches flushed (or warmed by replay): cannot show
+    # L2 traffic alone (a matmul's tile reuse) is not residency
+    assert causes({**row, "measured_over_model": 1.0}, flushed=False) == []
+    # re-reads need a call of some size; a few KB is a kernel's own traffic
+    big = {**base, "pct_of_ceiling": 80.0, "measured_over_model": 1.6, "model_bytes_per_call": 1e6}
+    assert causes(big, flushed=False) == ["re-reads: 1.60x the modelled DRAM bytes"]
+    assert causes({**big, "model_bytes_per_call": 128.0}, flushed=False) == []
+    # launch-bound goes by the kernels' length: 2 kernels of 4 µs in an idle GPU
+    short = {**base, "mean_us_per_call": 8.0, "mean_us_per_kernel": 4.0, "idle_share": 0.8, "host_us_per_op": 20.0}
+    assert causes(short, flushed=False)[0] == (
+        "launch-bound: 8.0 µs calls (2 kernels of 4.0 µs), GPU idle 80% of their evaluations, host 20.0 µs/op"
+    )
+    low = {**base, "bound": "compute", "pct_of_ceiling": 20.0, "governing_ceiling": "int8_matrix_tops"}
+    assert causes(low, flushed=False) == ["compute-bound at 20% of int8_matrix_tops"]
+
+
+@pytest.mark.parametrize("capture", [EXAMPLES / "h200-sampled" / "moe24-decode-sample", FLOPS], ids=lambda p: p.name)
+def test_sampled_roofline_points_stay_under_the_memory_roof(capture: Path, tmp_path: Path) -> None:
+    # a point's height over its intensity is the bandwidth it implies: the measured invocations' own
+    # (DRAM bytes over their time, from the stored rows), never the bytes of one token over all tokens' time
+    from rocroof.report.tables import build_report, roofline_points
+
+    store, run_id = _store(capture, tmp_path / "s.db")
+    rep = build_report(store, run_id, by="op")
+    points = roofline_points(rep).set_index("label")
+    con = sqlite3.connect(tmp_path / "s.db")
+    for op, dram, dur in con.execute(
+        "SELECT op, SUM(dram_bytes), SUM(duration_ns) FROM op_roofline WHERE run_id = ? AND dram_bytes IS NOT NULL "
+        "AND op IS NOT NULL GROUP BY op",
+        (run_id,),
+    ):
+        p = points.loc[op]
+        if not p["ai_measured"] > 0:
+            continue
+        assert p["flops_per_s"] / p["ai_measured"] == pytest.approx(dram / dur * 1e9, rel=1e-6)
+        assert p["flops_per_s"] / p["ai_measured"] <= rep.run["dram_peak_gbps"] * 1e9

@@ -779,3 +779,35 @@ def test_a_released_write_lets_go_of_each_frame_and_stores_the_same_rows(tmp_pat
         b = released.query(f"SELECT * FROM {table} ORDER BY 1, 2")
         pd.testing.assert_frame_equal(a, b)
         assert len(a), table
+
+
+def test_a_database_in_a_read_only_folder_is_read_as_it_stands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a WAL database on a read-only mount: SQLite cannot create its -shm index there, so the store opens
+    # the file immutable (nobody can write it either); a pending -wal file keeps the normal way (it holds
+    # rows the main file does not)
+    import os
+    import sqlite3 as sqlite
+
+    import rocroof.store as store_module
+
+    db = tmp_path / "r.db"
+    writer = Store(db)
+    writer.upgrade()
+    writer.close()  # the last connection checkpoints the WAL into the file
+    assert not Path(f"{db}-wal").exists()
+    real_access, real_connect = os.access, sqlite.connect
+    uris: list[str] = []
+
+    def connect(database: str, *args: object, **kwargs: object) -> sqlite.Connection:
+        uris.append(database)
+        return real_connect(database, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module.sqlite3, "connect", connect)
+    monkeypatch.setattr(
+        store_module.os, "access", lambda p, m: False if Path(p) == tmp_path and m == os.W_OK else real_access(p, m)
+    )
+    assert Store(db, read_only=True).runs_with_labels({}) == []  # it reads
+    assert uris[-1].endswith("?mode=ro&immutable=1")
+    Path(f"{db}-wal").write_bytes(b"x")
+    Store(db, read_only=True).engine.connect().close()
+    assert uris[-1].endswith("?mode=ro")

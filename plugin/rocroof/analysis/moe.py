@@ -29,6 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+#: More tokens than any ubatch routes (llama.cpp's ubatch is at most a few thousand tokens x top_k):
+#: a count above this is damage, and the list is left out (int64 sums stay exact below it).
+MAX_TOKENS = 1 << 31
+
 LOAD_COLUMNS = [
     "op_index",
     "layer",
@@ -45,7 +49,7 @@ LOAD_COLUMNS = [
 
 
 def token_counts(text: Any) -> list[int] | None:
-    """``tokens_per_expert`` JSON text as a list of non-negative ints; None when absent or not one."""
+    """``tokens_per_expert`` JSON text as a list of ints in [0, :data:`MAX_TOKENS`]; None when absent or not one."""
     if text is None or (isinstance(text, float) and np.isnan(text)):
         return None
     try:
@@ -54,7 +58,7 @@ def token_counts(text: Any) -> list[int] | None:
         return None
     if not isinstance(values, list) or not values:
         return None
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TOKENS for v in values):
         return None
     return list(values)
 
@@ -64,8 +68,9 @@ def expert_loads(ops: pd.DataFrame) -> pd.DataFrame:
 
     Args:
         ops: one row per invocation with ``op_index``, ``layer``, ``evaluation``, ``top_k``,
-            ``tokens_per_expert`` (JSON text) and optionally ``dram_bytes`` (measured, bytes).
-            Rows without readable counts are left out.
+            ``tokens_per_expert`` (JSON text) and optionally ``n_experts`` and ``dram_bytes``
+            (measured, bytes). Rows without readable counts, or with a count list whose length is
+            not ``n_experts``, are left out.
 
     Returns:
         :data:`LOAD_COLUMNS`; ``n_experts`` is the length of the count list.
@@ -73,8 +78,9 @@ def expert_loads(ops: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in ops.to_dict("records"):
         counts = token_counts(r.get("tokens_per_expert"))
-        if counts is None:
-            continue
+        experts = pd.to_numeric(pd.Series([r.get("n_experts")]), errors="coerce").iloc[0]
+        if counts is None or (pd.notna(experts) and int(experts) != len(counts)):
+            continue  # unreadable, or not one count per expert of the weights
         routed = sum(counts)
         mean = routed / len(counts)
         dram = pd.to_numeric(pd.Series([r.get("dram_bytes")]), errors="coerce").iloc[0]
@@ -103,15 +109,19 @@ def layer_skew(loads: pd.DataFrame) -> pd.DataFrame:
         loads: :func:`expert_loads` rows.
 
     Returns:
-        One row per layer (sorted): ``layer``, ``invocations``, ``n_experts``, ``mean_imbalance``,
-        ``max_imbalance`` (the worst evaluation), ``mean_experts_used`` and
-        ``bytes_per_routed_token`` (mean over measured invocations; NaN when none).
+        One row per layer (sorted): ``layer``, ``invocations``, ``batched_invocations`` (those routing
+        more than one token: ``routed > top_k``), ``n_experts``, ``mean_imbalance`` and
+        ``max_imbalance`` (over the batched invocations when the layer has any: one decoded token is
+        always as even as whole tokens allow, 1.00, and would only dilute the prefill's skew; else over
+        all), ``mean_experts_used`` and ``bytes_per_routed_token`` (mean over measured invocations;
+        NaN when none).
     """
     if not len(loads):
         return pd.DataFrame(
             columns=[
                 "layer",
                 "invocations",
+                "batched_invocations",
                 "n_experts",
                 "mean_imbalance",
                 "max_imbalance",
@@ -119,13 +129,19 @@ def layer_skew(loads: pd.DataFrame) -> pd.DataFrame:
                 "bytes_per_routed_token",
             ]
         )
+    top_k = pd.to_numeric(loads["top_k"], errors="coerce")
+    batched = (loads["routed"] > top_k).fillna(True)  # top_k unknown: count the call as batched
+    skew = loads.assign(batched=batched)
+    skew = skew[skew["batched"] | ~skew.groupby("layer", dropna=False)["batched"].transform("any")]
     g = loads.groupby("layer", dropna=False, sort=True)
+    s = skew.groupby("layer", dropna=False, sort=True)
     return pd.DataFrame(
         {
             "invocations": g.size(),
+            "batched_invocations": batched.groupby(loads["layer"], dropna=False).sum(),
             "n_experts": g["n_experts"].max(),
-            "mean_imbalance": g["imbalance"].mean(),
-            "max_imbalance": g["imbalance"].max(),
+            "mean_imbalance": s["imbalance"].mean(),
+            "max_imbalance": s["imbalance"].max(),
             "mean_experts_used": g["experts_used"].mean(),
             "bytes_per_routed_token": g["bytes_per_routed_token"].mean(),
         }

@@ -319,7 +319,8 @@ def collect(
     invocation, and ingests. APP should be built with rocroof's llama.cpp marker hook
     (tools/llama.cpp); collect sets GGML_CUDA_MARKERS=1 for it.
 
-    Counters are slow (ncu replays each kernel 1-3 times, ~45-115 ms): after the trace pass,
+    Counters are slow (ncu replays each kernel: dram 1 pass, ~45 ms; roofline 3-6, ~160 ms; ops 8-9
+    with SASS patching, ~280 ms): after the trace pass,
     collect reads it, picks the graph evaluations of --sample, prints how many kernels the
     counter pass will count and how long that takes, and counts only those (ncu --launch-skip
     / --launch-count). Reports then say which evaluations the DRAM bytes come from; times
@@ -398,6 +399,7 @@ def collect(
             f"  counter sample: {spec} (graph evaluations after warm-up; planned from the trace pass, before the "
             "counter runs)"
         )
+    lines += [f"  warning: {r.warning}" for r in plan.runs if r.warning]
     for run in plan.runs:
         what = {"trace": "timings", "export": "export the report"}.get(run.kind, f"counters {' '.join(run.counters)}")
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env.items())

@@ -173,7 +173,8 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
     "--evaluations",
     "show_evaluations",
     is_flag=True,
-    help="Also list every graph evaluation: wall, GPU busy and idle time, host time per op.",
+    help="Also list every graph evaluation: wall, GPU busy and idle time, host time per op (with --format csv: "
+    "the evaluations instead of the groups).",
 )
 def advise(db: str, run_spec: str, top: int, fmt: str, show_evaluations: bool) -> None:
     """What would pay most: op groups ranked by the time they would save at their roof, with causes.
@@ -229,7 +230,7 @@ def _html_report(rep: Any, store: Any = None) -> str:
 
         tokens = expert_tokens(store, int(rep.run["run_id"]))
         if len(tokens):
-            experts_svg = expert_heatmap_svg(tokens, f"{plot_title(rep)}: tokens per expert")
+            experts_svg = expert_heatmap_svg(tokens, f"run {rep.run['run_id']}: tokens routed per expert and layer")
         advice = advice_html_rows(build_advice(store, int(rep.run["run_id"])))
     return render_html(rep, svg, kernels, experts_svg=experts_svg, advice=advice)
 
@@ -245,12 +246,14 @@ def _html_report(rep: Any, store: Any = None) -> str:
     help="File name without extension, in an existing folder; writes OUT.png and OUT.svg (default: roofline-run<N>).",
 )
 def plot(db: str, run_spec: str, out: Path | None) -> None:
-    """Draw the run's roofline: ceilings, and one point per ggml op type.
+    """Draw the run's roofline: ceilings, and one point per ggml op type (and the MoE heat map).
 
     Filled markers sit at the arithmetic intensity from measured DRAM bytes, hollow ones at the
     intensity from modelled bytes (same height: achieved FLOP/s); marker area is the op type's
     share of GPU time. Ceilings come from configs/peaks.yaml (their marks are in the legend).
-    Needs op metadata (FLOPs come from the model).
+    Needs op metadata (FLOPs come from the model). A run with MoE routing read back
+    (tokens_per_expert) also gets OUT-experts.png and OUT-experts.svg: tokens routed to each
+    expert (x) of each layer (y) over the run.
 
     \b
     Examples:
@@ -286,7 +289,7 @@ def plot(db: str, run_spec: str, out: Path | None) -> None:
     tokens = expert_tokens(store, rid)
     if len(tokens):  # MoE routing read back: the layer x expert heat map beside the roofline
         paths += save_expert_heatmap(
-            tokens, f"{plot_title(rep)}: tokens per expert", base.with_name(base.name + "-experts")
+            tokens, f"run {rid}: tokens routed per expert and layer", base.with_name(base.name + "-experts")
         )
     echo("Wrote " + ", ".join(str(p) for p in paths))
 

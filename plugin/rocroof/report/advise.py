@@ -8,14 +8,17 @@ saving is the group's whole time times the measured invocations' share over the 
 
 Each group carries its likely causes as evidence, not verdicts (thresholds below, each named):
 
-* ``launch-bound``: calls shorter than :data:`SHORT_CALL_US` in evaluations where the GPU idles
+* ``launch-bound``: kernels shorter than :data:`SHORT_CALL_US` on average (a call, one op invocation,
+  may launch several) in evaluations where the GPU idles
   more than :data:`IDLE_SHARE` of the wall time (:mod:`rocroof.analysis.timeline`), or the
   roofline's latency verdict.
 * ``re-reads``: measured / modelled DRAM bytes above :data:`REREAD_RATIO` (the reports' band).
-* ``cache-resident``: L2 traffic over :data:`L2_OVER_DRAM` times the DRAM traffic (Nsight
-  ``lts__t_bytes.sum`` against ``dram__bytes_*``) in a run whose caches were not flushed before
-  each kernel; a flushed run (Nsight's default ``--cache-control all``) cannot show residency and
-  the cause is not given.
+* ``cache-resident``: measured DRAM bytes under :data:`CACHED_RATIO` of the model while the L2
+  moves over :data:`L2_OVER_DRAM` times the DRAM traffic (Nsight ``lts__t_bytes.sum`` against
+  ``dram__bytes_*``), in a run whose caches were not flushed before each kernel; a flushed run
+  (Nsight's default ``--cache-control all``) cannot show residency, nor one whose replay passes
+  warmed the L2 (the ``warm-replay`` warning), and the cause is not given.
+* ``re-reads`` needs more than a few KB a call: tiny ops' fixed per-kernel traffic is not re-reading.
 * ``low occupancy``: theoretical occupancy below :data:`LOW_OCCUPANCY_PCT` (Nsight
   ``sm__maximum_warps_per_active_cycle_pct``) or a grid of less than one wave
   (``launch__waves_per_multiprocessor`` < 1: SMs left empty).
@@ -51,8 +54,14 @@ SHORT_CALL_US = 10.0
 IDLE_SHARE = 0.5
 #: Measured / modelled DRAM bytes above this: re-reads (the band the reports mark, [0.7, 1.3]).
 REREAD_RATIO = 1.3
-#: L2 bytes over DRAM bytes above this: the op is served from L2 (measured only without cache flush).
+#: Calls modelled under this many bytes are too small to call re-reading: a kernel moves a few KB of
+#: its own (cache lines, partial writes), which the reports explain the same way.
+SMALL_OP_BYTES = 64 * 1024
+#: L2 bytes over DRAM bytes above this, with measured DRAM bytes under :data:`CACHED_RATIO` of the
+#: model: the op's inputs were in the L2 (measured only without cache flush). L2 traffic far above DRAM
+#: traffic alone is ordinary operand reuse (a matmul's tiles, a norm's row).
 L2_OVER_DRAM = 3.0
+CACHED_RATIO = 0.7
 #: Theoretical occupancy (% of the SM's warp slots) below this: too few warps to hide latency.
 LOW_OCCUPANCY_PCT = 25.0
 #: Compute-bound groups under this % of their compute peak.
@@ -60,9 +69,6 @@ LOW_COMPUTE_PCT = 50.0
 #: Memory-bound groups under this % of the DRAM ceiling (ggml's decode matmuls reach 60-90% on an H200).
 LOW_MEMORY_PCT = 50.0
 
-#: Under this measured / modelled DRAM bytes of the matmuls, a run with the warm-replay warning had its
-#: DRAM bytes counted on an L2 warmed by earlier replay passes (H200: 0.36 with 9 passes, 1.01 with 6).
-WARM_MATMUL_RATIO = 0.7
 #: Counted operations over modelled FLOPs outside this band are flagged for matrix ops. Inside it:
 #: ggml's quantized dot products add activation-sum dp4a (Q4_K: 1 + 1/rows per thread, 1.25 at four
 #: rows, 2 at one; docs/measured-ops.md) and MMQ pads M to its tile; Q6_K counts 1.00.
@@ -133,6 +139,7 @@ GROUP_COLUMNS = [
     "duration_ns",
     "share_of_time_pct",
     "mean_us_per_call",
+    "mean_us_per_kernel",
     "measured_invocations",
     "time_at_roof_ns",
     "recoverable_ns",
@@ -140,6 +147,7 @@ GROUP_COLUMNS = [
     "bound",
     "governing_ceiling",
     "measured_over_model",
+    "model_bytes_per_call",
     "l2_bytes",
     "l2_over_dram",
     "l2_achieved_gbps",
@@ -166,7 +174,11 @@ def _frame(store: Store, sql: str, run_id: int) -> pd.DataFrame:
 
 
 def _shape(op_list: str, ne: Any, src_ne: Any, quant: Any) -> str:
-    """A short name of a group: ``MUL_MAT q4_K 1024x3072 @ 1`` (K x N weights at M tokens) or the output shape."""
+    """A short name of a group: its op list, weight type and shapes.
+
+    ``MUL_MAT q4_K 1024x3072 @ 1`` (K x N weights at M tokens), ``MUL_MAT_ID q4_K 2048x768x32e @ 171``
+    (32 experts), or the output shape for other ops.
+    """
     try:
         srcs = json.loads(src_ne) if isinstance(src_ne, str) else None
         out = json.loads(ne) if isinstance(ne, str) else None
@@ -174,6 +186,9 @@ def _shape(op_list: str, ne: Any, src_ne: Any, quant: Any) -> str:
         srcs = out = None
     head = op_list.split("+")[0]
     q = f" {quant}" if isinstance(quant, str) and quant and head.startswith("MUL_MAT") else ""
+    if head == "MUL_MAT_ID" and srcs and len(srcs) >= 2 and len(srcs[0]) >= 3 and len(srcs[1]) >= 3:
+        # weights [K, N, experts], activations [K, experts used per token, tokens] (ggml_mul_mat_id)
+        return f"{op_list}{q} {srcs[0][0]}x{srcs[0][1]}x{srcs[0][2]}e @ {srcs[1][2]}"
     if head.startswith("MUL_MAT") and srcs and len(srcs) >= 2 and len(srcs[0]) >= 2 and len(srcs[1]) >= 2:
         return f"{op_list}{q} {srcs[0][0]}x{srcs[0][1]} @ {srcs[1][1]}"
     if out:
@@ -230,7 +245,7 @@ def build_advice(store: Store, run_id: int) -> Advice:
         "SELECT v.op_index, v.op, v.op_list, v.evaluation, v.dispatches, v.duration_ns, v.dram_bytes, "
         "v.time_at_roof_ns, v.time_over_roof_ns, v.pct_of_ceiling, v.bound, v.governing_ceiling, v.flops, "
         "v.compute_ceiling, "
-        "r.model_bytes, r.node_name, r.layer, i.quant, i.ne, i.src_ne, i.m, i.top_k, i.tokens_per_expert "
+        "r.model_bytes, r.node_name, r.layer, i.quant, i.ne, i.src_ne, i.m, i.top_k, i.n_experts, i.tokens_per_expert "
         "FROM op_verdict v JOIN op_roofline r ON r.run_id = v.run_id AND r.op_index = v.op_index "
         "JOIN op_invocation i ON i.run_id = v.run_id AND i.op_index = v.op_index WHERE v.run_id = :rid",
         run_id,
@@ -245,24 +260,31 @@ def build_advice(store: Store, run_id: int) -> Advice:
         evaluations["tokens"] = evaluations["evaluation"].map(tokens)
     else:
         evaluations["tokens"] = pd.Series(dtype="float64")
+    # SQLite keeps whatever a damaged row holds: text counts as unknown, not as 0
+    value = (
+        "CASE WHEN typeof(c.value) IN ('integer', 'real') THEN c.value END"
+        if store.engine.dialect.name == "sqlite"
+        else "c.value"
+    )
     counters = _frame(
         store,
-        "SELECT d.op_index, d.pass_index, c.counter_name, SUM(c.value) AS total, COUNT(c.value) AS kernels "
+        f"SELECT d.op_index, d.pass_index, c.counter_name, SUM({value}) AS total, COUNT({value}) AS kernels, "
+        f"SUM({value} * d.duration_ns) AS timed, SUM(CASE WHEN {value} IS NOT NULL THEN d.duration_ns END) AS time "
         "FROM counter_value c JOIN dispatch_record d ON d.run_id = c.run_id AND d.dispatch_index = c.dispatch_index "
         "WHERE c.run_id = :rid AND d.op_index IS NOT NULL AND c.counter_name IN ("
         + ", ".join(f"'{n}'" for n in (*_L2_COUNTERS, *_OCCUPANCY, *_TCC, *_op_counters(run.get("gpu_arch"))))
         + ") GROUP BY d.op_index, d.pass_index, c.counter_name",
         run_id,
     )
+    counters["total"] = _measure(counters["total"])
     # a counter several passes collected (rocprofiler-compute repeats some in each pass) counts once:
     # the first pass's values
     counters = counters.sort_values(["pass_index", "op_index"], kind="stable").drop_duplicates(
         ["op_index", "counter_name"], keep="first"
     )
-    # replay passes on a warm L2 (the warm-replay warning) show when the matmuls, whose weights a token
-    # reads once, measure well under their modelled bytes: DRAM bytes are then too low, and L2 / DRAM
+    # replay passes on a warm L2 (the warm-replay warning): DRAM bytes may be too low, and L2 / DRAM
     # says nothing about residency
-    warmed = replayed_warm and _matmul_bytes_ratio(inv) < WARM_MATMUL_RATIO
+    warmed = replayed_warm
     groups = _groups(
         inv,
         counters,
@@ -305,17 +327,6 @@ def expert_tokens(store: Store, run_id: int) -> pd.DataFrame:
     return layer_expert_tokens(ops) if len(ops) else pd.DataFrame()
 
 
-def _matmul_bytes_ratio(inv: pd.DataFrame) -> float:
-    """Measured / modelled DRAM bytes over the run's measured MUL_MAT(_ID) invocations (NaN without)."""
-    if not len(inv):
-        return float("nan")
-    mm = inv[inv["op"].astype(str).str.startswith("MUL_MAT")]
-    dram = pd.to_numeric(mm["dram_bytes"], errors="coerce")
-    model = pd.to_numeric(mm["model_bytes"], errors="coerce")
-    ok = dram.notna() & model.notna() & (model > 0)
-    return float(dram[ok].sum() / model[ok].sum()) if ok.any() else float("nan")
-
-
 def _op_counters(arch: Any) -> list[str]:
     """The measured-operation counters of ``arch`` under the names readers store (rocprofv3 adds ``_sum``)."""
     names = counter_names(arch if isinstance(arch, str) else None)
@@ -343,8 +354,19 @@ def _groups(
     if not len(inv):
         return pd.DataFrame(columns=GROUP_COLUMNS)
     inv = inv.copy()
-    for c in ("duration_ns", "dram_bytes", "time_at_roof_ns", "time_over_roof_ns", "model_bytes", "dispatches"):
-        inv[c] = pd.to_numeric(inv[c], errors="coerce").astype("float64")
+    for c in (
+        "duration_ns",
+        "dram_bytes",
+        "time_at_roof_ns",
+        "time_over_roof_ns",
+        "model_bytes",
+        "dispatches",
+        "flops",
+    ):
+        inv[c] = _measure(inv[c])
+    # a verdict built on a damaged value (negative or infinite bytes, a roof time above the time) is unknown
+    bad = inv["dram_bytes"].isna() | (inv["time_at_roof_ns"] > inv["duration_ns"] * (1 + 1e-9))
+    inv.loc[bad, ["time_at_roof_ns", "time_over_roof_ns"]] = np.nan
     # an invocation's sum of a counter is known only when every counted kernel of it has the counter
     # (Nsight Compute leaves the per-opcode metric at 0, without instances, for some kernels)
     if len(counters):
@@ -355,14 +377,19 @@ def _groups(
     for col in facts:
         inv[col] = np.nan
         inv[f"{col}_kernels"] = 0
+        inv[f"{col}_timed"] = inv[f"{col}_time"] = np.nan
     if len(counters):
         names = {"lts__t_bytes.sum": "l2_bytes", **_OCCUPANCY, **_TCC}
         c = counters.assign(fact=counters["counter_name"].astype(str).map(names)).dropna(subset=["fact"])
         total = c.pivot_table(index="op_index", columns="fact", values="total", aggfunc="sum", dropna=False)
         kernels = c.pivot_table(index="op_index", columns="fact", values="kernels", aggfunc="sum")
+        timed = c.pivot_table(index="op_index", columns="fact", values="timed", aggfunc="sum", dropna=False)
+        time = c.pivot_table(index="op_index", columns="fact", values="time", aggfunc="sum", dropna=False)
         for col in total.columns:
             inv[col] = inv["op_index"].map(total[col])
             inv[f"{col}_kernels"] = inv["op_index"].map(kernels[col]).fillna(0)
+            inv[f"{col}_timed"] = inv["op_index"].map(timed[col])
+            inv[f"{col}_time"] = inv["op_index"].map(time[col])
     # measured operations per invocation (sums of the counted kernels: the formulas are linear)
     parts = ("tensor_flop", "tensor_int_ops", "dp4a_ops")  # the matrix units' parts, shown apart
     for col in ("measured_flop", "measured_int_ops", *parts):
@@ -403,6 +430,7 @@ def _groups(
             if len(by_bound):
                 bound, governing = by_bound.idxmax()
         known_model = measured[measured["model_bytes"].notna() & (measured["model_bytes"] > 0)]
+        model_per_call = float(known_model["model_bytes"].mean()) if len(known_model) else np.nan
         ratio = (
             float(known_model["dram_bytes"].sum() / known_model["model_bytes"].sum()) if len(known_model) else np.nan
         )
@@ -442,21 +470,24 @@ def _groups(
             "dispatches": int(g["dispatches"].sum()),
             "duration_ns": duration,
             "share_of_time_pct": 100.0 * duration / total_time if total_time else np.nan,
-            "mean_us_per_call": duration / g["dispatches"].sum() / 1e3 if g["dispatches"].sum() else np.nan,
+            "mean_us_per_call": duration / len(g) / 1e3 if len(g) else np.nan,
+            "mean_us_per_kernel": duration / g["dispatches"].sum() / 1e3 if g["dispatches"].sum() else np.nan,
             "measured_invocations": len(measured),
-            "time_at_roof_ns": at_roof if len(measured) else np.nan,
+            # scaled like the recoverable time, so that the two add up to the group's time
+            "time_at_roof_ns": duration - recoverable if pd.notna(recoverable) else np.nan,
             "recoverable_ns": recoverable,
             "pct_of_ceiling": pct,
             "bound": bound,
             "governing_ceiling": governing,
             "measured_over_model": ratio,
+            "model_bytes_per_call": model_per_call,
             "l2_bytes": l2,
             "l2_over_dram": l2_over,
             "l2_achieved_gbps": l2_achieved,
             "pct_of_l2_ceiling": l2_pct,
             "l2_hit_pct": hit_pct,
-            "occupancy_pct": _kernel_mean(g, "occupancy_pct"),
-            "waves_per_sm": _kernel_mean(g, "waves_per_sm"),
+            "occupancy_pct": _time_mean(g, "occupancy_pct"),
+            "waves_per_sm": _time_mean(g, "waves_per_sm"),
             "measured_flop": m_flop,
             "measured_int_ops": m_int,
             **{col: _known_sum(counted[col]) for col in ("tensor_flop", "tensor_int_ops", "dp4a_ops")},
@@ -474,6 +505,12 @@ def _groups(
     return out[GROUP_COLUMNS].reset_index(drop=True)
 
 
+def _measure(values: pd.Series) -> pd.Series:
+    """Numbers as float64 with what no measurement can be (text, negative, infinite) as NaN (unknown)."""
+    v = pd.to_numeric(values, errors="coerce").astype("float64")
+    return v.where(np.isfinite(v) & (v >= 0))
+
+
 def _known_sum(values: pd.Series) -> float:
     """The sum when every value is known, else NaN (one uncounted invocation makes the total unknown)."""
     v = pd.to_numeric(values, errors="coerce")
@@ -486,8 +523,16 @@ def _mode(values: pd.Series) -> Any:
     return counts.index[0] if len(counts) else None
 
 
-def _kernel_mean(g: pd.DataFrame, col: str) -> float:
-    """Mean of a per-kernel counter over the group's counted kernels (sums / kernel counts)."""
+def _time_mean(g: pd.DataFrame, col: str) -> float:
+    """A per-kernel counter's mean over the group's counted kernels, weighted by each kernel's time.
+
+    A quantize kernel of 3 µs at 0 waves beside a matmul of 10 µs at 1.16 waves is 0.89 waves: the
+    kernel that takes the time decides. Kernels without a time (none in a counter pass of Nsight
+    Compute) weigh nothing; without any, the plain mean over kernels.
+    """
+    timed, time = g[f"{col}_timed"].sum(min_count=1), g[f"{col}_time"].sum(min_count=1)
+    if pd.notna(timed) and pd.notna(time) and time > 0:
+        return float(timed / time)
     n = float(g[f"{col}_kernels"].sum())
     return float(g[col].sum()) / n if n > 0 else float("nan")
 
@@ -503,20 +548,27 @@ def _weighted(values: pd.Series, weights: pd.Series) -> float:
 def causes(row: dict[str, Any], *, flushed: bool) -> list[str]:
     """The likely causes of one group's distance from its roof (module docstring), as short evidence."""
     out = []
-    us = row.get("mean_us_per_call")
+    us, per_kernel = row.get("mean_us_per_call"), row.get("mean_us_per_kernel")
     idle = row.get("idle_share")
-    if _num(us) and us < SHORT_CALL_US and _num(idle) and idle > IDLE_SHARE:
+    kernels = ""
+    if _num(us) and _num(per_kernel) and us > per_kernel * 1.05:
+        kernels = f" ({us / per_kernel:.3g} kernels of {per_kernel:.1f} µs)"
+    if _num(per_kernel) and per_kernel < SHORT_CALL_US and _num(idle) and idle > IDLE_SHARE:
         host = row.get("host_us_per_op")
         host_text = f", host {host:.1f} µs/op" if _num(host) else ""
-        out.append(f"launch-bound: {us:.1f} µs calls, GPU idle {100 * idle:.0f}% of their evaluations{host_text}")
+        out.append(
+            f"launch-bound: {us:.1f} µs calls{kernels}, GPU idle {100 * idle:.0f}% of their evaluations{host_text}"
+        )
     elif row.get("bound") == "latency":
-        out.append(f"latency: {us:.1f} µs calls, under 10% of the roof" if _num(us) else "latency")
+        out.append(f"latency: {us:.1f} µs calls{kernels}, under 10% of the roof" if _num(us) else "latency")
     ratio = row.get("measured_over_model")
-    if _num(ratio) and ratio > REREAD_RATIO:
+    per_call_model = row.get("model_bytes_per_call")
+    if _num(ratio) and ratio > REREAD_RATIO and (not _num(per_call_model) or per_call_model >= SMALL_OP_BYTES):
         out.append(f"re-reads: {ratio:.2f}x the modelled DRAM bytes")
     l2 = row.get("l2_over_dram")
-    if not flushed and _num(l2) and l2 > L2_OVER_DRAM:
-        out.append(f"cache-resident: L2 moves {l2:.1f}x its DRAM bytes")
+    below_model = _num(ratio) and ratio < CACHED_RATIO
+    if not flushed and _num(l2) and l2 > L2_OVER_DRAM and below_model:
+        out.append(f"cache-resident: {ratio:.2f}x the modelled DRAM bytes, L2 moves {l2:.1f}x its DRAM bytes")
     occ, waves = row.get("occupancy_pct"), row.get("waves_per_sm")
     if _num(occ) and occ < LOW_OCCUPANCY_PCT:
         out.append(f"low occupancy: {occ:.0f}% theoretical")
@@ -620,8 +672,11 @@ def _people_moe(advice: Advice) -> pd.DataFrame:
 
 
 def advice_html_rows(advice: Advice, top: int = 10) -> tuple[list[str], list[str], list[list[str]]]:
-    """For the HTML report: the launch paragraph, then the headers and cells of the top groups."""
-    text = [t for t in (launch_summary(advice),) if t]
+    """For the HTML report: the launch paragraph, key and MoE lines, then the headers and cells of the top groups."""
+    text = [t for t in (launch_summary(advice), key_line(advice), unknown_line(advice)) if t]
+    if len(advice.moe_layers):
+        text.append(moe_line(advice))
+    text += [f"{n.severity}: {n.message}" for n in advice.notes]
     table = _people_groups(advice, top)
     return text, [str(c) for c in table.columns], [[str(v) for v in row] for row in table.itertuples(index=False)]
 
@@ -652,6 +707,50 @@ def advice_document(advice: Advice) -> dict[str, Any]:
     }
 
 
+def key_line(advice: Advice) -> str:
+    """What the ranking's columns mean, and what this run's data cannot show."""
+    key = (
+        "recoverable = time − time at the governing roof (op_verdict); % roof = time at roof / time; "
+        "causes are evidence (thresholds in rocroof.report.advise)"
+    )
+    if advice.sampled:
+        key += "; ~ = counters cover a sample of the invocations: scaled to the group's whole time"
+    if advice.flushed:
+        key += (
+            "; caches were flushed before each counted kernel: L2 residency cannot show"
+            if str(advice.run.get("cache_control") or "").lower() == "all"
+            else "; Nsight Compute's replay passes may have warmed the L2 before DRAM bytes were counted "
+            "(warning below): L2 residency cannot show"
+        )
+    return key
+
+
+def unknown_line(advice: Advice) -> str | None:
+    """The groups without a counted invocation and their share of the time (None when every group has one)."""
+    unknown = advice.groups[advice.groups["recoverable_ns"].isna()]
+    if not len(unknown):
+        return None
+    share = float(pd.to_numeric(unknown["share_of_time_pct"], errors="coerce").sum())
+    return (
+        f"{len(unknown)} group(s) with {share:.1f}% of the GPU time had no counted invocation (no DRAM bytes): "
+        "their recoverable time is unknown (?), ranked last; collect with --sample covering them "
+        "(e.g. --sample prefill=1,decode=1)"
+    )
+
+
+def moe_line(advice: Advice) -> str:
+    """One line on the run's MoE routing (the layers' table follows it)."""
+    m = advice.moe_layers
+    worst = m.loc[m["max_imbalance"].idxmax()]
+    batched = int(m["batched_invocations"].sum())
+    over = f"over the {batched:,} calls routing several tokens" if batched else "over every call"
+    return (
+        f"MoE routing: {int(m['invocations'].sum()):,} MUL_MAT_ID calls over {len(m)} layer(s); imbalance (busiest "
+        f"expert / most even share, {over}) mean {m['mean_imbalance'].mean():.2f}, worst "
+        f"{worst['max_imbalance']:.2f} (layer {'?' if pd.isna(worst['layer']) else int(worst['layer'])})"
+    )
+
+
 def _people_evaluations(advice: Advice) -> pd.DataFrame:
     ev = advice.evaluations
     return pd.DataFrame(
@@ -671,16 +770,17 @@ def _people_evaluations(advice: Advice) -> pd.DataFrame:
 def render_advice(advice: Advice, fmt: Format = "table", top: int | None = 10, *, evaluations: bool = False) -> str:
     """Text of :func:`build_advice`: a header, the launch paragraph, the ranked groups, MoE skew.
 
-    ``csv`` gives the groups only (raw values); ``json`` everything (:func:`advice_document`).
-    ``evaluations``: add the per-evaluation table (wall, busy, idle, host time per op).
+    ``csv`` gives the groups (raw values; with ``evaluations`` the evaluations instead); ``json``
+    everything (:func:`advice_document`). ``evaluations``: add the per-evaluation table (wall,
+    busy, idle, host time per op), left out when the timings are a counter pass's (serialised).
     Blocks are separated by blank lines, so that Markdown keeps each table apart.
     """
     from .tables import gpu_text, render_frame
 
     if fmt == "json":
         return json.dumps(advice_document(advice), indent=2, allow_nan=False) + "\n"
-    if fmt == "csv":
-        return render_frame(advice.groups, "csv")
+    if fmt == "csv":  # one table: the groups, or with ``evaluations`` the evaluations
+        return render_frame(advice.evaluations if evaluations else advice.groups, "csv")
     md = fmt == "markdown"
 
     def bold(text: str) -> str:
@@ -701,7 +801,7 @@ def render_advice(advice: Advice, fmt: Format = "table", top: int | None = 10, *
     launch = launch_summary(advice)
     if launch:
         blocks.append(launch)
-    if evaluations and len(advice.evaluations):
+    if evaluations and len(advice.evaluations) and not advice.run.get("serialised_timings"):
         blocks.append(bold("Graph evaluations:"))
         blocks.append(render_frame(_people_evaluations(advice), fmt).rstrip("\n"))
     if not len(advice.groups):
@@ -715,30 +815,12 @@ def render_advice(advice: Advice, fmt: Format = "table", top: int | None = 10, *
             bold(f"Op groups ranked by time recoverable at their roof (top {shown} of {len(advice.groups)}):")
         )
         blocks.append(render_frame(_people_groups(advice, top), fmt, wrap=["op group", "causes"]).rstrip("\n"))
-        key = (
-            "recoverable = time − time at the governing roof (op_verdict); % roof = time at roof / time; "
-            "causes are evidence (thresholds in rocroof.report.advise)"
-        )
-        if advice.sampled:
-            key += "; ~ = counters cover a sample of the invocations: scaled to the group's whole time"
-        if advice.flushed:
-            key += (
-                "; caches were flushed before each counted kernel: L2 residency cannot show"
-                if str(advice.run.get("cache_control") or "").lower() == "all"
-                else "; DRAM bytes were counted on an L2 warmed by earlier replay passes (warning below): "
-                "L2 residency cannot show"
-            )
-        blocks.append(key)
+        blocks.append(key_line(advice))
+        unknown = unknown_line(advice)
+        if unknown:
+            blocks.append(unknown)
     if len(advice.moe_layers):
-        m = advice.moe_layers
-        worst = m.loc[m["max_imbalance"].idxmax()]
-        blocks.append(
-            bold(
-                f"MoE routing: {int(m['invocations'].sum()):,} MUL_MAT_ID calls over {len(m)} layer(s); imbalance "
-                f"(busiest expert / most even share) mean {m['mean_imbalance'].mean():.2f}, worst "
-                f"{worst['max_imbalance']:.2f} (layer {'?' if pd.isna(worst['layer']) else int(worst['layer'])})"
-            )
-        )
+        blocks.append(bold(moe_line(advice)))
         blocks.append(render_frame(_people_moe(advice), fmt).rstrip("\n"))
     if advice.notes:
         blocks.append(("  \n" if md else "\n").join(f"{n.severity}: {cell_text(n.message)}" for n in advice.notes))

@@ -12,6 +12,7 @@ Marker area is proportional to the op type's share of GPU time.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -293,7 +294,8 @@ def _save(fig: Any, base: Path) -> list[Path]:
                 fig.savefig(part, format=ext, metadata=meta)
                 os.replace(part, path)
             except OSError as exc:
-                part.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # a read-only folder cannot hold the part file either
+                    part.unlink(missing_ok=True)
                 raise OutputError(f"{path}: cannot write the plot ({exc.strerror or exc})") from exc
             out.append(path)
     finally:

@@ -1371,16 +1371,32 @@ def render_frame(
 
 
 def roofline_points(report: Report) -> pd.DataFrame:
-    """One plot point per row of an op report (see :data:`rocroof.report.plot.POINT_COLUMNS`)."""
+    """One plot point per row of an op report (see :data:`rocroof.report.plot.POINT_COLUMNS`).
+
+    The height is the achieved FLOP/s of the invocations the intensity comes from: in a counter
+    sample (``bytes_basis`` = ``sampled``) the measured invocations' FLOPs over their time, so that
+    a point's implied bandwidth (FLOP/s / intensity) is the one measured, never above the roof
+    because the time covers other evaluations than the bytes.
+    """
     r = report.rows
     if "achieved_tflops" not in r:
         return pd.DataFrame(columns=["label", "ai_measured", "ai_model", "flops_per_s", "time_share"])
+    flops_per_s = pd.to_numeric(r["achieved_tflops"], errors="coerce") * 1e12
+    if "bytes_basis" in r and "achieved_gbps" in r:
+        # the measured invocations' FLOP/s = their intensity x their bandwidth (both over the same bytes)
+        sampled = (r["bytes_basis"] == "sampled").to_numpy(dtype=bool)
+        measured = (
+            pd.to_numeric(r["arithmetic_intensity"], errors="coerce")
+            * pd.to_numeric(r["achieved_gbps"], errors="coerce")
+            * 1e9
+        )
+        flops_per_s = flops_per_s.where(~sampled, measured)
     return pd.DataFrame(
         {
             "label": r["op"].fillna("(unattributed)").astype(str),
             "ai_measured": pd.to_numeric(r["arithmetic_intensity"], errors="coerce"),
             "ai_model": pd.to_numeric(r["model_arithmetic_intensity"], errors="coerce"),
-            "flops_per_s": pd.to_numeric(r["achieved_tflops"], errors="coerce") * 1e12,
+            "flops_per_s": flops_per_s,
             "time_share": pd.to_numeric(r["time_share"], errors="coerce").fillna(0.0),
         }
     )

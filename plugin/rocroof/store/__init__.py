@@ -15,6 +15,7 @@ import decimal
 import importlib.util
 import itertools
 import math
+import os
 import re
 import sqlite3
 import time
@@ -549,6 +550,11 @@ class Store:
                         f"{path}: no such database (ingest a capture first: rocroof ingest PATH --db {path})"
                     )
                 uri = f"file:{path.resolve().as_posix()}?mode=ro"
+                wal = Path(f"{path}-wal")
+                if not os.access(path.parent, os.W_OK) and not (wal.is_file() and wal.stat().st_size):
+                    # a read-only folder (a shared mount): SQLite cannot create the WAL index beside a WAL
+                    # database, and nobody can write there either, so the file is read as it stands
+                    uri += "&immutable=1"
 
                 def connect() -> sqlite3.Connection:
                     conn = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S)

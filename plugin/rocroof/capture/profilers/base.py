@@ -56,6 +56,7 @@ class PlannedRun:
         startup_s: the run's time besides its counted kernels (the application's start, its
             uncounted kernels), for the same estimate.
         window: ``(skip, count)`` kernel launches this counter run counts (None: every one).
+        warning: what the user should know before this run starts (printed with the plan), or None.
     """
 
     label: str
@@ -69,6 +70,7 @@ class PlannedRun:
     seconds_per_kernel: float | None = None
     startup_s: float = 0.0
     window: tuple[int, int] | None = None
+    warning: str | None = None
 
 
 class Profiler(Protocol):

@@ -448,6 +448,11 @@ class NsightPair:
                 progress=PROGRESS_LINE,
                 seconds_per_kernel=SECONDS_PER_KERNEL["dram" if dram_only else "ops" if per_opcode else "roofline"],
                 startup_s=NCU_STARTUP_S,
+                warning=None
+                if dram_only or self.cache_control != "none"
+                else "--cache-control none with counters beyond --counters dram: ncu replays each kernel in several "
+                "passes and the later ones find the L2 warm, so DRAM bytes may be far too low (count DRAM bytes with "
+                "--counters dram, operations with --counters ops)",
             )
         )
         # an instanced metric (per opcode) exports its instances by name: "total (IDP: n; FFMA: n; ...)"
