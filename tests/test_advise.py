@@ -22,6 +22,8 @@ import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -526,3 +528,35 @@ def test_sampled_roofline_points_stay_under_the_memory_roof(capture: Path, tmp_p
             continue
         assert p["flops_per_s"] / p["ai_measured"] == pytest.approx(dram / dur * 1e9, rel=1e-6)
         assert p["flops_per_s"] / p["ai_measured"] <= rep.run["dram_peak_gbps"] * 1e9
+
+
+def test_damaged_stored_values_are_unknown_not_nonsense(tmp_path: Path) -> None:
+    # a database edited by hand (or by a bad tool): rows damaged after ingest must not crash advise or
+    # become confident numbers
+    db = tmp_path / "m.db"
+    store, run_id = _store(MOE, db)
+    con = sqlite3.connect(db)
+    first = con.execute("SELECT MIN(dispatch_index) FROM dispatch_record WHERE dram_read_bytes IS NOT NULL").fetchone()[
+        0
+    ]
+    con.execute("UPDATE dispatch_record SET dram_read_bytes = -1e9 WHERE dispatch_index = ?", (first,))
+    con.execute("UPDATE dispatch_record SET dram_read_bytes = 9e999 WHERE dispatch_index = ?", (first + 1,))
+    con.execute("UPDATE counter_reading SET value_0 = 'abc'") if _has_column(
+        con, "counter_reading", "value_0"
+    ) else None
+    con.execute(
+        "UPDATE op_invocation SET tokens_per_expert = '[99999999999999999999999999999,1,2,3,4,5,6,7]' "
+        "WHERE op_index = (SELECT MIN(op_index) FROM op_invocation WHERE op = 'MUL_MAT_ID')"
+    )
+    con.commit()
+    advice = build_advice(Store(db, read_only=True), run_id)
+    g = advice.groups
+    for col in ("pct_of_ceiling", "recoverable_ns", "measured_over_model", "l2_bytes", "occupancy_pct"):
+        v = pd.to_numeric(g[col], errors="coerce")
+        assert ((v >= 0) | v.isna()).all() and np.isfinite(v.dropna()).all(), col
+    assert (pd.to_numeric(g["recoverable_ns"], errors="coerce").fillna(0) <= g["duration_ns"] * (1 + 1e-9)).all()
+    json.loads(render_advice(advice, "json"))  # strict JSON: no NaN or Infinity
+    # the damaged routing is left out of the skew, not a crash or a wrapped sum
+    assert advice.moe_layers["max_imbalance"].max() < 8
+    page = CliRunner().invoke(cli, ["report", "--db", str(db), "--format", "html"])
+    assert page.exit_code == 0, page.output
