@@ -541,9 +541,7 @@ def test_damaged_stored_values_are_unknown_not_nonsense(tmp_path: Path) -> None:
     ]
     con.execute("UPDATE dispatch_record SET dram_read_bytes = -1e9 WHERE dispatch_index = ?", (first,))
     con.execute("UPDATE dispatch_record SET dram_read_bytes = 9e999 WHERE dispatch_index = ?", (first + 1,))
-    con.execute("UPDATE counter_reading SET value_0 = 'abc'") if _has_column(
-        con, "counter_reading", "value_0"
-    ) else None
+    con.execute("UPDATE counter_reading SET value_0 = 'abc'")  # text where a count belongs
     con.execute(
         "UPDATE op_invocation SET tokens_per_expert = '[99999999999999999999999999999,1,2,3,4,5,6,7]' "
         "WHERE op_index = (SELECT MIN(op_index) FROM op_invocation WHERE op = 'MUL_MAT_ID')"
