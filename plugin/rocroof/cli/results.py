@@ -1,4 +1,4 @@
-"""``rocroof runs``, ``report``, ``advise``, ``plot``, ``query``, ``graph`` and ``diff``: reading stored runs."""
+"""Reading stored runs: `rocroof runs`, `report`, `advise`, `export`, `plot`, `query`, `graph`, `diff`."""
 
 from __future__ import annotations
 
@@ -206,6 +206,57 @@ def advise(db: str, run_spec: str, top: int, fmt: str, show_evaluations: bool) -
     store = Store(db, read_only=True)
     advice = build_advice(store, store.resolve_run(run_spec))
     echo(render_advice(advice, fmt, top=top, evaluations=show_evaluations), nl=False)  # type: ignore[arg-type]
+
+
+@cli.command()
+@db_option
+@click.option("--run", "run_spec", default="latest", show_default=True, help=RUN_HELP)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["perfetto"]),
+    default="perfetto",
+    show_default=True,
+    help="perfetto: the JSON trace-event format ui.perfetto.dev and chrome://tracing open.",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="File to write (default: standard output).",
+)
+def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
+    """Export a run as a timeline: GPU kernels per queue/stream, ggml op ranges per host thread.
+
+    One track per GPU queue/stream with its kernels, one per host thread with the roctx/NVTX
+    ranges of the ggml ops, and counter tracks for DRAM GB/s and cumulative DRAM MB. Each kernel
+    carries its op, node, invocation, kernel ordinal and measured and modelled bytes; open the
+    file at https://ui.perfetto.dev (it stays in your browser) or chrome://tracing. Times are the
+    trace pass's, from the run's first event.
+
+    \b
+    Examples:
+      rocroof export --run 3 > run3.json
+      rocroof export --run model=qwen3,env=fusion --out fusion.json
+    """
+    import json
+
+    from ..report.perfetto import trace_document
+    from ..store import Store
+
+    store = Store(db, read_only=True)
+    doc = trace_document(store, store.resolve_run(run_spec))
+    text = json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n"
+    if out is None:
+        echo(text, nl=False)
+        return
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from exc
+    events = len(doc["traceEvents"])
+    echo(f"Wrote {out}: {events:,} trace events (open it at https://ui.perfetto.dev or chrome://tracing)")
 
 
 def _html_report(rep: Any, store: Any = None) -> str:
