@@ -1,4 +1,4 @@
-"""Reading stored runs: `rocroof runs`, `report`, `advise`, `export`, `plot`, `query`, `graph`, `diff`."""
+"""Reading stored runs: `rocroof runs`, `report`, `advise`, `export`, `fleet`, `plot`, `query`, `graph`, `diff`."""
 
 from __future__ import annotations
 
@@ -257,6 +257,176 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
         raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from exc
     events = len(doc["traceEvents"])
     echo(f"Wrote {out}: {events:,} trace events (open it at https://ui.perfetto.dev or chrome://tracing)")
+
+
+@cli.group(invoke_without_command=True)
+@db_option
+@click.option("--sweep", "sweep_name", default=None, help="The runs of this sweep (the label sweep=NAME).")
+@click.option(
+    "--label",
+    "label_filters",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only runs with this label (repeatable; all must match; * matches any text).",
+)
+@format_option
+@click.pass_context
+def fleet(ctx: click.Context, db: str, sweep_name: str | None, label_filters: tuple[str, ...], fmt: str) -> None:
+    """Per ggml op across many runs (a sweep): share of time, % of roof, furthest runs.
+
+    Which op costs the fleet most, and where is it furthest from its roof: one row per op (fused
+    groups apart), with its share of all the runs' GPU time, its mean share of each run, its
+    time-weighted % of roof over the measured invocations, and the runs where it is furthest from
+    its roof (named by the labels that tell the runs apart). `fleet diff A B` compares two sides.
+
+    \b
+    Examples:
+      rocroof fleet --sweep h200-tiny
+      rocroof fleet --label model=dense-tiny --format markdown
+      rocroof fleet diff env=fusion env=no-fusion --fail-on-regression 5
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..report.fleet import fleet_view
+    from ..report.tables import render_frame
+    from ..store import Store, parse_selector
+
+    store = Store(db, read_only=True)
+    selector: dict[str, str] = {"sweep": sweep_name} if sweep_name else {}
+    for text in label_filters:
+        selector.update(parse_selector(text))
+    runs = sorted(store.runs_with_labels(selector)) if selector else sorted(store.runs_with_labels({}))
+    if not runs:
+        raise InputError("no stored run matches (rocroof runs --label ... lists the runs and their labels)")
+    df = fleet_view(store, runs)
+    if fmt in ("csv", "json"):
+        echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
+        return
+    gap = "\n" if fmt == "markdown" else ""  # Markdown keeps a table apart from the lines around it
+    echo(f"{len(runs)} run(s); {len(df)} op(s), most GPU time first{gap}")
+    echo(render_frame(pd_people_fleet(df), fmt, wrap=["op", "furthest from the roof"]), nl=False)  # type: ignore[arg-type]
+    echo(
+        f"{gap}% fleet = share of all the runs' GPU time; % roof = time at the governing roof / time over the "
+        "measured invocations (op_verdict); furthest = the runs with the lowest % roof"
+    )
+
+
+def pd_people_fleet(df: Any) -> Any:
+    """The fleet table for people (µs, %, names)."""
+    import pandas as pd
+
+    def pct(v: Any) -> str:
+        return "?" if pd.isna(v) else f"{v:.1f}"
+
+    return pd.DataFrame(
+        {
+            "op": df["op_list"],
+            "runs": df["runs"].map(lambda v: f"{int(v):,}"),
+            "time µs": df["duration_ns"].map(lambda v: f"{v / 1e3:,.1f}"),
+            "% fleet": df["share_of_fleet_pct"].map(pct),
+            "mean % run": df["mean_share_of_run_pct"].map(pct),
+            "% roof": df["pct_of_roof"].map(pct),
+            "furthest from the roof": df["worst_runs"].map(lambda v: v or "—"),
+        }
+    )
+
+
+@fleet.command("diff")
+@db_option
+@click.argument("side_a")
+@click.argument("side_b")
+@click.option("--top", type=click.IntRange(min=1), default=15, show_default=True, help="Op changes to show.")
+@click.option(
+    "--fail-on-regression",
+    "fail_pct",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="PCT",
+    help="Exit with status 1 when a pair's GPU time per graph evaluation grew by more than PCT percent (for CI).",
+)
+@format_option
+def fleet_diff_command(db: str, side_a: str, side_b: str, top: int, fail_pct: float | None, fmt: str) -> None:
+    """Compare two sets of runs pair by pair: SIDE_A and SIDE_B are a sweep name or key=value[,key=value].
+
+    Runs are paired by the labels they share values of (the matrix values: model, phase, repeat...);
+    a label whose values differ between the sides entirely (env=fusion vs env=no-fusion, a sweep's
+    name) is what is compared. Each pair gets `rocroof diff` (its noise rules); the per-op changes of
+    all pairs are ranked by the µs they add per graph evaluation. Unpaired runs are listed.
+
+    \b
+    Examples:
+      rocroof fleet diff env=fusion env=no-fusion
+      rocroof fleet diff nightly-1201 nightly-1202 --fail-on-regression 5 --format markdown
+    """
+    import pandas as pd
+
+    from ..report.fleet import fleet_diff, select_runs
+    from ..report.tables import render_frame
+    from ..store import Store
+
+    store = Store(db, read_only=True)
+    d = fleet_diff(store, select_runs(store, side_a), select_runs(store, side_b))
+    if fmt == "json":
+        import json
+
+        from ..report.tables import json_records
+
+        doc = {
+            "side_a": side_a,
+            "side_b": side_b,
+            "paired_by": d.keys,
+            "pairs": json_records(d.pairs),
+            "ops": json_records(d.ops),
+            "unpaired_a": d.unpaired_a,
+            "unpaired_b": d.unpaired_b,
+            "ambiguous": d.ambiguous,
+        }
+        echo(json.dumps(doc, indent=2, allow_nan=False))
+    elif fmt == "csv":
+        echo(render_frame(d.ops, "csv"), nl=False)
+    else:
+
+        def num(v: Any, signed: bool = False) -> str:
+            return "?" if pd.isna(v) else (f"{v:+,.1f}" if signed else f"{v:,.1f}")
+
+        md = fmt == "markdown"
+        pairs = pd.DataFrame(
+            {
+                "pair": d.pairs["pair"],
+                "runs": [f"{a} → {b}" for a, b in zip(d.pairs["run_a"], d.pairs["run_b"], strict=True)],
+                "µs/eval": [
+                    f"{num(a)} → {num(b)}"
+                    for a, b in zip(d.pairs["us_per_eval_a"], d.pairs["us_per_eval_b"], strict=True)
+                ],
+                "Δ %": d.pairs["delta_pct"].map(lambda v: num(v, True)),
+            }
+        )
+        head = f"{side_a} → {side_b}: {len(d.pairs)} pair(s), paired by {', '.join(d.keys) or 'nothing'}"
+        head = head.replace("*", "\\*") if md else head
+        echo(f"**{head}**\n" if md else head)
+        echo(render_frame(pairs, fmt), nl=False)  # type: ignore[arg-type]
+        ops = d.ops.head(top)
+        table = pd.DataFrame(
+            {
+                "pair": ops["pair"],
+                "op": ops["op"],
+                "µs/eval": [f"{num(a)} → {num(b)}" for a, b in zip(ops["us_a"], ops["us_b"], strict=True)],
+                "Δ µs": ops["delta_us"].map(lambda v: num(v, True)),
+                "Δ %": ops["delta_pct"].map(lambda v: num(v, True)),
+                "nodes only in B": ops["only_b"].map(str),
+                "verdict": ops["verdict"],
+            }
+        )
+        title = f"Op changes, most time added per graph evaluation first (top {len(ops)} of {len(d.ops)}):"
+        echo(("\n**" + title + "**\n") if md else "\n" + title)
+        echo(render_frame(table, fmt), nl=False)  # type: ignore[arg-type]
+        for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b), ("ambiguous", d.ambiguous)):
+            if names:
+                echo(("\n" if md else "") + f"{what} (not compared): {'; '.join(names)}")
+    if fail_pct is not None:
+        worst = d.pairs["delta_pct"].max()
+        if pd.notna(worst) and worst > fail_pct:
+            raise click.exceptions.Exit(1)
 
 
 def _html_report(rep: Any, store: Any = None) -> str:

@@ -1,0 +1,266 @@
+"""Many runs at once: the fleet view of a sweep, and sweep-to-sweep regressions.
+
+* :func:`fleet_view`: per op (fused groups apart: ``op_invocation.op_list``) over a set of runs —
+  runs it appears in, its share of the fleet's GPU time, its time-weighted % of roof over the
+  measured invocations (``op_verdict``: time at roof / time), and the runs where it is furthest
+  from its roof.
+* :func:`fleet_diff`: two sets of runs (a sweep name or a label selection each), paired by the
+  labels that tell runs apart within a side and that both sides share values of (the matrix
+  values; a key whose values differ between the sides entirely, like ``env`` or ``case``, is what
+  the sides compare, not a pairing key), then :func:`rocroof.report.diff.diff_runs` on every pair
+  (its noise rules) and the per-op changes of all pairs ranked by the time they add per graph
+  evaluation.
+
+Nothing here prints; the CLI renders the frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+from ..errors import InputError
+from ..store import Store, parse_selector
+from .diff import MIN_ABSOLUTE_CHANGE_US, MIN_RELATIVE_CHANGE, diff_runs
+
+#: Labels every run of a sweep point has of its own (never pairing keys).
+_OWN_KEYS = ("sweep_point",)
+
+
+def select_runs(store: Store, spec: str) -> list[int]:
+    """Run ids of a side: ``key=value[,key=value]`` labels, or a sweep's name (the label ``sweep``).
+
+    Raises:
+        InputError: nothing matches (the message names the selection).
+    """
+    text = spec.strip()
+    selector = parse_selector(text) if "=" in text else {"sweep": text}
+    runs = sorted(store.runs_with_labels(selector))
+    if not runs:
+        shown = ", ".join(f"{k}={v}" for k, v in selector.items())
+        raise InputError(f"{spec!r}: no stored run has the labels {shown} (rocroof runs --label ... lists them)")
+    return runs
+
+
+def labels_of(store: Store, runs: list[int]) -> dict[int, dict[str, str]]:
+    """``{run_id: {key: value}}`` of the given runs."""
+    if not runs:
+        return {}
+    rows = store.frame(
+        sa.text(f"SELECT run_id, key, value FROM run_label WHERE run_id IN ({', '.join(str(int(r)) for r in runs)})")
+    )
+    out: dict[int, dict[str, str]] = {int(r): {} for r in runs}
+    for r in rows.to_dict("records"):
+        out[int(r["run_id"])][str(r["key"])] = str(r["value"])
+    return out
+
+
+def run_names(labels: dict[int, dict[str, str]]) -> dict[int, str]:
+    """A short name per run: the labels whose values differ between the runs (``model=a phase=decode``)."""
+    keys = sorted({k for lab in labels.values() for k in lab if k not in _OWN_KEYS})
+    varying = [k for k in keys if len({lab.get(k) for lab in labels.values()}) > 1 and k != "case"]
+    if not varying and any("case" in lab for lab in labels.values()):
+        varying = ["case"]
+    return {rid: " ".join(f"{k}={lab[k]}" for k in varying if k in lab) or f"run {rid}" for rid, lab in labels.items()}
+
+
+def fleet_view(store: Store, runs: list[int], worst: int = 3) -> pd.DataFrame:
+    """Per op over ``runs``: the fleet's view (module docstring).
+
+    Returns:
+        One row per op list, most fleet time first: ``op_list``, ``runs`` (runs it ran in),
+        ``invocations``, ``duration_ns``, ``share_of_fleet_pct`` (of all the runs' GPU time),
+        ``mean_share_of_run_pct`` (its share of each run's time, averaged over the runs it ran
+        in), ``pct_of_roof`` (time at roof / time over its measured invocations, all runs),
+        ``measured_runs``, and ``worst_runs`` (the ``worst`` runs furthest from the roof:
+        ``name (pct%)``, ``; ``-joined).
+    """
+    cols = [
+        "op_list",
+        "runs",
+        "invocations",
+        "duration_ns",
+        "share_of_fleet_pct",
+        "mean_share_of_run_pct",
+        "pct_of_roof",
+        "measured_runs",
+        "worst_runs",
+    ]
+    if not runs:
+        return pd.DataFrame(columns=cols)
+    ids = ", ".join(str(int(r)) for r in runs)
+    per = store.frame(
+        sa.text(
+            "SELECT run_id, op_list, COUNT(*) AS invocations, SUM(duration_ns) AS duration_ns, "
+            "SUM(CASE WHEN time_at_roof_ns IS NOT NULL THEN duration_ns END) AS measured_ns, "
+            "SUM(time_at_roof_ns) AS at_roof_ns "
+            f"FROM op_verdict WHERE run_id IN ({ids}) AND op_list IS NOT NULL GROUP BY run_id, op_list"
+        )
+    )
+    if not len(per):
+        return pd.DataFrame(columns=cols)
+    for c in ("duration_ns", "measured_ns", "at_roof_ns", "invocations"):
+        per[c] = pd.to_numeric(per[c], errors="coerce").astype("float64")
+    run_time = per.groupby("run_id")["duration_ns"].sum()
+    per["share"] = 100.0 * per["duration_ns"] / per["run_id"].map(run_time)
+    per["pct"] = 100.0 * per["at_roof_ns"] / per["measured_ns"]
+    names = run_names(labels_of(store, runs))
+    total = float(per["duration_ns"].sum())
+    rows = []
+    for op_list, g in per.groupby("op_list", sort=False):
+        m = g[g["measured_ns"] > 0]
+        pct = float(m["at_roof_ns"].sum() / m["measured_ns"].sum() * 100.0) if len(m) else np.nan
+        furthest = m.sort_values("pct").head(worst)
+        rows.append(
+            {
+                "op_list": str(op_list),
+                "runs": int(g["run_id"].nunique()),
+                "invocations": int(g["invocations"].sum()),
+                "duration_ns": float(g["duration_ns"].sum()),
+                "share_of_fleet_pct": 100.0 * float(g["duration_ns"].sum()) / total if total else np.nan,
+                "mean_share_of_run_pct": float(g["share"].mean()),
+                "pct_of_roof": pct,
+                "measured_runs": int(len(m)),
+                "worst_runs": "; ".join(f"{names[int(r.run_id)]} ({r.pct:.1f}%)" for r in furthest.itertuples()),
+            }
+        )
+    return pd.DataFrame(rows, columns=cols).sort_values("duration_ns", ascending=False).reset_index(drop=True)
+
+
+@dataclass
+class FleetDiff:
+    """Two sides compared pair by pair.
+
+    Attributes:
+        keys: the labels runs were paired by.
+        pairs: one row per pair: ``pair`` (the pairing labels), ``run_a``, ``run_b``,
+            ``us_per_eval_a``/``_b`` (all nodes, µs per graph evaluation), ``delta_pct``,
+            ``nodes_slower``, ``nodes_faster``.
+        ops: per pair and op, ranked by the µs it adds per evaluation (regressions first): ``pair``,
+            ``op``, ``us_a``, ``us_b`` (all nodes of that op), ``delta_us``, ``delta_pct``,
+            ``slower``, ``faster``, ``only_a``, ``only_b`` (nodes), ``verdict``.
+        unpaired_a, unpaired_b: runs without a partner (name per run).
+        ambiguous: pairing values held by several runs of one side (not compared).
+    """
+
+    keys: list[str]
+    pairs: pd.DataFrame
+    ops: pd.DataFrame
+    unpaired_a: list[str] = field(default_factory=list)
+    unpaired_b: list[str] = field(default_factory=list)
+    ambiguous: list[str] = field(default_factory=list)
+
+
+def pairing_keys(labels_a: dict[int, dict[str, str]], labels_b: dict[int, dict[str, str]]) -> list[str]:
+    """Label keys every run of both sides has, whose values the two sides share at least one of."""
+    every = [set(lab) for lab in (*labels_a.values(), *labels_b.values())]
+    common = set.intersection(*every) if every else set()
+    keys = []
+    for k in sorted(common - set(_OWN_KEYS)):
+        va = {lab[k] for lab in labels_a.values()}
+        vb = {lab[k] for lab in labels_b.values()}
+        if va & vb:
+            keys.append(k)
+    return keys
+
+
+def fleet_diff(
+    store: Store,
+    runs_a: list[int],
+    runs_b: list[int],
+    *,
+    min_change: float = MIN_RELATIVE_CHANGE,
+    min_change_us: float = MIN_ABSOLUTE_CHANGE_US,
+) -> FleetDiff:
+    """Pair the runs of two sides and diff every pair (module docstring).
+
+    Raises:
+        InputError: the sides overlap, or no pair could be made.
+    """
+    both = sorted(set(runs_a) & set(runs_b))
+    if both:
+        raise InputError(f"runs {', '.join(map(str, both))} are on both sides: the sides must not overlap")
+    la, lb = labels_of(store, runs_a), labels_of(store, runs_b)
+    keys = pairing_keys(la, lb)
+    names = run_names({**la, **lb})
+
+    def key_of(lab: dict[str, str]) -> tuple[str, ...]:
+        return tuple(lab[k] for k in keys)
+
+    index_a: dict[tuple[str, ...], list[int]] = {}
+    index_b: dict[tuple[str, ...], list[int]] = {}
+    for rid, lab in la.items():
+        index_a.setdefault(key_of(lab), []).append(rid)
+    for rid, lab in lb.items():
+        index_b.setdefault(key_of(lab), []).append(rid)
+    ambiguous = [
+        " ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True))
+        for key in sorted(set(index_a) | set(index_b))
+        if len(index_a.get(key, [])) > 1 or len(index_b.get(key, [])) > 1
+    ]
+    pair_rows, op_rows = [], []
+    # a pair is named by the pairing labels whose values differ between pairs (model=a phase=decode)
+    paired_keys = sorted(set(index_a) & set(index_b))
+    shown = [i for i, k in enumerate(keys) if len({key[i] for key in paired_keys}) > 1]
+    for key in paired_keys:
+        if len(index_a[key]) != 1 or len(index_b[key]) != 1:
+            continue
+        a, b = index_a[key][0], index_b[key][0]
+        name = " ".join(f"{keys[i]}={key[i]}" for i in shown) or f"run {a} vs run {b}"
+        d = diff_runs(store, a, b, min_change=min_change, min_change_us=min_change_us)
+        t = d.total.iloc[0]
+        pair_rows.append(
+            {
+                "pair": name,
+                "run_a": a,
+                "run_b": b,
+                "us_per_eval_a": float(t["us_per_eval_all_a"]),
+                "us_per_eval_b": float(t["us_per_eval_all_b"]),
+                "delta_pct": float(t["delta_pct_all"]),
+                "nodes_slower": int(t["nodes_slower"]),
+                "nodes_faster": int(t["nodes_faster"]),
+            }
+        )
+        for r in d.by_op.to_dict("records"):
+            us_a, us_b = float(r["us_all_a"]), float(r["us_all_b"])
+            delta = us_b - us_a
+            if r["slower"] or r["only_b"]:
+                verdict = "slower" if delta > 0 else "mixed"
+            elif r["faster"] or r["only_a"]:
+                verdict = "faster" if delta < 0 else "mixed"
+            else:
+                verdict = "noise"
+            op_rows.append(
+                {
+                    "pair": name,
+                    "op": r["op"],
+                    "us_a": us_a,
+                    "us_b": us_b,
+                    "delta_us": delta,
+                    "delta_pct": 100.0 * delta / us_a if us_a else np.nan,
+                    "slower": int(r["slower"]),
+                    "faster": int(r["faster"]),
+                    "only_a": int(r["only_a"]),
+                    "only_b": int(r["only_b"]),
+                    "verdict": verdict,
+                }
+            )
+    if not pair_rows:
+        raise InputError(
+            f"no run of A pairs with one of B by the labels they share ({', '.join(keys) or 'none'}): "
+            "give sides that differ in one label, e.g. env=fusion and env=no-fusion"
+        )
+    paired_a = {r["run_a"] for r in pair_rows}
+    paired_b = {r["run_b"] for r in pair_rows}
+    ops = pd.DataFrame(op_rows).sort_values("delta_us", ascending=False, kind="stable").reset_index(drop=True)
+    return FleetDiff(
+        keys=keys,
+        pairs=pd.DataFrame(pair_rows).sort_values("delta_pct", ascending=False).reset_index(drop=True),
+        ops=ops,
+        unpaired_a=[names[r] for r in runs_a if r not in paired_a],
+        unpaired_b=[names[r] for r in runs_b if r not in paired_b],
+        ambiguous=ambiguous,
+    )

@@ -1,0 +1,122 @@
+"""``rocroof fleet`` and ``fleet diff`` on the recorded H200 sweep (examples/h200-sweep, replayed).
+
+Expected values: GPU times from the Nsight Systems exports (tests.test_examples_sweep.nsys_graph,
+sqlite3 on the raw files), op times and roof shares from the stored rows with SQL, the ops fusion
+removes from the fused groups' op lists of the fusion-on runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rocroof.cli import cli
+from rocroof.report.fleet import fleet_diff, fleet_view, select_runs
+from rocroof.store import Store
+from rocroof.sweep.run import run_sweep
+from rocroof.sweep.spec import load_sweep
+
+from .test_examples_sweep import DECODE_TOKENS, ROOT, SWEEP, nsys_graph
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("fleet") / "s.db"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)  # the sweep file's capture paths are relative to the repository root
+        outcome = run_sweep(load_sweep(SWEEP), db=str(path))
+    assert all(r.status == "done" for r in outcome.results)
+    return path
+
+
+def test_fleet_view_sums_the_stored_op_times(db: Path) -> None:
+    store = Store(db, read_only=True)
+    runs = select_runs(store, "replay-h200-sweep")
+    assert len(runs) == 15
+    view = fleet_view(store, runs).set_index("op_list")
+    con = sqlite3.connect(db)
+    total = con.execute(
+        "SELECT SUM(d.duration_ns) FROM dispatch_record d JOIN pass p ON p.run_id = d.run_id "
+        "AND p.pass_index = d.pass_index WHERE p.is_timing_pass AND d.op_index IS NOT NULL"
+    ).fetchone()[0]
+    rows = con.execute(
+        "SELECT i.op_list, COUNT(DISTINCT d.run_id), SUM(d.duration_ns) FROM dispatch_record d "
+        "JOIN pass p ON p.run_id = d.run_id AND p.pass_index = d.pass_index "
+        "JOIN op_invocation i ON i.run_id = d.run_id AND i.op_index = d.op_index WHERE p.is_timing_pass "
+        "GROUP BY i.op_list"
+    ).fetchall()
+    assert len(rows) == len(view)
+    for op_list, n_runs, ns in rows:
+        assert view.loc[op_list, "runs"] == n_runs
+        assert view.loc[op_list, "duration_ns"] == pytest.approx(ns)
+        assert view.loc[op_list, "share_of_fleet_pct"] == pytest.approx(100 * ns / total)
+    roof = con.execute(
+        "SELECT op_list, SUM(time_at_roof_ns), SUM(duration_ns) FROM op_verdict WHERE time_at_roof_ns IS NOT NULL "
+        "GROUP BY op_list"
+    ).fetchall()
+    for op_list, at_roof, measured in roof:
+        assert view.loc[op_list, "pct_of_roof"] == pytest.approx(100 * at_roof / measured)
+    # most of this fleet's time is in the matmuls
+    assert view.index[0] == "MUL_MAT"
+
+
+def test_fusion_off_regresses_decode_by_the_known_figures(db: Path) -> None:
+    store = Store(db, read_only=True)
+    d = fleet_diff(store, select_runs(store, "env=fusion"), select_runs(store, "env=no-fusion"))
+    assert {"model", "phase", "take"} <= set(d.keys) and "env" not in d.keys
+    pairs = d.pairs.set_index("pair")
+    for model, expect in (("dense-tiny", 19), ("moe-tiny", 41)):
+        on, off = f"{model}-decode-fusion-r1", f"{model}-decode-no-fusion-r1"
+        (_, ns_on), (_, ns_off) = nsys_graph(on), nsys_graph(off)
+        got = pairs.loc[f"model={model} phase=decode take=1"]
+        assert got["us_per_eval_a"] == pytest.approx(ns_on / DECODE_TOKENS / 1e3, rel=1e-6)
+        assert got["delta_pct"] == pytest.approx(100 * (ns_off / ns_on - 1), abs=1e-6)
+        assert round(got["delta_pct"]) == expect  # dense +19%, MoE +41% (examples/h200-sweep)
+    # the point the recording stopped in has no partner
+    assert d.unpaired_a == ["env=fusion model=moe-tiny phase=decode take=2"] and d.unpaired_b == []
+    # the ops at the top are those fusion folds into groups: the non-head ops of the fusion runs' groups
+    con = sqlite3.connect(db)
+    fusion_runs = ",".join(map(str, select_runs(store, "env=fusion")))
+    folded = {
+        op
+        for (op_list,) in con.execute(f"SELECT DISTINCT op_list FROM op_invocation WHERE run_id IN ({fusion_runs})")
+        for op in op_list.split("+")[1:]
+    }
+    top = d.ops.head(10)
+    assert set(top["op"]) <= folded and (top["delta_us"] > 0).all()
+    assert (top["only_b"] > 0).all()  # they run as nodes of their own without fusion
+
+
+def test_repeats_show_no_regression_and_ci_exit_codes(db: Path) -> None:
+    store = Store(db, read_only=True)
+    d = fleet_diff(store, select_runs(store, "take=1"), select_runs(store, "take=2"))
+    assert len(d.pairs) == 7 and (d.pairs["delta_pct"].abs() < 5).all()
+    assert not (d.ops["verdict"] == "slower").any()
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["fleet", "diff", "take=1", "take=2", "--db", str(db), "--fail-on-regression", "5"])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(
+        cli, ["fleet", "diff", "env=fusion", "env=no-fusion", "--db", str(db), "--fail-on-regression", "5"]
+    )
+    assert bad.exit_code == 1 and "+41.0" in bad.output
+    md = runner.invoke(cli, ["fleet", "diff", "env=fusion", "env=no-fusion", "--db", str(db), "--format", "markdown"])
+    blocks = [b for b in md.output.split("\n\n") if b.startswith("|")]
+    assert len(blocks) == 2 and all(all(line.startswith("|") for line in b.strip().splitlines()) for b in blocks)
+    doc = json.loads(
+        runner.invoke(cli, ["fleet", "diff", "take=1", "take=2", "--db", str(db), "--format", "json"]).output
+    )
+    assert len(doc["pairs"]) == 7 and doc["unpaired_a"] == ["env=no-fusion model=moe-tiny phase=decode take=1"]
+    view = runner.invoke(cli, ["fleet", "--db", str(db), "--sweep", "replay-h200-sweep", "--format", "markdown"])
+    assert view.exit_code == 0 and "| MUL_MAT |" in view.output
+
+
+def test_fleet_mistakes_are_one_line(db: Path) -> None:
+    runner = CliRunner()
+    none = runner.invoke(cli, ["fleet", "diff", "env=nothing", "env=fusion", "--db", str(db)])
+    assert none.exit_code != 0 and "no stored run has the labels env=nothing" in none.output
+    same = runner.invoke(cli, ["fleet", "diff", "model=dense-tiny", "phase=decode", "--db", str(db)])
+    assert same.exit_code != 0 and "on both sides" in same.output and "Traceback" not in same.output
