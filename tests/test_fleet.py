@@ -120,3 +120,27 @@ def test_fleet_mistakes_are_one_line(db: Path) -> None:
     assert none.exit_code != 0 and "no stored run has the labels env=nothing" in none.output
     same = runner.invoke(cli, ["fleet", "diff", "model=dense-tiny", "phase=decode", "--db", str(db)])
     assert same.exit_code != 0 and "on both sides" in same.output and "Traceback" not in same.output
+
+
+def test_fleet_heat_map_holds_each_runs_op_shares(db: Path, tmp_path: Path) -> None:
+    from rocroof.report.fleet import fleet_matrix, labels_of, run_names
+
+    store = Store(db, read_only=True)
+    runs = select_runs(store, "replay-h200-sweep")
+    wide = fleet_matrix(store, runs)
+    names = run_names(labels_of(store, runs))
+    con = sqlite3.connect(db)
+    for rid in runs[:4]:
+        total = con.execute("SELECT SUM(duration_ns) FROM op_verdict WHERE run_id = ?", (rid,)).fetchone()[0]
+        for op_list, ns in con.execute(
+            "SELECT op_list, SUM(duration_ns) FROM op_verdict WHERE run_id = ? GROUP BY op_list", (rid,)
+        ):
+            if op_list in wide.index:
+                assert wide.loc[op_list, names[rid]] == pytest.approx(100 * ns / total)
+    assert len(wide) == 20 and wide.index[0] == "MUL_MAT"
+    result = CliRunner().invoke(
+        cli,
+        ["fleet", "--db", str(db), "--sweep", "replay-h200-sweep", "--plot", str(tmp_path / "f"), "--format", "csv"],
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "f.png").stat().st_size > 0 and (tmp_path / "f.svg").read_text().startswith("<?xml")

@@ -270,8 +270,22 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
     help="Only runs with this label (repeatable; all must match; * matches any text).",
 )
 @format_option
+@click.option(
+    "--plot",
+    "plot_out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also draw the heat map (ops x runs, % of each run's GPU time) as PLOT.png and PLOT.svg.",
+)
 @click.pass_context
-def fleet(ctx: click.Context, db: str, sweep_name: str | None, label_filters: tuple[str, ...], fmt: str) -> None:
+def fleet(
+    ctx: click.Context,
+    db: str,
+    sweep_name: str | None,
+    label_filters: tuple[str, ...],
+    fmt: str,
+    plot_out: Path | None,
+) -> None:
     """Per ggml op across many runs (a sweep): share of time, % of roof, furthest runs.
 
     Which op costs the fleet most, and where is it furthest from its roof: one row per op (fused
@@ -281,7 +295,7 @@ def fleet(ctx: click.Context, db: str, sweep_name: str | None, label_filters: tu
 
     \b
     Examples:
-      rocroof fleet --sweep h200-tiny
+      rocroof fleet --sweep h200-tiny --plot fleet   # + fleet.png/.svg: ops x runs
       rocroof fleet --label model=dense-tiny --format markdown
       rocroof fleet diff env=fusion env=no-fusion --fail-on-regression 5
     """
@@ -299,6 +313,15 @@ def fleet(ctx: click.Context, db: str, sweep_name: str | None, label_filters: tu
     if not runs:
         raise InputError("no stored run matches (rocroof runs --label ... lists the runs and their labels)")
     df = fleet_view(store, runs)
+    if plot_out is not None:
+        from ..report.fleet import fleet_matrix
+        from ..report.plot import save_fleet_heatmap
+
+        if not plot_out.name or plot_out.is_dir():
+            raise InputError(f"--plot {str(plot_out)!r}: expected a file name without extension, e.g. docs/fleet")
+        title = f"{sweep_name or 'runs'}: % of each run's GPU time per ggml op"
+        paths = save_fleet_heatmap(fleet_matrix(store, runs), title, plot_out)
+        stderr_console().print("Wrote " + ", ".join(str(p) for p in paths), markup=False, highlight=False)
     if fmt in ("csv", "json"):
         echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
         return

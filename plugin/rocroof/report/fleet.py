@@ -130,6 +130,33 @@ def fleet_view(store: Store, runs: list[int], worst: int = 3) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols).sort_values("duration_ns", ascending=False).reset_index(drop=True)
 
 
+def fleet_matrix(store: Store, runs: list[int], ops: int = 20) -> pd.DataFrame:
+    """Each op's share (%) of each run's GPU time: the fleet heat map's matrix.
+
+    Returns:
+        Index: the ``ops`` op lists with the most fleet time (most first); columns: the runs, named
+        by :func:`run_names`, in run order; NaN where an op did not run.
+    """
+    if not runs:
+        return pd.DataFrame()
+    ids = ", ".join(str(int(r)) for r in runs)
+    per = store.frame(
+        sa.text(
+            "SELECT run_id, op_list, SUM(duration_ns) AS duration_ns FROM op_verdict "
+            f"WHERE run_id IN ({ids}) AND op_list IS NOT NULL GROUP BY run_id, op_list"
+        )
+    )
+    if not len(per):
+        return pd.DataFrame()
+    per["duration_ns"] = pd.to_numeric(per["duration_ns"], errors="coerce")
+    per["share"] = 100.0 * per["duration_ns"] / per.groupby("run_id")["duration_ns"].transform("sum")
+    order = per.groupby("op_list")["duration_ns"].sum().sort_values(ascending=False).head(ops).index
+    names = run_names(labels_of(store, runs))
+    wide = per.pivot(index="op_list", columns="run_id", values="share").reindex(index=order, columns=runs)
+    wide.columns = [names[int(r)] for r in wide.columns]
+    return wide
+
+
 @dataclass
 class FleetDiff:
     """Two sides compared pair by pair.

@@ -251,6 +251,45 @@ def expert_heatmap_figure(tokens: pd.DataFrame, title: str) -> object:
     return fig
 
 
+def fleet_heatmap_figure(share: pd.DataFrame, title: str) -> object:
+    """A matplotlib Figure: each op's share (%) of each run's GPU time, ops (y) by runs (x).
+
+    Args:
+        share: :func:`rocroof.report.fleet.fleet_matrix` (index op list, one column per run name,
+            % of that run's GPU time; NaN where the op did not run, drawn blank).
+        title: the figure's title.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = share.to_numpy(dtype=float)
+    n_ops, n_runs = data.shape
+    fig, ax = plt.subplots(figsize=(min(18.0, 4.0 + 0.55 * n_runs), min(14.0, 2.0 + 0.3 * n_ops)), dpi=110)
+    image = ax.imshow(data, aspect="auto", cmap="magma_r", interpolation="nearest", origin="upper")
+    ax.set_yticks(range(n_ops), [str(v) for v in share.index], fontsize=8)
+    ax.set_xticks(range(n_runs), [str(v) for v in share.columns], rotation=60, ha="right", fontsize=7)
+    for i in range(n_ops):
+        for j in range(n_runs):
+            if np.isfinite(data[i, j]) and data[i, j] >= 1:
+                ax.text(j, i, f"{data[i, j]:.0f}", ha="center", va="center", fontsize=6, color="tab:blue")
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, label="% of the run's GPU time")
+    fig.tight_layout()
+    return fig
+
+
+def save_fleet_heatmap(share: pd.DataFrame, title: str, base: Path) -> list[Path]:
+    """Write the fleet heat map as ``base.png`` and ``base.svg``; return the paths.
+
+    Raises:
+        OutputError: as :func:`save_roofline`.
+    """
+    _check_folder(base)
+    return _save(fleet_heatmap_figure(share, title), base)
+
+
 def save_expert_heatmap(tokens: pd.DataFrame, title: str, base: Path) -> list[Path]:
     """Write the MoE routing heat map as ``base.png`` and ``base.svg``; return the paths.
 
