@@ -176,6 +176,7 @@ def build_run(
     notes = list(capture.notes)
     for p in capture.passes:
         notes += p.notes
+    _align_to_fork(capture, notes)
     agent_idx_per_pass = []
     agents = conform(capture.agents, AGENT_COLUMNS)
     for p in capture.passes:
@@ -670,6 +671,52 @@ def _sample_note(capture: Capture, ops: pd.DataFrame, tdisp: pd.DataFrame, dram:
     spec = capture.counter_sample.get("spec") if capture.counter_sample else None
     text += "; times cover every evaluation" + (f" (rocroof collect --sample {spec})" if spec else "")
     return Note("info", "counter-sample", text)
+
+
+def _align_to_fork(capture: Capture, notes: list[Note]) -> None:
+    """Give marker-free passes the invocations of the fork's kernel pass, by kernel sequence.
+
+    The reader puts the fork's kernels (``GGML_ROOFLINE_OUT`` rows) first, as the pass labelled
+    ``ggml-roofline``, when no pass of the capture says which op launched a kernel
+    (:func:`rocroof.capture.readers.has_op_attribution`); each such pass is aligned to it
+    (:func:`rocroof.ingest.align.align`) and its matched kernels take their partner's invocation,
+    so attribution ("profiler") and the join to the timing pass work as for any attributed pass.
+
+    Raises:
+        InputError: a pass whose alignment matches under :data:`rocroof.ingest.align.MIN_MATCHED`
+            of the fork's kernels (not the same command, or only a window of it).
+    """
+    from ..capture.readers import has_op_attribution
+    from .align import MIN_MATCHED, align
+
+    ref = next((p for p in capture.passes if p.label == "ggml-roofline"), None)
+    if ref is None or not bool(ref.dispatches["invocation"].notna().any()):
+        return
+    ref_names = ref.dispatches["kernel_name"].tolist()
+    ref_inv = ref.dispatches["invocation"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)
+    for p in capture.passes:
+        if p is ref or not len(p.dispatches) or has_op_attribution(p):
+            continue
+        a = align(ref_names, p.dispatches["kernel_name"].tolist())
+        where = f"{p.label}: {a.matched:,} of its {len(p.dispatches):,} kernels match the fork's {len(ref_names):,}"
+        if not a.acceptable:
+            raise InputError(
+                f"{where} by kernel sequence ({100 * a.share_of_pass:.1f}% of the pass, "
+                f"{100 * a.share_of_reference:.1f}% of the fork's; {100 * MIN_MATCHED:.0f}% of the fork's needed): not a "
+                "run of the same command, or only part of it (with repeated graph evaluations a window cannot be "
+                "placed); record the counters with the marker hook instead"
+            )
+        inv = np.where(a.partner >= 0, ref_inv[np.clip(a.partner, 0, None)], -1)
+        p.dispatches["invocation"] = pd.arrays.IntegerArray(inv, inv < 0)
+        notes.append(
+            Note(
+                "info",
+                "aligned-to-fork",
+                f"{where} by kernel sequence ({100 * a.share_of_pass:.2f}% of the pass, "
+                f"{100 * a.share_of_reference:.2f}% of the fork's): {len(p.dispatches) - a.matched:,} unmatched "
+                "kernel(s) (memsets, warm-up, kernels the fork does not list) stay unattributed",
+            )
+        )
 
 
 def _dedupe(notes: list[Note]) -> list[Note]:

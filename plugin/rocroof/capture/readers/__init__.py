@@ -467,6 +467,20 @@ def read_capture(
     for log in log_files:
         capture.fused_groups.update({k: (g.op_list, list(g.node_names)) for k, g in read_fused_log(log).items()})
         used.append(log)
+    meta_kernels = capture.op_metadata.kernels if capture.op_metadata is not None else None
+    fork_kernels = fmt != "ggml-roofline-json" and meta_kernels is not None and len(meta_kernels) > 0
+    if fork_kernels and capture.passes and not any(has_op_attribution(p) for p in capture.passes):
+        # AMD's fork's rows carry each invocation's kernels and times, the capture's passes no ops:
+        # the fork's kernels become the timing pass, and ingest aligns the passes to them
+        capture.passes.insert(0, _pass_from_metadata_kernels(capture.op_metadata, str(meta_files[0])))
+        notes.append(
+            Note(
+                "info",
+                "fork-timing-pass",
+                f"{meta_files[0].name}: its kernels (names, GPU times) are the timing pass; the capture's "
+                "passes have no op markers and are aligned to them by kernel sequence",
+            )
+        )
 
     if manifest:
         _apply_manifest(capture, manifest, root)
@@ -732,6 +746,19 @@ def _pass_label(root: Path, directory: Path, index: int) -> str:
         rel = Path(directory.name)
     text = str(rel)
     return f"pass {index + 1}" if text in ("", ".") else text
+
+
+def has_op_attribution(p: PassData) -> bool:
+    """Whether a pass says itself which ggml op launched a kernel: invocations, ggml ranges or NVTX stacks."""
+    if bool(p.dispatches["invocation"].notna().any()):
+        return True
+    regions = p.dispatches["region"].dropna().astype(str)
+    if bool(regions.str.contains("ggml").any()):
+        return True
+    if not len(p.markers):
+        return False
+    ranges = p.markers[p.markers["kind"].astype(str) == "range"]["message"].dropna().astype(str)
+    return bool(ranges.str.startswith("ggml").any())
 
 
 def _pass_from_metadata_kernels(meta: object, source: str) -> PassData:
