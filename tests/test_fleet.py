@@ -105,7 +105,7 @@ def test_repeats_show_no_regression_and_ci_exit_codes(db: Path) -> None:
     assert bad.exit_code == 1 and "+41.0" in bad.output
     md = runner.invoke(cli, ["fleet", "diff", "env=fusion", "env=no-fusion", "--db", str(db), "--format", "markdown"])
     blocks = [b for b in md.output.split("\n\n") if b.startswith("|")]
-    assert len(blocks) == 2 and all(all(line.startswith("|") for line in b.strip().splitlines()) for b in blocks)
+    assert len(blocks) == 3 and all(all(line.startswith("|") for line in b.strip().splitlines()) for b in blocks)
     doc = json.loads(
         runner.invoke(cli, ["fleet", "diff", "take=1", "take=2", "--db", str(db), "--format", "json"]).output
     )

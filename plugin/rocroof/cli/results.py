@@ -428,21 +428,29 @@ def fleet_diff_command(db: str, side_a: str, side_b: str, top: int, fail_pct: fl
         head = head.replace("*", "\\*") if md else head
         echo(f"**{head}**\n" if md else head)
         echo(render_frame(pairs, fmt), nl=False)  # type: ignore[arg-type]
-        ops = d.ops.head(top)
-        table = pd.DataFrame(
-            {
-                "pair": ops["pair"],
-                "op": ops["op"],
-                "µs/eval": [f"{num(a)} → {num(b)}" for a, b in zip(ops["us_a"], ops["us_b"], strict=True)],
-                "Δ µs": ops["delta_us"].map(lambda v: num(v, True)),
-                "Δ %": ops["delta_pct"].map(lambda v: num(v, True)),
-                "nodes only in B": ops["only_b"].map(str),
-                "verdict": ops["verdict"],
-            }
-        )
-        title = f"Op changes, most time added per graph evaluation first (top {len(ops)} of {len(d.ops)}):"
-        echo(("\n**" + title + "**\n") if md else "\n" + title)
-        echo(render_frame(table, fmt), nl=False)  # type: ignore[arg-type]
+
+        def op_table(ops: pd.DataFrame) -> pd.DataFrame:
+            return pd.DataFrame(
+                {
+                    "pair": ops["pair"],
+                    "op": ops["op"],
+                    "µs/eval": [f"{num(a)} → {num(b)}" for a, b in zip(ops["us_a"], ops["us_b"], strict=True)],
+                    "Δ µs": ops["delta_us"].map(lambda v: num(v, True)),
+                    "Δ %": ops["delta_pct"].map(lambda v: num(v, True)),
+                    "nodes only in B": ops["only_b"].map(str),
+                    "verdict": ops["verdict"],
+                }
+            )
+
+        added = d.ops[d.ops["delta_us"] > 0].head(top)
+        saved = d.ops[d.ops["delta_us"] < 0].sort_values("delta_us", kind="stable").head(max(1, top // 3))
+        for rows, title in (
+            (added, f"Op changes adding the most time per graph evaluation (top {len(added)} of {len(d.ops)}):"),
+            (saved, f"Op changes saving the most time (top {len(saved)}):"),
+        ):
+            if len(rows):
+                echo(("\n**" + title + "**\n") if md else "\n" + title)
+                echo(render_frame(op_table(rows), fmt), nl=False)  # type: ignore[arg-type]
         for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b), ("ambiguous", d.ambiguous)):
             if names:
                 echo(("\n" if md else "") + f"{what} (not compared): {'; '.join(names)}")

@@ -702,9 +702,9 @@ def _align_to_fork(capture: Capture, notes: list[Note]) -> None:
         if not a.acceptable:
             raise InputError(
                 f"{where} by kernel sequence ({100 * a.share_of_pass:.1f}% of the pass, "
-                f"{100 * a.share_of_reference:.1f}% of the fork's; {100 * MIN_MATCHED:.0f}% of the fork's needed): not a "
-                "run of the same command, or only part of it (with repeated graph evaluations a window cannot be "
-                "placed); record the counters with the marker hook instead"
+                f"{100 * a.share_of_reference:.1f}% of the fork's; {100 * MIN_MATCHED:.0f}% of the fork's needed): "
+                "not a run of the same command, or only part of it (with repeated graph evaluations a window cannot "
+                "be placed); record the counters with the marker hook instead"
             )
         inv = np.where(a.partner >= 0, ref_inv[np.clip(a.partner, 0, None)], -1)
         p.dispatches["invocation"] = pd.arrays.IntegerArray(inv, inv < 0)
