@@ -103,6 +103,12 @@ def test_repeats_show_no_regression_and_ci_exit_codes(db: Path) -> None:
         cli, ["fleet", "diff", "env=fusion", "env=no-fusion", "--db", str(db), "--fail-on-regression", "5"]
     )
     assert bad.exit_code == 1 and "+41.0" in bad.output
+    # the CI log says why: each pair above the threshold, and the runs left uncompared
+    assert (
+        "regression: model=moe-tiny phase=decode take=1 (runs" in bad.output
+        and "above --fail-on-regression 5%" in bad.output
+    )
+    assert "warning: 1 run(s) only in A were not compared" in bad.output
     md = runner.invoke(cli, ["fleet", "diff", "env=fusion", "env=no-fusion", "--db", str(db), "--format", "markdown"])
     blocks = [b for b in md.output.split("\n\n") if b.startswith("|")]
     assert len(blocks) == 3 and all(all(line.startswith("|") for line in b.strip().splitlines()) for b in blocks)
@@ -116,6 +122,8 @@ def test_repeats_show_no_regression_and_ci_exit_codes(db: Path) -> None:
 
 def test_fleet_mistakes_are_one_line(db: Path) -> None:
     runner = CliRunner()
+    twice = runner.invoke(cli, ["fleet", "--db", str(db), "--label", "env=fusion", "--label", "env=no-fusion"])
+    assert twice.exit_code != 0 and "env is already 'fusion'" in twice.output
     none = runner.invoke(cli, ["fleet", "diff", "env=nothing", "env=fusion", "--db", str(db)])
     assert none.exit_code != 0 and "no stored run has the labels env=nothing" in none.output
     same = runner.invoke(cli, ["fleet", "diff", "model=dense-tiny", "phase=decode", "--db", str(db)])

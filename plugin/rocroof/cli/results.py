@@ -308,10 +308,17 @@ def fleet(
     store = Store(db, read_only=True)
     selector: dict[str, str] = {"sweep": sweep_name} if sweep_name else {}
     for text in label_filters:
-        selector.update(parse_selector(text))
-    runs = sorted(store.runs_with_labels(selector)) if selector else sorted(store.runs_with_labels({}))
+        for key, value in parse_selector(text).items():
+            if key in selector and selector[key] != value:
+                raise InputError(
+                    f"--label {key}={value}: {key} is already {selector[key]!r}; a run has one value per label, "
+                    "so both cannot match (use * to match several: --label 'env=*')"
+                )
+            selector[key] = value
+    runs = sorted(store.runs_with_labels(selector))
     if not runs:
-        raise InputError("no stored run matches (rocroof runs --label ... lists the runs and their labels)")
+        shown = ", ".join(f"{k}={v}" for k, v in selector.items()) or "any labels"
+        raise InputError(f"no stored run has {shown} (rocroof runs lists the runs and their labels)")
     df = fleet_view(store, runs)
     if plot_out is not None:
         from ..report.fleet import fleet_matrix
@@ -319,8 +326,10 @@ def fleet(
 
         if not plot_out.name or plot_out.is_dir():
             raise InputError(f"--plot {str(plot_out)!r}: expected a file name without extension, e.g. docs/fleet")
-        title = f"{sweep_name or 'runs'}: % of each run's GPU time per ggml op"
-        paths = save_fleet_heatmap(fleet_matrix(store, runs), title, plot_out)
+        matrix = fleet_matrix(store, runs)
+        kept = f"the {len(matrix)} ops with the most time of {len(df)}" if len(matrix) < len(df) else "every op"
+        title = f"{sweep_name or 'runs'}: % of each run's GPU time per ggml op ({kept})"
+        paths = save_fleet_heatmap(matrix, title, plot_out)
         stderr_console().print("Wrote " + ", ".join(str(p) for p in paths), markup=False, highlight=False)
     if fmt in ("csv", "json"):
         echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
@@ -397,6 +406,8 @@ def fleet_diff_command(db: str, side_a: str, side_b: str, top: int, fail_pct: fl
         doc = {
             "side_a": side_a,
             "side_b": side_b,
+            "fail_on_regression_pct": fail_pct,
+            "regressed": bool(fail_pct is not None and (d.pairs["delta_pct"] > fail_pct).any()),
             "paired_by": d.keys,
             "pairs": json_records(d.pairs),
             "ops": json_records(d.ops),
@@ -442,8 +453,14 @@ def fleet_diff_command(db: str, side_a: str, side_b: str, top: int, fail_pct: fl
                 }
             )
 
-        added = d.ops[d.ops["delta_us"] > 0].head(top)
-        saved = d.ops[d.ops["delta_us"] < 0].sort_values("delta_us", kind="stable").head(max(1, top // 3))
+        added = d.ops[(d.ops["delta_us"] > 0) & (d.ops["verdict"] != "noise")].head(top)
+        # a saving is a matched node that got faster: an op whose time moved into a fused group of the
+        # other side ('mixed': no node of it matched) is regrouping, not a saving
+        saved = (
+            d.ops[(d.ops["delta_us"] < 0) & (d.ops["verdict"] == "faster")]
+            .sort_values("delta_us")
+            .head(max(1, top // 3))
+        )
         for rows, title in (
             (added, f"Op changes adding the most time per graph evaluation (top {len(added)} of {len(d.ops)}):"),
             (saved, f"Op changes saving the most time (top {len(saved)}):"),
@@ -455,8 +472,24 @@ def fleet_diff_command(db: str, side_a: str, side_b: str, top: int, fail_pct: fl
             if names:
                 echo(("\n" if md else "") + f"{what} (not compared): {'; '.join(names)}")
     if fail_pct is not None:
-        worst = d.pairs["delta_pct"].max()
-        if pd.notna(worst) and worst > fail_pct:
+        failing = d.pairs[d.pairs["delta_pct"] > fail_pct]
+        err = stderr_console()
+        for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b)):
+            if names:
+                err.print(
+                    f"warning: {len(names)} run(s) {what} were not compared: {'; '.join(names)}",
+                    markup=False,
+                    soft_wrap=True,
+                )
+        if len(failing):
+            for r in failing.itertuples():
+                err.print(
+                    f"regression: {r.pair} (runs {r.run_a} → {r.run_b}) {r.delta_pct:+.1f}% GPU time per graph "
+                    f"evaluation, above --fail-on-regression {fail_pct:g}%",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
             raise click.exceptions.Exit(1)
 
 

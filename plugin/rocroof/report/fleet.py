@@ -75,8 +75,8 @@ def fleet_view(store: Store, runs: list[int], worst: int = 3) -> pd.DataFrame:
         ``invocations``, ``duration_ns``, ``share_of_fleet_pct`` (of all the runs' GPU time),
         ``mean_share_of_run_pct`` (its share of each run's time, averaged over the runs it ran
         in), ``pct_of_roof`` (time at roof / time over its measured invocations, all runs),
-        ``measured_runs``, and ``worst_runs`` (the ``worst`` runs furthest from the roof:
-        ``name (pct%)``, ``; ``-joined).
+        ``measured_runs``, ``worst_runs`` (the ``worst`` runs furthest from the roof:
+        ``name (pct%)``, ``; ``-joined) and ``worst_run_ids`` (their run ids, space-separated).
     """
     cols = [
         "op_list",
@@ -88,6 +88,7 @@ def fleet_view(store: Store, runs: list[int], worst: int = 3) -> pd.DataFrame:
         "pct_of_roof",
         "measured_runs",
         "worst_runs",
+        "worst_run_ids",
     ]
     if not runs:
         return pd.DataFrame(columns=cols)
@@ -125,6 +126,7 @@ def fleet_view(store: Store, runs: list[int], worst: int = 3) -> pd.DataFrame:
                 "pct_of_roof": pct,
                 "measured_runs": int(len(m)),
                 "worst_runs": "; ".join(f"{names[int(r.run_id)]} ({r.pct:.1f}%)" for r in furthest.itertuples()),
+                "worst_run_ids": " ".join(str(int(r)) for r in furthest["run_id"]),
             }
         )
     return pd.DataFrame(rows, columns=cols).sort_values("duration_ns", ascending=False).reset_index(drop=True)

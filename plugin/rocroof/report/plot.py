@@ -270,10 +270,13 @@ def fleet_heatmap_figure(share: pd.DataFrame, title: str) -> object:
     image = ax.imshow(data, aspect="auto", cmap="magma_r", interpolation="nearest", origin="upper")
     ax.set_yticks(range(n_ops), [str(v) for v in share.index], fontsize=8)
     ax.set_xticks(range(n_runs), [str(v) for v in share.columns], rotation=60, ha="right", fontsize=7)
+    top = np.nanmax(data) if np.isfinite(data).any() else 1.0
     for i in range(n_ops):
         for j in range(n_runs):
-            if np.isfinite(data[i, j]) and data[i, j] >= 1:
-                ax.text(j, i, f"{data[i, j]:.0f}", ha="center", va="center", fontsize=6, color="tab:blue")
+            if np.isfinite(data[i, j]):
+                text = f"{data[i, j]:.0f}" if data[i, j] >= 1 else "<1"
+                color = "white" if data[i, j] > 0.5 * top else "black"  # readable on dark and light cells
+                ax.text(j, i, text, ha="center", va="center", fontsize=6, color=color)
     ax.set_title(title, fontsize=10)
     fig.colorbar(image, ax=ax, label="% of the run's GPU time")
     fig.tight_layout()
