@@ -104,3 +104,24 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if proc.returncode != 0:
         require_or_skip(f"llama-cpp-python=={version} sdist not cached in {cache} and pip could not download it")
     return dest / name
+
+
+def overlapping_capture(source: Path, dest: Path) -> Path:
+    """A copy of an NVIDIA capture whose every third kernel starts with the one before it.
+
+    The Nsight Systems export's kernel starts are rewritten (two streams' worth of concurrency on
+    one stream) and everything else is kept: for checks that overlapping kernels count once.
+    """
+    import gzip
+    import shutil
+    import sqlite3
+
+    shutil.copytree(source, dest)
+    con = sqlite3.connect(":memory:")
+    con.deserialize(gzip.decompress((dest / "trace" / "nsys.sqlite.gz").read_bytes()))
+    rows = con.execute("SELECT rowid, start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start").fetchall()
+    for (_, prev_start), (rowid, _) in list(zip(rows[:-1], rows[1:], strict=True))[::3]:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = ? WHERE rowid = ?", (prev_start, rowid))
+    con.commit()
+    (dest / "trace" / "nsys.sqlite.gz").write_bytes(gzip.compress(con.serialize()))
+    return dest

@@ -42,6 +42,8 @@ from rocroof.report.advise import (
 )
 from rocroof.store import Store
 
+from .conftest import overlapping_capture
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FLOPS = EXAMPLES / "h200-counters" / "dense28-decode-flops"
 MOE = EXAMPLES / "h200" / "moe-prefill"
@@ -119,14 +121,7 @@ def test_idle_share_per_evaluation_matches_the_raw_trace(flops: tuple[Store, int
 def test_overlapping_kernels_count_once(tmp_path: Path) -> None:
     # the same capture with kernels made to overlap: every third kernel of the trace starts with the one
     # before it (two streams' worth of concurrency); busy time must not count the overlap twice
-    capture = tmp_path / "cap"
-    shutil.copytree(FLOPS, capture)
-    con = _nsys(FLOPS)
-    rows = con.execute("SELECT rowid, start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start").fetchall()
-    for (_, prev_start), (rowid, _) in list(zip(rows[:-1], rows[1:], strict=True))[::3]:
-        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = ? WHERE rowid = ?", (prev_start, rowid))
-    con.commit()
-    (capture / "trace" / "nsys.sqlite.gz").write_bytes(gzip.compress(con.serialize()))
+    capture = overlapping_capture(FLOPS, tmp_path / "cap")
     db = tmp_path / "r.db"
     store, run_id = _store(capture, db)
     ev = build_advice(store, run_id).evaluations.set_index("evaluation")

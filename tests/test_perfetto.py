@@ -25,6 +25,8 @@ from rocroof.cli import cli
 from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
+from .conftest import overlapping_capture
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PHASES = {"X", "B", "E", "i", "I", "C", "M"}
 
@@ -171,18 +173,7 @@ def test_export_to_stdout_and_bad_out(tmp_path: Path) -> None:
 def test_overlapping_kernels_get_a_lane_of_their_own(tmp_path: Path) -> None:
     # the decode capture with every third kernel made to start with the one before it (concurrent
     # streams' worth of overlap on one stream): the trace stays valid and keeps every kernel's time
-    import gzip
-    import shutil
-
-    capture = tmp_path / "cap"
-    shutil.copytree(EXAMPLES / "h200-counters" / "dense28-decode-flops", capture)
-    con = sqlite3.connect(":memory:")
-    con.deserialize(gzip.decompress((capture / "trace" / "nsys.sqlite.gz").read_bytes()))
-    rows = con.execute("SELECT rowid, start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start").fetchall()
-    for (_, prev_start), (rowid, _) in list(zip(rows[:-1], rows[1:], strict=True))[::3]:
-        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = ? WHERE rowid = ?", (prev_start, rowid))
-    con.commit()
-    (capture / "trace" / "nsys.sqlite.gz").write_bytes(gzip.compress(con.serialize()))
+    capture = overlapping_capture(EXAMPLES / "h200-counters" / "dense28-decode-flops", tmp_path / "cap")
     db = tmp_path / "r.db"
     Store(db).write_run(build_run(read_capture(capture)))
     doc = json.loads(CliRunner().invoke(cli, ["export", "--db", str(db)]).output)
