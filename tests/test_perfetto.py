@@ -190,3 +190,13 @@ def test_overlapping_kernels_get_a_lane_of_their_own(tmp_path: Path) -> None:
     )
     kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     assert sum(e["dur"] for e in kernels) == pytest.approx(stored / 1e3, abs=1e-3 * len(kernels))
+
+
+def test_a_run_without_timestamps_has_nothing_to_draw(tmp_path: Path) -> None:
+    # Nsight Compute's CSV alone: durations from its replay, no start or end: one line, not an empty trace
+    from .conftest import fixture_path
+
+    db = tmp_path / "r.db"
+    Store(db).write_run(build_run(read_capture(fixture_path("h200-trial", "dense_ncu_raw.csv.gz"))))
+    result = CliRunner().invoke(cli, ["export", "--db", str(db)])
+    assert result.exit_code == 1 and "nothing to draw" in result.output and "Traceback" not in result.output

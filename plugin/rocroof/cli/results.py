@@ -246,7 +246,21 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
     from ..store import Store
 
     store = Store(db, read_only=True)
-    doc = trace_document(store, store.resolve_run(run_spec))
+    rid = store.resolve_run(run_spec)
+    doc = trace_document(store, rid)
+    left = int(doc["otherData"]["dispatches_left_out"])
+    drawn = sum(1 for e in doc["traceEvents"] if e["ph"] != "M")
+    if left and not drawn:
+        raise InputError(
+            f"run {rid}: none of its {left:,} dispatches has start and end timestamps (an Nsight Compute replay "
+            "records durations only): nothing to draw; export a run with a trace pass (nsys, rocprofv3 --kernel-trace)"
+        )
+    if left:
+        stderr_console().print(
+            f"warning: {left:,} dispatch(es) without start and end timestamps left out of the timeline",
+            markup=False,
+            soft_wrap=True,
+        )
     text = json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n"
     if out is None:
         echo(text, nl=False)
