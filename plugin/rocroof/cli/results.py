@@ -315,8 +315,7 @@ def fleet(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from ..report.fleet import fleet_view
-    from ..report.tables import render_frame
+    from ..report.fleet import fleet_view, render_fleet
     from ..store import Store, parse_selector
 
     store = Store(db, read_only=True)
@@ -345,36 +344,7 @@ def fleet(
         title = f"{sweep_name or 'runs'}: % of each run's GPU time per ggml op ({kept})"
         paths = save_fleet_heatmap(matrix, title, plot_out)
         stderr_console().print("Wrote " + ", ".join(str(p) for p in paths), markup=False, highlight=False)
-    if fmt in ("csv", "json"):
-        echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
-        return
-    gap = "\n" if fmt == "markdown" else ""  # Markdown keeps a table apart from the lines around it
-    echo(f"{len(runs)} run(s); {len(df)} op(s), most GPU time first{gap}")
-    echo(render_frame(pd_people_fleet(df), fmt, wrap=["op", "furthest from the roof"]), nl=False)  # type: ignore[arg-type]
-    echo(
-        f"{gap}% fleet = share of all the runs' GPU time; % roof = time at the governing roof / time over the "
-        "measured invocations (op_verdict); furthest = the runs with the lowest % roof"
-    )
-
-
-def pd_people_fleet(df: Any) -> Any:
-    """The fleet table for people (µs, %, names)."""
-    import pandas as pd
-
-    def pct(v: Any) -> str:
-        return "?" if pd.isna(v) else f"{v:.1f}"
-
-    return pd.DataFrame(
-        {
-            "op": df["op_list"],
-            "runs": df["runs"].map(lambda v: f"{int(v):,}"),
-            "time µs": df["duration_ns"].map(lambda v: f"{v / 1e3:,.1f}"),
-            "% fleet": df["share_of_fleet_pct"].map(pct),
-            "mean % run": df["mean_share_of_run_pct"].map(pct),
-            "% roof": df["pct_of_roof"].map(pct),
-            "furthest from the roof": df["worst_runs"].map(lambda v: v or "—"),
-        }
-    )
+    echo(render_fleet(df, fmt, runs=len(runs)), nl=False)
 
 
 @fleet.command("diff")
@@ -404,106 +374,18 @@ def fleet_diff_command(db: str, side_a: str, side_b: str, top: int, fail_pct: fl
       rocroof fleet diff env=fusion env=no-fusion
       rocroof fleet diff nightly-1201 nightly-1202 --fail-on-regression 5 --format markdown
     """
-    import pandas as pd
-
-    from ..report.fleet import fleet_diff, select_runs
-    from ..report.tables import render_frame
+    from ..report.fleet import fleet_diff, regressions, render_fleet_diff, select_runs
     from ..store import Store
 
     store = Store(db, read_only=True)
     d = fleet_diff(store, select_runs(store, side_a), select_runs(store, side_b))
-    if fmt == "json":
-        import json
-
-        from ..report.tables import json_records
-
-        doc = {
-            "side_a": side_a,
-            "side_b": side_b,
-            "fail_on_regression_pct": fail_pct,
-            "regressed": bool(fail_pct is not None and (d.pairs["delta_pct"] > fail_pct).any()),
-            "paired_by": d.keys,
-            "pairs": json_records(d.pairs),
-            "ops": json_records(d.ops),
-            "unpaired_a": d.unpaired_a,
-            "unpaired_b": d.unpaired_b,
-            "ambiguous": d.ambiguous,
-        }
-        echo(json.dumps(doc, indent=2, allow_nan=False))
-    elif fmt == "csv":
-        echo(render_frame(d.ops, "csv"), nl=False)
-    else:
-
-        def num(v: Any, signed: bool = False) -> str:
-            return "?" if pd.isna(v) else (f"{v:+,.1f}" if signed else f"{v:,.1f}")
-
-        md = fmt == "markdown"
-        pairs = pd.DataFrame(
-            {
-                "pair": d.pairs["pair"],
-                "runs": [f"{a} → {b}" for a, b in zip(d.pairs["run_a"], d.pairs["run_b"], strict=True)],
-                "µs/eval": [
-                    f"{num(a)} → {num(b)}"
-                    for a, b in zip(d.pairs["us_per_eval_a"], d.pairs["us_per_eval_b"], strict=True)
-                ],
-                "Δ %": d.pairs["delta_pct"].map(lambda v: num(v, True)),
-            }
-        )
-        head = f"{side_a} → {side_b}: {len(d.pairs)} pair(s), paired by {', '.join(d.keys) or 'nothing'}"
-        head = head.replace("*", "\\*") if md else head
-        echo(f"**{head}**\n" if md else head)
-        echo(render_frame(pairs, fmt), nl=False)  # type: ignore[arg-type]
-
-        def op_table(ops: pd.DataFrame) -> pd.DataFrame:
-            return pd.DataFrame(
-                {
-                    "pair": ops["pair"],
-                    "op": ops["op"],
-                    "µs/eval": [f"{num(a)} → {num(b)}" for a, b in zip(ops["us_a"], ops["us_b"], strict=True)],
-                    "Δ µs": ops["delta_us"].map(lambda v: num(v, True)),
-                    "Δ %": ops["delta_pct"].map(lambda v: num(v, True)),
-                    "nodes only in B": ops["only_b"].map(str),
-                    "verdict": ops["verdict"],
-                }
-            )
-
-        added = d.ops[(d.ops["delta_us"] > 0) & (d.ops["verdict"] != "noise")].head(top)
-        # a saving is a matched node that got faster: an op whose time moved into a fused group of the
-        # other side ('mixed': no node of it matched) is regrouping, not a saving
-        saved = (
-            d.ops[(d.ops["delta_us"] < 0) & (d.ops["verdict"] == "faster")]
-            .sort_values("delta_us")
-            .head(max(1, top // 3))
-        )
-        for rows, title in (
-            (added, f"Op changes adding the most time per graph evaluation (top {len(added)} of {len(d.ops)}):"),
-            (saved, f"Op changes saving the most time (top {len(saved)}):"),
-        ):
-            if len(rows):
-                echo(("\n**" + title + "**\n") if md else "\n" + title)
-                echo(render_frame(op_table(rows), fmt), nl=False)  # type: ignore[arg-type]
-        for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b), ("ambiguous", d.ambiguous)):
-            if names:
-                echo(("\n" if md else "") + f"{what} (not compared): {'; '.join(names)}")
+    echo(render_fleet_diff(d, fmt, side_a, side_b, top=top, fail_pct=fail_pct), nl=False)
     if fail_pct is not None:
-        failing = d.pairs[d.pairs["delta_pct"] > fail_pct]
+        lines, failed = regressions(d, fail_pct)
         err = stderr_console()
-        for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b)):
-            if names:
-                err.print(
-                    f"warning: {len(names)} run(s) {what} were not compared: {'; '.join(names)}",
-                    markup=False,
-                    soft_wrap=True,
-                )
-        if len(failing):
-            for r in failing.itertuples():
-                err.print(
-                    f"regression: {r.pair} (runs {r.run_a} → {r.run_b}) {r.delta_pct:+.1f}% GPU time per graph "
-                    f"evaluation, above --fail-on-regression {fail_pct:g}%",
-                    markup=False,
-                    highlight=False,
-                    soft_wrap=True,
-                )
+        for line in lines:
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+        if failed:
             raise click.exceptions.Exit(1)
 
 

@@ -11,7 +11,7 @@
   (its noise rules) and the per-op changes of all pairs ranked by the time they add per graph
   evaluation.
 
-Nothing here prints; the CLI renders the frames.
+Nothing here prints: :func:`render_fleet` and :func:`render_fleet_diff` return text.
 """
 
 from __future__ import annotations
@@ -293,3 +293,132 @@ def fleet_diff(
         unpaired_b=[names[r] for r in runs_b if r not in paired_b],
         ambiguous=ambiguous,
     )
+
+
+def _num(v: object, signed: bool = False) -> str:
+    if v is None or pd.isna(v):
+        return "?"
+    return f"{v:+,.1f}" if signed else f"{v:,.1f}"
+
+
+def render_fleet(view: pd.DataFrame, fmt: str, runs: int) -> str:
+    """Text of :func:`fleet_view`: CSV/JSON raw rows; a table or Markdown for people, with its key."""
+    from .tables import render_frame
+
+    if fmt in ("csv", "json"):
+        return render_frame(view, fmt)  # type: ignore[arg-type]
+    people = pd.DataFrame(
+        {
+            "op": view["op_list"],
+            "runs": view["runs"].map(lambda v: f"{int(v):,}"),
+            "time µs": view["duration_ns"].map(lambda v: f"{v / 1e3:,.1f}"),
+            "% fleet": view["share_of_fleet_pct"].map(_num),
+            "mean % run": view["mean_share_of_run_pct"].map(_num),
+            "% roof": view["pct_of_roof"].map(_num),
+            "furthest from the roof": view["worst_runs"].map(lambda v: v or "—"),
+        }
+    )
+    gap = "\n" if fmt == "markdown" else ""  # Markdown keeps a table apart from the lines around it
+    return (
+        f"{runs} run(s); {len(view)} op(s), most GPU time first\n{gap}"
+        + render_frame(people, fmt, wrap=["op", "furthest from the roof"])  # type: ignore[arg-type]
+        + f"{gap}% fleet = share of all the runs' GPU time; % roof = time at the governing roof / time over the "
+        "measured invocations (op_verdict); furthest = the runs with the lowest % roof\n"
+    )
+
+
+def regressions(d: FleetDiff, fail_pct: float) -> tuple[list[str], bool]:
+    """The lines a CI log needs for ``--fail-on-regression``, and whether it fails.
+
+    One warning per side with runs left uncompared, one line per pair whose GPU time per graph
+    evaluation grew by more than ``fail_pct`` percent.
+    """
+    lines = [
+        f"warning: {len(names)} run(s) {what} were not compared: {'; '.join(names)}"
+        for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b))
+        if names
+    ]
+    failing = d.pairs[d.pairs["delta_pct"] > fail_pct]
+    lines += [
+        f"regression: {r.pair} (runs {r.run_a} → {r.run_b}) {r.delta_pct:+.1f}% GPU time per graph evaluation, "
+        f"above --fail-on-regression {fail_pct:g}%"
+        for r in failing.itertuples()
+    ]
+    return lines, bool(len(failing))
+
+
+def render_fleet_diff(
+    d: FleetDiff, fmt: str, side_a: str, side_b: str, *, top: int = 15, fail_pct: float | None = None
+) -> str:
+    """Text of :func:`fleet_diff`.
+
+    JSON: every pair and op change, the pairing labels, unpaired and ambiguous runs, the threshold
+    and whether it was crossed; CSV: the op changes; table and Markdown: the pairs, the ``top`` op
+    changes adding the most time, those saving the most (matched nodes that got faster: an op whose
+    time moved into a fused group of the other side is regrouping, not a saving), and the runs not
+    compared. Markdown keeps each table between blank lines.
+    """
+    import json
+
+    from .tables import json_records, render_frame
+
+    if fmt == "json":
+        doc = {
+            "side_a": side_a,
+            "side_b": side_b,
+            "fail_on_regression_pct": fail_pct,
+            "regressed": bool(fail_pct is not None and (d.pairs["delta_pct"] > fail_pct).any()),
+            "paired_by": d.keys,
+            "pairs": json_records(d.pairs),
+            "ops": json_records(d.ops),
+            "unpaired_a": d.unpaired_a,
+            "unpaired_b": d.unpaired_b,
+            "ambiguous": d.ambiguous,
+        }
+        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    if fmt == "csv":
+        return render_frame(d.ops, "csv")
+    md = fmt == "markdown"
+    pairs = pd.DataFrame(
+        {
+            "pair": d.pairs["pair"],
+            "runs": [f"{a} → {b}" for a, b in zip(d.pairs["run_a"], d.pairs["run_b"], strict=True)],
+            "µs/eval": [
+                f"{_num(a)} → {_num(b)}"
+                for a, b in zip(d.pairs["us_per_eval_a"], d.pairs["us_per_eval_b"], strict=True)
+            ],
+            "Δ %": d.pairs["delta_pct"].map(lambda v: _num(v, True)),
+        }
+    )
+    head = f"{side_a} → {side_b}: {len(d.pairs)} pair(s), paired by {', '.join(d.keys) or 'nothing'}"
+    out = [f"**{head.replace('*', chr(92) + '*')}**\n" if md else head]
+    out.append(render_frame(pairs, fmt).rstrip("\n"))  # type: ignore[arg-type]
+
+    def op_table(ops: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "pair": ops["pair"],
+                "op": ops["op"],
+                "µs/eval": [f"{_num(a)} → {_num(b)}" for a, b in zip(ops["us_a"], ops["us_b"], strict=True)],
+                "Δ µs": ops["delta_us"].map(lambda v: _num(v, True)),
+                "Δ %": ops["delta_pct"].map(lambda v: _num(v, True)),
+                "nodes only in B": ops["only_b"].map(str),
+                "verdict": ops["verdict"],
+            }
+        )
+
+    added = d.ops[(d.ops["delta_us"] > 0) & (d.ops["verdict"] != "noise")].head(top)
+    saved = (
+        d.ops[(d.ops["delta_us"] < 0) & (d.ops["verdict"] == "faster")].sort_values("delta_us").head(max(1, top // 3))
+    )
+    for rows, title in (
+        (added, f"Op changes adding the most time per graph evaluation (top {len(added)} of {len(d.ops)}):"),
+        (saved, f"Op changes saving the most time (top {len(saved)}):"),
+    ):
+        if len(rows):
+            out.append(("\n**" + title + "**\n") if md else "\n" + title)
+            out.append(render_frame(op_table(rows), fmt).rstrip("\n"))  # type: ignore[arg-type]
+    for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b), ("ambiguous", d.ambiguous)):
+        if names:
+            out.append(("\n" if md else "") + f"{what} (not compared): {'; '.join(names)}")
+    return "\n".join(out) + "\n"
