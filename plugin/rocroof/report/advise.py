@@ -47,6 +47,7 @@ from ..analysis.timeline import GRAPHS_RECOVER_AT_MOST, evaluation_timeline, hos
 from ..records import Note
 from ..store import Store, schema
 from ..text import cell_text
+from .tables import gpu_text, json_records, render_frame, run_labels, run_notes
 
 #: Calls shorter than this (µs) are launch/latency sized: a kernel launch costs a few µs of host time.
 SHORT_CALL_US = 10.0
@@ -84,8 +85,8 @@ _MATRIX_OPS = (
     "CONV_TRANSPOSE_2D",
 )
 
-#: Counters read per op invocation (sums): Nsight L2 bytes and DRAM bytes of the same dispatches.
-_L2_COUNTERS = ("lts__t_bytes.sum",)
+#: Nsight's L2 bytes (reads and writes), summed per op invocation.
+_L2 = {"lts__t_bytes.sum": "l2_bytes"}
 #: Per-dispatch launch facts (means): theoretical occupancy %, waves per SM.
 _OCCUPANCY = {
     "sm__maximum_warps_per_active_cycle_pct": "occupancy_pct",
@@ -214,18 +215,15 @@ def build_advice(store: Store, run_id: int) -> Advice:
     store's errors: a run without op metadata yields no groups (the verdicts need the model).
     """
     run = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
-    lab = schema.run_label
-    labels_df = store.frame(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == run_id).order_by(lab.c.key))
-    labels = dict(zip(labels_df["key"].astype(str), labels_df["value"].astype(str), strict=True))
     ceil = store.frame(sa.select(schema.run_ceiling).where(schema.run_ceiling.c.run_id == run_id))
     ceilings = {str(r["name"]): float(r["value"]) for r in ceil.to_dict("records") if pd.notna(r["value"])}
-    notes_df = store.frame(
-        sa.select(schema.run_note).where(schema.run_note.c.run_id == run_id).order_by(schema.run_note.c.note_index)
-    )
-    notes = [Note(r["severity"], r["code"], r["message"]) for r in notes_df.to_dict("records")]
+    notes = run_notes(store, run_id)
     sampled = any(n.code == "counter-sample" for n in notes)
-    flushed = str(run.get("cache_control") or "").lower() in ("all", "flush", "flush-all")
-    replayed_warm = any(n.code == "warm-replay" for n in notes)
+    # a counter pass that flushed the caches, or whose replay passes may have warmed the L2 (the
+    # warm-replay warning): either way L2 / DRAM says nothing about residency
+    flushed = str(run.get("cache_control") or "").lower() in ("all", "flush", "flush-all") or any(
+        n.code == "warm-replay" for n in notes
+    )
 
     kernels = _frame(
         store,
@@ -238,8 +236,8 @@ def build_advice(store: Store, run_id: int) -> Advice:
     whole_run = bool(len(kernels)) and not kernels["evaluation"].notna().any()
     if whole_run:  # no graph evaluations (no op metadata): the run's kernels as one window
         kernels = kernels.assign(evaluation=0)
-    evaluations = evaluation_timeline(kernels) if len(kernels) else evaluation_timeline(_empty_kernels())
-    gaps = host_gaps(kernels) if len(kernels) else pd.DataFrame(columns=["op_index", "host_gap_ns"])
+    evaluations = evaluation_timeline(kernels)
+    gaps = host_gaps(kernels)
     inv = _frame(
         store,
         "SELECT v.op_index, v.op, v.op_list, v.evaluation, v.dispatches, v.duration_ns, v.dram_bytes, "
@@ -272,7 +270,7 @@ def build_advice(store: Store, run_id: int) -> Advice:
         f"SUM({value} * d.duration_ns) AS timed, SUM(CASE WHEN {value} IS NOT NULL THEN d.duration_ns END) AS time "
         "FROM counter_value c JOIN dispatch_record d ON d.run_id = c.run_id AND d.dispatch_index = c.dispatch_index "
         "WHERE c.run_id = :rid AND d.op_index IS NOT NULL AND c.counter_name IN ("
-        + ", ".join(f"'{n}'" for n in (*_L2_COUNTERS, *_OCCUPANCY, *_TCC, *_op_counters(run.get("gpu_arch"))))
+        + ", ".join(f"'{n}'" for n in (*_L2, *_OCCUPANCY, *_TCC, *_op_counters(run.get("gpu_arch"))))
         + ") GROUP BY d.op_index, d.pass_index, c.counter_name",
         run_id,
     )
@@ -282,30 +280,26 @@ def build_advice(store: Store, run_id: int) -> Advice:
     counters = counters.sort_values(["pass_index", "op_index"], kind="stable").drop_duplicates(
         ["op_index", "counter_name"], keep="first"
     )
-    # replay passes on a warm L2 (the warm-replay warning): DRAM bytes may be too low, and L2 / DRAM
-    # says nothing about residency
-    warmed = replayed_warm
     groups = _groups(
         inv,
         counters,
         evaluations,
         gaps,
         sampled=sampled,
-        flushed=flushed or warmed,
+        flushed=flushed,
         arch=run.get("gpu_arch"),
         l2_gbps=ceilings.get("l2_gbps"),
     )
-    moe = inv[inv["op"] == "MUL_MAT_ID"] if len(inv) else inv
-    moe_layers = layer_skew(expert_loads(moe)) if len(moe) else layer_skew(expert_loads(pd.DataFrame()))
+    moe_layers = layer_skew(expert_loads(inv[inv["op"] == "MUL_MAT_ID"]))
     return Advice(
         run=run,
-        labels=labels,
+        labels=run_labels(store, run_id),
         ceilings=ceilings,
         groups=groups,
         evaluations=evaluations,
         moe_layers=moe_layers,
         sampled=sampled,
-        flushed=flushed or warmed,
+        flushed=flushed,
         whole_run=whole_run,
         notes=[n for n in notes if n.severity != "info"],
     )
@@ -331,12 +325,6 @@ def _op_counters(arch: Any) -> list[str]:
     """The measured-operation counters of ``arch`` under the names readers store (rocprofv3 adds ``_sum``)."""
     names = counter_names(arch if isinstance(arch, str) else None)
     return [*names, *(f"{n}_sum" for n in names if not n.startswith(("sm__", "sass__")))]
-
-
-def _empty_kernels() -> pd.DataFrame:
-    return pd.DataFrame(
-        {c: pd.Series(dtype="Int64") for c in ("start_ns", "end_ns", "launch_ns", "op_index", "evaluation")}
-    )
 
 
 def _groups(
@@ -373,13 +361,13 @@ def _groups(
         most = counters.groupby("op_index")["kernels"].transform("max")
         counters = counters.assign(total=counters["total"].where(counters["kernels"] >= most))
     # per-invocation counter sums and counted kernels (group means are over kernels, sums over invocations)
-    facts = ["l2_bytes", *_OCCUPANCY.values(), "l2_hits", "l2_misses"]
+    facts = [*_L2.values(), *_OCCUPANCY.values(), "l2_hits", "l2_misses"]
     for col in facts:
         inv[col] = np.nan
         inv[f"{col}_kernels"] = 0
         inv[f"{col}_timed"] = inv[f"{col}_time"] = np.nan
     if len(counters):
-        names = {"lts__t_bytes.sum": "l2_bytes", **_OCCUPANCY, **_TCC}
+        names = {**_L2, **_OCCUPANCY, **_TCC}
         c = counters.assign(fact=counters["counter_name"].astype(str).map(names)).dropna(subset=["fact"])
         total = c.pivot_table(index="op_index", columns="fact", values="total", aggfunc="sum", dropna=False)
         kernels = c.pivot_table(index="op_index", columns="fact", values="kernels", aggfunc="sum")
@@ -689,7 +677,6 @@ def advice_document(advice: Advice) -> dict[str, Any]:
     ``evaluations`` and ``moe_layers``.
     """
     from .. import SCHEMA_VERSION, __version__
-    from .tables import json_records
 
     return {
         "rocroof": __version__,
@@ -775,8 +762,6 @@ def render_advice(advice: Advice, fmt: Format = "table", top: int | None = 10, *
     busy, idle, host time per op), left out when the timings are a counter pass's (serialised).
     Blocks are separated by blank lines, so that Markdown keeps each table apart.
     """
-    from .tables import gpu_text, render_frame
-
     if fmt == "json":
         return json.dumps(advice_document(advice), indent=2, allow_nan=False) + "\n"
     if fmt == "csv":  # one table: the groups, or with ``evaluations`` the evaluations

@@ -165,6 +165,13 @@ def run_labels(store: Store, run_id: int) -> dict[str, str]:
     return dict(zip(rows["key"].astype(str), rows["value"].astype(str), strict=True))
 
 
+def run_notes(store: Store, run_id: int) -> list[Note]:
+    """A run's notes (``run_note``), in the order they were stored."""
+    note = schema.run_note
+    rows = store.frame(sa.select(note).where(note.c.run_id == run_id).order_by(note.c.note_index))
+    return [Note(r["severity"], r["code"], r["message"]) for r in rows.to_dict("records")]
+
+
 def build_report(store: Store, run_id: int, by: By = "op", top: int | None = None) -> Report:
     """Query one run's report.
 
@@ -187,10 +194,7 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     if not len(rows):  # a run without them (or no dispatches at all): the view
         rows = store.frame(sa.text(f"SELECT * FROM {_VIEW[by]} WHERE run_id = :rid"), {"rid": run_id})
     run_row = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
-    notes_df = store.frame(
-        sa.select(schema.run_note).where(schema.run_note.c.run_id == run_id).order_by(schema.run_note.c.note_index)
-    )
-    notes = [Note(r["severity"], r["code"], r["message"]) for r in notes_df.to_dict("records")]
+    notes = run_notes(store, run_id)
     total_ns = rows["duration_ns"].sum(min_count=1) if "duration_ns" in rows else None
     known_total = pd.to_numeric(rows["duration_ns"], errors="coerce").sum() if "duration_ns" in rows else 0
     if by != "dispatch":
