@@ -111,15 +111,15 @@ def evaluation_timeline(kernels: pd.DataFrame) -> pd.DataFrame:
     if not len(own):
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     own = own.assign(evaluation=pd.to_numeric(own["evaluation"]).astype(np.int64))
+    # the host's pace from the gaps between the ops' first launches: span = their sum, per op = their mean
+    gaps = host_gaps(kernels).groupby("evaluation")["host_gap_ns"]
+    span_of, per_op_of = gaps.sum(), gaps.mean()
     rows = []
     for e, g in own.groupby("evaluation", sort=True):
         lo, hi = int(g["_s"].min()), int(g["_e"].max())
         busy = busy_in_window(ms, me, lo, hi)
         wall = hi - lo
-        launches = pd.to_numeric(g["launch_ns"], errors="coerce")
         ops = g["op_index"].dropna().nunique()
-        first_launch = launches.groupby(g["op_index"]).min().dropna()
-        span = float(first_launch.max() - first_launch.min()) if len(first_launch) > 1 else float("nan")
         rows.append(
             {
                 "evaluation": int(e),
@@ -132,8 +132,8 @@ def evaluation_timeline(kernels: pd.DataFrame) -> pd.DataFrame:
                 "kernel_sum_ns": int((g["_e"] - g["_s"]).sum()),
                 "idle_ns": wall - busy,
                 "idle_share": (wall - busy) / wall if wall > 0 else float("nan"),
-                "host_span_ns": span,
-                "host_ns_per_op": span / (len(first_launch) - 1) if len(first_launch) > 1 else float("nan"),
+                "host_span_ns": float(span_of.get(e, float("nan"))),
+                "host_ns_per_op": float(per_op_of.get(e, float("nan"))),
             }
         )
     return pd.DataFrame(rows, columns=cols)
