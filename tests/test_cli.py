@@ -698,6 +698,8 @@ def test_labels_and_run_ids_are_read_strictly(labelled: Path, tmp_path: Path) ->
     assert not (tmp_path / "x.db").exists() or counts(tmp_path / "x.db").get("run", 0) == 0
     assert "'model' given twice" in error("report", "--db", labelled, "--run", "model=moe,model=dense")
     assert "runs --label takes key=value" in error("runs", "--db", labelled, "--label", "latest:model=moe")
+    # two --label options giving one key two values: no run can match both (before: the last one won)
+    assert "model is already 'moe'" in error("runs", "--db", labelled, "--label", "model=moe", "--label", "model=dense")
     for bad in ("1.5", "\u0663", "1_0", "+2", "1e3"):
         assert "run must be a number" in error("report", "--db", labelled, "--run", bad), bad
     message = error("diff", "--db", labelled, "1", "model=nope")

@@ -127,6 +127,17 @@ def format_option(fn: Any) -> Any:
     )(fn)
 
 
+def label_option(fn: Any) -> Any:
+    """The repeatable ``--label KEY=VALUE`` filter on a run's labels (``label_filters``)."""
+    return click.option(
+        "--label",
+        "label_filters",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Only runs with this label (repeatable; all must match; * matches any text).",
+    )(fn)
+
+
 def raw_option(fn: Any) -> Any:
     """The ``--raw`` flag: CSV text cells exactly as stored (no formula guard)."""
     return click.option(

@@ -15,6 +15,7 @@ from .app import (
     db_option,
     echo,
     format_option,
+    label_option,
     raw_option,
     stderr_console,
 )
@@ -39,13 +40,7 @@ RUN_HELP = (
 @click.option(
     "--notes", "notes_for", default=None, metavar="RUN", help="Show all notes of one run (an id or 'latest') instead."
 )
-@click.option(
-    "--label",
-    "label_filters",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Only runs with this label (repeatable; all must match; * matches any text).",
-)
+@label_option
 def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...]) -> None:
     """List stored runs (or one run's notes with --notes RUN).
 
@@ -75,15 +70,12 @@ def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...
     else:
         df = runs_frame(store, labels_as_mapping=fmt == "json")
         if label_filters:
-            from ..store import parse_selector
+            from ..store import parse_selectors
 
-            selector: dict[str, str] = {}
-            for text in label_filters:
-                if text.lower().startswith("latest:"):
-                    raise InputError(
-                        f"--label {text!r}: runs --label takes key=value (latest: picks one run for --run)"
-                    )
-                selector.update(parse_selector(text))
+            latest = next((t for t in label_filters if t.lower().startswith("latest:")), None)
+            if latest is not None:
+                raise InputError(f"--label {latest!r}: runs --label takes key=value (latest: picks one run for --run)")
+            selector = parse_selectors(label_filters)
             df = df[df["run_id"].isin(store.runs_with_labels(selector))].reset_index(drop=True)
         if fmt in ("table", "markdown"):
             df, common = runs_for_people(df)
@@ -276,13 +268,7 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
 @cli.group(invoke_without_command=True)
 @db_option
 @click.option("--sweep", "sweep_name", default=None, help="The runs of this sweep (the label sweep=NAME).")
-@click.option(
-    "--label",
-    "label_filters",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Only runs with this label (repeatable; all must match; * matches any text).",
-)
+@label_option
 @format_option
 @click.option(
     "--plot",
@@ -316,18 +302,10 @@ def fleet(
     if ctx.invoked_subcommand is not None:
         return
     from ..report.fleet import fleet_view, render_fleet
-    from ..store import Store, parse_selector
+    from ..store import Store, parse_selectors
 
     store = Store(db, read_only=True)
-    selector: dict[str, str] = {"sweep": sweep_name} if sweep_name else {}
-    for text in label_filters:
-        for key, value in parse_selector(text).items():
-            if key in selector and selector[key] != value:
-                raise InputError(
-                    f"--label {key}={value}: {key} is already {selector[key]!r}; a run has one value per label, "
-                    "so both cannot match (use * to match several: --label 'env=*')"
-                )
-            selector[key] = value
+    selector = parse_selectors(label_filters, {"sweep": sweep_name} if sweep_name else None)
     runs = sorted(store.runs_with_labels(selector))
     if not runs:
         shown = ", ".join(f"{k}={v}" for k, v in selector.items()) or "any labels"

@@ -67,6 +67,28 @@ def run_names(labels: dict[int, dict[str, str]]) -> dict[int, str]:
     return {rid: " ".join(f"{k}={lab[k]}" for k in varying if k in lab) or f"run {rid}" for rid, lab in labels.items()}
 
 
+def _per_run_ops(store: Store, runs: list[int]) -> pd.DataFrame:
+    """Per run and op list (op_verdict): invocations, time, measured time, time at roof, ``share`` (% of the run).
+
+    Empty (no rows) without runs or op invocations. Times in ns, as floats.
+    """
+    if not runs:
+        return pd.DataFrame()
+    ids = ", ".join(str(int(r)) for r in runs)
+    per = store.frame(
+        sa.text(
+            "SELECT run_id, op_list, COUNT(*) AS invocations, SUM(duration_ns) AS duration_ns, "
+            "SUM(CASE WHEN time_at_roof_ns IS NOT NULL THEN duration_ns END) AS measured_ns, "
+            "SUM(time_at_roof_ns) AS at_roof_ns "
+            f"FROM op_verdict WHERE run_id IN ({ids}) AND op_list IS NOT NULL GROUP BY run_id, op_list"
+        )
+    )
+    for c in ("duration_ns", "measured_ns", "at_roof_ns", "invocations"):
+        per[c] = pd.to_numeric(per[c], errors="coerce").astype("float64")
+    per["share"] = 100.0 * per["duration_ns"] / per.groupby("run_id")["duration_ns"].transform("sum")
+    return per
+
+
 def fleet_view(store: Store, runs: list[int], worst: int = 3) -> pd.DataFrame:
     """Per op over ``runs``: the fleet's view (module docstring).
 
@@ -90,23 +112,9 @@ def fleet_view(store: Store, runs: list[int], worst: int = 3) -> pd.DataFrame:
         "worst_runs",
         "worst_run_ids",
     ]
-    if not runs:
-        return pd.DataFrame(columns=cols)
-    ids = ", ".join(str(int(r)) for r in runs)
-    per = store.frame(
-        sa.text(
-            "SELECT run_id, op_list, COUNT(*) AS invocations, SUM(duration_ns) AS duration_ns, "
-            "SUM(CASE WHEN time_at_roof_ns IS NOT NULL THEN duration_ns END) AS measured_ns, "
-            "SUM(time_at_roof_ns) AS at_roof_ns "
-            f"FROM op_verdict WHERE run_id IN ({ids}) AND op_list IS NOT NULL GROUP BY run_id, op_list"
-        )
-    )
+    per = _per_run_ops(store, runs)
     if not len(per):
         return pd.DataFrame(columns=cols)
-    for c in ("duration_ns", "measured_ns", "at_roof_ns", "invocations"):
-        per[c] = pd.to_numeric(per[c], errors="coerce").astype("float64")
-    run_time = per.groupby("run_id")["duration_ns"].sum()
-    per["share"] = 100.0 * per["duration_ns"] / per["run_id"].map(run_time)
     per["pct"] = 100.0 * per["at_roof_ns"] / per["measured_ns"]
     names = run_names(labels_of(store, runs))
     total = float(per["duration_ns"].sum())
@@ -139,19 +147,9 @@ def fleet_matrix(store: Store, runs: list[int], ops: int = 20) -> pd.DataFrame:
         Index: the ``ops`` op lists with the most fleet time (most first); columns: the runs, named
         by :func:`run_names`, in run order; NaN where an op did not run.
     """
-    if not runs:
-        return pd.DataFrame()
-    ids = ", ".join(str(int(r)) for r in runs)
-    per = store.frame(
-        sa.text(
-            "SELECT run_id, op_list, SUM(duration_ns) AS duration_ns FROM op_verdict "
-            f"WHERE run_id IN ({ids}) AND op_list IS NOT NULL GROUP BY run_id, op_list"
-        )
-    )
+    per = _per_run_ops(store, runs)
     if not len(per):
         return pd.DataFrame()
-    per["duration_ns"] = pd.to_numeric(per["duration_ns"], errors="coerce")
-    per["share"] = 100.0 * per["duration_ns"] / per.groupby("run_id")["duration_ns"].transform("sum")
     order = per.groupby("op_list")["duration_ns"].sum().sort_values(ascending=False).head(ops).index
     names = run_names(labels_of(store, runs))
     wide = per.pivot(index="op_list", columns="run_id", values="share").reindex(index=order, columns=runs)

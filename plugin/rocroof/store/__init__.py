@@ -19,7 +19,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -430,6 +430,25 @@ def parse_selector(text: str) -> dict[str, str]:
         if key.strip() in out:
             raise InputError(f"labels {text!r}: {key.strip()!r} given twice (a run has one value per label)")
         out[key.strip()] = value.strip()
+    return out
+
+
+def parse_selectors(texts: Iterable[str], base: dict[str, str] | None = None) -> dict[str, str]:
+    """Several :func:`parse_selector` texts (repeated ``--label`` options) as one selector, on top of ``base``.
+
+    Raises:
+        InputError: as :func:`parse_selector`, or a key set to two values (a run has one value per
+            label, so both cannot match).
+    """
+    out = dict(base or {})
+    for text in texts:
+        for key, value in parse_selector(text).items():
+            if key in out and out[key] != value:
+                raise InputError(
+                    f"--label {key}={value}: {key} is already {out[key]!r}; a run has one value per label, "
+                    "so both cannot match (use * to match several: --label 'env=*')"
+                )
+            out[key] = value
     return out
 
 
