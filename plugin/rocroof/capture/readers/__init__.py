@@ -595,7 +595,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
                 )
     settings = manifest.get("settings")
     cache_control = str(settings.get("ncu_cache_control", "")) if isinstance(settings, dict) else ""
-    passes_per_kernel = max((_ncu_replay_passes(f.parent) for f in ncu), default=0)
+    passes_per_kernel = max((_ncu_replay_passes(folder) for folder in {f.parent for f in ncu}), default=0)
     if passes_per_kernel > 1:
         facts["nvidia_ncu_replay_passes"] = str(passes_per_kernel)
         if cache_control.lower() == "none":

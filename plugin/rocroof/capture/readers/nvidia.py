@@ -150,26 +150,28 @@ def instance_cells(column: pd.Series) -> tuple[pd.Series, dict[str, np.ndarray]]
     text = column.astype(str)
     if not text.str.contains("(", regex=False).any():
         return None
-    parsed: dict[str, tuple[float, dict[str, float] | None]] = {}
-    for cell in text.unique():
+    codes, cells = pd.factorize(text)  # rows -> distinct cells: each is parsed once, then spread back
+    totals_of = np.empty(len(cells), dtype=np.float64)
+    found_of: list[dict[str, float] | None] = []
+    for i, cell in enumerate(cells):
         m = _INSTANCES.fullmatch(cell)
         if m is None:
-            plain = _number(pd.Series([cell])).iloc[0]
-            parsed[cell] = (float(plain), None)
+            totals_of[i] = float(_number(pd.Series([cell])).iloc[0])
+            found_of.append(None)
             continue
         found = {}
         for part in m.group(2).split(";"):
             pm = _INSTANCE.fullmatch(part)
             if pm is not None and pm.group(1) in KEPT_OPCODES:
                 found[pm.group(1)] = float(pm.group(2).replace(",", ""))
-        parsed[cell] = (float(m.group(1).replace(",", "")), found)
-    totals = pd.Series([parsed[c][0] for c in text], index=column.index, dtype="float64")
-    names = sorted({k for _, found in parsed.values() if found for k in found})
-    per = {}
-    for name in names:
-        cells = (parsed[c][1] for c in text)
-        per[name] = np.array([np.nan if f is None else f.get(name, 0.0) for f in cells], dtype=np.float64)
-    return totals, per
+        totals_of[i] = float(m.group(1).replace(",", ""))
+        found_of.append(found)
+    names = sorted({k for found in found_of if found for k in found})
+    per = {
+        name: np.array([np.nan if f is None else f.get(name, 0.0) for f in found_of], dtype=np.float64)[codes]
+        for name in names
+    }
+    return pd.Series(totals_of[codes], index=column.index, dtype="float64"), per
 
 
 def _whole(path: Path, values: pd.Series, column: str, first_row: int, *, exact: bool = False) -> pd.Series:
