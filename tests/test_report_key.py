@@ -179,9 +179,9 @@ def test_piped_reports_keep_each_line_of_prose_whole(
     runs: dict[str, tuple[Store, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Into a file or pipe, header and footer lines are not hard-wrapped (a PR or a log reflows them)."""
-    import rocroof.report.tables as tables
+    import rocroof.report.render as render_module
 
-    monkeypatch.setattr(tables, "_stdout_is_terminal", lambda: False)  # whatever runs the tests
+    monkeypatch.setattr(render_module, "_stdout_is_terminal", lambda: False)  # whatever runs the tests
     store, rid = runs["h200-prefill"]
     piped = render(build_report(store, rid, by="op"), "table")  # no width: as the CLI renders for a pipe
     key = next(line for line in piped.splitlines() if line.startswith("key: "))

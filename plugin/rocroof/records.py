@@ -61,6 +61,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from .note import Note as Note
+from .note import Severity as Severity
+
 DISPATCH_COLUMNS: dict[str, str] = {
     "dispatch_id": "Int64",
     "kernel_name": "object",
@@ -333,24 +336,6 @@ class KeyIndex:
                     out[sel] = np.where(hit >= 0, rows[np.clip(hit, 0, None)], -1)
             return out
         return match_rows(self._table, query)
-
-
-Severity = Literal["info", "warning", "error"]
-
-
-@dataclass(frozen=True)
-class Note:
-    """A finding about a capture that the user must see (stored per run, shown in reports).
-
-    Attributes:
-        severity: ``info``, ``warning`` (a number may be off or missing) or ``error``.
-        code: a stable machine-readable key, e.g. ``missing-counter``.
-        message: one line of prose.
-    """
-
-    severity: Severity
-    code: str
-    message: str
 
 
 @dataclass

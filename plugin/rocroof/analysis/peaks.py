@@ -30,12 +30,12 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
+from .ceiling_text import DRAM_RULES as DRAM_RULES
+from .ceiling_text import SHIPPED_LABEL as SHIPPED_LABEL
 from .dram import base_arch
 
 #: Environment variable naming an alternative peaks file.
 PEAKS_ENV = "ROCROOF_PEAKS"
-#: How reports name the shipped table.
-SHIPPED_LABEL = "configs/peaks.yaml"
 #: Marks a value of the peaks table may carry.
 MARKS = ("verified", "derived", "unverified")
 #: Mark of a ceiling measured on the profiled machine (never used in the table itself).
@@ -533,16 +533,6 @@ def find_ceilings(
     return None
 
 
-#: How a run's DRAM ceiling was chosen (``run.dram_peak_rule``), best first, and how reports say it.
-DRAM_RULES: dict[str, str] = {
-    "probe": "measured by rocroof's copy-bandwidth probe",
-    "roofline_csv": "measured by rocprofiler-compute's roofline benchmark",
-    "capture": "recorded by the capture",
-    "table_device": "peaks table, GPU matched by PCI device id",
-    "table_name": "peaks table, GPU matched by product name",
-    "table_cu": "peaks table, GPU matched by architecture and CU count",
-    "table_arch": "peaks table, the architecture's default GPU",
-}
 #: A measured ceiling is plausible between these fractions of the GPU's peak (a copy reaches 60-95%).
 MEASURED_UNDER_PEAK = 0.25
 MEASURED_OVER_PEAK = 1.05

@@ -101,7 +101,7 @@ def _facts(capture: Any, frames: Any) -> dict[str, Any]:
 
 
 def _summary(run_id: int, path: Path, facts: dict[str, Any], db: str = DEFAULT_DB) -> str:
-    from ..report.tables import ceiling_rule_text, gpu_text, timing_text
+    from ..report.render import ceiling_rule_text, gpu_text, timing_text
 
     run, n, files = facts["run"], facts["timing_dispatches"], facts["files"]
     gpu = gpu_text(run.get("gpu_name"), run.get("gpu_arch"))

@@ -302,7 +302,7 @@ def render_diff(
     counts, the noise thresholds), ``by_op``, ``nodes`` (every matched key) and ``notes``.
     ``raw``: CSV text cells as they are (else formula-leading cells get a ``'``: :func:`.tables.csv_text`).
     Markdown tables pair A and B in one cell (``45.42 → 44.82``) and the verdict counts in one,
-    to stay within :data:`.tables.MARKDOWN_COLUMNS` columns; ``all_columns`` gives one column each.
+    to stay within :data:`.render.MARKDOWN_COLUMNS` columns; ``all_columns`` gives one column each.
     """
     from .tables import json_records, render_frame
 

@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from ..store import Store, schema
 from ..text import storable
-from .tables import short_kernel_name
+from .render import short_kernel_name
 
 #: pids of GPU tracks: far above any OS pid (Linux caps pids at 2**22).
 GPU_PID_BASE = 1 << 30

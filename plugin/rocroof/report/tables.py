@@ -12,26 +12,40 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 import sqlalchemy as sa
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from ..analysis.peaks import DRAM_RULES, SHIPPED_LABEL
 from ..records import Note
 from ..store import Store, schema
 from ..text import cell_text
+from .render import (
+    _COMPUTE_CEILINGS,
+    _NOT_EXPORTED,
+    _RUN_PRIVATE,
+    _TEXT_COLUMNS,
+    By,
+    Report,
+    _flag_lines,
+    _fused_line,
+    _header_lines,
+    _human_rows,
+    _json_value,
+    _legend,
+    _nan,
+    _record_blocks,
+    _table_origins,
+    _table_width,
+    _unique_names,
+    _width,
+    gpu_text,
+    render_text,
+)
 
-By = Literal["dispatch", "kernel", "op", "invocation"]
 Format = Literal["table", "csv", "json", "markdown"]
 
 #: Bytes, bandwidth and ceiling columns shared by every grouping (bounds next to each value).
@@ -128,34 +142,6 @@ _VIEW = {
     "op": "op_summary",
     "invocation": "op_roofline",
 }
-
-
-@dataclass
-class Report:
-    """A report: rows plus the facts a reader needs to trust them.
-
-    Attributes:
-        by: the grouping.
-        rows: the rows (columns listed in ``_COLUMNS[by]``), sorted.
-        run: the run's row (``run`` table) as a dict.
-        notes: the run's notes.
-        total_rows: rows before ``--top`` was applied.
-        totals: whole-run sums (``duration_ns``, ``dispatches``, ``unattributed_dispatches``...).
-        ceilings: the run's ``run_ceiling`` rows (name -> value, source, mark).
-        labels: the run's labels (``run_label``: key -> value; a sweep point's parameters).
-        fused: for ``--by op``: ``(op, op_list, invocations)`` of the fused groups counted under
-            their first op, most invocations first.
-    """
-
-    by: By
-    rows: pd.DataFrame
-    run: dict[str, Any]
-    notes: list[Note] = field(default_factory=list)
-    total_rows: int = 0
-    totals: dict[str, Any] = field(default_factory=dict)
-    ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
-    fused: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 def run_labels(store: Store, run_id: int) -> dict[str, str]:
@@ -426,56 +412,12 @@ def _roofline_by_basis(rows: pd.DataFrame, run: dict[str, Any], ceilings: dict[s
 # ---- rendering -------------------------------------------------------------------------
 
 
-def _nan(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
-
-
-def _json_value(v: Any) -> Any:
-    if isinstance(v, dict):
-        return v
-    if _nan(v):
-        return None
-    if isinstance(v, bytes | bytearray | memoryview):
-        return bytes(v).hex()  # SQLite BLOB: hex text
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isinf(v):
-        return "Infinity" if v > 0 else "-Infinity"  # JSON has no infinities
-    return v
-
-
-def _unique_names(columns: list[Any]) -> list[str]:
-    """Column names made unique for JSON keys: a repeated ``x`` becomes ``x_2``, ``x_3``..."""
-    seen: dict[str, int] = {}
-    out = []
-    taken = {str(c) for c in columns}
-    for c in columns:
-        name = str(c)
-        if name in seen:
-            n = seen[name]
-            while f"{name}_{n + 1}" in taken:
-                n += 1
-            seen[name] = n + 1
-            name = f"{name}_{n + 1}"
-            taken.add(name)
-        else:
-            seen[name] = 1
-        out.append(name)
-    return out
-
-
 def json_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """``df``'s rows as JSON-ready dicts: NaN/NULL -> None, numpy scalars -> Python, BLOB -> hex."""
     keys = _unique_names(list(df.columns))
     return [
         {k: _json_value(v) for k, v in zip(keys, row, strict=True)} for row in df.itertuples(index=False, name=None)
     ]
-
-
-#: Report columns that machine formats leave out: ``time_share`` is ``share_of_time_pct`` / 100 (the plot's).
-_NOT_EXPORTED = ("time_share",)
-#: Run columns a JSON report leaves out (the machine's name; the database keeps it).
-_RUN_PRIVATE = ("host",)
 
 
 def report_document(report: Report) -> dict[str, Any]:
@@ -514,501 +456,6 @@ def _json_records(df: pd.DataFrame) -> str:
     return json.dumps(json_records(df), indent=2, allow_nan=False) + "\n"
 
 
-def _num(v: Any, scale: float = 1.0, digits: int = 2) -> str:
-    if _nan(v):
-        return "?"
-    return f"{float(v) / scale:,.{digits}f}"
-
-
-def _bytes_cell(row: pd.Series, key: str) -> str:
-    v = row.get(key)
-    if not _nan(v):
-        return _num(v, 1e6, 3)
-    lo, hi = row.get(f"{key}_min"), row.get(f"{key}_max")
-    if not _nan(lo) and not _nan(hi):
-        return f"? ({_num(lo, 1e6, 2)}–{_num(hi, 1e6, 2)})"
-    return "?"
-
-
-def _gbps_cell(row: pd.Series) -> str:
-    v = row.get("achieved_gbps")
-    if not _nan(v):
-        return _num(v, 1, 1)
-    lo, hi = row.get("achieved_gbps_min"), row.get("achieved_gbps_max")
-    if not _nan(lo) and not _nan(hi):
-        return f"? ({_num(lo, 1, 0)}–{_num(hi, 1, 0)})"
-    return "?"
-
-
-def _pct_cell(row: pd.Series, peak: Any) -> str:
-    v = row.get("pct_of_dram_peak")
-    if not _nan(v):
-        return _num(v, 1, 1)
-    lo, hi = row.get("achieved_gbps_min"), row.get("achieved_gbps_max")
-    if not _nan(lo) and not _nan(hi) and not _nan(peak) and peak:
-        return f"? ({_num(100 * lo / peak, 1, 0)}–{_num(100 * hi / peak, 1, 0)})"
-    return "?"
-
-
-def _time_at_peak_cell(row: pd.Series, peak: Any) -> str:
-    v = row.get("dram_time_at_peak_ns")
-    if not _nan(v):
-        return _num(v, 1e3)
-
-    def total(suffix: str) -> float:
-        parts = [row.get(f"{k}{suffix}") for k in ("dram_read_bytes", "dram_write_bytes")]
-        return float("nan") if any(_nan(x) for x in parts) else float(sum(parts))
-
-    lo, hi = total("_min"), total("_max")
-    if not _nan(lo) and not _nan(hi) and not _nan(peak) and peak:
-        return f"? ({_num(lo / peak, 1e3)}–{_num(hi / peak, 1e3)})"
-    return "?"
-
-
-def _human_rows(report: Report) -> tuple[list[str], list[list[str]]]:
-    """The report's header and rows as cell text for people (table, Markdown, HTML), controls escaped."""
-    headers, lines = _human_cells(report)
-    return headers, [[cell_text(c) for c in line] for line in lines]
-
-
-def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
-    by = report.by
-    headers: list[str] = []
-    lines: list[list[str]] = []
-    if by == "dispatch":
-        headers = ["#", "kernel", "op", "time µs", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
-        for _, r in report.rows.iterrows():
-            op = r.get("op_list") if isinstance(r.get("op_list"), str) else r.get("op")
-            lines.append(
-                [
-                    str(r["dispatch_id"]) if not _nan(r["dispatch_id"]) else "",
-                    _short(r["kernel_name"]),
-                    f"{op} #{int(r['invocation'])}" if isinstance(op, str) and not _nan(r.get("invocation")) else "—",
-                    _num(r["duration_ns"], 1e3),
-                    _bytes_cell(r, "dram_read_bytes"),
-                    _bytes_cell(r, "dram_write_bytes"),
-                    _gbps_cell(r),
-                    _pct_cell(r, report.run.get("dram_peak_gbps")),
-                    _time_at_peak_cell(r, report.run.get("dram_peak_gbps")),
-                ]
-            )
-        return headers, lines
-    label = {"kernel": "kernel", "op": "ggml op", "invocation": "op invocation"}[by]
-    headers = [label]
-    if by == "op":
-        headers.append("invocations")
-    headers += ["dispatches", "time µs", "% time", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
-    modelled = _has_roofline(report)
-    if modelled:  # the roofline's columns replace "% peak" and "µs at peak" (same numbers for memory-bound ops)
-        headers = [{"invocations": "inv.", "dispatches": "disp."}.get(h, h) for h in headers[:-2]]
-        headers.insert(headers.index("% time") + 1, "µs/call")
-        headers += ["model MB", "meas/model", "FLOP/B", "bound", "% roof", "µs at roof"]
-    for _, r in report.rows.iterrows():
-        if by == "kernel":
-            name = _short(r["kernel_name"])
-        elif by == "op":
-            name = r["op"] if isinstance(r["op"], str) else "(unattributed)"
-        else:
-            op = r["op_list"] if isinstance(r.get("op_list"), str) else r["op"]
-            node = "" if _nan(r["node_name"]) else str(r["node_name"])  # NULL is NaN here, and NaN is truthy
-            name = " ".join(x for x in (str(op), node, f"#{int(r['invocation'])}") if x)
-        line = [name]
-        if by == "op":
-            line.append(str(int(r["invocations"])))
-        basis = r.get("bytes_basis") if isinstance(r.get("bytes_basis"), str) else None
-        peak = report.run.get("dram_peak_gbps")
-        if basis == "sampled":  # over the measured evaluations (the header says which)
-            read, write = _num(r.get("measured_read_bytes"), 1e6, 3), _num(r.get("measured_write_bytes"), 1e6, 3)
-        else:
-            read, write = _bytes_cell(r, "dram_read_bytes"), _bytes_cell(r, "dram_write_bytes")
-        gbps, pct, at_peak = _gbps_cell(r), _pct_cell(r, peak), _time_at_peak_cell(r, peak)
-        if basis == "modelled":  # from the byte model: marked ~
-            gbps = _modelled(r.get("model_gbps"), 1, 1)
-            pct = _modelled(r.get("model_pct_of_dram_peak"), 1, 1)
-            model_b = pd.to_numeric(pd.Series([r.get("model_read_bytes"), r.get("model_write_bytes")])).sum(min_count=2)
-            at_peak = _modelled(model_b / float(peak) if peak else np.nan, 1e3, 2)
-        line += [
-            str(int(r["dispatches"])),
-            _num(r["duration_ns"], 1e3),
-            _num(r["share_of_time_pct"], 1, 1),
-            read,
-            write,
-            gbps,
-            pct,
-            at_peak,
-        ]
-        if modelled:
-            model_bytes = pd.to_numeric(pd.Series([r.get("model_read_bytes"), r.get("model_write_bytes")])).sum(
-                min_count=2
-            )
-            flag = "*" if isinstance(r.get("flag"), str) and r.get("flag") else ""
-            flag += "†" if isinstance(r.get("model_note"), str) and r.get("model_note") else ""
-            if basis == "modelled":
-                tail = [
-                    "",
-                    _modelled(r.get("model_arithmetic_intensity"), 1, 2),
-                    "" if _nan(r.get("model_bound")) else "~" + str(r.get("model_bound")),
-                    _modelled(r.get("model_pct_of_ceiling"), 1, 1),
-                    _modelled(r.get("model_time_at_roof_ns"), 1e3, 2),
-                ]
-            else:
-                tail = [
-                    _num(r.get("measured_over_model"), 1, 2) + flag,
-                    _num(r.get("arithmetic_intensity"), 1, 2),
-                    "" if _nan(r.get("bound")) else str(r.get("bound")),
-                    _num(r.get("pct_of_ceiling"), 1, 1),
-                    _num(r.get("time_at_roof_ns"), 1e3, 2),
-                ]
-            line = line[:-2] + [_num(model_bytes, 1e6, 3), *tail]
-            line.insert(headers.index("µs/call"), _num(r.get("mean_us_per_call"), 1, 2))
-        lines.append(line)
-    return headers, lines
-
-
-def _has_values(rows: pd.DataFrame, column: str) -> bool:
-    """Whether ``rows`` has ``column`` with at least one known number in it."""
-    return column in rows and bool(pd.to_numeric(rows[column], errors="coerce").notna().any())
-
-
-def _has_roofline(report: Report) -> bool:
-    """Whether the report's rows have the byte/FLOP model, so its tables show the roofline columns."""
-    return report.by in ("op", "invocation") and _has_values(report.rows, "model_read_bytes")
-
-
-def _modelled(v: Any, scale: float = 1.0, digits: int = 2) -> str:
-    """A value from the byte model, marked ``~`` (unknown: ``?``)."""
-    return "?" if _nan(v) else "~" + _num(v, scale, digits)
-
-
-def _row_name(report: Report, r: pd.Series) -> str:
-    if report.by == "op":
-        return str(r["op"])
-    name = f"{r.get('op_list') or r['op']} {'' if _nan(r.get('node_name')) else r.get('node_name')}".strip()
-    return name + (f" #{int(r['invocation'])}" if not _nan(r.get("invocation")) else "")
-
-
-def _grouped(items: list[tuple[str, str, float]], mark: str) -> list[str]:
-    """``mark names — text`` lines, one per distinct text; names listed up to 3, ratios as a range."""
-    by_text: dict[str, list[tuple[str, float]]] = {}
-    for name, text, ratio in items:
-        by_text.setdefault(text, []).append((name, ratio))
-    out = []
-    for text, rows in by_text.items():
-        names = ", ".join(n for n, _ in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
-        ratios = [x for _, x in rows if x == x]
-        span = ""
-        if ratios:
-            lo, hi = min(ratios), max(ratios)
-            span = f"measured {lo:.2f}x model: " if lo == hi else f"measured {lo:.2f}–{hi:.2f}x model: "
-        out.append(f"{mark} {names} — {span}{text}")
-    return out
-
-
-def _flag_lines(report: Report) -> list[str]:
-    """Grouped explanations of rows outside [0.7, 1.3] (*) and of model assumptions (†)."""
-    if "flag" not in report.rows:
-        return []
-    flags, assumptions = [], []
-    for _, r in report.rows.iterrows():
-        ratio = float(r["measured_over_model"]) if not _nan(r.get("measured_over_model")) else float("nan")
-        if isinstance(r.get("flag"), str) and r["flag"]:
-            text = r["flag"].split(" model: ", 1)[-1]
-            flags.append((_row_name(report, r), text, ratio))
-        if isinstance(r.get("model_note"), str) and r["model_note"]:
-            assumptions.append((_row_name(report, r), r["model_note"], float("nan")))
-    out = []
-    if flags:
-        out.append("measured/modelled DRAM bytes outside [0.7, 1.3] (marked *):")
-        out += _grouped(flags, "*")
-    if assumptions:
-        out.append("model assumptions (marked †):")
-        out += _grouped(assumptions, "†")
-    return out
-
-
-def _fused_line(report: Report) -> str | None:
-    """Which fused groups an op's row includes (rows are keyed by the group's first op)."""
-    if not report.fused:
-        return None
-    by_op: dict[str, list[str]] = {}
-    for op, op_list, n in report.fused:
-        by_op.setdefault(op, []).append(f"{op_list} ({n} inv.)")
-    parts = [f"{op} includes {', '.join(groups)}" for op, groups in by_op.items()]
-    return "fused groups count under their first op: " + "; ".join(parts)
-
-
-#: What each column of a human report means, by header: the key line lists those of the columns shown.
-_ROOF_TEXT = (
-    "against the governing ceiling (DRAM bandwidth left of the ridge, right of it the compute peak: INT8 matrix "
-    "for matmuls on quantized weights, FP16/BF16 matrix for the other matrix ops, FP32 vector otherwise)"
-)
-_COLUMN_KEYS: dict[str, str] = {
-    "#": "# = the profiler's dispatch id",
-    "op": "op #N = the ggml op invocation (range) that launched it",
-    "% time": "% time = share of the run's GPU time",
-    "read MB": "read MB = DRAM bytes read (10^6)",
-    "write MB": "write MB = DRAM bytes written (10^6)",
-    "GB/s": "GB/s = (read + write DRAM bytes) / time",
-    "% peak": "% peak = that as % of the DRAM ceiling",
-    "µs at peak": "µs at peak = the time those bytes take at the DRAM ceiling",
-    "µs/call": "µs/call = time per op invocation",
-    "model MB": "model MB = the byte model's DRAM bytes (the ops' tensor sizes)",
-    "meas/model": "meas/model = measured / modelled DRAM bytes",
-    "FLOP/B": "FLOP/B = modelled FLOP per measured DRAM byte",
-    "bound": "bound = side of the roofline's ridge (latency: under 10% of the roof in calls under 20 µs: launch, "
-    "latency or too little parallelism)",
-    "% roof": "% roof = % of the roof " + _ROOF_TEXT,
-    "µs at roof": "µs at roof = the time at that roof",
-}
-
-
-def _legend(report: Report, headers: list[str]) -> str | None:
-    """The key line: what each of the ``headers`` shown means, in their order (None without rows)."""
-    if not len(report.rows):
-        return None
-    time = {
-        "dispatch": "time µs = GPU kernel time",
-        "kernel": "time µs = GPU kernel time summed over the dispatches",
-    }.get(report.by, "time µs = summed GPU kernel time")
-    keys = {**_COLUMN_KEYS, "time µs": time}
-    if "% roof" not in headers:
-        keys["µs at roof"] = "µs at roof = the time at the roof " + _ROOF_TEXT
-    if "read MB" in headers and "write MB" in headers:  # one clause for the pair
-        keys["read MB"] = keys["write MB"] = "read/write MB = DRAM bytes (10^6)"
-    parts: list[str] = []
-    if "bytes_basis" in report.rows and bool((report.rows["bytes_basis"] == "modelled").any()):
-        parts.append("~ = from the byte model (no DRAM counters for the op)")
-    for header in headers:
-        text = keys.get(header)
-        if text and text not in parts:
-            parts.append(text)
-    return "key: " + "; ".join(parts) if parts else None
-
-
-#: Compute ceilings shown in headers and plots: run_ceiling name, label, unit.
-_COMPUTE_CEILINGS = (
-    ("int8_matrix_tops", "INT8 matrix", "TOP/s"),
-    ("fp16_matrix_tflops", "FP16 matrix", "TFLOP/s"),
-    ("fp32_vector_tflops", "FP32 vector", "TFLOP/s"),
-)
-
-
-def _ceiling_line(report: Report) -> str | None:
-    parts = []
-    for key, label, unit in _COMPUTE_CEILINGS:
-        c = report.ceilings.get(key)
-        if c and not _nan(c.get("value")):
-            parts.append(f"{label} {float(c['value']):,.1f} {unit} ({c.get('mark') or '?'})")
-    origins = _table_origins(report)
-    return (
-        ("compute ceilings: " + ", ".join(parts) + (f" — {', '.join(origins)}" if origins else "")) if parts else None
-    )
-
-
-def _table_origins(report: Report) -> list[str]:
-    """The peaks tables the run's compute ceilings come from (``configs/peaks.yaml``, a ROCROOF_PEAKS path)."""
-    found = set()
-    for key, _label, _unit in _COMPUTE_CEILINGS:
-        source = str((report.ceilings.get(key) or {}).get("source") or "")
-        head = source.split(": ", 1)[0] if ": " in source else ""
-        if head.endswith((".yaml", ".yml")):
-            found.add(head)
-        elif source and (report.ceilings.get(key) or {}).get("mark") != "measured":
-            found.add(SHIPPED_LABEL)  # stored before sources named their table: the shipped one
-    return sorted(found)
-
-
-def short_kernel_name(name: Any, width: int = 72) -> str:
-    """A kernel name for tables: no ``void`` return type, no argument list, at most ``width`` chars.
-
-    >>> short_kernel_name("void mul_mat_vec_q<(ggml_type)8, 1, false>(const void *, const void *, float *)")
-    'mul_mat_vec_q<(ggml_type)8, 1, false>'
-    """
-    text = "" if _nan(name) else str(name).strip()
-    if text.startswith("void "):
-        text = text[5:]
-    if text.endswith(")"):
-        depth = 0
-        for i in range(len(text) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(text[i], 0)
-            if depth == 0:
-                if i > 0:  # keep "(anonymous namespace)"-style names whole
-                    text = text[:i].rstrip()
-                break
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _short(name: Any, width: int = 72) -> str:
-    return short_kernel_name(name, width)
-
-
-def gpu_text(name: Any, arch: Any) -> str:
-    """The GPU for people: ``MI300X (gfx942)``, ``gfx942`` or ``MI300X``; empty when unknown.
-
-    Args:
-        name: product name, or None.
-        arch: architecture (gfx target), or None.
-
-    Returns:
-        The text.
-    """
-    name = name.strip() if isinstance(name, str) and name.strip() else None
-    arch = arch.strip() if isinstance(arch, str) and arch.strip() else None
-    if name and arch:
-        return f"{name} ({arch})"
-    return name or arch or ""
-
-
-_TIMING_SOURCES = {
-    "trace": "a trace pass",
-    "counter_pass": "a counter pass (kernels serialised)",
-    "merged_counters": "merged counter passes (kernels serialised)",
-    "profiler": "the profiler's own per-kernel times",
-    "none": "no timing source",
-}
-
-
-def timing_text(source: Any) -> str:
-    """Where a run's durations come from, for people (``run.timing_source`` values)."""
-    return _TIMING_SOURCES.get(str(source), str(source))
-
-
-def ceiling_rule_text(run: Any) -> str:
-    """`` (peaks table, GPU matched by product name)``: how a run's DRAM ceiling was chosen, or ``""``."""
-    rule = run.get("dram_peak_rule") if hasattr(run, "get") else None
-    text = DRAM_RULES.get(str(rule)) if isinstance(rule, str) else None
-    return f" ({text})" if text else ""
-
-
-def _header_lines(report: Report) -> list[str]:
-    r = report.run
-    gpu = gpu_text(r.get("gpu_name"), r.get("gpu_arch"))
-    timing = timing_text(r.get("timing_source"))
-    if report.totals.get("duration_ns") is None and report.total_rows:
-        warned = any(n.severity == "warning" and "timestamp" in n.code for n in report.notes)
-        timing += " (durations unknown: see the warnings)" if warned else " (durations unknown: no kernel timestamps)"
-    lines = [
-        f"run {r['run_id']}: {r.get('source_path') or ''} — {r.get('profiler') or '?'} on {gpu or 'unknown GPU'}",
-        f"timings from {timing}; attribution: {r.get('attribution_method')}",
-    ]
-    if report.labels:
-        lines.insert(1, "labels: " + ", ".join(f"{k}={v}" for k, v in report.labels.items()))
-    if r.get("dram_peak_gbps"):
-        lines.append(
-            f"DRAM ceiling {float(r['dram_peak_gbps']):,.1f} GB/s{ceiling_rule_text(r)} — {r.get('dram_peak_source')}"
-        )
-    else:
-        lines.append("DRAM ceiling: unknown (no % of peak)")
-    compute = _ceiling_line(report) if _has_roofline(report) else None  # only where FLOP/B and % roof show
-    if compute:
-        lines.append(compute)
-    sample = next((n.message for n in report.notes if n.code == "counter-sample"), None)
-    if sample and report.by != "dispatch":
-        lines.append(
-            f"{sample}. Read/write MB, GB/s, % peak, meas/model, FLOP/B, bound and % roof are over the measured "
-            "ones; µs at peak/roof scale them to the whole time, and model MB covers every evaluation"
-        )
-    elif sample:
-        lines.append(f"{sample} (the other dispatches' bytes are unknown: ?)")
-    measured = any(
-        _has_values(report.rows, c) for c in ("dram_read_bytes", "measured_read_bytes", "dram_read_bytes_min")
-    )
-    if not measured and report.total_rows and report.by in ("op", "invocation"):
-        any_model = _has_roofline(report)
-        lines.append(
-            "no DRAM counters in this run: values marked ~ come from the byte model (the ops' tensor sizes), not "
-            "from measurement"
-            if any_model
-            else "no DRAM counters and no op metadata in this run: times only"
-        )
-    if str(r.get("profiler") or "").startswith("ncu") and r.get("cache_control") == "all" and measured:
-        lines.append(
-            "DRAM bytes: Nsight Compute replay with caches flushed before each kernel (cold); "
-            "times: the Nsight Systems run (warm caches, kernels back to back)"
-        )
-    return lines
-
-
-def _stdout_is_terminal() -> bool:
-    """Whether standard output is a terminal (not a file or a pipe)."""
-    import sys
-
-    try:
-        return bool(sys.stdout.isatty())
-    except (AttributeError, ValueError):  # replaced or closed
-        return False
-
-
-def _width() -> int:
-    """The terminal's width (``COLUMNS`` or the tty; 160 when output goes to a file or pipe)."""
-    import shutil
-
-    return max(40, shutil.get_terminal_size((160, 24)).columns)
-
-
-#: Report columns a narrow terminal drops first (one at a time, until the table fits): those
-#: another column implies or that matter least when reading a roofline table.
-_DROP_FIRST = (
-    *("µs at roof", "µs at peak", "disp.", "dispatches", "write MB", "model MB", "µs/call", "% peak", "% time"),
-    *("FLOP/B", "inv."),
-)
-#: Report columns that may fold onto several lines (long names), with the fewest characters each
-#: is given before columns are dropped; every other cell stays whole.
-_FOLDING_COLUMNS = {"kernel": 24, "op invocation": 28, "op": 16}
-
-
-def _record_blocks(headers: list[str], rows: list[list[str]]) -> list[str]:
-    """Lines of one block per row (``-- row N --``, then ``header: value``), for tables too wide to print."""
-    pad = max((len(h) for h in headers), default=0)
-    lines: list[str] = []
-    for i, row in enumerate(rows):
-        lines.append(f"-- row {i + 1} --")
-        lines += [f"{h.rjust(pad)}: {v}" for h, v in zip(headers, row, strict=True)]
-    return lines
-
-
-def _table_width(headers: list[str], rows: list[list[str]], cols: list[int], caps: dict[int, int]) -> int:
-    """Characters a rich SIMPLE_HEAVY table of columns ``cols`` needs on one line per row.
-
-    Each column is as wide as its widest cell or header, at most ``caps[j]`` for a column that may
-    fold; three characters separate columns (padding, rule, padding).
-    """
-    total = 0
-    for j in cols:
-        w = max([len(headers[j])] + [len(row[j]) for row in rows])
-        total += min(w, caps[j]) if j in caps else w
-    return total + 3 * (len(cols) - 1)
-
-
-def _fit_columns(
-    headers: list[str], lines: list[list[str]], width: int
-) -> tuple[list[str], list[list[str]], list[str], int]:
-    """Drop columns (:data:`_DROP_FIRST` order) until the table fits ``width`` characters.
-
-    Numbers are never folded across lines: a table too wide for the terminal loses whole columns
-    instead, and the caller names them. A name column of :data:`_FOLDING_COLUMNS` counts as its
-    minimum there (it folds); three characters separate columns (padding, rule, padding).
-
-    Returns:
-        The headers and lines kept, the dropped headers in the order dropped, and the width the
-        kept columns need (more than ``width`` when even the fewest columns do not fit).
-    """
-    caps = {j: _FOLDING_COLUMNS[h] for j, h in enumerate(headers) if h in _FOLDING_COLUMNS}
-
-    def needed(cols: list[int]) -> int:
-        return _table_width(headers, lines, cols, caps)
-
-    keep, dropped = _drop_columns(headers, _DROP_FIRST, lambda cols: needed(cols) <= width)
-    return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped, needed(keep)
-
-
-def _md_cell(text: str, code: bool) -> str:
-    """A Markdown table cell: kernel names as code spans (``<float>`` survives), ``|`` escaped."""
-    if code and text:
-        return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-
-
 #: Cell starts that spreadsheets take for a formula (OWASP "CSV injection"): ``=HYPERLINK(...)``,
 #: ``+cmd|...``, ``-2+3``, ``@SUM(...)``, and a tab or carriage return before one.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -1043,37 +490,6 @@ def render_batch(df: pd.DataFrame, fmt: Literal["csv", "json"], first: bool, raw
     return ("[" if first else ",") + body
 
 
-#: Columns a Markdown report and diff table have at most by default (a PR review's width).
-MARKDOWN_COLUMNS = 9
-#: Columns a Markdown table loses first to fit :data:`MARKDOWN_COLUMNS`: the verdicts (bound,
-#: % roof, µs at roof, meas/model) and time stay; counts, per-call time and the byte split go.
-_MARKDOWN_DROP_FIRST = (
-    *("disp.", "dispatches", "inv.", "µs/call", "write MB", "model MB", "read MB"),
-    *("µs at peak", "% peak", "% time", "FLOP/B", "invocations"),
-)
-
-
-def _markdown_budget(headers: list[str], lines: list[list[str]]) -> tuple[list[str], list[list[str]], list[str]]:
-    """Drop columns (:data:`_MARKDOWN_DROP_FIRST` order) down to :data:`MARKDOWN_COLUMNS`; the dropped named."""
-    keep, dropped = _drop_columns(headers, _MARKDOWN_DROP_FIRST, lambda cols: len(cols) <= MARKDOWN_COLUMNS)
-    return [headers[j] for j in keep], [[line[j] for j in keep] for line in lines], dropped
-
-
-def _drop_columns(
-    headers: list[str], order: Iterable[str], fits: Callable[[list[int]], bool]
-) -> tuple[list[int], list[str]]:
-    """Column positions kept after dropping headers in ``order`` until ``fits(kept)``, and those dropped."""
-    keep = list(range(len(headers)))
-    dropped: list[str] = []
-    for name in order:
-        if fits(keep):
-            break
-        if name in headers and headers.index(name) in keep:
-            keep.remove(headers.index(name))
-            dropped.append(name)
-    return keep, dropped
-
-
 def render(
     report: Report,
     fmt: Format = "table",
@@ -1085,10 +501,10 @@ def render(
     """Render a report.
 
     Args:
-        report: from :func:`build_report`.
+        report: from :func:`build_report` (or :func:`rocroof.report.quick.stored_report`).
         fmt: ``table`` (rich, for terminals), ``csv``, ``json`` (one object: run, ceilings,
             notes and the rows as raw values, null for unknown; :func:`report_document`) or
-            ``markdown`` (for PR reviews).
+            ``markdown`` (for PR reviews); the last two by :func:`rocroof.report.render.render_text`.
         width: terminal width for ``table``.
         raw: CSV only: keep text cells that start like a spreadsheet formula as they are
             (:func:`csv_text`).
@@ -1101,111 +517,7 @@ def render(
         return json.dumps(report_document(report), indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
         return csv_text(report.rows.drop(columns=list(_NOT_EXPORTED), errors="ignore"), raw)
-    headers, lines = _human_rows(report)
-    footer = []
-    if report.total_rows == 0:
-        footer.append(
-            "no ggml op invocations in this run (no ggml markers or op metadata were captured); try --by kernel"
-            if report.by == "invocation"
-            else "no kernel dispatches in this run"
-        )
-    if report.total_rows > len(report.rows):
-        footer.append(f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
-    footer += _flag_lines(report)
-    fused_line = _fused_line(report)
-    if fused_line:
-        footer.append(fused_line)
-    legend_at = len(footer)  # the key line goes here, once the columns shown are known
-    if report.by == "op" and report.totals.get("unattributed_dispatches"):
-        footer.append(
-            f"{report.totals['unattributed_dispatches']} of {report.totals['dispatches']} dispatches "
-            "are outside any ggml range"
-        )
-    if fmt == "markdown":
-        md_dropped: list[str] = []
-        if not all_columns:
-            headers, lines, md_dropped = _markdown_budget(headers, lines)
-        legend = _legend(report, headers)
-        if legend:
-            footer.insert(legend_at, legend)
-        if md_dropped:
-            footer.insert(
-                0,
-                f"left out to fit a review ({MARKDOWN_COLUMNS} columns at most): {', '.join(md_dropped)} "
-                "(--all-columns shows them)",
-            )
-        header_lines = _header_lines(report)
-        labels = [line for line in header_lines[1:] if line.startswith("labels: ")]
-        out = [f"**rocroof** {header_lines[0]}  ", *(f"{line}  " for line in labels), ""]
-        # the provenance (timings, ceilings and their sources) folded: one click away in a PR comment
-        out += ["<details><summary>how it was measured</summary>", ""]
-        out += [f"{line}  " for line in header_lines[1:] if line not in labels]
-        out += ["", "</details>", ""]
-        text_cols = {i for i, h in enumerate(headers) if i == 0 or h in ("kernel", "op", "bound")}
-        out.append("| " + " | ".join(headers) + " |")
-        out.append("|" + "|".join(":---" if i in text_cols else "---:" for i in range(len(headers))) + "|")
-        for line in lines:
-            out.append("| " + " | ".join(_md_cell(c, code=headers[i] == "kernel") for i, c in enumerate(line)) + " |")
-        out.append("")
-        for f in footer:
-            out.append(f"_{f}_  ")
-        for n in report.notes:
-            if n.severity != "info":
-                out.append(f"- **{n.severity}** ({n.code}): {n.message}")
-        n_info = sum(1 for n in report.notes if n.severity == "info")
-        if n_info:
-            out.append(f"_({n_info} info note(s): rocroof runs --notes {report.run['run_id']})_")
-        return "\n".join(out).rstrip() + "\n"
-    # going to a file or a pipe (no width given, no terminal): prose lines stay whole, unwrapped
-    # (a PR or a log reflows them); the table still fits the width
-    soft = width is None and not _stdout_is_terminal()
-
-    def say(text: str) -> None:
-        console.print(text, highlight=False, markup=False, soft_wrap=soft)
-
-    width = width or _width()
-    all_headers, all_lines = headers, lines
-    headers, lines, dropped, needed = _fit_columns(headers, lines, width)
-    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
-    for text in _header_lines(report):
-        say(text)
-    if needed > width:  # not even the fewest columns fit: one block per row, every value whole
-        legend = _legend(report, all_headers)
-        if legend:
-            footer.insert(legend_at, legend)
-        for block_line in _record_blocks(all_headers, all_lines):
-            console.print(block_line, highlight=False, markup=False)
-    else:
-        legend = _legend(report, headers)  # the key explains the columns shown
-        if legend:
-            footer.insert(legend_at, legend)
-        if dropped:
-            footer.insert(
-                0,
-                f"left out for a terminal of {width} columns: {', '.join(dropped)} (a wider terminal or "
-                "--format markdown|csv|json shows every column)",
-            )
-        table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
-        for i, h in enumerate(headers):
-            table.add_column(
-                h,
-                justify="left" if i == 0 or h in _TEXT_COLUMNS else "right",
-                overflow="fold",
-                no_wrap=h not in _FOLDING_COLUMNS,  # numbers and op names stay whole; long names fold
-            )
-        for cells in lines:
-            table.add_row(*(Text(c) for c in cells))  # literal text: '[ref-5]' is not console markup
-        console.print(table)
-    for f in footer:
-        say(f)
-    for n in report.notes:
-        if n.severity != "info":
-            say(f"{n.severity}: {n.message}")
-    infos = [n for n in report.notes if n.severity == "info"]
-    if infos:
-        say(f"({len(infos)} info note(s): rocroof runs --notes {report.run['run_id']})")
-    out = console.file.getvalue()  # type: ignore[attr-defined]
-    return str(out)
+    return render_text(report, fmt, width, all_columns=all_columns)
 
 
 def runs_frame(store: Store, *, labels_as_mapping: bool = False) -> pd.DataFrame:
@@ -1354,6 +666,11 @@ def render_frame(
         out = ["| " + " | ".join(str(c) for c in df.columns) + " |", "|" + "|".join(align) + "|"]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
         return "\n".join(out) + "\n"
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False)
     for j, c in enumerate(df.columns):
         table.add_column(
@@ -1431,10 +748,6 @@ def plot_title(report: Report) -> str:
     """``run N: <source> — <GPU>`` for a figure."""
     r = report.run
     return f"run {r['run_id']}: {r.get('source_path') or ''} — {gpu_text(r.get('gpu_name'), r.get('gpu_arch'))}"
-
-
-#: Report columns of text (left-aligned in tables and HTML); the others are numbers.
-_TEXT_COLUMNS = ("kernel", "op", "bound")
 
 
 #: The HTML report's sorting: a click on a column's header sorts its table by it (numbers as numbers,
