@@ -1,7 +1,7 @@
 """Several processes ingesting into one database at the same moment (SQLite file or PostgreSQL URL).
 
 Each worker reads and attributes its capture first, then all of them wait for one signal and
-call ``Store.write_run`` together, so that schema creation, the content-hash check and the
+call ``Store.write_run`` together (as ``rocroof ingest`` does: with the run's stored report), so that schema creation, the content-hash check and the
 inserts really overlap (parsing times differ by seconds otherwise).
 """
 
@@ -17,6 +17,7 @@ import pathlib, sys, time
 from rocroof.errors import DuplicateRunError
 from rocroof.ingest.pipeline import build_run
 from rocroof.capture.readers import read_capture
+from rocroof.report.tables import stored_reports
 from rocroof.store import Store
 
 db, capture, sync, name = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3]), sys.argv[4]
@@ -26,7 +27,7 @@ while not (sync / "go").exists():
     time.sleep(0.002)
 store = Store(db)
 try:
-    print("stored", store.write_run(frames, labels={"worker": name}))
+    print("stored", store.write_run(frames, labels={"worker": name}, reports=stored_reports))
 except DuplicateRunError as exc:
     print("duplicate", exc)
 finally:

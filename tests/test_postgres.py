@@ -28,7 +28,7 @@ from rocroof.cli import cli
 from rocroof.errors import DuplicateRunError, InputError, QueryError, SchemaError
 from rocroof.ingest.pipeline import RunFrames, build_run
 from rocroof.report.diff import diff_runs, render_diff
-from rocroof.report.tables import build_report, render
+from rocroof.report.tables import build_report, render, stored_reports
 from rocroof.store import Store, schema, views
 from rocroof.store.merge import merge
 from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -111,7 +111,7 @@ def _execute(url: str, *statements: str) -> None:
 def _ingest(target: str, frames: list[RunFrames], labels: dict[str, str]) -> list[int]:
     store = Store(target)
     try:
-        return [store.write_run(f, labels=labels) for f in frames]
+        return [store.write_run(f, labels=labels, reports=stored_reports) for f in frames]
     finally:
         store.close()
 
@@ -539,3 +539,19 @@ def test_advise_on_postgres_equals_sqlite(pg_url: str, tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(a.evaluations, b.evaluations, check_dtype=False)
     pd.testing.assert_frame_equal(a.groups, b.groups, check_dtype=False, rtol=1e-9)
     assert a.sampled == b.sampled and a.flushed == b.flushed
+
+
+def test_the_stored_report_on_postgres_equals_sqlite(pg_url: str, tmp_path: Path) -> None:
+    """write_run builds the stored op report inside PostgreSQL's transaction as inside SQLite's."""
+    import json
+
+    capture = REPO / "examples" / "h200-sampled" / "moe24-decode-sample"
+    lite_id = Store(tmp_path / "a.db").write_run(build_run(read_capture(capture)), reports=stored_reports)
+    pg_id = Store(pg_url).write_run(build_run(read_capture(capture)), reports=stored_reports)
+    docs = []
+    for target, rid in ((str(tmp_path / "a.db"), lite_id), (pg_url, pg_id)):
+        got = Store(target, read_only=True).query(f"SELECT document FROM stored_report WHERE run_id = {rid}")
+        assert len(got) == 1
+        docs.append(json.loads(got["document"][0]))
+    assert docs[0]["rows"], "a report with rows"
+    _assert_same_values(docs[0], docs[1], "stored_report")

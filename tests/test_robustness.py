@@ -44,13 +44,18 @@ import sys
 from pathlib import Path
 from rocroof.ingest.pipeline import build_run
 from rocroof.capture.readers import read_capture
+from rocroof.report.tables import stored_reports
 from rocroof.store import Store
 
 capture, db = Path(sys.argv[1]), sys.argv[2]
 frames = build_run(read_capture(capture), source_path=str(capture))
 print("writing", flush=True)
 store = Store(db)
-store.write_run(frames, progress=lambda stage, done, total: print("progress", stage, done, flush=True))
+store.write_run(
+    frames,
+    progress=lambda stage, done, total: print("progress", stage, done, flush=True),
+    reports=stored_reports,
+)
 store.close()
 print("done", flush=True)
 """

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __version__ = "0.2.0"
 #: The results database's schema version this rocroof writes (the number of its migrations,
 #: rocroof.store.migrations; kept here so that ``rocroof --version`` needs no database code).
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def open(db: str | Path) -> Results:  # noqa: A001 - the package's entry point, as rocroof.open(db)

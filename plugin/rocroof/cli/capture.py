@@ -38,6 +38,7 @@ def _ingest_one(
 ) -> str:
     from ..capture.readers import read_capture
     from ..ingest.pipeline import build_run
+    from ..report.tables import stored_reports
     from ..store import Store
 
     store = Store(db)
@@ -61,7 +62,9 @@ def _ingest_one(
                 )
 
             # the write lets go of each frame once stored: peak memory is not the run twice
-            run_id = store.write_run(frames, labels=labels, replace=replace, progress=cb, release=True)
+            run_id = store.write_run(
+                frames, labels=labels, replace=replace, progress=cb, release=True, reports=stored_reports
+            )
     finally:
         store.close()
     return _summary(run_id, path, facts, db)

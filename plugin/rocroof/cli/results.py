@@ -136,13 +136,21 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
       rocroof report --by kernel --top 10 --format markdown
       rocroof report --run 3 --format html > run3.html
     """
+    if fmt == "markdown" and top is None:  # a PR comment holds 65,536 characters: the longest rows
+        top = MARKDOWN_ROWS
+    if fmt in ("table", "markdown"):  # the op report stored with the run: no pandas, no SQLAlchemy
+        from ..report.quick import stored_report
+        from ..report.render import render_text
+
+        stored = stored_report(db, run_spec, by, top)
+        if stored is not None:
+            echo(render_text(stored, fmt, all_columns=all_columns), nl=False)  # type: ignore[arg-type]
+            return
     from ..report.tables import build_report, render
     from ..store import Store
 
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
-    if fmt == "markdown" and top is None:  # a PR comment holds 65,536 characters: the longest rows
-        top = MARKDOWN_ROWS
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
     if fmt == "html":
         echo(_html_report(rep, store), nl=False)

@@ -241,6 +241,46 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     )
 
 
+#: Groupings whose report is stored with the run (``stored_report``), read back by :mod:`.quick`.
+STORED_GROUPINGS: tuple[By, ...] = ("op",)
+
+
+def _plain(v: Any) -> Any:
+    """A report value as JSON keeps it: unknown -> None, numpy scalars -> Python (infinities stay floats)."""
+    if _nan(v):
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    return v
+
+
+def stored_document(report: Report) -> str:
+    """A report (all rows, before ``--top``) as the JSON document ``stored_report`` keeps.
+
+    Keys: ``columns`` (the rows' column names), ``rows`` (one list per row in report order,
+    null for unknown; infinities as JSON's ``Infinity``, which Python's json reads back),
+    ``total_rows``, ``totals`` and ``fused`` (``[op, op_list, invocations]``); see
+    :func:`rocroof.report.quick.stored_report` for the way back.
+    """
+    doc = {
+        "columns": [str(c) for c in report.rows.columns],
+        "rows": [[_plain(v) for v in row] for row in report.rows.itertuples(index=False, name=None)],
+        "total_rows": report.total_rows,
+        "totals": {k: _plain(v) for k, v in report.totals.items()},
+        "fused": [[op, op_list, int(n)] for op, op_list, n in report.fused],
+    }
+    return json.dumps(doc, allow_nan=True, separators=(",", ":"))
+
+
+def stored_reports(store: Store, run_id: int) -> dict[str, str]:
+    """The reports kept with a run as it is stored: grouping -> :func:`stored_document`.
+
+    Passed to :meth:`rocroof.store.Store.write_run` (``reports=``), which calls it inside the
+    run's write transaction.
+    """
+    return {by: stored_document(build_report(store, run_id, by=by)) for by in STORED_GROUPINGS}
+
+
 def _with_roofline(
     store: Store,
     run_id: int,

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
+from .. import __version__
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..text import storable
@@ -525,6 +526,9 @@ class Store:
     def __init__(self, target: str | Path, *, read_only: bool = False) -> None:
         self.target = str(target)
         self.read_only = read_only
+        #: The write transaction that :meth:`frame` reads through while :meth:`write_run` builds a
+        #: run's stored reports (they see the run's rows before the commit); None otherwise.
+        self._within: sa.Connection | None = None
         if is_url(self.target):
             url = _database_url(self.target)
             if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
@@ -704,6 +708,7 @@ class Store:
         replace: bool = False,
         progress: Progress | None = None,
         release: bool = False,
+        reports: Callable[[Store, int], dict[str, str]] | None = None,
     ) -> int:
         """Store one run in a single transaction; return its ``run_id``.
 
@@ -720,6 +725,10 @@ class Store:
             release: take the frames: each is removed from ``frames.tables`` once stored (or once
                 the tables built from it are), so that its memory goes before the next is
                 built; ``frames`` cannot be written again.
+            reports: ``reports(store, run_id)`` -> {grouping: JSON document}, called inside the
+                transaction once the run's rows are in (``store.frame`` reads them there); the
+                documents go to ``stored_report`` with this rocroof's version
+                (:func:`rocroof.report.tables.stored_reports` builds them).
 
         Raises:
             DuplicateRunError: the same raw output is already stored and ``replace`` is False.
@@ -727,7 +736,7 @@ class Store:
         """
         self.upgrade()
         try:
-            return self._write_run(frames, labels or {}, replace, progress, release)
+            return self._write_run(frames, labels or {}, replace, progress, release, reports)
         except sa.exc.IntegrityError as exc:
             # two ingests of the same capture at once: the loser fails on the unique content hash
             if "content_sha256" not in str(exc.orig):
@@ -738,7 +747,13 @@ class Store:
             ) from exc
 
     def _write_run(
-        self, frames: RunFrames, labels: dict[str, str], replace: bool, progress: Progress | None, release: bool
+        self,
+        frames: RunFrames,
+        labels: dict[str, str],
+        replace: bool,
+        progress: Progress | None,
+        release: bool,
+        reports: Callable[[Store, int], dict[str, str]] | None,
     ) -> int:
         tables = {name: df for name, df in frames.tables.items() if name not in _LOGICAL}
         logical = frames.tables if release else dict(frames.tables)
@@ -813,6 +828,22 @@ class Store:
             if op_total is not None and len(op_total):  # the report's per-op rows, summed once here
                 for names, rows in _chunks(op_total, schema.op_total, run_id):
                     _insert_many(conn, schema.op_total, names, rows)
+            if reports is not None:
+                if progress:
+                    progress("stored_report", done, total)
+                self._within = conn
+                try:
+                    documents = reports(self, run_id)
+                finally:
+                    self._within = None
+                if documents:
+                    conn.execute(
+                        schema.stored_report.insert(),
+                        [
+                            {"run_id": run_id, "grouping": g, "rocroof_version": __version__, "document": d}
+                            for g, d in documents.items()
+                        ],
+                    )
         return run_id
 
     @contextlib.contextmanager
@@ -898,7 +929,10 @@ class Store:
 
     # ---- reading ------------------------------------------------------------------------
     def frame(self, stmt: sa.Select[Any] | sa.TextClause, params: dict[str, Any] | None = None) -> pd.DataFrame:
-        """Run a select and return a DataFrame."""
+        """Run a select and return a DataFrame (inside :meth:`write_run`'s transaction while it builds reports)."""
+        if self._within is not None:
+            result = self._within.execute(stmt, params or {})
+            return _to_frame(result.fetchall(), list(result.keys()))
         with self.engine.connect() as conn:
             result = conn.execute(stmt, params or {})
             return _to_frame(result.fetchall(), list(result.keys()))

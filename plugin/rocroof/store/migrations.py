@@ -353,6 +353,11 @@ def _m0008_compute_ceiling(conn: sa.Connection) -> None:
         )
 
 
+def _m0009_stored_report(conn: sa.Connection) -> None:
+    """``stored_report``: reports kept with their run (runs stored before it are reported from their tables)."""
+    schema.stored_report.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_model", _m0002_model),
@@ -362,6 +367,7 @@ MIGRATIONS: list[tuple[str, Callable[[sa.Connection], None]]] = [
     ("0006_lean_layout", _m0006_lean_layout),
     ("0007_clustered_tables", _m0007_clustered_tables),
     ("0008_compute_ceiling", _m0008_compute_ceiling),
+    ("0009_stored_report", _m0009_stored_report),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 if SCHEMA_VERSION != _PACKAGE_SCHEMA_VERSION:  # pragma: no cover - a migration added without the constant

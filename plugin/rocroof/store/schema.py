@@ -554,6 +554,33 @@ op_total = sa.Table(
     },
 )
 
+stored_report = sa.Table(
+    "stored_report",
+    metadata,
+    _run_fk(),
+    _c("grouping", _str(16), "The report's rows: op (rocroof report --by op).", nullable=False),
+    _c(
+        "rocroof_version",
+        _str(32),
+        "The rocroof that built it; another version builds the report from the tables again.",
+        nullable=False,
+    ),
+    _c(
+        "document",
+        sa.Text,
+        "JSON: columns, rows (one list per row, null for unknown), total_rows, totals and fused groups "
+        "(op, op_list, invocations), as rocroof.report.tables.build_report returns them.",
+        nullable=False,
+    ),
+    sa.PrimaryKeyConstraint("run_id", "grouping"),
+    info={
+        "doc": "A run's report rows, built by rocroof.report.tables.build_report in the run's ingest transaction "
+        "and read back by rocroof report (table and Markdown) without recomputing the roofline of every "
+        "invocation: a cache of the tables above, never a source of data. A run ingested before schema 9 has "
+        "none and is reported from its tables."
+    },
+)
+
 #: The op_summary columns that op_total stores, in the view's order.
 OP_TOTAL_COLUMNS = [c.name for c in op_total.columns if c.name not in ("row_index",)]
 

@@ -505,6 +505,7 @@ class PointRunner:
     def _ingest(self, point: Point, capture: Path, slot: Slot) -> int:
         from ..capture.readers import read_capture
         from ..ingest.pipeline import build_run
+        from ..report.tables import stored_reports
         from ..store import Store
 
         frames = build_run(
@@ -518,7 +519,7 @@ class PointRunner:
         with self.write_lock:
             store = Store(self.db)
             try:
-                return store.write_run(frames, labels=labels)
+                return store.write_run(frames, labels=labels, reports=stored_reports)
             finally:
                 store.close()
 

@@ -1,0 +1,124 @@
+"""A run's stored report read back without pandas or SQLAlchemy: ``rocroof report`` in well under a second.
+
+``rocroof ingest`` stores the op report of each run it writes (``stored_report``: the rows that
+:func:`rocroof.report.tables.build_report` returns, built in the run's write transaction).
+:func:`stored_report` reads it back with the standard library's ``sqlite3`` and the run's
+header facts (run row, labels, notes, ceilings), as a :class:`~rocroof.report.render.Report` that
+:func:`rocroof.report.render.render_text` renders exactly as the full path does.
+
+It is a fast path, never the only one: it answers None (and the caller builds the report from
+the tables) whenever it cannot be sure to give the same report — a PostgreSQL URL or a file it
+cannot open read-only, a run given by labels, a schema other than this rocroof's, no stored
+report or one built by another rocroof version. Errors (no such file, no such run) are left to
+the full path, which words them.
+
+Why: on the 2-core development machine pandas alone imports in ~0.47 s and SQLAlchemy in ~0.24 s,
+and the op report of 10^6 dispatches reads the roofline of every invocation (issue 15: the op
+report within 0.5 s; benchmarks/scale.py measures it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from .. import SCHEMA_VERSION, __version__
+from ..note import Note
+from .render import By, Report, Rows
+
+_RUN_NUMBER = re.compile(r"[0-9]+")
+
+
+def _connect(db: str) -> sqlite3.Connection | None:
+    """The SQLite file ``db`` opened read-only, or None (a URL, no such file, not openable)."""
+    if "://" in db or db.startswith("sqlite:"):
+        return None
+    path = Path(db)
+    try:
+        if not path.is_file():
+            return None
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    except (OSError, ValueError, sqlite3.Error):
+        return None
+    return conn
+
+
+def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def stored_report(db: str, run_spec: str | None, by: str, top: int | None = None) -> Report | None:
+    """The report of one run from ``stored_report``, or None where the full path must build it.
+
+    Args:
+        db: the ``--db`` value (a file path; URLs answer None).
+        run_spec: ``latest`` (or None) or a run id; labels answer None.
+        by: the grouping; only those of :data:`rocroof.report.tables.STORED_GROUPINGS` are stored.
+        top: keep the first N rows (the stored rows are in report order: longest first).
+
+    Returns:
+        The report (rows as :class:`~rocroof.report.render.Rows`), or None.
+    """
+    if by != "op":
+        return None
+    spec = "latest" if run_spec is None else str(run_spec).strip()
+    if spec.lower() != "latest" and not _RUN_NUMBER.fullmatch(spec):
+        return None
+    conn = _connect(db)
+    if conn is None:
+        return None
+    try:
+        return _read(conn, spec, by, top)
+    except (sqlite3.Error, ValueError, KeyError, TypeError):
+        return None  # anything unexpected: the full path reads (and words what is wrong)
+    finally:
+        conn.close()
+
+
+def _read(conn: sqlite3.Connection, spec: str, by: By, top: int | None) -> Report | None:
+    (migrations,) = conn.execute("SELECT COUNT(*) FROM rocroof_migration").fetchone()
+    if migrations != SCHEMA_VERSION:
+        return None
+    if spec.lower() == "latest":
+        (run_id,) = conn.execute("SELECT MAX(run_id) FROM run").fetchone()
+    else:
+        run_id = int(spec)
+    if run_id is None or not 0 < run_id < 2**31:
+        return None
+    found = conn.execute(
+        "SELECT rocroof_version, document FROM stored_report WHERE run_id = ? AND grouping = ?", (run_id, by)
+    ).fetchone()
+    if found is None or found[0] != __version__:
+        return None
+    runs = _dicts(conn.execute("SELECT * FROM run WHERE run_id = ?", (run_id,)))
+    if not runs:
+        return None
+    doc = json.loads(found[1])
+    columns = list(doc["columns"])
+    rows = Rows(columns, [dict(zip(columns, values, strict=True)) for values in doc["rows"]])
+    notes = [
+        Note(severity, code, message)
+        for severity, code, message in conn.execute(
+            "SELECT severity, code, message FROM run_note WHERE run_id = ? ORDER BY note_index", (run_id,)
+        )
+    ]
+    labels = {
+        str(k): str(v)
+        for k, v in conn.execute("SELECT key, value FROM run_label WHERE run_id = ? ORDER BY key", (run_id,))
+    }
+    ceilings = {r["name"]: r for r in _dicts(conn.execute("SELECT * FROM run_ceiling WHERE run_id = ?", (run_id,)))}
+    return Report(
+        by=by,
+        rows=rows if top is None else rows.head(top),
+        run=runs[0],
+        notes=notes,
+        total_rows=int(doc["total_rows"]),
+        totals=dict(doc["totals"]),
+        ceilings=ceilings,
+        labels=labels,
+        fused=[(str(op), str(op_list), int(n)) for op, op_list, n in doc["fused"]],
+    )
