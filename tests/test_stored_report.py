@@ -197,3 +197,24 @@ def test_ingest_replace_and_merge_keep_one_stored_report_per_run(tmp_path: Path)
             reports = [r for (r,) in conn.execute("SELECT run_id FROM stored_report")]
         assert len(runs) == 1 and reports == runs
         _same_everywhere(db, runs[0])
+
+
+@pytest.mark.parametrize("name", ["schema1-81fc4a9", "schema7-42e22b0"])
+def test_db_upgrade_stores_the_reports_of_older_runs(name: str, tmp_path: Path) -> None:
+    """Runs of a database written by an older rocroof get their stored report from `db upgrade`."""
+    import gzip
+
+    db = tmp_path / "old.db"
+    db.write_bytes(gzip.decompress((REPO / "tests" / "data" / "old-databases" / f"{name}.db.gz").read_bytes()))
+    runner = CliRunner()
+    result = runner.invoke(cli, ["db", "upgrade", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    with sqlite3.connect(db) as conn:
+        runs = [r for (r,) in conn.execute("SELECT run_id FROM run ORDER BY run_id")]
+        reports = [r for (r,) in conn.execute("SELECT run_id FROM stored_report ORDER BY run_id")]
+    assert runs and reports == runs
+    assert f"stored the op report of {len(runs)} run(s)" in result.output
+    for rid in runs:
+        _same_everywhere(db, rid)
+    again = runner.invoke(cli, ["db", "upgrade", "--db", str(db)])
+    assert again.exit_code == 0 and "stored the op report" not in again.output  # nothing left to do

@@ -99,16 +99,30 @@ def db_status(db: str) -> None:
 @db.command("upgrade")
 @db_option
 def db_upgrade(db: str) -> None:
-    """Create the schema or apply pending migrations.
+    """Create the schema or apply pending migrations; store the op report of runs that lack one.
+
+    `rocroof report` reads a run's op report stored with it (no recomputing the roofline of
+    every invocation, no pandas: a fraction of a second); runs ingested before schema 9, or by
+    another rocroof version, are reported from their tables until this stores theirs.
 
     \b
     Example:
       rocroof db upgrade --db team.db
     """
+    from ..report.tables import stored_reports
     from ..store import Store
 
-    ran = Store(db).upgrade(recreate_views=True)
+    store = Store(db)
+    ran = store.upgrade(recreate_views=True)
     echo(f"applied {', '.join(ran)}" if ran else "schema is up to date")
+    missing = store.runs_without_reports()
+    for run_id in missing:
+        store.store_reports(run_id, stored_reports)
+    if missing:
+        echo(
+            f"stored the op report of {len(missing)} run(s) ({', '.join(map(str, missing[:10]))}"
+            f"{' ...' if len(missing) > 10 else ''})"
+        )
 
 
 @db.command("datasette-metadata")

@@ -30,6 +30,8 @@ from ..note import Note
 from .render import By, Report, Rows
 
 _RUN_NUMBER = re.compile(r"[0-9]+")
+#: Columns every stored op report has (rocroof.report.tables.build_report's, whatever the run measured).
+_NEEDED = {"op", "invocations", "dispatches", "duration_ns", "share_of_time_pct"}
 
 
 def _connect(db: str) -> sqlite3.Connection | None:
@@ -99,6 +101,8 @@ def _read(conn: sqlite3.Connection, spec: str, by: By, top: int | None) -> Repor
         return None
     doc = json.loads(found[1])
     columns = list(doc["columns"])
+    if not set(columns) >= _NEEDED:
+        return None  # not a document this rocroof wrote
     rows = Rows(columns, [dict(zip(columns, values, strict=True)) for values in doc["rows"]])
     notes = [
         Note(severity, code, message)

@@ -831,20 +831,38 @@ class Store:
             if reports is not None:
                 if progress:
                     progress("stored_report", done, total)
-                self._within = conn
-                try:
-                    documents = reports(self, run_id)
-                finally:
-                    self._within = None
-                if documents:
-                    conn.execute(
-                        schema.stored_report.insert(),
-                        [
-                            {"run_id": run_id, "grouping": g, "rocroof_version": __version__, "document": d}
-                            for g, d in documents.items()
-                        ],
-                    )
+                self._store_reports(conn, run_id, reports)
         return run_id
+
+    def _store_reports(self, conn: sa.Connection, run_id: int, reports: Callable[[Store, int], dict[str, str]]) -> None:
+        """Replace run ``run_id``'s ``stored_report`` rows with ``reports(self, run_id)``, read through ``conn``."""
+        self._within = conn
+        try:
+            documents = reports(self, run_id)
+        finally:
+            self._within = None
+        conn.execute(schema.stored_report.delete().where(schema.stored_report.c.run_id == run_id))
+        if documents:
+            conn.execute(
+                schema.stored_report.insert(),
+                [
+                    {"run_id": run_id, "grouping": g, "rocroof_version": __version__, "document": d}
+                    for g, d in documents.items()
+                ],
+            )
+
+    def runs_without_reports(self) -> list[int]:
+        """Runs with no ``stored_report`` of this rocroof version (stored before schema 9, or by another version)."""
+        r, rep = schema.run.c, schema.stored_report.c
+        current = sa.select(rep.run_id).where(rep.rocroof_version == __version__)
+        with self.engine.connect() as conn:
+            found = conn.execute(sa.select(r.run_id).where(r.run_id.not_in(current)).order_by(r.run_id)).scalars()
+            return [int(x) for x in found]
+
+    def store_reports(self, run_id: int, reports: Callable[[Store, int], dict[str, str]]) -> None:
+        """Build and store run ``run_id``'s reports again (one transaction; see :meth:`write_run`'s ``reports``)."""
+        with self.begin_write() as conn:
+            self._store_reports(conn, run_id, reports)
 
     @contextlib.contextmanager
     def begin_write(self) -> Iterator[sa.Connection]:
