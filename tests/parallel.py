@@ -1,7 +1,8 @@
 """Several processes ingesting into one database at the same moment (SQLite file or PostgreSQL URL).
 
 Each worker reads and attributes its capture first, then all of them wait for one signal and
-call ``Store.write_run`` together (as ``rocroof ingest`` does: with the run's stored report), so that schema creation, the content-hash check and the
+call ``Store.write_run`` together (as ``rocroof ingest`` does: with the run's stored report), so
+that schema creation, the content-hash check and the
 inserts really overlap (parsing times differ by seconds otherwise).
 """
 

@@ -117,7 +117,9 @@ def test_what_the_stored_report_holds_is_the_reports_rows(stored: dict[str, tupl
     db, rid = stored["fusion-off"]
     with sqlite3.connect(db) as conn:
         doc = json.loads(
-            conn.execute("SELECT document FROM stored_report WHERE run_id = ? AND grouping = 'op'", (rid,)).fetchone()[0]
+            conn.execute("SELECT document FROM stored_report WHERE run_id = ? AND grouping = 'op'", (rid,)).fetchone()[
+                0
+            ]
         )
         by_sql = {
             op: (n, ns)
@@ -138,7 +140,8 @@ def test_every_uncertain_case_falls_back(stored: dict[str, tuple[Path, int]], tm
     db, rid = stored["measured-prefill"]
     assert stored_report(str(db), "latest", "op") is not None
     assert stored_report(str(db), f" {rid} ", "op") is not None
-    assert stored_report(str(db), "model=x", "op") is None  # labels: the store resolves them
+    assert stored_report(str(db), "model=x", "op") is None  # labels of no run: the full path says so
+    assert stored_report(str(db), "model", "op") is None  # not a selector
     assert stored_report(str(db), str(rid), "kernel") is None  # not stored
     assert stored_report(str(db), "999", "op") is None  # no such run: the full path says so
     assert stored_report(f"sqlite:///{db}", str(rid), "op") is None
@@ -218,3 +221,28 @@ def test_db_upgrade_stores_the_reports_of_older_runs(name: str, tmp_path: Path) 
         _same_everywhere(db, rid)
     again = runner.invoke(cli, ["db", "upgrade", "--db", str(db)])
     assert again.exit_code == 0 and "stored the op report" not in again.output  # nothing left to do
+
+
+def test_runs_picked_by_labels_read_their_stored_report(tmp_path: Path) -> None:
+    """--run model=x (and latest:..., * patterns) picks the run as the store does; ambiguity goes the full way."""
+    db = tmp_path / "l.db"
+    store = Store(db)
+    ids = {}
+    for name, labels in (
+        ("measured-prefill", {"model": "dense", "case": "prefill"}),
+        ("moe-prefill", {"model": "moe", "case": "prefill"}),
+        ("sampled-decode", {"model": "dense", "case": "decode"}),
+    ):
+        ids[name] = store.write_run(build_run(read_capture(EXAMPLES[name])), labels=labels, reports=stored_reports)
+    resolver = Store(db, read_only=True)
+    for spec in ("model=moe", "model=dense,case=decode", "case=pre*,model=d*", "latest:model=dense", "latest:case=*"):
+        quick = stored_report(str(db), spec, "op")
+        assert quick is not None, spec
+        rid = resolver.resolve_run(spec)
+        assert quick.run["run_id"] == rid
+        assert render_text(quick, "table", 160) == render(build_report(resolver, rid, by="op"), "table", 160)
+    for spec in ("model=dense", "case=*", "model=gpt", "model=dense,model=moe", "=x"):
+        assert stored_report(str(db), spec, "op") is None, spec  # several, none or a bad selector
+    runner = CliRunner()
+    several = runner.invoke(cli, ["report", "--db", str(db), "--run", "model=dense"])
+    assert several.exit_code != 0 and "match runs" in several.output

@@ -8,9 +8,9 @@ header facts (run row, labels, notes, ceilings), as a :class:`~rocroof.report.re
 
 It is a fast path, never the only one: it answers None (and the caller builds the report from
 the tables) whenever it cannot be sure to give the same report — a PostgreSQL URL or a file it
-cannot open read-only, a run given by labels, a schema other than this rocroof's, no stored
-report or one built by another rocroof version. Errors (no such file, no such run) are left to
-the full path, which words them.
+cannot open read-only, labels that pick no run or several, a schema other than this rocroof's,
+no stored report or one built by another rocroof version. Errors (no such file, no such run,
+ambiguous labels) are left to the full path, which words them.
 
 Why: on the 2-core development machine pandas alone imports in ~0.47 s and SQLAlchemy in ~0.24 s,
 and the op report of 10^6 dispatches reads the roofline of every invocation (issue 15: the op
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import SCHEMA_VERSION, __version__
+from ..errors import InputError
+from ..labels import labels_match, parse_selector
 from ..note import Note
 from .render import By, Report, Rows
 
@@ -58,7 +60,8 @@ def stored_report(db: str, run_spec: str | None, by: str, top: int | None = None
 
     Args:
         db: the ``--db`` value (a file path; URLs answer None).
-        run_spec: ``latest`` (or None) or a run id; labels answer None.
+        run_spec: ``latest`` (or None), a run id, or labels (``key=value[,...]``, ``latest:`` before
+            them for the newest of several), as :meth:`rocroof.store.Store.resolve_run` takes them.
         by: the grouping; only those of :data:`rocroof.report.tables.STORED_GROUPINGS` are stored.
         top: keep the first N rows (the stored rows are in report order: longest first).
 
@@ -68,7 +71,7 @@ def stored_report(db: str, run_spec: str | None, by: str, top: int | None = None
     if by != "op":
         return None
     spec = "latest" if run_spec is None else str(run_spec).strip()
-    if spec.lower() != "latest" and not _RUN_NUMBER.fullmatch(spec):
+    if spec.lower() != "latest" and not _RUN_NUMBER.fullmatch(spec) and "=" not in spec:
         return None
     conn = _connect(db)
     if conn is None:
@@ -81,12 +84,30 @@ def stored_report(db: str, run_spec: str | None, by: str, top: int | None = None
         conn.close()
 
 
+def _run_by_labels(conn: sqlite3.Connection, spec: str) -> int | None:
+    """The one run the labels pick (the newest with ``latest:``), or None (none, several, a bad selector)."""
+    newest = spec.lower().startswith("latest:")
+    try:
+        selector = parse_selector(spec.split(":", 1)[1] if newest else spec)
+    except InputError:
+        return None
+    labels: dict[int, dict[str, str]] = {int(r): {} for (r,) in conn.execute("SELECT run_id FROM run")}
+    for rid, key, value in conn.execute("SELECT run_id, key, value FROM run_label"):
+        labels.setdefault(int(rid), {})[str(key)] = str(value)
+    found = sorted(rid for rid, have in labels.items() if labels_match(have, selector))
+    if not found or (len(found) > 1 and not newest):
+        return None
+    return found[-1]
+
+
 def _read(conn: sqlite3.Connection, spec: str, by: By, top: int | None) -> Report | None:
     (migrations,) = conn.execute("SELECT COUNT(*) FROM rocroof_migration").fetchone()
     if migrations != SCHEMA_VERSION:
         return None
     if spec.lower() == "latest":
         (run_id,) = conn.execute("SELECT MAX(run_id) FROM run").fetchone()
+    elif "=" in spec:
+        run_id = _run_by_labels(conn, spec)
     else:
         run_id = int(spec)
     if run_id is None or not 0 < run_id < 2**31:

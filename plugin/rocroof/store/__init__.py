@@ -19,7 +19,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -30,6 +30,8 @@ import sqlalchemy as sa
 from .. import __version__
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
+from ..labels import labels_match, parse_selector
+from ..labels import parse_selectors as parse_selectors
 from ..text import storable
 from . import migrations, schema
 
@@ -415,54 +417,6 @@ class CopiedRun(NamedTuple):
     run_id: int | None
     existing_run_id: int | None
     rows: int
-
-
-def parse_selector(text: str) -> dict[str, str]:
-    """``key=value[,key=value...]`` as a dict (values may hold ``*``; keys and values stripped).
-
-    Raises:
-        InputError: a part without ``=`` or with an empty key.
-    """
-    out: dict[str, str] = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"labels {text!r}: expected key=value[,key=value...], e.g. model=dense,env=fusion")
-        if key.strip() in out:
-            raise InputError(f"labels {text!r}: {key.strip()!r} given twice (a run has one value per label)")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def parse_selectors(texts: Iterable[str], base: dict[str, str] | None = None) -> dict[str, str]:
-    """Several :func:`parse_selector` texts (repeated ``--label`` options) as one selector, on top of ``base``.
-
-    Raises:
-        InputError: as :func:`parse_selector`, or a key set to two values (a run has one value per
-            label, so both cannot match).
-    """
-    out = dict(base or {})
-    for text in texts:
-        for key, value in parse_selector(text).items():
-            if key in out and out[key] != value:
-                raise InputError(
-                    f"--label {key}={value}: {key} is already {out[key]!r}; a run has one value per label, "
-                    "so both cannot match (use * to match several: --label 'env=*')"
-                )
-            out[key] = value
-    return out
-
-
-def _labels_match(labels: dict[str, str], selector: dict[str, str]) -> bool:
-    """Whether every ``key: pattern`` of ``selector`` matches a label (``*``: any text)."""
-    for key, pattern in selector.items():
-        value = labels.get(key)
-        if value is None:
-            return False
-        regex = ".*".join(re.escape(piece) for piece in pattern.split("*"))
-        if not re.fullmatch(regex, value, flags=re.DOTALL):
-            return False
-    return True
 
 
 def is_url(target: str) -> bool:
@@ -968,7 +922,7 @@ class Store:
             labels: dict[int, dict[str, str]] = {}
             for rid, key, value in conn.execute(sa.select(lab.c.run_id, lab.c.key, lab.c.value)):
                 labels.setdefault(int(rid), {})[str(key)] = str(value)
-        return [rid for rid in ids if _labels_match(labels.get(rid, {}), selector)]
+        return [rid for rid in ids if labels_match(labels.get(rid, {}), selector)]
 
     def resolve_run(self, spec: str | int | None) -> int:
         """A run id from ``latest``/None, a number, or labels (``key=value[,key=value...]``).
