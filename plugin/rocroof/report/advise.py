@@ -47,7 +47,8 @@ from ..analysis.timeline import GRAPHS_RECOVER_AT_MOST, evaluation_timeline, hos
 from ..records import Note
 from ..store import Store, schema
 from ..text import cell_text
-from .tables import gpu_text, json_records, render_frame, run_labels, run_notes
+from .render import gpu_text
+from .tables import json_records, render_frame, run_labels, run_notes
 
 #: Calls shorter than this (µs) are launch/latency sized: a kernel launch costs a few µs of host time.
 SHORT_CALL_US = 10.0

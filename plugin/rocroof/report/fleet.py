@@ -23,7 +23,8 @@ import pandas as pd
 import sqlalchemy as sa
 
 from ..errors import InputError
-from ..store import Store, parse_selector
+from ..labels import parse_selector
+from ..store import Store
 from .diff import MIN_ABSOLUTE_CHANGE_US, MIN_RELATIVE_CHANGE, diff_runs
 
 #: Labels every run of a sweep point has of its own (never pairing keys).

@@ -55,7 +55,7 @@ def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def stored_report(db: str, run_spec: str | None, by: str, top: int | None = None) -> Report | None:
+def stored_report(db: str, run_spec: str | None, by: By | str, top: int | None = None) -> Report | None:
     """The report of one run from ``stored_report``, or None where the full path must build it.
 
     Args:
@@ -77,7 +77,7 @@ def stored_report(db: str, run_spec: str | None, by: str, top: int | None = None
     if conn is None:
         return None
     try:
-        return _read(conn, spec, by, top)
+        return _read(conn, spec, "op", top)
     except (sqlite3.Error, ValueError, KeyError, TypeError):
         return None  # anything unexpected: the full path reads (and words what is wrong)
     finally:

@@ -177,7 +177,8 @@ def _pct_cell(row: Mapping[str, Any], peak: Any) -> str:
     v = row.get("pct_of_dram_peak")
     if not _nan(v):
         return _num(v, 1, 1)
-    lo, hi = row.get("achieved_gbps_min"), row.get("achieved_gbps_max")
+    lo: Any = row.get("achieved_gbps_min")
+    hi: Any = row.get("achieved_gbps_max")
     if not _nan(lo) and not _nan(hi) and not _nan(peak) and peak:
         return f"? ({_num(100 * lo / peak, 1, 0)}–{_num(100 * hi / peak, 1, 0)})"
     return "?"
@@ -189,7 +190,7 @@ def _time_at_peak_cell(row: Mapping[str, Any], peak: Any) -> str:
         return _num(v, 1e3)
 
     def total(suffix: str) -> float:
-        parts = [row.get(f"{k}{suffix}") for k in ("dram_read_bytes", "dram_write_bytes")]
+        parts: list[Any] = [row.get(f"{k}{suffix}") for k in ("dram_read_bytes", "dram_write_bytes")]
         return float("nan") if any(_nan(x) for x in parts) else float(sum(parts))
 
     lo, hi = total("_min"), total("_max")
