@@ -26,7 +26,7 @@ from rocroof.capture.readers import read_capture
 from rocroof.errors import DuplicateRunError, InputError, QueryError, SchemaError
 from rocroof.ingest.pipeline import RunFrames, build_run
 from rocroof.records import Note
-from rocroof.report.tables import build_report, render
+from rocroof.report.tables import build_report, render, stored_reports
 from rocroof.store import Store, schema, views
 from rocroof.store.docs import schema_markdown
 from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION, migration_table
@@ -642,7 +642,7 @@ def test_several_processes_ingest_into_one_new_sqlite_file_at_once(tmp_path: Pat
     sequential = tmp_path / "one-by-one.db"
     store = Store(sequential)
     for path in captures[:3]:
-        store.write_run(build_run(read_capture(path), source_path=str(path)))
+        store.write_run(build_run(read_capture(path), source_path=str(path)), reports=stored_reports)
     assert row_counts(str(db)) == {**row_counts(str(sequential)), "run_label": 3}  # a worker label each
     with connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
