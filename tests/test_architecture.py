@@ -13,6 +13,7 @@ ARCHITECTURE = Path(__file__).resolve().parent.parent / "docs" / "architecture.m
 
 #: stage of each top-level name under rocroof, lowest first (the order docs/architecture.md gives)
 STAGES = {
+    "dbfile": 0,
     "labels": 0,
     "note": 0,
     "": 0,  # rocroof/__init__.py: the version

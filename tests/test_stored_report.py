@@ -246,3 +246,79 @@ def test_runs_picked_by_labels_read_their_stored_report(tmp_path: Path) -> None:
     runner = CliRunner()
     several = runner.invoke(cli, ["report", "--db", str(db), "--run", "model=dense"])
     assert several.exit_code != 0 and "match runs" in several.output
+
+
+#: Hand edits of a stored document that still parse as JSON: each must give the tables' report, never a traceback.
+DAMAGE = [
+    "json_replace(document, '$.rows[0][3]', 'abc')",  # a time that is text
+    "json_replace(document, '$.rows[0][1]', json('null'))",  # invocations unknown
+    "json_replace(document, '$.rows[0][1]', 'many')",
+    "json_replace(document, '$.rows[0]', json('{\"op\": 1}'))",  # a row that is an object
+    "json_replace(document, '$.rows[0]', json('[1]'))",  # a short row
+    "json_replace(document, '$.rows', 'rows')",
+    "json_replace(document, '$.total_rows', 1e300)",
+    'replace(document, \'"total_rows":\', \'"total_rows":1e999,"x":\')',  # Infinity
+    'replace(document, \'"fused":[\', \'"fused":[["A","A+B",1e999],\')',
+    "replace(document, '\"rows\":[[', '\"rows\":[[1' || printf('%.*c', 400, '0') || ',')",  # 10^400
+    "printf('%.*c%.*c', 50000, '[', 50000, ']')",  # nested past Python's recursion limit
+    "'{\"columns\": 5}'",
+    "'not json'",
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_stored_document_gives_the_tables_report(
+    stored: dict[str, tuple[Path, int]], tmp_path: Path, damage: str
+) -> None:
+    db, rid = stored["sampled-decode"]
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(db.read_bytes())
+    with sqlite3.connect(damaged) as conn:
+        conn.execute(f"UPDATE stored_report SET document = {damage}")
+    runner = CliRunner()
+    for args in ([], ["--format", "markdown"]):
+        result = runner.invoke(cli, ["report", "--db", str(damaged), "--run", str(rid), *args])
+        assert result.exit_code == 0 and result.exception is None, result.output
+        expected = render(
+            build_report(Store(db, read_only=True), rid, by="op", top=100 if args else None),
+            "markdown" if args else "table",
+        )
+        assert result.output.split("\n", 1)[1] == expected.split("\n", 1)[1]  # all but the path in the first line
+
+
+def test_run_specs_with_spaces_resolve_alike_on_both_paths(stored: dict[str, tuple[Path, int]]) -> None:
+    db, rid = stored["fusion-off"]
+    for spec in (" latest", "latest ", "\tlatest", f" {rid}"):
+        assert Store(db, read_only=True).resolve_run(spec) == rid
+        quick = stored_report(str(db), spec, "op")
+        assert quick is not None and quick.run["run_id"] == rid
+
+
+def test_odd_file_names_and_read_only_folders(
+    stored: dict[str, tuple[Path, int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'?', '#' and '%' in a database's name are part of the name on both paths; a read-only folder reads immutable."""
+    db, rid = stored["measured-prefill"]
+    runner = CliRunner()
+    for name in ("a?mode=rwc.db", "b#frag.db", "c%20d.db"):
+        odd = tmp_path / name
+        odd.write_bytes(db.read_bytes())
+        assert stored_report(str(odd), str(rid), "op") is not None
+        result = runner.invoke(cli, ["report", "--db", str(odd), "--run", str(rid), "--by", "kernel"])
+        assert result.exit_code == 0, result.output
+    assert not (tmp_path / "b").exists()  # the fragment is not a file of its own
+    import rocroof.dbfile
+
+    monkeypatch.setattr(rocroof.dbfile.os, "access", lambda path, mode: False)  # as a read-only mount reads
+    assert rocroof.dbfile.read_only_uri(db).endswith("?mode=ro&immutable=1")
+    assert stored_report(str(db), str(rid), "op") is not None
+
+
+def test_a_merged_run_reads_its_own_run_id(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    _write(EXAMPLES["measured-prefill"], b)  # the target holds a run already: the copy gets id 2
+    _write(EXAMPLES["sampled-decode"], a)
+    result = CliRunner().invoke(cli, ["merge", str(a), "--into", str(b)])
+    assert result.exit_code == 0, result.output
+    quick = stored_report(str(b), "2", "op")
+    assert quick is not None and {r["run_id"] for r in quick.rows.rows} == {2}

@@ -74,10 +74,28 @@ def db() -> None:
     """
 
 
+def _listed(run_ids: list[int]) -> str:
+    """``runs 1, 2, 3`` (the first ten, then how many more)."""
+    shown = ", ".join(map(str, run_ids[:10]))
+    more = f" and {len(run_ids) - 10} more" if len(run_ids) > 10 else ""
+    return f"run{'s' if len(run_ids) > 1 else ''} {shown}{more}"
+
+
+def _db_arg(db: str) -> str:
+    """`` --db X`` as a command line needs it, or ``""`` for the default database."""
+    import os
+    import shlex
+
+    from ..store import shown_db
+    from .app import DEFAULT_DB
+
+    return "" if db == (os.environ.get("ROCROOF_DB") or DEFAULT_DB) else f" --db {shlex.quote(shown_db(db))}"
+
+
 @db.command("status")
 @db_option
 def db_status(db: str) -> None:
-    """Show the schema migrations and whether they are applied.
+    """Show the schema migrations, whether they are applied, and runs without a stored op report.
 
     \b
     Example:
@@ -94,6 +112,14 @@ def db_status(db: str) -> None:
         else:
             echo(f"{name}: {'applied ' + applied if applied else 'pending'}")
     echo(f"rocroof {__version__} knows schema version {SCHEMA_VERSION}")
+    if all(applied for name, applied in store.status() if name in known):
+        missing = store.runs_without_reports()
+        if missing:
+            echo(
+                f"{len(missing)} run(s) without an op report stored by rocroof {__version__} ({_listed(missing)}): "
+                "rocroof report builds theirs from the tables each time (about a second); "
+                f"'rocroof db upgrade{_db_arg(db)}' stores them"
+            )
 
 
 @db.command("upgrade")
@@ -101,9 +127,10 @@ def db_status(db: str) -> None:
 def db_upgrade(db: str) -> None:
     """Create the schema or apply pending migrations; store the op report of runs that lack one.
 
-    `rocroof report` reads a run's op report stored with it (no recomputing the roofline of
-    every invocation, no pandas: a fraction of a second); runs ingested before schema 9, or by
-    another rocroof version, are reported from their tables until this stores theirs.
+    `rocroof report --by op` (table or Markdown) prints a run's op report stored with it at ingest,
+    in a fraction of a second. Runs ingested before schema 9, or by another rocroof version, have
+    none: their report is built from the tables each time (about a second, more for large runs)
+    until `db upgrade` stores it.
 
     \b
     Example:
@@ -119,10 +146,7 @@ def db_upgrade(db: str) -> None:
     for run_id in missing:
         store.store_reports(run_id, stored_reports)
     if missing:
-        echo(
-            f"stored the op report of {len(missing)} run(s) ({', '.join(map(str, missing[:10]))}"
-            f"{' ...' if len(missing) > 10 else ''})"
-        )
+        echo(f"stored the op report of {len(missing)} run(s): {_listed(missing)}")
 
 
 @db.command("datasette-metadata")

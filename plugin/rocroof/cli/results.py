@@ -127,7 +127,9 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
     matrix peak for matmuls on quantized weights, FP16/BF16 matrix for other matrix ops, FP32
     otherwise; compute_peak_tflops is in TFLOP/s, TOP/s for INT8). Unknown values print as '?',
     with the bounds the counters allow. Tables fit the terminal (COLUMNS): a narrow one leaves
-    out whole columns and names them.
+    out whole columns and names them. The op report (table, Markdown) is the one stored with the
+    run at ingest, printed in a fraction of a second; other reports are built from the run's
+    tables (see 'rocroof db status' for runs stored without one).
 
     \b
     Examples:
@@ -138,14 +140,12 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
     """
     if fmt == "markdown" and top is None:  # a PR comment holds 65,536 characters: the longest rows
         top = MARKDOWN_ROWS
-    if fmt in ("table", "markdown"):  # the op report stored with the run: no pandas, no SQLAlchemy
-        from ..report.quick import stored_report
-        from ..report.render import render_text
+    from ..report.quick import stored_text
 
-        stored = stored_report(db, run_spec, by, top)
-        if stored is not None:
-            echo(render_text(stored, fmt, all_columns=all_columns), nl=False)  # type: ignore[arg-type]
-            return
+    text = stored_text(db, run_spec, by, top, fmt, all_columns=all_columns)
+    if text is not None:  # the op report stored with the run, read without pandas or SQLAlchemy
+        echo(text, nl=False)
+        return
     from ..report.tables import build_report, render
     from ..store import Store
 

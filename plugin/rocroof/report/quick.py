@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import SCHEMA_VERSION, __version__
+from ..dbfile import read_only_uri
 from ..errors import InputError
 from ..labels import labels_match, parse_selector
 from ..note import Note
-from .render import By, Report, Rows
+from .render import By, Report, Rows, render_text
 
 _RUN_NUMBER = re.compile(r"[0-9]+")
-#: Columns every stored op report has (rocroof.report.tables.build_report's, whatever the run measured).
+#: Columns every stored op report has (rocroof.report.tables.build_report's, whatever the run measured;
+#: ``run_id`` is not stored: it is the run's own).
 _NEEDED = {"op", "invocations", "dispatches", "duration_ns", "share_of_time_pct"}
 
 
@@ -40,11 +42,11 @@ def _connect(db: str) -> sqlite3.Connection | None:
     """The SQLite file ``db`` opened read-only, or None (a URL, no such file, not openable)."""
     if "://" in db or db.startswith("sqlite:"):
         return None
-    path = Path(db)
+    path = Path(db).expanduser()
     try:
         if not path.is_file():
             return None
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=5.0)
     except (OSError, ValueError, sqlite3.Error):
         return None
     return conn
@@ -78,10 +80,53 @@ def stored_report(db: str, run_spec: str | None, by: By | str, top: int | None =
         return None
     try:
         return _read(conn, spec, "op", top)
-    except (sqlite3.Error, ValueError, KeyError, TypeError):
+    except (sqlite3.Error, ValueError, KeyError, TypeError, IndexError, OverflowError, RecursionError):
         return None  # anything unexpected: the full path reads (and words what is wrong)
     finally:
         conn.close()
+
+
+def stored_text(
+    db: str, run_spec: str | None, by: str, top: int | None, fmt: str, *, all_columns: bool = False
+) -> str | None:
+    """:func:`stored_report` rendered (``table`` or ``markdown``), or None where the full path must answer.
+
+    A stored document that reads but cannot be rendered (a hand-edited cell of the wrong type) is
+    treated like no document: the full path builds the report from the tables.
+    """
+    if fmt not in ("table", "markdown"):
+        return None
+    report = stored_report(db, run_spec, by, top)
+    if report is None:
+        return None
+    try:
+        return render_text(report, "markdown" if fmt == "markdown" else "table", all_columns=all_columns)
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError):
+        return None
+
+
+def _valid(doc: Any) -> bool:
+    """Whether ``doc`` has the shape :func:`rocroof.report.tables.stored_document` writes."""
+    if not isinstance(doc, dict):
+        return False
+    columns, rows, total, fused = doc.get("columns"), doc.get("rows"), doc.get("total_rows"), doc.get("fused")
+    if not (isinstance(columns, list) and all(isinstance(c, str) for c in columns) and set(columns) >= _NEEDED):
+        return False
+    if not (isinstance(rows, list) and all(isinstance(r, list) and len(r) == len(columns) for r in rows)):
+        return False
+    if not (isinstance(total, int) and not isinstance(total, bool) and total >= len(rows)):
+        return False
+    if not isinstance(doc.get("totals"), dict) or not isinstance(fused, list):
+        return False
+    return all(
+        isinstance(f, list)
+        and len(f) == 3
+        and isinstance(f[0], str)
+        and isinstance(f[1], str)
+        and isinstance(f[2], int)
+        and not isinstance(f[2], bool)
+        for f in fused
+    )
 
 
 def _run_by_labels(conn: sqlite3.Connection, spec: str) -> int | None:
@@ -121,10 +166,12 @@ def _read(conn: sqlite3.Connection, spec: str, by: By, top: int | None) -> Repor
     if not runs:
         return None
     doc = json.loads(found[1])
-    columns = list(doc["columns"])
-    if not set(columns) >= _NEEDED:
+    if not _valid(doc):
         return None  # not a document this rocroof wrote
-    rows = Rows(columns, [dict(zip(columns, values, strict=True)) for values in doc["rows"]])
+    columns = ["run_id", *(c for c in doc["columns"] if c != "run_id")]  # stored without it: copies keep it right
+    rows = Rows(
+        columns, [{"run_id": run_id, **dict(zip(doc["columns"], values, strict=True))} for values in doc["rows"]]
+    )
     notes = [
         Note(severity, code, message)
         for severity, code, message in conn.execute(

@@ -257,14 +257,15 @@ def _plain(v: Any) -> Any:
 def stored_document(report: Report) -> str:
     """A report (all rows, before ``--top``) as the JSON document ``stored_report`` keeps.
 
-    Keys: ``columns`` (the rows' column names), ``rows`` (one list per row in report order,
+    Keys: ``columns`` (the rows' column names but ``run_id``), ``rows`` (one list per row in report order,
     null for unknown; infinities as JSON's ``Infinity``, which Python's json reads back),
     ``total_rows``, ``totals`` and ``fused`` (``[op, op_list, invocations]``); see
     :func:`rocroof.report.quick.stored_report` for the way back.
     """
+    rows = report.rows.drop(columns=["run_id"], errors="ignore")  # the run's own id when read back (a merge renumbers)
     doc = {
-        "columns": [str(c) for c in report.rows.columns],
-        "rows": [[_plain(v) for v in row] for row in report.rows.itertuples(index=False, name=None)],
+        "columns": [str(c) for c in rows.columns],
+        "rows": [[_plain(v) for v in row] for row in rows.itertuples(index=False, name=None)],
         "total_rows": report.total_rows,
         "totals": {k: _plain(v) for k, v in report.totals.items()},
         "fused": [[op, op_list, int(n)] for op, op_list, n in report.fused],

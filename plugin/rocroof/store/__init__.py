@@ -15,7 +15,6 @@ import decimal
 import importlib.util
 import itertools
 import math
-import os
 import re
 import sqlite3
 import time
@@ -29,6 +28,7 @@ import sqlalchemy as sa
 
 from .. import __version__
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
+from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..labels import labels_match, parse_selector
 from ..labels import parse_selectors as parse_selectors
@@ -526,12 +526,7 @@ class Store:
                     raise InputError(
                         f"{path}: no such database (ingest a capture first: rocroof ingest PATH --db {path})"
                     )
-                uri = f"file:{path.resolve().as_posix()}?mode=ro"
-                wal = Path(f"{path}-wal")
-                if not os.access(path.parent, os.W_OK) and not (wal.is_file() and wal.stat().st_size):
-                    # a read-only folder (a shared mount): SQLite cannot create the WAL index beside a WAL
-                    # database, and nobody can write there either, so the file is read as it stands
-                    uri += "&immutable=1"
+                uri = read_only_uri(path)  # percent-encoded; immutable in a read-only folder (rocroof.dbfile)
 
                 def connect() -> sqlite3.Connection:
                     conn = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S)
@@ -543,7 +538,9 @@ class Store:
                 if path.parent and not path.parent.exists():
                     raise InputError(f"{path}: directory {path.parent} does not exist")
                 # the busy timeout lets writers of parallel processes queue up (WAL: readers never wait)
-                self.engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": WRITE_TIMEOUT_S})
+                # the path as the URL's database, not parsed out of a URL string ('?' or '#' in a name)
+                file_url = sa.engine.URL.create("sqlite", database=str(path))
+                self.engine = sa.create_engine(file_url, connect_args={"timeout": WRITE_TIMEOUT_S})
 
                 @sa.event.listens_for(self.engine, "connect")
                 def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -933,6 +930,8 @@ class Store:
             InputError: no runs, no such run, or labels that match no run or several.
         """
         self.check()
+        if isinstance(spec, str):
+            spec = spec.strip()
         if spec is not None and "=" in str(spec):
             text = str(spec)
             newest = text.lower().startswith("latest:")
