@@ -788,6 +788,7 @@ def test_a_database_in_a_read_only_folder_is_read_as_it_stands(tmp_path: Path, m
     import os
     import sqlite3 as sqlite
 
+    import rocroof.dbfile
     import rocroof.store as store_module
 
     db = tmp_path / "r.db"
@@ -804,7 +805,7 @@ def test_a_database_in_a_read_only_folder_is_read_as_it_stands(tmp_path: Path, m
 
     monkeypatch.setattr(store_module.sqlite3, "connect", connect)
     monkeypatch.setattr(
-        store_module.os, "access", lambda p, m: False if Path(p) == tmp_path and m == os.W_OK else real_access(p, m)
+        rocroof.dbfile.os, "access", lambda p, m: False if Path(p) == tmp_path and m == os.W_OK else real_access(p, m)
     )
     assert Store(db, read_only=True).runs_with_labels({}) == []  # it reads
     assert uris[-1].endswith("?mode=ro&immutable=1")
