@@ -53,6 +53,13 @@ def records(rows: Any) -> list[dict[str, Any]]:
     return list(rows.to_dict("records"))
 
 
+def column_values(rows: Any, column: str) -> list[Any]:
+    """One column of a report's rows (a DataFrame or :class:`Rows`), without converting the others."""
+    if isinstance(rows, Rows):
+        return [r.get(column) for r in rows.rows]
+    return list(rows[column].tolist())
+
+
 def _is_known_number(v: Any) -> bool:
     """Whether ``v`` is a known number, as ``pandas.to_numeric(errors="coerce")`` would keep it."""
     if _nan(v):
@@ -105,46 +112,6 @@ class Report:
 def _nan(v: Any) -> bool:
     """Whether ``v`` is unknown: None, NaN, or pandas' NA/NaT (told by type: pandas is not imported here)."""
     return v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ in ("NAType", "NaTType")
-
-
-def _json_value(v: Any) -> Any:
-    if isinstance(v, dict):
-        return v
-    if _nan(v):
-        return None
-    if isinstance(v, bytes | bytearray | memoryview):
-        return bytes(v).hex()  # SQLite BLOB: hex text
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isinf(v):
-        return "Infinity" if v > 0 else "-Infinity"  # JSON has no infinities
-    return v
-
-
-def _unique_names(columns: list[Any]) -> list[str]:
-    """Column names made unique for JSON keys: a repeated ``x`` becomes ``x_2``, ``x_3``..."""
-    seen: dict[str, int] = {}
-    out = []
-    taken = {str(c) for c in columns}
-    for c in columns:
-        name = str(c)
-        if name in seen:
-            n = seen[name]
-            while f"{name}_{n + 1}" in taken:
-                n += 1
-            seen[name] = n + 1
-            name = f"{name}_{n + 1}"
-            taken.add(name)
-        else:
-            seen[name] = 1
-        out.append(name)
-    return out
-
-
-#: Report columns that machine formats leave out: ``time_share`` is ``share_of_time_pct`` / 100 (the plot's).
-_NOT_EXPORTED = ("time_share",)
-#: Run columns a JSON report leaves out (the machine's name; the database keeps it).
-_RUN_PRIVATE = ("host",)
 
 
 def _num(v: Any, scale: float = 1.0, digits: int = 2) -> str:
@@ -299,7 +266,7 @@ def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
 
 def _has_values(rows: Any, column: str) -> bool:
     """Whether ``rows`` (a DataFrame or :class:`Rows`) has ``column`` with at least one known number in it."""
-    return column in rows and any(_is_known_number(r.get(column)) for r in records(rows))
+    return column in rows and any(_is_known_number(v) for v in column_values(rows, column))
 
 
 def _has_roofline(report: Report) -> bool:
@@ -408,7 +375,7 @@ def _legend(report: Report, headers: list[str]) -> str | None:
     if "read MB" in headers and "write MB" in headers:  # one clause for the pair
         keys["read MB"] = keys["write MB"] = "read/write MB = DRAM bytes (10^6)"
     parts: list[str] = []
-    if "bytes_basis" in report.rows and any(r.get("bytes_basis") == "modelled" for r in records(report.rows)):
+    if "bytes_basis" in report.rows and "modelled" in column_values(report.rows, "bytes_basis"):
         parts.append("~ = from the byte model (no DRAM counters for the op)")
     for header in headers:
         text = keys.get(header)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -25,8 +26,6 @@ from ..store import Store, schema
 from ..text import cell_text
 from .render import (
     _COMPUTE_CEILINGS,
-    _NOT_EXPORTED,
-    _RUN_PRIVATE,
     _TEXT_COLUMNS,
     By,
     Report,
@@ -34,13 +33,11 @@ from .render import (
     _fused_line,
     _header_lines,
     _human_rows,
-    _json_value,
     _legend,
     _nan,
     _record_blocks,
     _table_origins,
     _table_width,
-    _unique_names,
     _width,
     gpu_text,
     render_text,
@@ -451,6 +448,46 @@ def _roofline_by_basis(rows: pd.DataFrame, run: dict[str, Any], ceilings: dict[s
 
 
 # ---- rendering -------------------------------------------------------------------------
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, dict):
+        return v
+    if _nan(v):
+        return None
+    if isinstance(v, bytes | bytearray | memoryview):
+        return bytes(v).hex()  # SQLite BLOB: hex text
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"  # JSON has no infinities
+    return v
+
+
+def _unique_names(columns: list[Any]) -> list[str]:
+    """Column names made unique for JSON keys: a repeated ``x`` becomes ``x_2``, ``x_3``..."""
+    seen: dict[str, int] = {}
+    out = []
+    taken = {str(c) for c in columns}
+    for c in columns:
+        name = str(c)
+        if name in seen:
+            n = seen[name]
+            while f"{name}_{n + 1}" in taken:
+                n += 1
+            seen[name] = n + 1
+            name = f"{name}_{n + 1}"
+            taken.add(name)
+        else:
+            seen[name] = 1
+        out.append(name)
+    return out
+
+
+#: Report columns that machine formats leave out: ``time_share`` is ``share_of_time_pct`` / 100 (the plot's).
+_NOT_EXPORTED = ("time_share",)
+#: Run columns a JSON report leaves out (the machine's name; the database keeps it).
+_RUN_PRIVATE = ("host",)
 
 
 def json_records(df: pd.DataFrame) -> list[dict[str, Any]]:
