@@ -58,3 +58,18 @@ def labels_match(labels: dict[str, str], selector: dict[str, str]) -> bool:
         if not re.fullmatch(regex, value, flags=re.DOTALL):
             return False
     return True
+
+
+def parse_run_labels(text: str) -> tuple[bool, dict[str, str]]:
+    """A ``--run`` given by labels: ``[latest:]key=value[,key=value...]`` -> (newest of several, selector).
+
+    Raises:
+        InputError: as :func:`parse_selector`.
+    """
+    newest = text.lower().startswith("latest:")
+    return newest, parse_selector(text.split(":", 1)[1] if newest else text)
+
+
+def runs_matching(labels_by_run: dict[int, dict[str, str]], selector: dict[str, str]) -> list[int]:
+    """Ids of the runs (every key of ``labels_by_run``, with its labels) that ``selector`` matches, ascending."""
+    return sorted(rid for rid, labels in labels_by_run.items() if labels_match(labels, selector))

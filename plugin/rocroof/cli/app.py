@@ -110,6 +110,15 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
+def db_arg(db: str) -> str:
+    """`` --db X`` for a command to print, or ``""`` where ``db`` is what a bare command opens (the default)."""
+    import shlex
+
+    from ..store import shown_db
+
+    return "" if db == (os.environ.get("ROCROOF_DB") or DEFAULT_DB) else f" --db {shlex.quote(shown_db(db))}"
+
+
 def db_option(fn: Any) -> Any:
     """The ``--db FILE|URL`` option (env ``ROCROOF_DB``, default ``rocroof.db``)."""
     return click.option("--db", "db", envvar="ROCROOF_DB", default=DEFAULT_DB, show_default=False, help=DB_HELP)(fn)

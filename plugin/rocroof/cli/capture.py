@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from pathlib import Path
@@ -15,6 +14,7 @@ from ..text import printable
 from .app import (
     DEFAULT_DB,
     cli,
+    db_arg,
     db_option,
     echo,
     parse_labels,
@@ -72,10 +72,7 @@ def _ingest_one(
 
 def _next_command(run_id: int, db: str, has_ops: bool) -> str:
     """The report to run next, as a command that works pasted as it is (the database named unless default)."""
-    from ..store import shown_db
-
-    default = os.environ.get("ROCROOF_DB") or DEFAULT_DB  # what a bare `rocroof report` opens
-    where = "" if db == default else f" --db {shlex.quote(shown_db(db))}"
+    where = db_arg(db)
     if has_ops:
         return f"Next: rocroof report{where} --run {run_id} --by op   (or --by kernel, --by dispatch)"
     return f"Next: rocroof report{where} --run {run_id} --by kernel   (no ggml ops in this run; or --by dispatch)"

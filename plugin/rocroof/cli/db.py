@@ -11,6 +11,7 @@ from .. import __version__
 from ..errors import InputError
 from .app import (
     cli,
+    db_arg,
     db_option,
     echo,
 )
@@ -81,17 +82,6 @@ def _listed(run_ids: list[int]) -> str:
     return f"run{'s' if len(run_ids) > 1 else ''} {shown}{more}"
 
 
-def _db_arg(db: str) -> str:
-    """`` --db X`` as a command line needs it, or ``""`` for the default database."""
-    import os
-    import shlex
-
-    from ..store import shown_db
-    from .app import DEFAULT_DB
-
-    return "" if db == (os.environ.get("ROCROOF_DB") or DEFAULT_DB) else f" --db {shlex.quote(shown_db(db))}"
-
-
 @db.command("status")
 @db_option
 def db_status(db: str) -> None:
@@ -118,7 +108,7 @@ def db_status(db: str) -> None:
             echo(
                 f"{len(missing)} run(s) without an op report stored by rocroof {__version__} ({_listed(missing)}): "
                 "rocroof report builds theirs from the tables each time (about a second); "
-                f"'rocroof db upgrade{_db_arg(db)}' stores them"
+                f"'rocroof db upgrade{db_arg(db)}' stores them"
             )
 
 

@@ -70,7 +70,7 @@ def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...
     else:
         df = runs_frame(store, labels_as_mapping=fmt == "json")
         if label_filters:
-            from ..store import parse_selectors
+            from ..labels import parse_selectors
 
             latest = next((t for t in label_filters if t.lower().startswith("latest:")), None)
             if latest is not None:
@@ -309,8 +309,9 @@ def fleet(
     """
     if ctx.invoked_subcommand is not None:
         return
+    from ..labels import parse_selectors
     from ..report.fleet import fleet_view, render_fleet
-    from ..store import Store, parse_selectors
+    from ..store import Store
 
     store = Store(db, read_only=True)
     selector = parse_selectors(label_filters, {"sweep": sweep_name} if sweep_name else None)

@@ -28,7 +28,7 @@ from typing import Any
 from .. import SCHEMA_VERSION, __version__
 from ..dbfile import read_only_uri
 from ..errors import InputError
-from ..labels import labels_match, parse_selector
+from ..labels import parse_run_labels, runs_matching
 from ..note import Note
 from .render import By, Report, Rows, render_text
 
@@ -79,7 +79,7 @@ def stored_report(db: str, run_spec: str | None, by: By | str, top: int | None =
     if conn is None:
         return None
     try:
-        return _read(conn, spec, "op", top)
+        return _read(conn, spec, top)
     except (sqlite3.Error, ValueError, KeyError, TypeError, IndexError, OverflowError, RecursionError):
         return None  # anything unexpected: the full path reads (and words what is wrong)
     finally:
@@ -131,21 +131,21 @@ def _valid(doc: Any) -> bool:
 
 def _run_by_labels(conn: sqlite3.Connection, spec: str) -> int | None:
     """The one run the labels pick (the newest with ``latest:``), or None (none, several, a bad selector)."""
-    newest = spec.lower().startswith("latest:")
     try:
-        selector = parse_selector(spec.split(":", 1)[1] if newest else spec)
+        newest, selector = parse_run_labels(spec)
     except InputError:
         return None
     labels: dict[int, dict[str, str]] = {int(r): {} for (r,) in conn.execute("SELECT run_id FROM run")}
     for rid, key, value in conn.execute("SELECT run_id, key, value FROM run_label"):
         labels.setdefault(int(rid), {})[str(key)] = str(value)
-    found = sorted(rid for rid, have in labels.items() if labels_match(have, selector))
+    found = runs_matching(labels, selector)
     if not found or (len(found) > 1 and not newest):
         return None
     return found[-1]
 
 
-def _read(conn: sqlite3.Connection, spec: str, by: By, top: int | None) -> Report | None:
+def _read(conn: sqlite3.Connection, spec: str, top: int | None) -> Report | None:
+    """The op report of the run ``spec`` names (see :func:`stored_report`)."""
     (migrations,) = conn.execute("SELECT COUNT(*) FROM rocroof_migration").fetchone()
     if migrations != SCHEMA_VERSION:
         return None
@@ -158,7 +158,7 @@ def _read(conn: sqlite3.Connection, spec: str, by: By, top: int | None) -> Repor
     if run_id is None or not 0 < run_id < 2**31:
         return None
     found = conn.execute(
-        "SELECT rocroof_version, document FROM stored_report WHERE run_id = ? AND grouping = ?", (run_id, by)
+        "SELECT rocroof_version, document FROM stored_report WHERE run_id = ? AND grouping = 'op'", (run_id,)
     ).fetchone()
     if found is None or found[0] != __version__:
         return None
@@ -184,7 +184,7 @@ def _read(conn: sqlite3.Connection, spec: str, by: By, top: int | None) -> Repor
     }
     ceilings = {r["name"]: r for r in _dicts(conn.execute("SELECT * FROM run_ceiling WHERE run_id = ?", (run_id,)))}
     return Report(
-        by=by,
+        by="op",
         rows=rows if top is None else rows.head(top),
         run=runs[0],
         notes=notes,

@@ -30,8 +30,7 @@ from .. import __version__
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
-from ..labels import labels_match, parse_selector
-from ..labels import parse_selectors as parse_selectors
+from ..labels import parse_run_labels, runs_matching
 from ..text import storable
 from . import migrations, schema
 
@@ -915,11 +914,12 @@ class Store:
         self.check()
         lab = schema.run_label
         with self.engine.connect() as conn:
-            ids = [int(r) for r in conn.execute(sa.select(schema.run.c.run_id).order_by(schema.run.c.run_id)).scalars()]
-            labels: dict[int, dict[str, str]] = {}
+            labels: dict[int, dict[str, str]] = {
+                int(r): {} for r in conn.execute(sa.select(schema.run.c.run_id)).scalars()
+            }
             for rid, key, value in conn.execute(sa.select(lab.c.run_id, lab.c.key, lab.c.value)):
                 labels.setdefault(int(rid), {})[str(key)] = str(value)
-        return [rid for rid in ids if labels_match(labels.get(rid, {}), selector)]
+        return runs_matching(labels, selector)
 
     def resolve_run(self, spec: str | int | None) -> int:
         """A run id from ``latest``/None, a number, or labels (``key=value[,key=value...]``).
@@ -933,9 +933,7 @@ class Store:
         if isinstance(spec, str):
             spec = spec.strip()
         if spec is not None and "=" in str(spec):
-            text = str(spec)
-            newest = text.lower().startswith("latest:")
-            selector = parse_selector(text.split(":", 1)[1] if newest else text)
+            newest, selector = parse_run_labels(str(spec))
             found = self.runs_with_labels(selector)
             shown = ",".join(f"{k}={v}" for k, v in selector.items())
             if not found:
