@@ -687,3 +687,110 @@ def test_launch_record_beats_a_stale_kernel_rename_region() -> None:
     assert attr["method"].tolist() == ["launch_api", "none"]
     assert attr["invocation"].tolist()[0] == 0
     assert pd.isna(attr["invocation"].tolist()[1])
+
+
+def _sweep_by_loop(starts: Any, ends: Any, is_ggml: Any) -> Any:
+    """The event loop of ``_sweep`` alone (the vectorised path for nested ranges turned off)."""
+    from rocroof.ingest import attribution
+
+    fast = attribution._sweep_nested
+    attribution._sweep_nested = lambda *args: None  # type: ignore[assignment]
+    try:
+        return attribution._sweep(starts, ends, is_ggml)
+    finally:
+        attribution._sweep_nested = fast  # type: ignore[assignment]
+
+
+def test_sweep_of_nested_ranges_by_hand() -> None:
+    """Outer user range [0, 20] holding ggml ranges [2, 4], [5, 9] and [12, 12].
+
+    By hand (a range covers its end ns, so it closes at end + 1): from 0 the outer range is
+    innermost and no ggml range is open; from 2 range 1; at 5 range 1 closes and range 2 opens
+    (one segment, range 2); from 10 the outer again; at 12 range 3; from 13 the outer; from 21
+    nothing. Depths: the outer 0, the others 1. These ranges nest, so the vectorised path answers.
+    Then ranges 1 and 2 back to back ([2, 5], [5, 9]): range 1 is still open when range 2 opens
+    and closes under it, which the event loop handles: a segment at 6 (range 1 closed) keeps 2.
+    """
+    import numpy as np
+
+    from rocroof.ingest import attribution
+
+    starts = np.array([0, 2, 5, 12], dtype=np.int64)
+    ends = np.array([20, 4, 9, 12], dtype=np.int64)
+    ggml = np.array([False, True, True, True])
+    closes = ends + 1
+    times = np.concatenate([starts, closes])
+    kinds = np.r_[np.zeros(4, np.int8), np.ones(4, np.int8)]
+    order = np.lexsort((np.r_[starts - ends, np.zeros(4)], -kinds, times))
+    nested = attribution._sweep_nested(times[order], kinds[order], np.r_[np.arange(4), np.arange(4)][order], ends, ggml)
+    assert nested is not None
+    seg_start, inner, inner_g, depth = nested
+    assert seg_start.tolist() == [0, 2, 5, 10, 12, 13, 21]
+    assert inner.tolist() == [0, 1, 2, 0, 3, 0, -1]
+    assert inner_g.tolist() == [-1, 1, 2, -1, 3, -1, -1]
+    assert depth.tolist() == [0, 1, 1, 1]
+    assert all(np.array_equal(a, b) for a, b in zip(nested, attribution._sweep(starts, ends, ggml), strict=True))
+
+    ends = np.array([20, 5, 9, 12], dtype=np.int64)
+    seg_start, inner, inner_g, depth = attribution._sweep(starts, ends, ggml)
+    assert seg_start.tolist() == [0, 2, 5, 6, 10, 12, 13, 21]
+    assert inner.tolist() == [0, 1, 2, 2, 0, 3, 0, -1]
+    assert inner_g.tolist() == [-1, 1, 2, 2, -1, 3, -1, -1]
+    assert depth.tolist() == [0, 1, 1, 1]
+
+
+def test_sweep_vectorised_path_equals_the_event_loop() -> None:
+    """Random ranges, nested (pushed and popped on a stack, with equal times) and overlapping.
+
+    The vectorised path answers only for ranges that nest and must give the loop's segments,
+    innermost ranges and depths exactly; it must be used for the nested ones with distinct times.
+    """
+    import random
+
+    import numpy as np
+
+    from rocroof.ingest import attribution
+
+    gen = random.Random(7)
+    used = 0
+    for trial in range(3000):
+        n = gen.randint(1, 25)
+        if trial % 2:
+            t, stack, spans = 0, [], []
+            while len(spans) < n or stack:
+                if len(spans) < n and (not stack or gen.random() < 0.5):
+                    t += gen.choice([0, 1, 3]) if trial % 4 == 1 else gen.randint(2, 5)
+                    stack.append(len(spans))
+                    spans.append([t, t])
+                else:
+                    t += gen.choice([0, 1, 2]) if trial % 4 == 1 else gen.randint(2, 5)
+                    spans[stack.pop()][1] = t
+            starts = np.array([s for s, _ in spans], dtype=np.int64)
+            ends = np.array([e for _, e in spans], dtype=np.int64)
+        else:
+            starts = np.array([gen.randint(0, 20) for _ in range(n)], dtype=np.int64)
+            ends = starts + np.array([gen.randint(0, 8) for _ in range(n)], dtype=np.int64)
+        perm = np.array(gen.sample(range(len(starts)), len(starts)))
+        starts, ends = starts[perm], ends[perm]
+        ggml = np.array([gen.random() < 0.6 for _ in range(len(starts))])
+        fast = attribution._sweep(starts, ends, ggml)
+        slow = _sweep_by_loop(starts, ends, ggml)
+        for a, b in zip(fast, slow, strict=True):
+            assert np.array_equal(a, b), (trial, starts.tolist(), ends.tolist(), ggml.tolist())
+        if trial % 4 == 3:  # nested, distinct times: must take the vectorised path
+            calls = []
+            real = attribution._sweep_nested
+
+            def spy(*args: Any, real: Any = real, calls: list[Any] = calls) -> Any:
+                out = real(*args)
+                calls.append(out is not None)
+                return out
+
+            attribution._sweep_nested = spy  # type: ignore[assignment]
+            try:
+                attribution._sweep(starts, ends, ggml)
+            finally:
+                attribution._sweep_nested = real  # type: ignore[assignment]
+            assert calls == [True], (starts.tolist(), ends.tolist())
+            used += 1
+    assert used == 750

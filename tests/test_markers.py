@@ -208,3 +208,45 @@ def test_read_fused_log_on_real_h200_logs(name: str) -> None:
     assert {inv: (g.op_list, g.node_names) for inv, g in groups.items()} == expected
     assert all(len(g.ops) == len(g.node_names) for g in groups.values())
     assert file_has_fused_lines(path)
+
+
+def test_parse_ranges_in_polars_equals_the_python_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large marker columns are split by polars: same answers as :func:`parse_range` on each message.
+
+    The messages mix the grammar's pieces at random (colons, newlines, non-ASCII digits, empty
+    node names, invocations at and past 2**63 - 1, leading zeros) with cells that are not text.
+    """
+    import random
+
+    import numpy as np
+
+    from rocroof.capture import markers
+
+    pieces = ["ggml:", "MUL_MAT", ":", "a", "b:c", "\n", "7", "12", "\u0662", "é", " ", "(view)",
+              "9223372036854775807", "9223372036854775808", "0000000000000000000001"]  # fmt: skip
+    gen = random.Random(3)
+    messages: list[object] = []
+    for _ in range(20_000):
+        if gen.random() < 0.05:
+            messages.append(gen.choice([None, float("nan"), 5, b"ggml:A:b:1"]))
+        elif gen.random() < 0.5:  # the grammar's shape, with pieces that may break it
+            op = gen.choice(["MUL_MAT", "ADD", "", "A:B", "٢"])
+            name = "".join(gen.choice(pieces) for _ in range(gen.randint(0, 3)))
+            digits = gen.choice(["17", "0", "9223372036854775807", "9223372036854775808", "0000000000000000000001",
+                                 "", "٢", "3\n"])  # fmt: skip
+            messages.append(f"ggml:{op}:{name}:{digits}")
+        else:
+            messages.append("".join(gen.choice(pieces) for _ in range(gen.randint(0, 6))))
+    column = np.array(messages, dtype=object)
+    monkeypatch.setattr(markers, "POLARS_MIN_MESSAGES", 1)
+    assert markers._parse_ranges_polars(column) is not None  # the fast path answers for these
+    is_ggml, invocation, op, node = markers.parse_ranges(column)
+    expected = [markers.parse_range(m) if isinstance(m, str) else None for m in messages]
+    assert is_ggml.tolist() == [e is not None for e in expected]
+    assert sum(e is not None for e in expected) > 1000
+    assert invocation.tolist() == [e.invocation if e else 0 for e in expected]
+    assert op.tolist() == [e.op if e else None for e in expected]
+    assert node.tolist() == [e.node_name if e else None for e in expected]
+    # a lone surrogate cannot go to polars: the Python loop reads the column
+    assert markers._parse_ranges_polars(np.array(["ggml:A:\udc80:1"], dtype=object)) is None
+    assert markers.parse_ranges(np.array(["ggml:A:\udc80:1"], dtype=object))[3].tolist() == ["\udc80"]

@@ -118,6 +118,9 @@ def _sweep(
     # floats: the difference of two int64 times may not fit in one)
     lengths = np.concatenate([-(ends.astype(np.float64) - starts.astype(np.float64)), np.zeros(n)])
     order = np.lexsort((lengths, -kinds, times))
+    nested = _sweep_nested(times[order], kinds[order], ids[order], ends, is_ggml)
+    if nested is not None:
+        return nested
     end_of = ends.tolist()
     ggml = is_ggml.tolist()
     open_ids: list[int] = []
@@ -170,6 +173,67 @@ def _sweep(
         seg_ggml[segments : segments + k] = out_ggml
         segments += k
     return seg_start[:segments].copy(), seg_inner[:segments].copy(), seg_ggml[:segments].copy(), depth
+
+
+def _top_of_stack(is_open: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Per event of a last-in-first-out sequence: the event position of the innermost open item after it.
+
+    ``step`` is +1 for an open, -1 for a close, 0 for an event that does not touch this stack;
+    ``is_open`` marks the opens. Returns -1 where nothing is open. With ``level`` the number of
+    open items after each event, the innermost one after event k is the last open at or before k
+    whose own level equals ``level[k]`` (the opens above it have closed since): one sort of the
+    opens by (level, position) and a binary search per event.
+    """
+    total = len(step)
+    level = np.cumsum(step, dtype=np.int64)
+    opens = np.flatnonzero(is_open)
+    if not len(opens):
+        return np.full(total, -1, dtype=np.int64)
+    span = total + 1
+    key = level[opens] * span + opens  # sorted by level, then position (level <= total, no overflow)
+    order = np.argsort(key, kind="stable")
+    key, opens = key[order], opens[order]
+    want = level * span + np.arange(total, dtype=np.int64)
+    at = np.searchsorted(key, want, side="right") - 1
+    found = (at >= 0) & (level > 0)
+    at = np.clip(at, 0, None)
+    found &= key[at] // span == level
+    return np.where(found, opens[at], -1)
+
+
+def _sweep_nested(
+    times: np.ndarray, kinds: np.ndarray, ids: np.ndarray, ends: np.ndarray, is_ggml: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`_sweep` without a Python loop, for ranges that nest (every close ends the innermost open range).
+
+    Takes the events in :func:`_sweep`'s order (``kinds`` 0 open, 1 close; ``ids`` the range).
+    Ranges pushed and popped on one thread (roctx, NVTX, the llama.cpp hook) always nest; for
+    them the innermost open range is the top of a stack (:func:`_top_of_stack`), and every range
+    open when range i opens closes after it, so its depth is the number of ranges then open. None
+    when the ranges do not nest, or an end is at the int64 limit (its close saturates): the loop
+    of :func:`_sweep` handles those.
+    """
+    n = len(ends)
+    if n == 0 or bool((ends >= np.iinfo(np.int64).max - 1).any()):
+        return None
+    is_open = kinds == 0
+    step = np.where(is_open, 1, -1).astype(np.int64)
+    top = _top_of_stack(is_open, step)
+    # nesting: each close finds its own range on top just before it (the state after the previous event)
+    closing = np.flatnonzero(~is_open)
+    before = np.r_[-1, top[:-1]][closing]
+    if bool((before < 0).any()) or not bool((ids[np.clip(before, 0, None)] == ids[closing]).all()):
+        return None
+    ggml_event = is_ggml[ids]
+    g_top = _top_of_stack(is_open & ggml_event, np.where(ggml_event, step, 0))
+    inner = np.where(top >= 0, ids[np.clip(top, 0, None)], -1)
+    inner_g = np.where(g_top >= 0, ids[np.clip(g_top, 0, None)], -1)
+    # events at one instant make one segment: the state after the last of them
+    last = np.flatnonzero(np.r_[times[1:] != times[:-1], True])
+    depth = np.zeros(n, dtype=np.int64)
+    opened = np.flatnonzero(is_open)
+    depth[ids[opened]] = np.cumsum(step)[opened] - 1
+    return times[last].copy(), inner[last].copy(), inner_g[last].copy(), depth
 
 
 #: Open/close events of :func:`_sweep` turned into Python values at a time.
