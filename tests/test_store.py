@@ -339,6 +339,29 @@ def test_a_database_error_in_the_middle_of_write_run_rolls_back(db_path: Path) -
     assert _counts(db_path) == before
 
 
+@pytest.mark.parametrize("bad", [3, 7])
+def test_a_dispatch_naming_an_op_not_stored_is_refused_and_nothing_stays(db_path: Path, bad: int) -> None:
+    """write_run checks dispatch_record's keys itself (SQLite's row-by-row lookups are off for it).
+
+    The hand-made run has ops 0, 1, 2: op_index 3 or 7 names none of them. The write fails as
+    SQLite's own check would (an IntegrityError naming the key), the run is not stored, and the
+    connection's foreign-key enforcement is on again for the next writer.
+    """
+    Store(db_path).write_run(_frames(sha="1" * 64))
+    before = _counts(db_path)
+    frames = _frames(sha="2" * 64)
+    frames.tables["dispatch"]["op_index"] = pd.array([0, 1, bad, pd.NA, 0], dtype="Int64")
+    store = Store(db_path)
+    with pytest.raises(sa.exc.IntegrityError, match=f"dispatch_record.op_index -> op_invocation.op_index = {bad}"):
+        store.write_run(frames)
+    assert _counts(db_path) == before
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    with pytest.raises(sa.exc.IntegrityError), store.begin_write() as conn:  # other writes: SQLite checks
+        conn.execute(sa.delete(schema.op_invocation).where(schema.op_invocation.c.run_id == 1))
+    assert _counts(db_path) == before
+
+
 def test_a_failed_first_ingest_stores_no_run(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fail_in_table(monkeypatch, "counter_reading")
     with pytest.raises(RuntimeError):

@@ -717,7 +717,9 @@ class Store:
         )
         done = 0
         replace_id: int | None = None
-        with self.begin_write() as conn:
+        referred: dict[tuple[str, str], np.ndarray] = {}  # the keys written so far that rows refer to
+        with self.begin_write(sqlite_key_lookups=False) as conn:
+            check_keys = conn.dialect.name == "sqlite"
             digest = frames.run.get("content_sha256")
             if digest:
                 old = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.content_sha256 == digest)).scalar()
@@ -768,6 +770,8 @@ class Store:
                 if df is None or not len(df):
                     continue
                 table = schema.metadata.tables[name]
+                if check_keys:
+                    _check_keys(table, df, referred)
                 for names, rows in _chunks(df, table, run_id):
                     _insert_many(conn, table, names, rows)
                     done += len(rows)
@@ -815,21 +819,38 @@ class Store:
             self._store_reports(conn, run_id, reports)
 
     @contextlib.contextmanager
-    def begin_write(self) -> Iterator[sa.Connection]:
+    def begin_write(self, *, sqlite_key_lookups: bool = True) -> Iterator[sa.Connection]:
         """A write transaction (committed at the end of the block, rolled back on an error).
 
         On SQLite it takes the write lock first (``BEGIN IMMEDIATE``), waiting up to
         :data:`WRITE_TIMEOUT_S` for other processes' writes; what it reads (the content-hash
         check) then cannot change before it writes. PostgreSQL writers do not wait for each other.
 
+        Args:
+            sqlite_key_lookups: False turns SQLite's foreign-key enforcement off for this
+                transaction (``PRAGMA foreign_keys``, which only takes effect outside one, and is
+                turned on again after it): for :meth:`write_run`, which checks the keys of the
+                rows it writes itself (:func:`_check_keys`) rather than have SQLite look up a
+                parent row for each of 10^6 dispatch rows. PostgreSQL always enforces them.
+
         Raises:
             InputError: the SQLite file stayed locked by another writer for the whole timeout.
         """
         try:
-            with self.engine.begin() as conn:
-                if conn.dialect.name == "sqlite":
-                    conn.exec_driver_sql("BEGIN IMMEDIATE")
-                yield conn
+            with self.engine.connect() as conn:
+                sqlite = conn.dialect.name == "sqlite"
+                if sqlite and not sqlite_key_lookups:
+                    conn.exec_driver_sql("PRAGMA foreign_keys = OFF")
+                    conn.commit()
+                try:
+                    with conn.begin():
+                        if sqlite:
+                            conn.exec_driver_sql("BEGIN IMMEDIATE")
+                        yield conn
+                finally:
+                    if sqlite and not sqlite_key_lookups and not conn.invalidated:
+                        conn.exec_driver_sql("PRAGMA foreign_keys = ON")
+                        conn.commit()
         except sa.exc.OperationalError as exc:
             if _is_locked(exc):
                 raise InputError(
@@ -1253,6 +1274,63 @@ def _from_decimal(value: decimal.Decimal) -> int | float:
     if value.is_finite() and int(value.as_tuple().exponent) >= 0:
         return int(value)
     return float(value)
+
+
+def _keys_within_run(table: sa.Table) -> list[tuple[str, str, str]]:
+    """``(column, referred table, referred column)`` of ``table``'s foreign keys to rows of the same run.
+
+    Every such key in the schema is ``(run_id, X) -> (run_id, Y)``; the key to ``run`` itself is
+    left out (each run's rows are written after its run row, in the same transaction).
+    """
+    keys = []
+    for fk in table.foreign_key_constraints:
+        if fk.referred_table.name == "run":
+            continue
+        own = [c.name for c in fk.columns if c.name != "run_id"]
+        theirs = [e.column.name for e in fk.elements if e.column.name != "run_id"]
+        if len(own) != 1 or len(theirs) != 1:  # pragma: no cover - a schema change would need this extended
+            raise NotImplementedError(f"{table.name}: foreign key {own} -> {fk.referred_table.name} {theirs}")
+        keys.append((own[0], fk.referred_table.name, theirs[0]))
+    return keys
+
+
+#: The (table, column) pairs that foreign keys within a run refer to: their values are kept while
+#: a run is written, to check the rows that refer to them.
+_REFERRED = {(t, c) for table in schema.metadata.tables.values() for _, t, c in _keys_within_run(table)}
+
+
+def _check_keys(table: sa.Table, df: pd.DataFrame, referred: dict[tuple[str, str], np.ndarray]) -> None:
+    """Check ``df``'s foreign keys within the run against the rows written before; keep its referred keys.
+
+    What SQLite's ``PRAGMA foreign_keys`` would check row by row (a B-tree lookup in the parent
+    table per row and key: ~2.3 s of a 10^6-dispatch write, benchmarks/RESULTS.md), done once per
+    column with sorted arrays. A missing key value (NULL) refers to nothing, as in SQL.
+
+    Raises:
+        sqlalchemy.exc.IntegrityError: a value names no row of the referred table (a bug in the
+            frames :func:`rocroof.ingest.pipeline.build_run` gave, never the capture's content).
+    """
+    for column, parent, parent_column in _keys_within_run(table):
+        if column not in df:
+            continue
+        values = df[column]
+        present = values.notna().to_numpy(dtype=bool)
+        if not present.any():
+            continue
+        wanted = values.astype("Int64").to_numpy(dtype=np.int64, na_value=0)[present]
+        known = referred.get((parent, parent_column), np.zeros(0, dtype=np.int64))
+        at = np.clip(np.searchsorted(known, wanted), 0, max(len(known) - 1, 0))
+        found = known[at] == wanted if len(known) else np.zeros(len(wanted), dtype=bool)
+        if not bool(found.all()):
+            bad = int(wanted[~found][0])
+            statement = f"{table.name}.{column} -> {parent}.{parent_column}"
+            raise sa.exc.IntegrityError(
+                statement, None, sqlite3.IntegrityError(f"FOREIGN KEY constraint failed: {statement} = {bad}")
+            )
+    for name, column in _REFERRED:
+        if name == table.name and column in df:
+            keys = df[column].dropna().to_numpy(dtype=np.int64)
+            referred[(name, column)] = np.unique(keys)
 
 
 def _delete_run(conn: sa.Connection, run_id: int) -> None:
