@@ -165,9 +165,7 @@ def _parse_ranges_polars(messages: Sequence[object]) -> tuple[np.ndarray, np.nda
         invocation=pl.col("digits").cast(pl.Int64, strict=False),
         node_start=pl.col("op").str.len_chars().cast(pl.Int64) + len(RANGE_PREFIX) + 1,
     ).with_columns(node_chars=pl.col("chars") - pl.col("node_start") - pl.col("digits").str.len_chars() - 1)
-    ok = parts.select(
-        (pl.col("invocation").is_not_null() & (pl.col("node_chars") >= 0)).fill_null(False)
-    ).to_series()
+    ok = parts.select((pl.col("invocation").is_not_null() & (pl.col("node_chars") >= 0)).fill_null(False)).to_series()
     is_ggml = ok.to_numpy().astype(bool, copy=True)
     invocation = parts["invocation"].fill_null(0).to_numpy().astype(np.int64, copy=True)
     invocation[~is_ggml] = 0
