@@ -1062,3 +1062,18 @@ def test_nsys_export_read_as_arrow_equals_the_sqlite3_read(
         pd.testing.assert_frame_equal(getattr(arrow_pass, name), getattr(plain_pass, name), check_dtype=True)
     pd.testing.assert_frame_equal(arrow_agents, plain_agents)
     assert arrow_facts == plain_facts
+
+
+@pytest.mark.parametrize("head", ["99999999999999999999", "\u00b2", "9223372036854775808"])
+def test_an_nvtx_thread_id_that_is_no_64_bit_number_is_an_unknown_thread(tmp_path: Path, head: str) -> None:
+    """A thread word of digits past 2**63 - 1 (or superscript digits) made a traceback; now the thread is unknown."""
+    path = tmp_path / "odd_thread.csv"
+    stack = f'{head}  "<default domain>:ggml:ADD:l_out-0:5:none:none:none:none:none:none" '
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh, quoting=csv.QUOTE_ALL)
+        w.writerow(["ID", "Kernel Name", NVTX_COLUMN, "CC", "gpu__time_duration.sum"])
+        w.writerow(["", "", "", "", "nsecond"])
+        w.writerow(["0", "void k(float *)", stack, "9.0", "100"])
+    p, _ = read_ncu_csv(path, "ncu")
+    assert p.dispatches["region"].iloc[0] == "ggml:ADD:l_out-0:5"
+    assert p.dispatches["thread_id"].isna().iloc[0]

@@ -201,7 +201,13 @@ def _innermost_ggml(cell: object) -> tuple[int | None, str | None]:
     if not isinstance(cell, str) or not cell.strip():
         return None, None
     head = cell.strip().split(None, 1)[0]
-    tid = int(head) if head.isdigit() else None
+    tid = None
+    if head.isdigit():
+        try:
+            value = int(head)
+        except ValueError:  # superscript digits: digits to isdigit(), not to int()
+            value = -1
+        tid = value if 0 <= value < 2**63 else None  # a thread id past 64 bits is no thread id
     # the quoted entries, innermost last: the last one whose message is a ggml range
     for entry in reversed(_STACK_ENTRY.findall(cell)):
         if "ggml:" not in entry:
