@@ -101,9 +101,16 @@ def parse_ranges(messages: Sequence[object]) -> tuple[np.ndarray, np.ndarray, np
     """
     n = len(messages)
     if n >= POLARS_MIN_MESSAGES:
-        fast = _parse_ranges_polars(messages)
-        if fast is not None:
-            return fast
+        # a block at a time: polars' string buffers stay the size of one block
+        blocks = [_parse_ranges_polars(messages[lo : lo + _POLARS_BLOCK]) for lo in range(0, n, _POLARS_BLOCK)]
+        if all(b is not None for b in blocks):
+            done = [b for b in blocks if b is not None]
+            return (
+                np.concatenate([b[0] for b in done]),
+                np.concatenate([b[1] for b in done]),
+                np.concatenate([b[2] for b in done]),  # a string per distinct name per block
+                np.concatenate([b[3] for b in done]),
+            )
     is_ggml = np.zeros(n, dtype=bool)
     invocation = np.zeros(n, dtype=np.int64)
     op = np.full(n, None, dtype=object)
@@ -175,6 +182,10 @@ def _parse_ranges_polars(messages: Sequence[object]) -> tuple[np.ndarray, np.nda
     op = _shared_strings(parts["op"], is_ggml)
     node = _shared_strings(nodes, is_ggml)
     return is_ggml, invocation, op, node
+
+
+#: Messages per polars call of :func:`parse_ranges`.
+_POLARS_BLOCK = 1 << 18
 
 
 def _shared_strings(column: object, keep: np.ndarray) -> np.ndarray:

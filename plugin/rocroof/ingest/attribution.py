@@ -325,7 +325,8 @@ def attribute_pass(p: PassData) -> PassAttribution:
     node_name = np.full(n, None, dtype=object)
     launch_ns = np.zeros(n, dtype=np.int64)
     launched = np.zeros(n, dtype=bool)
-    method = np.full(n, "none", dtype=object)
+    method = np.empty(n, dtype=object)
+    method[:] = "none"  # one string object for every row (np.full would make one per row: ~60 MB at 10^6)
     method[has_inv] = "profiler"
 
     m = p.markers.reset_index(drop=True)
@@ -336,10 +337,15 @@ def attribute_pass(p: PassData) -> PassAttribution:
     m_inv = _int64_or_na(m_inv_values, is_ggml)
     depth = np.zeros(len(m), dtype=np.int64)
     fused: dict[int, tuple[str, list[str]]] = {}
+    names: dict[str, str] = {}  # one string per distinct op list and node name (every evaluation repeats them)
     for msg in messages[kinds == "mark"].tolist():
         grp = parse_fused(msg)
         if grp is not None:
-            fused[grp.invocation] = (grp.op_list, list(grp.node_names))
+            op_list = grp.op_list
+            fused[grp.invocation] = (
+                names.setdefault(op_list, op_list),
+                [names.setdefault(x, x) for x in grp.node_names],
+            )
 
     ranges = np.flatnonzero(is_range_row)
     # innermost range / ggml range by host time, per thread: (segment starts, marker rows, ggml marker rows)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
 from ..analysis.peaks import choose_dram_ceiling
 from ..capture.markers import is_reset, parse_ranges
@@ -168,7 +169,8 @@ def build_run(
         keep_warmup: keep dispatches before the last ``ggml reset`` mark.
         release: take the capture: a pass's dispatch and marker frames are emptied once the run's
             frames hold copies of them (several passes are copied into one frame), so that a
-            multi-pass capture is not held twice; ``capture`` cannot be built again.
+            multi-pass capture is not held twice, and its launch calls once attributed;
+            ``capture`` cannot be built again.
 
     Returns:
         The :class:`RunFrames` for :meth:`rocroof.store.Store.write_run`.
@@ -240,6 +242,9 @@ def build_run(
         attrs.append(attr)
         passes.append(p)
         agent_idx_per_pass[len(passes) - 1] = aidx
+    if release:  # the launch calls served the attribution only: their memory goes now (~50 MB at 10^6)
+        for q in {id(q): q for q in (*passes, *capture.passes)}.values():
+            q.launches = q.launches.iloc[:0].copy()
 
     # timing pass
     timing = next((i for i, p in enumerate(passes) if p.kind == "trace"), 0 if passes else None)
@@ -861,16 +866,26 @@ def _dram(
         dispatches["agent_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)[is_timing]
     )
     arch = arch_of_agent[position]  # position -1: no agent -> ""
-    parts = []
-    for lo in range(0, n_timing, _DRAM_CHUNK):  # the formulas a chunk of dispatches at a time
-        index = pd.Index(timing_index[lo : lo + _DRAM_CHUNK], name="dispatch_index")
-        frame = pd.DataFrame({labels[wanted[j]]: table[lo : lo + _DRAM_CHUNK, j] for j in present}, index=index)
-        parts.append(dram_bytes(frame, pd.Series(arch[lo : lo + _DRAM_CHUNK], index=index, dtype=object)))
-    if not parts:
+    if not n_timing:
         return pd.DataFrame()
-    out = pd.concat(parts) if len(parts) > 1 else parts[0]
-    out.index.name = "dispatch_index"
-    out = out.reset_index()
+    # the formulas a chunk of dispatches at a time, each chunk's bytes written into the run's columns
+    # (no concatenation of the chunks: that held the bytes of every dispatch twice)
+    columns: dict[str, np.ndarray] = {
+        c: np.full(n_timing, np.nan)
+        if c.endswith(("_bytes", "_min", "_max"))
+        else np.full(n_timing, None, dtype=object)
+        for c in DRAM_OUTPUT_COLUMNS
+    }
+    for lo in range(0, n_timing, _DRAM_CHUNK):
+        hi = min(lo + _DRAM_CHUNK, n_timing)
+        index = pd.Index(timing_index[lo:hi], name="dispatch_index")
+        frame = pd.DataFrame({labels[wanted[j]]: table[lo:hi, j] for j in present}, index=index)
+        part = dram_bytes(frame, pd.Series(arch[lo:hi], index=index, dtype=object))
+        for c, values in columns.items():
+            values[lo:hi] = part[c].to_numpy(dtype=values.dtype)
+        del frame, part
+    del table
+    out = pd.DataFrame({"dispatch_index": timing_index, **columns}, copy=False)
     if sampled and unmeasured.any():
         # a counter sample leaves the other evaluations unmeasured by design: their bytes are unknown
         # (NULL) and the counter-sample note says which evaluations were measured, not one note each
