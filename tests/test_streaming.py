@@ -527,3 +527,27 @@ def test_peak_memory_of_a_large_ingest_is_a_fraction_of_its_input(tmp_path: Path
     rows = sum(len(v) for v in db_rows(tmp_path / "r.db").values())
     assert rows > 1_100_000
     assert peak_mb * 1e6 / rows < 1_000, f"{peak_mb} MB for {rows:,} rows"
+
+
+def test_text_columns_become_the_categoricals_pandas_makes() -> None:
+    """``_categorical`` (distinct objects told apart by identity) gives ``astype("category")``'s result.
+
+    Random columns of short texts, equal texts as distinct objects, missing values (None, NaN) and,
+    now and then, a value that is not text (pandas then decides).
+    """
+    import random
+
+    from rocroof.ingest.pipeline import _categorical
+
+    gen = random.Random(5)
+    for trial in range(400):
+        values = [gen.choice(["b", "a", "é", "", None, float("nan"), "kernel<1>"]) for _ in range(gen.randint(1, 40))]
+        values = ["".join([v]) if isinstance(v, str) and gen.random() < 0.5 else v for v in values]  # copies
+        if trial % 10 == 0:
+            values.append(gen.choice([1, 2.5, b"x"]))
+        column = np.empty(len(values), dtype=object)
+        column[:] = values
+        got = _categorical(column)
+        expected = pd.Series(column).astype("category").array
+        assert list(got.categories) == list(expected.categories), values
+        assert got.codes.tolist() == expected.codes.tolist(), values

@@ -148,7 +148,33 @@ def _as_categories(df: pd.DataFrame, columns: tuple[str, ...]) -> None:
     """Turn the text ``columns`` of ``df`` present in it into categoricals, in place (same values)."""
     for name in columns:
         if name in df.columns and df[name].dtype == object and len(df):
-            df[name] = df[name].astype("category")
+            df[name] = _categorical(df[name].to_numpy(dtype=object))
+
+
+def _categorical(values: np.ndarray) -> pd.Categorical:
+    """``values`` (objects) as ``astype("category")`` makes them: the distinct values, sorted, as categories.
+
+    The readers and the attribution share one string object per distinct name (a kernel name of
+    ~170 characters on 10^6 rows is a few dozen objects): the objects are told apart by identity
+    first (0.07 s for 10^6 rows) and only the distinct ones compared by value, instead of
+    hashing every row's string (0.25 s). Values that are not all strings (or NaN/None) go
+    through pandas.
+    """
+    ids = np.fromiter(map(id, values.tolist()), dtype=np.int64, count=len(values))
+    distinct_ids, first, codes = np.unique(ids, return_index=True, return_inverse=True)
+    objects = values[first]
+    missing = np.array([v is None or (isinstance(v, float) and v != v) for v in objects.tolist()], dtype=bool)
+    present = objects[~missing].tolist()
+    if not all(type(v) is str for v in present):
+        return pd.Categorical(values)
+    categories = sorted(set(present))
+    position = {v: i for i, v in enumerate(categories)}
+    code_of = np.array(
+        [-1 if gone else position[v] for v, gone in zip(objects.tolist(), missing.tolist(), strict=True)]
+    )
+    code_of = code_of.astype(np.int64)
+    del distinct_ids
+    return pd.Categorical.from_codes(code_of[codes.reshape(-1)], categories=pd.Index(categories, dtype=object))
 
 
 def build_run(

@@ -77,6 +77,7 @@ import pandas as pd
 
 from ...errors import ParseError
 from ...fileio import COUNTER_MAX, sqlite_file
+from ...memory import release_free_memory
 from ...records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -719,6 +720,7 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
     keymap = keymap[keymap["event_id"].notna()].drop_duplicates(["guid", "event_id"])
     dispatch_keys = pd.DataFrame({"guid": guid_code, "correlation_id": dispatches["correlation_id"]}) if ev else None
 
+    release_free_memory()  # each query's Arrow and conversion buffers go back before the next query
     counters = empty_frame(COUNTER_COLUMNS)
     instances = empty_frame(INSTANCE_COLUMNS)
     if "rocpd_pmc_event" in src and "rocpd_info_pmc" in src:
@@ -729,10 +731,12 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         else:  # several records of one counter per dispatch (hardware instances), or damage: SQL sums them
             counters, instances = _counters_summed(conn, src, path, guids, keymap, keep_instances)
 
+    release_free_memory()
     markers = empty_frame(MARKER_COLUMNS)
     launches = empty_frame(LAUNCH_COLUMNS)
     if ev and st and "rocpd_region" in src:
         markers = _markers(conn, src, path)
+        release_free_memory()
         if dispatch_keys is not None and len(dispatch_keys):
             launches = _launches(conn, src, path, guids, dispatch_keys)
     return PassData(
@@ -1113,20 +1117,23 @@ def _counter_records(
     arrow = arrow_columns(conn, raw)
     if arrow is not None:
         guid_c, event_c, pmc_c, value_c = arrow.values()
+        del arrow
         if event_c.null_count() or pmc_c.null_count() or value_c.null_count():
             raise NotNumbers
         if not (value_c.dtype.is_float() or value_c.dtype.is_integer()):
             raise NotNumbers
-        guid = arrow_integers(guid_c).to_numpy(dtype=np.int64, na_value=-1)
-        event_id = arrow_integers(event_c).to_numpy(dtype=np.int64)
-        pmc_id = arrow_integers(pmc_c).to_numpy(dtype=np.int64)
-        value = value_c.to_numpy().astype(np.float64, copy=False)
-        del arrow, guid_c, event_c, pmc_c, value_c
-        if len(value) and not bool(((value >= 0) & (value <= COUNTER_MAX)).all()):  # NaN fails too
-            raise NotNumbers
+        # converted a slice at a time: the numpy copies of 8x10^6 records never exist all at once
         step = FETCH_ROWS * 20
-        for lo in range(0, len(guid), step):
-            yield guid[lo : lo + step], event_id[lo : lo + step], pmc_id[lo : lo + step], value[lo : lo + step]
+        for lo in range(0, len(guid_c), step):
+            value = value_c.slice(lo, step).to_numpy().astype(np.float64, copy=False)
+            if len(value) and not bool(((value >= 0) & (value <= COUNTER_MAX)).all()):  # NaN fails too
+                raise NotNumbers
+            yield (
+                arrow_integers(guid_c.slice(lo, step)).to_numpy(dtype=np.int64, na_value=-1),
+                arrow_integers(event_c.slice(lo, step)).to_numpy(dtype=np.int64),
+                arrow_integers(pmc_c.slice(lo, step)).to_numpy(dtype=np.int64),
+                value,
+            )
         return
     for block in _number_chunks(conn, select, (), 4):
         yield block[:, 0].astype(np.int64), block[:, 1].astype(np.int64), block[:, 2].astype(np.int64), block[:, 3]

@@ -130,7 +130,8 @@ def arrow_frame(
     driver types a column from its first rows, so integers mixed with text there come back as
     text, and with REAL values as doubles (rounding integers past 2**53). Any column else must be
     integer or all NULL. A text column holds one Python string per distinct value (a few API
-    names, repeated messages). ``derive`` may replace or add polars columns before the conversion
+    names, repeated messages) unless most of its values differ (one string per row then).
+    ``derive`` may replace or add polars columns before the conversion
     (work that polars does on a whole column faster than Python per value). None when
     :func:`arrow_columns` is, when ``derive`` fails, or when a column breaks these rules.
     """
@@ -146,17 +147,31 @@ def arrow_frame(
 
 
 def _frame_of(columns: dict[str, Any], texts: frozenset[str], floats: frozenset[str]) -> pd.DataFrame | None:
-    """:func:`arrow_frame`'s conversion of the polars columns (None: a column breaks its rules)."""
+    """:func:`arrow_frame`'s conversion of the polars columns (None: a column breaks its rules).
+
+    Takes ``columns``: each polars column is let go once converted (emptied dict), so that the
+    Arrow data and its pandas copy are not both held whole.
+    """
     import polars as pl
 
     out: dict[str, Any] = {}
-    for name, col in columns.items():
+    for name in list(columns):
+        col = columns.pop(name)
         if col.dtype == pl.Null:
             out[name] = pd.Series([None] * len(col), dtype=object)
         elif col.dtype.is_integer():
             out[name] = arrow_integers(col)
         elif col.dtype.is_float() and name in floats:
             out[name] = col.to_numpy()
+        elif col.dtype == pl.String and name in texts and col.n_unique() * 2 > len(col):
+            # mostly distinct texts (marker messages): a string per row, decoded here (as below);
+            # the distinct values and an Enum of them would cost ~300 MB for 10^6 messages
+            try:
+                strings = np.empty(len(col), dtype=object)
+                strings[:] = [None if b is None else b.decode("utf-8") for b in col.cast(pl.Binary).to_list()]
+            except UnicodeDecodeError:
+                return None
+            out[name] = strings
         elif col.dtype == pl.String and name in texts:
             distinct = col.unique(maintain_order=True).drop_nulls()
             # SQLite hands over text as stored, UTF-8 or not; polars would panic turning bad bytes
