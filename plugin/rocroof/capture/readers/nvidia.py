@@ -196,6 +196,15 @@ def _whole(path: Path, values: pd.Series, column: str, first_row: int, *, exact:
     return pd.Series(pd.array(rounded, dtype="Int64"))
 
 
+def _shared_text(values: pd.Series) -> np.ndarray:
+    """``values.astype(str)`` with one string object per distinct value (a device id on 10^6 kernel rows)."""
+    codes, uniques = pd.factorize(values.reset_index(drop=True), use_na_sentinel=False)
+    texts = np.empty(len(uniques), dtype=object)
+    texts[:] = pd.Series(uniques).astype(str).tolist()
+    out: np.ndarray = texts[codes]
+    return out
+
+
 def _innermost_ggml(cell: object) -> tuple[int | None, str | None]:
     """``(thread id, innermost ggml range message)`` of an NVTX stack cell."""
     if not isinstance(cell, str) or not cell.strip():
@@ -645,7 +654,7 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
             "kernel_name": k["name"],
             "start_ns": ints(k, "start"),
             "end_ns": ints(k, "end"),
-            "agent_label": k["deviceId"].astype(str),
+            "agent_label": _shared_text(k["deviceId"]),
             "queue_id": ints(k, "contextId"),
             "stream_id": ints(k, "streamId"),
             "correlation_id": ints(k, "correlationId"),
