@@ -106,6 +106,9 @@ def _sweep(
     Back-to-back ranges may share a boundary (``end[a] == start[b]``): both contain that
     instant, so a is still open when b opens, but a does not contain b and does not count
     towards b's depth.
+
+    Ranges that nest (the usual case) are swept with sorts and binary searches instead
+    (:func:`_sweep_nested`, O(R log R)); the loop below handles the others.
     """
     n = len(starts)
     # a range closes just after its end (saturating: a damaged end at the int64 limit must not wrap)
