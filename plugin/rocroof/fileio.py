@@ -439,8 +439,11 @@ def _polars() -> Any:
 #: and smaller (a 10^5-dispatch capture: 3.9 s and 278 MB with pandas, 4.8-6.1 s and 395-536 MB
 #: with polars; benchmarks/RESULTS.md). Off: pandas' C parser only (the tests run both).
 USE_POLARS = True
-#: The smallest file read with polars, bytes.
-POLARS_MIN_BYTES = 512 << 20
+#: The smallest file read with polars, bytes: the 292 MB kernel trace of 10^6 dispatches reads
+#: ~1 s faster with polars and leaves the ingest's peak as it was (the counter file's parse and the
+#: attribution are higher); a 10^5-dispatch capture's files (240 MB of counters at most) stay
+#: with pandas, whose peak there is ~180 MB against ~500 MB (2026-12-02, benchmarks/RESULTS.md).
+POLARS_MIN_BYTES = 256 << 20
 
 
 class _Plan(NamedTuple):
