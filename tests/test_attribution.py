@@ -794,3 +794,22 @@ def test_sweep_vectorised_path_equals_the_event_loop() -> None:
             assert calls == [True], (starts.tolist(), ends.tolist())
             used += 1
     assert used == 750
+
+
+@pytest.mark.parametrize("base", [1_000_000, 12_345_678_901_234_567, 2**63 - 100])
+def test_ranges_opening_in_the_same_ns_nest_by_their_ends_at_any_timestamp(base: int) -> None:
+    """Outer [T+10, T+41] and inner [T+10, T+40], listed inner first (rocprofv3 writes ranges as popped).
+
+    From T+10 the inner range is innermost and has depth 1. Past 2**53 ns (17-digit timestamps) the
+    lengths 31 and 30 were compared as floats, tied, and the outer range won (found by a trial).
+    """
+    import numpy as np
+
+    from rocroof.ingest.attribution import _sweep
+
+    starts = np.array([base + 10, base + 10], dtype=np.int64)
+    ends = np.array([base + 40, base + 41], dtype=np.int64)
+    seg_start, inner, inner_g, depth = _sweep(starts, ends, np.array([True, True]))
+    at = int(np.searchsorted(seg_start, base + 20, side="right")) - 1
+    assert inner[at] == 0 and inner_g[at] == 0
+    assert depth.tolist() == [1, 0]

@@ -117,9 +117,10 @@ def _sweep(
     kinds = np.concatenate([np.zeros(n, dtype=np.int8), np.ones(n, dtype=np.int8)])  # 0 open, 1 close
     ids = np.concatenate([np.arange(n), np.arange(n)])
     # at equal times: closes first (end+1 == next start means back-to-back), then opens;
-    # among opens, the longer (outer) range first so the inner one ends up innermost (lengths as
-    # floats: the difference of two int64 times may not fit in one)
-    lengths = np.concatenate([-(ends.astype(np.float64) - starts.astype(np.float64)), np.zeros(n)])
+    # among opens (equal starts), the longer (outer) range first so the inner one ends up
+    # innermost: the later end first, as ~end (exact integers: float lengths lost the last ns of
+    # timestamps past 2**53, and -end overflows at the int64 minimum)
+    lengths = np.concatenate([~ends.astype(np.int64), np.zeros(n, dtype=np.int64)])
     order = np.lexsort((lengths, -kinds, times))
     nested = _sweep_nested(times[order], kinds[order], ids[order], ends, is_ggml)
     if nested is not None:
