@@ -27,6 +27,8 @@ OUTPUT_COLUMNS = (
     "dram_formula",
     "dram_bytes_note",
 )
+#: The byte columns of :data:`OUTPUT_COLUMNS` (float64, NaN = unknown); the others are text.
+BYTE_COLUMNS = OUTPUT_COLUMNS[:6]
 
 
 def base_arch(arch: str | None) -> str:
@@ -353,9 +355,9 @@ def dram_bytes(wide: pd.DataFrame, arch: pd.Series) -> pd.DataFrame:
         A frame with :data:`OUTPUT_COLUMNS` (bytes as float64; NaN = unknown), same index.
     """
     out = pd.DataFrame(index=wide.index, columns=list(OUTPUT_COLUMNS), dtype=object)
-    for col in OUTPUT_COLUMNS[:6]:
+    for col in BYTE_COLUMNS:
         out[col] = np.nan
-    out = out.astype({c: "float64" for c in OUTPUT_COLUMNS[:6]})
+    out = out.astype({c: "float64" for c in BYTE_COLUMNS})
     out["dram_formula"] = None
     out["dram_bytes_note"] = None
     arch = arch.reindex(wide.index).fillna("")

@@ -102,9 +102,13 @@ def parse_ranges(messages: Sequence[object]) -> tuple[np.ndarray, np.ndarray, np
     n = len(messages)
     if n >= POLARS_MIN_MESSAGES:
         # a block at a time: polars' string buffers stay the size of one block
-        blocks = [_parse_ranges_polars(messages[lo : lo + _POLARS_BLOCK]) for lo in range(0, n, _POLARS_BLOCK)]
-        if all(b is not None for b in blocks):
-            done = [b for b in blocks if b is not None]
+        done = []
+        for lo in range(0, n, _POLARS_BLOCK):
+            block = _parse_ranges_polars(messages[lo : lo + _POLARS_BLOCK])
+            if block is None:  # a text polars refuses: the Python loop reads the whole column
+                break
+            done.append(block)
+        else:
             return (
                 np.concatenate([b[0] for b in done]),
                 np.concatenate([b[1] for b in done]),
@@ -164,7 +168,7 @@ def _parse_ranges_polars(messages: Sequence[object]) -> tuple[np.ndarray, np.nda
         return None
     del texts
     parts = pl.DataFrame([column]).select(
-        op=pl.col("m").str.extract(r"^ggml:([A-Za-z0-9_]+):", 1),
+        op=pl.col("m").str.extract(f"^{re.escape(RANGE_PREFIX)}([A-Za-z0-9_]+):", 1),
         digits=pl.col("m").str.extract(r":([0-9]+)$", 1),
         chars=pl.col("m").str.len_chars().cast(pl.Int64),
     )

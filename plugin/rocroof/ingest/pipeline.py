@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..analysis.dram import BYTE_COLUMNS as DRAM_BYTE_COLUMNS
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
 from ..analysis.peaks import choose_dram_ceiling
@@ -161,7 +162,7 @@ def _categorical(values: np.ndarray) -> pd.Categorical:
     through pandas.
     """
     ids = np.fromiter(map(id, values.tolist()), dtype=np.int64, count=len(values))
-    distinct_ids, first, codes = np.unique(ids, return_index=True, return_inverse=True)
+    _, first, codes = np.unique(ids, return_index=True, return_inverse=True)
     objects = values[first]
     missing = np.array([v is None or (isinstance(v, float) and v != v) for v in objects.tolist()], dtype=bool)
     present = objects[~missing].tolist()
@@ -170,10 +171,9 @@ def _categorical(values: np.ndarray) -> pd.Categorical:
     categories = sorted(set(present))
     position = {v: i for i, v in enumerate(categories)}
     code_of = np.array(
-        [-1 if gone else position[v] for v, gone in zip(objects.tolist(), missing.tolist(), strict=True)]
+        [-1 if gone else position[v] for v, gone in zip(objects.tolist(), missing.tolist(), strict=True)],
+        dtype=np.int64,
     )
-    code_of = code_of.astype(np.int64)
-    del distinct_ids
     return pd.Categorical.from_codes(code_of[codes.reshape(-1)], categories=pd.Index(categories, dtype=object))
 
 
@@ -268,8 +268,10 @@ def build_run(
         attrs.append(attr)
         passes.append(p)
         agent_idx_per_pass[len(passes) - 1] = aidx
+    # the passes' data: the capture's and those cut to the measured part (the same object where not cut)
+    every_pass = list({id(q): q for q in (*passes, *capture.passes)}.values())
     if release:  # the launch calls served the attribution only: their memory goes now (~50 MB at 10^6)
-        for q in {id(q): q for q in (*passes, *capture.passes)}.values():
+        for q in every_pass:
             q.launches = q.launches.iloc[:0].copy()
 
     # timing pass
@@ -364,8 +366,6 @@ def build_run(
         timing_rows = disp_frames[timing]["dispatch_index"]
     dispatch_counts = [len(p.dispatches) for p in passes]
     del d, frame  # the loop's last pass (its columns are in disp_frames)
-    # the passes' data: the capture's and those cut to the measured part (the same object where not cut)
-    every_pass = list({id(q): q for q in (*passes, *capture.passes)}.values())
     if release and len(passes) > 1:
         # a column at a time, each pass's copy of it let go once stacked: never two whole copies
         dispatches = _concat_releasing(disp_frames, [q.dispatches for q in every_pass])
@@ -897,9 +897,7 @@ def _dram(
     # the formulas a chunk of dispatches at a time, each chunk's bytes written into the run's columns
     # (no concatenation of the chunks: that held the bytes of every dispatch twice)
     columns: dict[str, np.ndarray] = {
-        c: np.full(n_timing, np.nan)
-        if c.endswith(("_bytes", "_min", "_max"))
-        else np.full(n_timing, None, dtype=object)
+        c: np.full(n_timing, np.nan) if c in DRAM_BYTE_COLUMNS else np.full(n_timing, None, dtype=object)
         for c in DRAM_OUTPUT_COLUMNS
     }
     for lo in range(0, n_timing, _DRAM_CHUNK):

@@ -429,7 +429,7 @@ _SIMPLE_MESSAGE = re.compile(r'\{[ \t\n\r]*"message"[ \t\n\r]*:[ \t\n\r]*"([^"\\
 
 
 #: :data:`_SIMPLE_MESSAGE` for polars' regex engine (Rust), anchored at both ends as ``fullmatch`` is.
-_SIMPLE_MESSAGE_WHOLE = r'^\{[ \t\n\r]*"message"[ \t\n\r]*:[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*\}$'
+_SIMPLE_MESSAGE_WHOLE = f"^{_SIMPLE_MESSAGE.pattern}$"
 
 
 def _simple_messages(columns: dict[str, Any]) -> dict[str, Any]:
