@@ -1304,7 +1304,7 @@ def _check_keys(table: sa.Table, df: pd.DataFrame, referred: dict[tuple[str, str
 
     What SQLite's ``PRAGMA foreign_keys`` would check row by row (a B-tree lookup in the parent
     table per row and key: ~2.3 s of a 10^6-dispatch write, benchmarks/RESULTS.md), done once per
-    column with sorted arrays. A missing key value (NULL) refers to nothing, as in SQL.
+    column (``np.isin``, sort-based). A missing key value (NULL) refers to nothing, as in SQL.
 
     Raises:
         sqlalchemy.exc.IntegrityError: a value names no row of the referred table (a bug in the
@@ -1318,9 +1318,7 @@ def _check_keys(table: sa.Table, df: pd.DataFrame, referred: dict[tuple[str, str
         if not present.any():
             continue
         wanted = values.astype("Int64").to_numpy(dtype=np.int64, na_value=0)[present]
-        known = referred.get((parent, parent_column), np.zeros(0, dtype=np.int64))
-        at = np.clip(np.searchsorted(known, wanted), 0, max(len(known) - 1, 0))
-        found = known[at] == wanted if len(known) else np.zeros(len(wanted), dtype=bool)
+        found = np.isin(wanted, referred.get((parent, parent_column), np.zeros(0, dtype=np.int64)))
         if not bool(found.all()):
             bad = int(wanted[~found][0])
             statement = f"{table.name}.{column} -> {parent}.{parent_column}"
@@ -1329,8 +1327,7 @@ def _check_keys(table: sa.Table, df: pd.DataFrame, referred: dict[tuple[str, str
             )
     for name, column in _REFERRED:
         if name == table.name and column in df:
-            keys = df[column].dropna().to_numpy(dtype=np.int64)
-            referred[(name, column)] = np.unique(keys)
+            referred[(name, column)] = df[column].dropna().to_numpy(dtype=np.int64)
 
 
 def _delete_run(conn: sa.Connection, run_id: int) -> None:
