@@ -297,11 +297,11 @@ def _fail_in_table(monkeypatch: pytest.MonkeyPatch, failing: str) -> list[str]:
     written: list[str] = []
     real = store_mod._chunks
 
-    def chunks(df: pd.DataFrame, table: sa.Table, run_id: int) -> Any:
+    def chunks(df: pd.DataFrame, table: sa.Table, run_id: int, **kwargs: Any) -> Any:
         if table.name == failing:
             raise RuntimeError(f"disk full while writing {failing}")
         written.append(table.name)
-        return real(df, table, run_id)
+        return real(df, table, run_id, **kwargs)
 
     monkeypatch.setattr(store_mod, "_chunks", chunks)
     return written
@@ -337,6 +337,78 @@ def test_a_database_error_in_the_middle_of_write_run_rolls_back(db_path: Path) -
     with pytest.raises(sa.exc.IntegrityError):
         Store(db_path).write_run(frames)
     assert _counts(db_path) == before
+
+
+# ---- values that every row of a chunk shares go into the statement ------------------------------------
+
+
+def test_values_shared_by_a_chunk_are_written_into_the_statement_and_stored_as_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite, a column holding one value on every row of a chunk is written as an SQL literal.
+
+    Chunks of 2 rows over 6 rows; each column below is the same within some chunks and not in
+    others. What SQLite stores (value and type) must be what it stores for the same Python
+    values bound one row at a time, worked out here by hand: integers stay integers (2**63-1
+    too; -2**63 has no literal and is bound), 1.0 in a FLOAT column is real, a whole float in an
+    INTEGER column an integer, a quote in text is text, NUL in text is kept (bound), long text
+    stays text, NULL is null, booleans 0/1.
+    """
+    md = sa.MetaData()
+    table = sa.Table(
+        "t",
+        md,
+        sa.Column("run_id", sa.Integer, primary_key=True),
+        sa.Column("i", sa.Integer, primary_key=True),
+        sa.Column("big", sa.BigInteger),
+        sa.Column("nullable", sa.BigInteger),
+        sa.Column("real", sa.Float),
+        sa.Column("whole", sa.Integer),
+        sa.Column("text", sa.Text),
+        sa.Column("flag", sa.Boolean),
+        sa.Column("cat", sa.Text),
+    )
+    long_text = "k" * 300
+    df = pd.DataFrame(
+        {
+            "i": [0, 1, 2, 3, 4, 5],
+            "big": pd.array([2**63 - 1, 2**63 - 1, -(2**63), -(2**63), 5, 6], dtype="Int64"),
+            "nullable": pd.array([None, None, 7, 7, 7, None], dtype="Int64"),
+            "real": [1.0, 1.0, float("nan"), float("nan"), 2.5, 2.5],
+            "whole": [3.0, 3.0, float("nan"), 4.0, 8.0, 8.0],
+            "text": ["it's", "it's", "a\x00b", "a\x00b", long_text, long_text],
+            "flag": [True, True, False, False, True, False],
+            "cat": pd.Categorical(["x", "x", None, None, "y", "x"]),
+        }
+    )
+    monkeypatch.setattr(store_mod, "INSERT_CHUNK", 2)
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'inline.db'}")
+    md.create_all(engine)
+    written: list[dict[str, str]] = []
+    with engine.begin() as conn:
+        for names, rows, fixed in store_mod._chunks(df, table, 9, inline=True):
+            assert "run_id" not in names and not set(names) & set(fixed)
+            written.append(fixed)
+            store_mod._insert_many(conn, table, names, rows, fixed)
+    with sqlite3.connect(tmp_path / "inline.db") as check:
+        got = check.execute(
+            "SELECT run_id, i, big, typeof(big), nullable, typeof(nullable), real, typeof(real), whole, typeof(whole), "
+            "text, typeof(text), flag, cat, typeof(cat) FROM t ORDER BY i"
+        ).fetchall()
+    assert got == [
+        (9, 0, 2**63 - 1, "integer", None, "null", 1.0, "real", 3, "integer", "it's", "text", 1, "x", "text"),
+        (9, 1, 2**63 - 1, "integer", None, "null", 1.0, "real", 3, "integer", "it's", "text", 1, "x", "text"),
+        (9, 2, -(2**63), "integer", 7, "integer", None, "null", None, "null", "a\x00b", "text", 0, None, "null"),
+        (9, 3, -(2**63), "integer", 7, "integer", None, "null", 4, "integer", "a\x00b", "text", 0, None, "null"),
+        (9, 4, 5, "integer", 7, "integer", 2.5, "real", 8, "integer", long_text, "text", 1, "y", "text"),
+        (9, 5, 6, "integer", None, "null", 2.5, "real", 8, "integer", long_text, "text", 0, "x", "text"),
+    ]
+    # the literals: floats other than NULL, -2**63, text with NUL and long text were bound
+    assert written == [
+        {"run_id": "9", "big": "9223372036854775807", "nullable": "NULL", "text": "'it''s'", "flag": "1", "cat": "'x'"},
+        {"run_id": "9", "nullable": "7", "real": "NULL", "flag": "0", "cat": "NULL"},
+        {"run_id": "9"},
+    ]
 
 
 @pytest.mark.parametrize("bad", [3, 7])

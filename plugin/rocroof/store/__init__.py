@@ -720,6 +720,7 @@ class Store:
         referred: dict[tuple[str, str], np.ndarray] = {}  # the keys written so far that rows refer to
         with self.begin_write(sqlite_key_lookups=False) as conn:
             check_keys = conn.dialect.name == "sqlite"
+            inline = isinstance(conn.connection.dbapi_connection, sqlite3.Connection)  # see _chunks
             digest = frames.run.get("content_sha256")
             if digest:
                 old = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.content_sha256 == digest)).scalar()
@@ -772,16 +773,16 @@ class Store:
                 table = schema.metadata.tables[name]
                 if check_keys:
                     _check_keys(table, df, referred)
-                for names, rows in _chunks(df, table, run_id):
-                    _insert_many(conn, table, names, rows)
+                for names, rows, fixed in _chunks(df, table, run_id, inline=inline):
+                    _insert_many(conn, table, names, rows, fixed)
                     done += len(rows)
                     if progress:
                         progress(name, done, total)
             if progress:
                 progress("op_total", done, total)
             if op_total is not None and len(op_total):  # the report's per-op rows, summed once here
-                for names, rows in _chunks(op_total, schema.op_total, run_id):
-                    _insert_many(conn, schema.op_total, names, rows)
+                for names, rows, fixed in _chunks(op_total, schema.op_total, run_id, inline=inline):
+                    _insert_many(conn, schema.op_total, names, rows, fixed)
             if reports is not None:
                 if progress:
                     progress("stored_report", done, total)
@@ -1350,11 +1351,18 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _chunks(df: pd.DataFrame, table: sa.Table, run_id: int) -> Iterator[tuple[list[str], np.ndarray]]:
-    """Rows of ``df`` for ``table`` as ``(column names, rows)`` chunks, ``run_id`` first.
+def _chunks(
+    df: pd.DataFrame, table: sa.Table, run_id: int, *, inline: bool = False
+) -> Iterator[tuple[list[str], np.ndarray, dict[str, str]]]:
+    """Rows of ``df`` for ``table`` as ``(column names, rows, fixed)`` chunks.
 
     ``rows`` is a 2-D object array of Python scalars (None for missing values), at most
-    :data:`INSERT_CHUNK` rows: a run of any size is converted a chunk at a time.
+    :data:`INSERT_CHUNK` rows: a run of any size is converted a chunk at a time. Without
+    ``inline``, ``run_id`` is the first column and ``fixed`` is empty. With ``inline`` (SQLite),
+    a column holding one value on every row of the chunk (the run id; a pass, agent or queue; a
+    NULL DRAM bound) is left out of ``rows`` and given in ``fixed`` as an SQL literal
+    (:func:`_sql_literal`) for :func:`_insert_many` to write into the statement: binding a
+    Python value costs ~0.1 us, ~40% of a 10^6-dispatch write in such columns (benchmarks/RESULTS.md).
     """
     # a column with no value in the whole frame is left out of the INSERT (NULL by default): fewer values to bind
     cols = [
@@ -1362,15 +1370,85 @@ def _chunks(df: pd.DataFrame, table: sa.Table, run_id: int) -> Iterator[tuple[li
         for c in table.columns
         if c.name in df.columns and c.name != "run_id" and (c.primary_key or not bool(df[c.name].isna().all()))
     ]
-    names = ["run_id", *(c.name for c in cols)]
     n = len(df)
     for start in range(0, n, INSERT_CHUNK):
         part = df.iloc[start : start + INSERT_CHUNK]
-        block = np.empty((len(part), len(names)), dtype=object)
-        block[:, 0] = run_id
-        for j, c in enumerate(cols, start=1):
-            block[:, j] = _py_values(part[c.name], whole=isinstance(c.type, sa.Integer))
-        yield names, block
+        fixed: dict[str, str] = {"run_id": str(int(run_id))} if inline else {}
+        bound: list[tuple[str, pd.Series, bool]] = []
+        for c in cols:
+            whole = isinstance(c.type, sa.Integer)
+            literal = _fixed_literal(part[c.name], whole) if inline else None
+            if literal is None:
+                bound.append((c.name, part[c.name], whole))
+            else:
+                fixed[c.name] = literal
+        names = [name for name, _, _ in bound]
+        block = np.empty((len(part), len(names) + (0 if inline else 1)), dtype=object)
+        if not inline:
+            names = ["run_id", *names]
+            block[:, 0] = run_id
+        for j, (_, values, whole) in enumerate(bound, start=0 if inline else 1):
+            block[:, j] = _py_values(values, whole=whole)
+        yield names, block, fixed
+
+
+def _fixed_literal(col: pd.Series, whole: bool) -> str | None:
+    """The SQL literal of the one value every row of ``col`` holds, or None (values differ, or no exact literal).
+
+    Only values whose literal SQLite stores exactly as it would the bound value are taken: NULL,
+    integers (and booleans, bound as 0/1), and short text without NUL. Floats other than NULL
+    are always bound (a decimal literal is parsed by SQLite's own conversion, not Python's).
+    """
+    if not len(col):
+        return None
+    dtype = col.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        if not bool((codes == codes[0]).all()):
+            return None
+    elif isinstance(dtype, pd.api.extensions.ExtensionDtype) and getattr(dtype, "kind", "O") in "iub":
+        mask = col.isna().to_numpy(dtype=bool)
+        if mask.all():
+            return "NULL"
+        data = col.to_numpy(dtype=dtype.numpy_dtype, na_value=0)
+        if mask.any() or not bool((data == data[0]).all()):
+            return None
+    elif getattr(dtype, "kind", "O") in "iub":
+        data = col.to_numpy()
+        if not bool((data == data[0]).all()):
+            return None
+    elif getattr(dtype, "kind", "O") == "f":
+        return "NULL" if bool(np.isnan(col.to_numpy()).all()) else None
+    else:  # text (or mixed) objects: one string on every row, or none
+        values = col.to_numpy(dtype=object)
+        first = values[0]
+        if not isinstance(first, str):
+            return "NULL" if bool(col.isna().all()) else None
+        if not (all(type(v) is str for v in values.tolist()) and bool((values == first).all())):
+            return None
+    return _sql_literal(_py_values(col.iloc[:1], whole=whole)[0])
+
+
+#: Longer text is bound even when every row of a chunk holds it (the statement repeats it per row).
+_LITERAL_TEXT_MAX = 256
+
+
+def _sql_literal(value: object) -> str | None:
+    """``value`` (a Python scalar from :func:`_py_values`) as an SQL literal, or None.
+
+    The literal is one that SQLite stores as it would store the value bound; None where there is
+    none (floats, blobs, long text or text with NUL).
+    """
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        # -2**63 has no literal (its magnitude overflows before the minus applies)
+        return str(value) if -(2**63) < value < 2**63 else None
+    if isinstance(value, str) and len(value) <= _LITERAL_TEXT_MAX and "\x00" not in value:
+        return "'" + value.replace("'", "''") + "'"
+    return None
 
 
 #: Rows per ``INSERT ... VALUES (...), (...)`` statement on SQLite (fewer when the columns x rows
@@ -1379,7 +1457,11 @@ _ROWS_PER_STATEMENT = 64
 
 
 def _insert_many(
-    conn: sa.Connection, table: sa.Table, names: list[str], rows: Sequence[Sequence[Any]] | np.ndarray
+    conn: sa.Connection,
+    table: sa.Table,
+    names: list[str],
+    rows: Sequence[Sequence[Any]] | np.ndarray,
+    fixed: dict[str, str] | None = None,
 ) -> None:
     """Bulk insert: ``COPY ... FROM STDIN`` on PostgreSQL, multi-row ``INSERT`` on SQLite.
 
@@ -1394,9 +1476,17 @@ def _insert_many(
         table: the target table.
         names: column names, in the order of each row's values.
         rows: row tuples, or a 2-D object array of Python scalars (see :func:`_chunks`).
+        fixed: column -> SQL literal, the same on every row, written into the statement
+            (:func:`_chunks` with ``inline``); SQLite connections of the ``sqlite3`` module only.
+
+    Raises:
+        ValueError: ``fixed`` given for another connection (a caller's bug).
     """
     quote = conn.dialect.identifier_preparer.quote
-    columns = ", ".join(quote(n) for n in names)
+    fixed = fixed or {}
+    columns = ", ".join(quote(n) for n in [*fixed, *names])
+    if fixed and not isinstance(conn.connection.dbapi_connection, sqlite3.Connection):
+        raise ValueError(f"{table.name}: values written into the statement are for sqlite3 connections only")
     if conn.dialect.name == "postgresql" and conn.dialect.driver == PG_DRIVER:
         sql = f"COPY {quote(table.name)} ({columns}) FROM STDIN"
         dbapi_error = conn.dialect.loaded_dbapi.Error
@@ -1413,7 +1503,7 @@ def _insert_many(
         records = rows.tolist() if isinstance(rows, np.ndarray) else rows
         conn.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in records])
         return
-    one = "(" + ", ".join([placeholder] * len(names)) + ")"
+    one = "(" + ", ".join([*fixed.values(), *[placeholder] * len(names)]) + ")"
     sql = f"INSERT INTO {quote(table.name)} ({columns}) VALUES "
     dbapi = conn.connection.dbapi_connection
     if not isinstance(dbapi, sqlite3.Connection):
@@ -1421,7 +1511,7 @@ def _insert_many(
         conn.exec_driver_sql(sql + one, [tuple(r) for r in records])
         return
     per = max(1, min(_ROWS_PER_STATEMENT, dbapi.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // max(len(names), 1)))
-    full = len(rows) // per * per if per > 1 else 0
+    full = len(rows) // per * per if per > 1 and names else 0
     cur = dbapi.cursor()
     statement = sql + one
     try:
@@ -1435,7 +1525,9 @@ def _insert_many(
         rest = rows[full:]
         if len(rest):
             statement = sql + one
-            cur.executemany(statement, rest.tolist() if isinstance(rest, np.ndarray) else rest)
+            cur.executemany(
+                statement, [()] * len(rest) if not names else rest.tolist() if isinstance(rest, np.ndarray) else rest
+            )
     except sqlite3.Error as exc:  # as SQLAlchemy raises it (IntegrityError for a duplicate content hash...)
         raise sa.exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
     finally:
