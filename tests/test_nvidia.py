@@ -475,6 +475,54 @@ def test_recorded_ncu_and_nsys_files_ingest_as_one_joined_run(tmp_path: Path, ns
     _check_joined_run(ro, run_id, nsys_facts(nsys_db), counter_pass_label="ncu")
 
 
+def _recorded_pair(tmp_path: Path, *, bad_nsys: bool, bad_ncu: bool) -> Path:
+    """The recorded nsys + ncu pair in a capture folder; a kernel start that is text in the export
+    and the last kernel row twice in the CSV where asked."""
+    cap = tmp_path / "cap"
+    gunzip(fixture_path("h200-trial", NSYS_DB), cap / "trace" / "nsys.sqlite")
+    gunzip(fixture_path("h200-trial", NCU_CSV), cap / "ncu" / "ncu_raw.csv")
+    if bad_nsys:
+        with sqlite3.connect(cap / "trace" / "nsys.sqlite") as conn:
+            conn.execute(
+                "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc' "
+                "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+            )
+    if bad_ncu:
+        text = (cap / "ncu" / "ncu_raw.csv").read_text()
+        (cap / "ncu" / "ncu_raw.csv").write_text(text + text.rstrip("\n").rsplit("\n", 1)[1] + "\n")
+    return cap
+
+
+def test_the_nsys_export_is_read_beside_the_ncu_csv_and_its_error_comes_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The export is read in a second thread while the CSV is parsed; the run is the one read in turn."""
+    import threading
+
+    import rocroof.capture.readers as readers
+
+    threads: list[str] = []
+    real = readers.nvidia.read_nsys_sqlite
+
+    def read_nsys(*args: object) -> object:
+        threads.append(threading.current_thread().name)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(readers.nvidia, "read_nsys_sqlite", read_nsys)
+    capture = read_capture(_recorded_pair(tmp_path / "good", bad_nsys=False, bad_ncu=False))
+    assert len(threads) == 1 and threads[0].startswith("rocroof-nsys")
+    assert [(p.label, p.kind, len(p.dispatches)) for p in capture.passes] == [
+        ("trace", "trace", nsys_facts(tmp_path / "good" / "cap" / "trace" / "nsys.sqlite").kernels),
+        ("ncu", "counter", 343),
+    ]
+    with pytest.raises(ParseError, match=r"nsys\.sqlite.*CUPTI_ACTIVITY_KIND_KERNEL\.start holds 'abc'"):
+        read_capture(_recorded_pair(tmp_path / "both", bad_nsys=True, bad_ncu=True))
+    with pytest.raises(ParseError, match=r"ncu_raw\.csv.*appears twice"):
+        read_capture(_recorded_pair(tmp_path / "ncu", bad_nsys=False, bad_ncu=True))
+    with pytest.raises(ParseError, match=r"nsys\.sqlite.*holds 'abc'"):
+        read_capture(_recorded_pair(tmp_path / "nsys", bad_nsys=True, bad_ncu=False))
+
+
 def test_an_ncu_csv_alone_ingests_with_serialised_timings(tmp_path: Path) -> None:
     expected = ncu_kernels()
     cap = tmp_path / "cap"

@@ -9,6 +9,7 @@ test writes, never taken from rocroof's output.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from collections.abc import Callable
@@ -840,6 +841,46 @@ def test_marker_extdata_that_is_not_json(tmp_path: Path, where: str) -> None:
         read_capture(tmp_path)
     text = str(err.value)
     assert str(db) in text and "not valid JSON" in text and "rocpd_event id" in text
+
+
+def test_markers_are_read_in_a_second_thread_and_a_dispatch_error_comes_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Markers and API calls are queried on their own connection beside the dispatches and counters.
+
+    A database damaged in both its dispatches (a start stored as text) and its markers (extdata
+    that is not JSON) names the dispatch, as a read in turn does; damaged markers alone name the
+    event row. DB built by the test, schema v3.
+    """
+    import threading
+
+    threads: list[str] = []
+    real = rocpd._markers
+
+    def markers(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(rocpd, "_markers", markers)
+
+    def build(db: Path, *, bad_start: bool, bad_marker: bool) -> Path:
+        with rocpd_db(db) as b:
+            gpu = _gpu(b)
+            k = b.add_kernel_symbol("k", "k()")
+            b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=1, end=2, stack_id=1)
+            extdata = "{message: ggml:ADD:x:0" if bad_marker else json.dumps({"message": "ggml:ADD:x:0"})
+            b.add_range("x", start=0, end=5, stack_id=9, extdata=extdata)
+            if bad_start:
+                b.conn.execute(f'UPDATE "rocpd_kernel_dispatch{b.sfx}" SET start = ?', ("soon",))
+        return db
+
+    good = rocpd.read_pass(build(tmp_path / "a" / "1_results.db", bad_start=False, bad_marker=False), "x")
+    assert threads and all(t.startswith("rocroof-rocpd") for t in threads)
+    assert list(good.markers["message"]) == ["ggml:ADD:x:0"] and len(good.dispatches) == 1
+    with pytest.raises(ParseError, match="start_ns holds 'soon', not an integer"):
+        rocpd.read_pass(build(tmp_path / "b" / "1_results.db", bad_start=True, bad_marker=True), "x")
+    with pytest.raises(ParseError, match="not valid JSON.*rocpd_event id|rocpd_event id.*not valid JSON"):
+        rocpd.read_pass(build(tmp_path / "c" / "1_results.db", bad_start=False, bad_marker=True), "x")
 
 
 def test_non_numeric_timestamp_raises_parse_error(tmp_path: Path) -> None:

@@ -506,6 +506,34 @@ def read_capture(
     return capture
 
 
+def _read_nvidia_passes(
+    nsys: list[tuple[Path, str]], ncu: list[tuple[Path, str]]
+) -> tuple[list[tuple[PassData, pd.DataFrame, dict[str, str]]], list[tuple[PassData, dict[str, str]]]]:
+    """Read the Nsight Systems export and the Nsight Compute CSVs, the export in a second thread.
+
+    The two are independent and most of each read runs outside the GIL (SQLite stepping into
+    Arrow, polars parsing CSV): reading them at once takes ~40% less time for 10^6 kernels
+    (benchmarks/RESULTS.md). Errors come as a sequential read gives them: the export's first.
+
+    Returns:
+        ``read_nsys_sqlite`` of each export and ``read_ncu_csv`` of each CSV, in order.
+    """
+    if not nsys or not ncu:
+        return [nvidia.read_nsys_sqlite(f, label) for f, label in nsys], [
+            nvidia.read_ncu_csv(f, label) for f, label in ncu
+        ]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocroof-nsys") as pool:
+        jobs = [pool.submit(nvidia.read_nsys_sqlite, f, label) for f, label in nsys]
+        try:
+            ncu_read = [nvidia.read_ncu_csv(f, label) for f, label in ncu]
+        except BaseException:
+            for job in jobs:  # the export's error comes first, as when read first
+                if not job.cancel() and job.exception() is not None:
+                    raise job.exception() from None  # type: ignore[misc]
+            raise
+        return [job.result() for job in jobs], ncu_read
+
+
 def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], notes: list[Note]) -> Capture:
     """An NVIDIA capture: an Nsight Systems export (the trace pass) and Nsight Compute raw CSVs."""
     nsys = [f for f in files if nvidia.is_nsys_sqlite(f)]
@@ -539,8 +567,16 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
     part_labels: dict[str, str] = {}  # the directory of each window of a sampled counter pass -> its pass
     agents = empty_frame(AGENT_COLUMNS)
     facts: dict[str, str] = {}
-    for f in nsys:
-        p, agents, more = nvidia.read_nsys_sqlite(f, _pass_label(root, f.parent, 0) if f.parent != root else "nsys")
+    ncu_files = sorted(ncu, key=_natural)
+    ncu_labels = [
+        _pass_label(root, f.parent, i) if f.parent != root else logical_name(f) for i, f in enumerate(ncu_files)
+    ]
+    nsys_read, ncu_read = _read_nvidia_passes(
+        [(f, _pass_label(root, f.parent, 0) if f.parent != root else "nsys") for f in nsys],
+        list(zip(ncu_files, ncu_labels, strict=True)),
+    )
+    for f, read in zip(nsys, nsys_read, strict=True):
+        p, agents, more = read
         if not len(p.dispatches) and ncu:
             raise ParseError(
                 f,
@@ -551,9 +587,7 @@ def _read_nvidia(path: Path, root: Path, files: list[Path], used: list[Path], no
         facts.update(more)
         used.append(f)
     windows: dict[str, list[PassData]] = {}  # a sampled counter pass: one ncu run per launch window
-    for i, f in enumerate(sorted(ncu, key=_natural)):
-        label = _pass_label(root, f.parent, i) if f.parent != root else logical_name(f)
-        p, more = nvidia.read_ncu_csv(f, label)
+    for f, label, (p, more) in zip(ncu_files, ncu_labels, ncu_read, strict=True):
         if not len(p.dispatches):
             raise ParseError(f, "holds no kernel rows (did ncu profile any kernel? see its log)")
         base = _WINDOW_LABEL.fullmatch(label)

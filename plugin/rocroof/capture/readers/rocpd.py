@@ -66,11 +66,12 @@ import itertools
 import json
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -95,6 +96,8 @@ from ...records import (
 from ..markers import parse_range
 from . import sqlite_arrow
 from .sqlite_arrow import NotNumbers, arrow_columns, arrow_frame, arrow_integers, read_only_uri, sql_literal
+
+_T = TypeVar("_T")
 
 _TABLES = (
     "rocpd_metadata",
@@ -703,42 +706,34 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         out["event_id"] = _int_ids(chunk["event_id"], path, "rocpd_kernel_dispatch", "event_id").array
         return out
 
-    order_by = f"ORDER BY {at.pid}, kd.guid, kd.id"
-    fast = _dispatches_as_integers(conn, src, path, guids, at, joins, order_by, bool(ev), owner) if _FAST else None
-    if fast is not None:
-        dispatches = fast
-    else:
-        dispatches = _chunked(
-            conn, path, f"SELECT {', '.join(select)} FROM {kd} kd {' '.join(joins)} {order_by}", guids, shape
-        )
-    guid_code = dispatches.pop("guid").to_numpy(dtype=np.int64)
-    _refuse_repeated_dispatches(guid_code, dispatches["dispatch_id"], guids, path)
-    # (guid, event id) -> dispatch row: ids restart in every process of a merged database
-    keymap = pd.DataFrame(
-        {"guid": guid_code, "event_id": dispatches.pop("event_id").array, "row": np.arange(len(guid_code))}
-    )
-    keymap = keymap[keymap["event_id"].notna()].drop_duplicates(["guid", "event_id"])
-    dispatch_keys = pd.DataFrame({"guid": guid_code, "correlation_id": dispatches["correlation_id"]}) if ev else None
-
-    release_free_memory()  # each query's Arrow and conversion buffers go back before the next query
-    counters = empty_frame(COUNTER_COLUMNS)
-    instances = empty_frame(INSTANCE_COLUMNS)
-    if "rocpd_pmc_event" in src and "rocpd_info_pmc" in src:
-        _refuse_unnamed_counters(conn, src, path)
-        fast = _counters_one_record_each(conn, src, path, guids, keymap)
+    with _beside(conn, lambda c: _host_side(c, src, path, guids)) as host_side:
+        order_by = f"ORDER BY {at.pid}, kd.guid, kd.id"
+        fast = _dispatches_as_integers(conn, src, path, guids, at, joins, order_by, bool(ev), owner) if _FAST else None
         if fast is not None:
-            counters = fast
-        else:  # several records of one counter per dispatch (hardware instances), or damage: SQL sums them
-            counters, instances = _counters_summed(conn, src, path, guids, keymap, keep_instances)
+            dispatches = fast
+        else:
+            dispatches = _chunked(
+                conn, path, f"SELECT {', '.join(select)} FROM {kd} kd {' '.join(joins)} {order_by}", guids, shape
+            )
+        guid_code = dispatches.pop("guid").to_numpy(dtype=np.int64)
+        _refuse_repeated_dispatches(guid_code, dispatches["dispatch_id"], guids, path)
+        # (guid, event id) -> dispatch row: ids restart in every process of a merged database
+        keymap = pd.DataFrame(
+            {"guid": guid_code, "event_id": dispatches.pop("event_id").array, "row": np.arange(len(guid_code))}
+        )
+        keymap = keymap[keymap["event_id"].notna()].drop_duplicates(["guid", "event_id"])
+        dispatch_keys = (
+            pd.DataFrame({"guid": guid_code, "correlation_id": dispatches["correlation_id"]}) if ev else None
+        )
 
-    release_free_memory()
-    markers = empty_frame(MARKER_COLUMNS)
-    launches = empty_frame(LAUNCH_COLUMNS)
-    if ev and st and "rocpd_region" in src:
-        markers = _markers(conn, src, path)
+        release_free_memory()  # each query's Arrow and conversion buffers go back before the next query
+        counters, instances = _pass_counters(conn, src, path, guids, keymap, keep_instances)
         release_free_memory()
-        if dispatch_keys is not None and len(dispatch_keys):
-            launches = _launches(conn, src, path, guids, dispatch_keys)
+        markers, api = host_side()
+    launches = empty_frame(LAUNCH_COLUMNS)
+    if api is not None and dispatch_keys is not None and len(dispatch_keys):
+        launches = _launches(conn, src, path, api, dispatch_keys)
+    del api
     return PassData(
         kind="counter" if len(counters) else "trace",
         label=label,
@@ -749,6 +744,69 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         markers=markers,
         launches=launches,
     )
+
+
+def _pass_counters(
+    conn: sqlite3.Connection,
+    src: dict[str, str],
+    path: Path,
+    guids: list[object],
+    keymap: pd.DataFrame,
+    keep_instances: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The pass's counter values (summed per dispatch) and per-instance values (COUNTER_COLUMNS, INSTANCE_COLUMNS)."""
+    counters = empty_frame(COUNTER_COLUMNS)
+    instances = empty_frame(INSTANCE_COLUMNS)
+    if "rocpd_pmc_event" in src and "rocpd_info_pmc" in src:
+        _refuse_unnamed_counters(conn, src, path)
+        fast = _counters_one_record_each(conn, src, path, guids, keymap)
+        if fast is not None:
+            counters = fast
+        else:  # several records of one counter per dispatch (hardware instances), or damage: SQL sums them
+            counters, instances = _counters_summed(conn, src, path, guids, keymap, keep_instances)
+    return counters, instances
+
+
+def _host_side(
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object]
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The pass's roctx markers (MARKER_COLUMNS) and its API calls (:func:`_api_calls`; None without a region table)."""
+    if not (src.get("rocpd_event") and src.get("rocpd_string") and "rocpd_region" in src):
+        return empty_frame(MARKER_COLUMNS), None
+    markers = _markers(conn, src, path)
+    release_free_memory()
+    return markers, _api_calls(conn, src, path, guids)
+
+
+@contextmanager
+def _beside(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> Iterator[Callable[[], _T]]:
+    """Run ``work`` on a second connection to ``conn``'s file in a second thread; yield its result's getter.
+
+    SQLite steps a query into Arrow without the GIL (:mod:`.sqlite_arrow`), so the host-side
+    queries (markers, API calls) run while the main thread reads counters: ~2 s less of a
+    10^6-dispatch rocpd read (benchmarks/RESULTS.md). An error of the block comes before one of
+    ``work`` (the order of a sequential read); ``work``'s comes out of the getter. Where the file
+    has no name (a database in memory), ``work`` runs on ``conn`` when the getter is called.
+    """
+    row = conn.execute("PRAGMA database_list").fetchone()
+    if row is None or not row[2]:
+        yield lambda: work(conn)
+        return
+    file = Path(row[2])
+
+    def job() -> _T:
+        own = _connect(file)
+        try:
+            return work(own)
+        finally:
+            own.close()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocroof-rocpd") as pool:
+        future = pool.submit(job)
+        try:
+            yield future.result
+        finally:
+            future.cancel()  # the block failed before it asked: do not start what nobody reads
 
 
 #: Read dispatch records as integers (:func:`_dispatches_as_integers`) where they allow it; the
@@ -1068,19 +1126,38 @@ def _counters_one_record_each(
         return empty_frame(COUNTER_COLUMNS)
     row = np.concatenate(rows_parts)
     del rows_parts
-    key = row * len(labels) + np.concatenate(code_parts)
-    del row, code_parts
+    code = np.concatenate(code_parts)
+    del code_parts
     value = np.concatenate(value_parts)
     del value_parts
-    if len(key) > 1 and not bool((np.diff(key) > 0).all()):
+    if not _increasing(row, code, len(labels)):
+        key = row * len(labels) + code
+        del row, code
         by_key = np.argsort(key, kind="stable")
         key = key[by_key]
         if bool((np.diff(key) == 0).any()):
             return None  # a counter recorded twice for one dispatch: summed by SQL instead
         value = value[by_key]
+        del by_key
+        row, code = key // len(labels), (key % len(labels)).astype(np.int32)
+        del key
     # the names as a categorical column: a code per value, not a pointer to a string
-    names_column = pd.Categorical.from_codes((key % len(labels)).astype(np.int32), categories=labels)
-    return pd.DataFrame({"row": key // len(labels), "counter_name": names_column, "value": value}, copy=False)
+    names_column = pd.Categorical.from_codes(code, categories=labels)
+    return pd.DataFrame({"row": row, "counter_name": names_column, "value": value}, copy=False)
+
+
+def _increasing(row: np.ndarray, code: np.ndarray, width: int, block: int = 1 << 20) -> bool:
+    """True when the records' keys ``row * width + code`` strictly increase (dispatch order, each counter once).
+
+    Checked a block at a time: no key array of the whole pass (64 MB at 8x10^6 records).
+    """
+    last = -1
+    for lo in range(0, len(row), block):
+        key = row[lo : lo + block] * width + code[lo : lo + block]
+        if key[0] <= last or (len(key) > 1 and not bool((np.diff(key) > 0).all())):
+            return False
+        last = int(key[-1])
+    return True
 
 
 def _refuse_unnamed_counters(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> None:
@@ -1413,10 +1490,8 @@ def _marker_message(name: object, extdata_message: str | None) -> str | None:
     return name
 
 
-def _launches(
-    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], dispatch_keys: pd.DataFrame
-) -> pd.DataFrame:
-    """The HIP API calls (``rocpd_region`` rows of other categories) whose correlation id a dispatch has."""
+def _api_calls(conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object]) -> pd.DataFrame:
+    """The HIP API calls: ``rocpd_region`` rows of other categories than markers, in time order."""
     ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
     at = _placement(conn, src, path, "rocpd_region", "r")
     category_join, category = _category(src, "e", "c")
@@ -1431,6 +1506,17 @@ def _launches(
     api = arrow_frame(conn, sql, texts=frozenset({"api_name"}))
     if api is None:
         api = _query(conn, path, sql)
+    return api
+
+
+def _launches(
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, api: pd.DataFrame, dispatch_keys: pd.DataFrame
+) -> pd.DataFrame:
+    """The API calls of :func:`_api_calls` (``api``) whose correlation id a dispatch has.
+
+    ``dispatch_keys``: the dispatches' guid code and correlation id.
+    """
+    at = _placement(conn, src, path, "rocpd_region", "r")
     wanted = pd.DataFrame(
         {
             "guid": dispatch_keys["guid"].to_numpy(dtype=np.int64),
