@@ -212,6 +212,27 @@ def test_read_csv_chunks_row_with_too_many_fields(tmp_path: Path, chunk_rows: in
     assert "malformed CSV row" in str(err.value)
 
 
+@pytest.mark.parametrize("extra", [",", ",x"])
+def test_a_field_more_than_the_header_on_every_row_is_refused_not_shifted(tmp_path: Path, extra: str) -> None:
+    """A first row of one field more than the header is refused, not read shifted.
+
+    pandas reads such a row as an index column plus data: every column would silently hold its
+    right neighbour's value (found by a trial user).
+    """
+    from rocroof.fileio import NotPlain, read_csv_plain
+
+    path = tmp_path / "shifted.csv"
+    path.write_text("a,b,c\n" + "".join(f"{i},{i + 10},{i + 20}{extra}\n" for i in range(5)))
+    with pytest.raises(ParseError) as err:
+        for _ in read_csv_chunks(path, chunk_rows=2):
+            pass
+    assert err.value.row == 2 and err.value.path == str(path)
+    assert "this row has 4 fields, the header 3" in str(err.value)
+    with pytest.raises(NotPlain):
+        for _ in read_csv_plain(path, ints=["a", "b", "c"]):
+            pass
+
+
 def test_read_csv_chunks_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ParseError) as err:
         list(read_csv_chunks(tmp_path / "absent.csv"))

@@ -300,6 +300,15 @@ def read_csv_chunks(
         first = 3 if skip_second_row else 2
         pending: pd.DataFrame | None = None
         for chunk in reader:  # hold one chunk back: the last one is checked for truncation first
+            if not isinstance(chunk.index, pd.RangeIndex):
+                # pandas takes a first data row of one field more than the header as naming an index
+                # column, and then every column would hold its right neighbour's values
+                raise ParseError(
+                    path,
+                    f"this row has {len(chunk.columns) + 1} fields, the header {len(chunk.columns)} (expected one "
+                    "field per header column; a trailing separator on every row?)",
+                    first,
+                )
             if pending is not None:
                 yield pending, first
                 first += len(pending)
@@ -536,7 +545,7 @@ def _pandas_chunks(path: Path, plan: _Plan, chunk_rows: int, some_columns: bool)
         first = 2
         pending: pd.DataFrame | None = None
         for chunk in reader:  # hold one chunk back: the last one is checked for truncation first
-            if list(chunk.columns) != selected:
+            if list(chunk.columns) != selected or not isinstance(chunk.index, pd.RangeIndex):
                 raise NotPlain(f"{path}: columns {list(chunk.columns)} differ from the header")
             for name in ints:
                 if chunk[name].dtype.kind != "i":
