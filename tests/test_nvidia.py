@@ -370,6 +370,21 @@ def test_read_nsys_sqlite_matches_the_export(nsys_db: Path) -> None:
 # ---- kernel names across tools ----------------------------------------------------------------
 
 
+def test_kernel_names_are_the_first_id_s_name_else_the_second_s() -> None:
+    """``COALESCE(name(demangled id), name(short id))``, by hand, with missing ids of each kind."""
+    import numpy as np
+    import pandas as pd
+
+    from rocroof.capture.readers.nvidia import _names
+
+    first = pd.Series([1, None, 2, 1, np.nan, 3], dtype=object)
+    second = pd.Series([10, 11, None, 12, 11, 3], dtype=object)
+    strings: dict[object, object] = {1: "a", 11: "b", 12: "c", 3: "d"}
+    assert _names(first, second, strings).tolist() == ["a", "b", None, "a", "b", "d"]
+    assert _names(first, None, strings).tolist() == ["a", None, None, "a", None, "d"]
+    assert _names(pd.Series([], dtype=object), pd.Series([], dtype=object), strings).tolist() == []
+
+
 def test_normalise_kernel_name_drops_the_casts_nsys_writes() -> None:
     assert (
         normalise_kernel_name("void k<(int)256, (bool)1>(const float *, int)") == "void k<256, 1>(const float *, int)"

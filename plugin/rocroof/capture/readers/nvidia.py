@@ -551,10 +551,16 @@ def _strings(conn: sqlite3.Connection, ids_sql: str) -> dict[object, object]:
 
 def _names(first: pd.Series, second: pd.Series | None, strings: dict[object, object]) -> pd.Series:
     """``COALESCE(name of first id, name of second id)`` per row, looked up once per distinct pair of ids."""
-    pairs = pd.DataFrame({"a": first.astype(object), "b": second.astype(object) if second is not None else None})
-    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(pairs), use_na_sentinel=False)
+    # each column's distinct ids, then the distinct pairs of their codes (integers): no tuple per row
+    codes_a, ids_a = pd.factorize(first.to_numpy(dtype=object), use_na_sentinel=False)
+    if second is not None:
+        codes_b, ids_b = pd.factorize(second.to_numpy(dtype=object), use_na_sentinel=False)
+    else:
+        codes_b, ids_b = np.zeros(len(first), dtype=np.intp), np.array([None], dtype=object)
+    codes, pair_codes = pd.factorize(codes_a.astype(np.int64) * len(ids_b) + codes_b)
     table = []
-    for a, b in uniques:
+    for code in pair_codes.tolist():
+        a, b = ids_a[code // len(ids_b)], ids_b[code % len(ids_b)]
         name = strings.get(a) if _is_key(a) else None
         if name is None and second is not None and _is_key(b):
             name = strings.get(b)
