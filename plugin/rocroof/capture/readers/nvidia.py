@@ -351,7 +351,7 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
             disp["workgroup_size"] = disp["workgroup_x"] * disp["workgroup_y"] * disp["workgroup_z"]
             disp["grid_size"] = disp["grid_x"] * disp["grid_y"] * disp["grid_z"]
         if nvtx is not None:
-            parsed = [_innermost_ggml(c) for c in chunk[nvtx]]
+            parsed = [_innermost_ggml(c) for c in chunk[nvtx].to_numpy(dtype=object).tolist()]
             disp["thread_id"] = pd.array([t for t, _ in parsed], dtype="Int64")
             disp["region"] = pd.Series([msg for _, msg in parsed], dtype=object)
         disp["agent_label"] = parse_str(chunk[device]) if device else "0"
