@@ -65,6 +65,7 @@ def test_an_old_database_upgrades_in_place_and_keeps_every_value(old_db: Path) -
             if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (t,)).fetchone()
         }
         run_before = _rows(conn, "run")
+        page_bytes = conn.execute("PRAGMA page_size").fetchone()[0]
     conn.close()
     assert set(before) == set(REPLACED)
     pending = [name for name, _ in MIGRATIONS if name not in applied]
@@ -73,6 +74,7 @@ def test_an_old_database_upgrades_in_place_and_keeps_every_value(old_db: Path) -
         Store(old_db, read_only=True).check()
     assert Store(old_db).upgrade() == pending
     with sqlite3.connect(old_db) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == page_bytes  # only a new file gets 16 KiB pages
         for table, rows in before.items():
             kind = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
             assert kind == ("view",), table

@@ -168,6 +168,15 @@ def _is_null(v: Any) -> bool:
 # ---- schema and migrations ------------------------------------------------------------------
 
 
+def test_a_new_database_has_16_kib_pages_in_wal_mode(db_path: Path) -> None:
+    """SQLite's default page is 4 KiB; a new rocroof file gets 16 KiB (set before its first page)."""
+    Store(db_path).write_run(_frames(sha="1" * 64))
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 16_384
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
 def test_upgrade_records_every_migration_once(db_path: Path) -> None:
     assert SCHEMA_VERSION == len(MIGRATIONS) >= 1
     assert Store(db_path).upgrade() == [name for name, _ in MIGRATIONS]

@@ -41,6 +41,10 @@ if TYPE_CHECKING:  # the ingest pipeline (and its imports) only where a run is w
 Progress = Callable[[str, int, int], None]
 
 INSERT_CHUNK = 20_000
+
+#: Page size of a new SQLite database (SQLite's default is 4096): a 10^6-dispatch run's pages are
+#: written to the log and copied back at commit a quarter as many times (benchmarks/RESULTS.md).
+PAGE_BYTES = 16_384
 #: How long a SQLite writer waits for another process's write transaction (parallel sweep points
 #: ingesting into one file queue up; each holds the lock only while it inserts one run).
 WRITE_TIMEOUT_S = 600
@@ -582,6 +586,9 @@ class Store:
             try:
                 with self.engine.connect() as conn:
                     if conn.exec_driver_sql("PRAGMA journal_mode").scalar() != "wal":
+                        if not conn.exec_driver_sql("PRAGMA page_count").scalar():
+                            # a new file: its page size is set before its first page (never after, in WAL)
+                            conn.exec_driver_sql(f"PRAGMA page_size = {PAGE_BYTES}")
                         conn.exec_driver_sql("PRAGMA journal_mode = WAL")
                     return
             except sa.exc.OperationalError as exc:
