@@ -550,6 +550,20 @@ def test_report_by_invocation_names_each_launch(db_path: Path) -> None:
     assert names == ["MUL_MAT Qcur-1 #101", "MUL_MAT Qcur-0 #100", "ADD #102"]  # 2000 ns, 1000 ns, unknown
 
 
+def test_the_longest_dispatches_are_cut_by_the_database_with_the_run_s_totals(db_path: Path) -> None:
+    """``--by dispatch --top N``: timing dispatches 1-4 last 1000, 2000, unknown and 500 ns (by hand)."""
+    rid = Store(db_path).write_run(_frames())
+    ro = Store(db_path, read_only=True)
+    for top, expected in ((2, [2, 1]), (3, [2, 1, 4]), (9, [2, 1, 4, 3])):  # unknown time last
+        rep = build_report(ro, rid, by="dispatch", top=top)
+        assert rep.rows["dispatch_id"].tolist() == expected
+        assert rep.total_rows == 4 and rep.totals["rows"] == 4
+        assert rep.totals["duration_ns"] == 3500
+    whole = build_report(ro, rid, by="dispatch")
+    assert whole.rows["dispatch_id"].tolist() == [1, 2, 3, 4] and whole.totals["duration_ns"] == 3500
+    assert "showing 2 of 4 rows" in render(build_report(ro, rid, by="dispatch", top=2), "table")
+
+
 def test_without_a_ceiling_the_percentages_are_unknown(db_path: Path) -> None:
     rid = Store(db_path).write_run(_frames(peak=None))
     ro = Store(db_path, read_only=True)

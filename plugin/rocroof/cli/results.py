@@ -20,8 +20,8 @@ from .app import (
     stderr_console,
 )
 
-#: Rows ``rocroof report --format markdown`` shows without --top (the longest; a GitHub comment holds 65,536
-#: characters, ~300 rows of a report table).
+#: Rows ``rocroof report`` shows in a table or Markdown without --top (the longest; the count of the
+#: rest below them; a GitHub comment holds 65,536 characters, ~300 rows of a report table).
 MARKDOWN_ROWS = 100
 #: Rows ``rocroof query`` shows at most as a table or Markdown (csv and json stream them all).
 TABLE_ROWS = 10_000
@@ -100,7 +100,8 @@ def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...
     "--top",
     type=click.IntRange(min=1),
     default=None,
-    help="Only the first N rows (longest first). Markdown shows the longest 100 unless --top says otherwise.",
+    help="Only the first N rows (longest first). Tables and Markdown show the longest 100 unless --top says "
+    "otherwise; csv, json and html carry every row.",
 )
 @click.option(
     "--format",
@@ -138,7 +139,9 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
       rocroof report --by kernel --top 10 --format markdown
       rocroof report --run 3 --format html > run3.html
     """
-    if fmt == "markdown" and top is None:  # a PR comment holds 65,536 characters: the longest rows
+    if fmt in ("markdown", "table") and top is None:
+        # a PR comment holds 65,536 characters, and a terminal is read, not scrolled through 10^6
+        # dispatches (laid out in ~10 minutes): the longest rows, the count of the others below them
         top = MARKDOWN_ROWS
     from ..report.quick import stored_text
 
