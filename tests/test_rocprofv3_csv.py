@@ -137,6 +137,25 @@ def test_doc_kernel_trace_ingests(tmp_path: Path) -> None:
     assert d["attribution_method"].unique().tolist() == ["none"]
 
 
+def test_entries_of_the_capture_folder_that_cannot_be_read_are_named_in_a_warning(tmp_path: Path) -> None:
+    """A dangling link (here the counter file) and a FIFO cannot be read: the run says so, naming them."""
+    import os
+
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    shutil.copy(fixture_path(*DOCS, "kernel_trace.csv"), cap / "834304_kernel_trace.csv")
+    (cap / "834304_counter_collection.csv").symlink_to(tmp_path / "gone.csv")
+    os.mkfifo(cap / "pipe\x1b[31m")
+    capture = read_capture(cap)
+    notes = [n for n in capture.notes if n.code == "entries-not-read"]
+    assert len(notes) == 1 and notes[0].severity == "warning"
+    assert notes[0].message == (
+        "2 entries of the capture folder could not be read and are left out: "
+        "834304_counter_collection.csv (a symbolic link to nothing); pipe\\x1b[31m (a FIFO)"
+    )
+    assert len(capture.passes) == 1 and len(capture.passes[0].counters) == 0  # the kernel trace alone
+
+
 def test_doc_counter_collection_without_kernel_trace(tmp_path: Path) -> None:
     cap = tmp_path / "cap"
     cap.mkdir()

@@ -35,6 +35,7 @@ from ...errors import InputError, ParseError
 from ...fileio import logical_name, open_binary, read_text
 from ...memory import release_free_memory
 from ...records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame, merge_passes
+from ...text import printable
 from ..markers import file_has_fused_lines, read_fused_log
 from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprof_legacy, rocprofv3_csv, rpd
 
@@ -49,6 +50,30 @@ def _files_below(root: Path) -> list[Path]:
     if root.is_file():
         return [root]
     return sorted((p for p in root.rglob("*") if p.is_file()), key=_natural)
+
+
+def _not_files_below(root: Path) -> list[tuple[Path, str]]:
+    """Entries under ``root`` that no reader can open, with what each is: a link to nothing, a FIFO...
+
+    :func:`_files_below` leaves them out; a capture file that is one of them would be missing
+    from the run without a word (found by a trial user: a dangling ``kernel_trace.csv`` link).
+    """
+    if not root.is_dir():
+        return []
+    odd = []
+    for p in sorted(root.rglob("*"), key=_natural):
+        if p.is_file() or p.is_dir():
+            continue
+        if p.is_symlink():
+            what = "a symbolic link to nothing"
+        elif p.is_fifo():
+            what = "a FIFO"
+        elif p.is_socket():
+            what = "a socket"
+        else:
+            what = "not a regular file"
+        odd.append((p, what))
+    return odd
 
 
 def _hash_files(paths: list[Path], root: Path) -> str:
@@ -257,6 +282,17 @@ def read_capture(
     if path.is_dir() and manifest_path.is_file():
         manifest = _read_manifest(manifest_path)
         used.append(manifest_path)
+    odd = _not_files_below(path)
+    if odd:
+        shown = "; ".join(f"{printable(str(p.relative_to(path)))} ({what})" for p, what in odd[:5])
+        notes.append(
+            Note(
+                "warning",
+                "entries-not-read",
+                f"{len(odd)} entr{'y' if len(odd) == 1 else 'ies'} of the capture folder could not be read and "
+                f"{'is' if len(odd) == 1 else 'are'} left out: {shown}{' ...' if len(odd) > 5 else ''}",
+            )
+        )
 
     capture: Capture
     if fmt == "rocprof-compute":
