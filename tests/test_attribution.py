@@ -813,3 +813,30 @@ def test_ranges_opening_in_the_same_ns_nest_by_their_ends_at_any_timestamp(base:
     at = int(np.searchsorted(seg_start, base + 20, side="right")) - 1
     assert inner[at] == 0 and inner_g[at] == 0
     assert depth.tolist() == [1, 0]
+
+
+def test_identical_ranges_nest_in_the_order_they_were_pushed() -> None:
+    """Two ranges over the same [10, 40] ns on one thread: the one pushed later (larger correlation
+    id) is the inner one, whichever the file lists first (found by a trial: the outer got the kernel).
+    """
+    import numpy as np
+
+    from rocroof.ingest.attribution import _sweep
+
+    starts = np.array([10, 10], dtype=np.int64)
+    ends = np.array([40, 40], dtype=np.int64)
+    ggml = np.array([True, True])
+    for pushed, inner_range, depths in (([11, 10], 0, [1, 0]), ([10, 11], 1, [0, 1])):
+        seg_start, inner, inner_g, depth = _sweep(starts, ends, ggml, np.array(pushed, dtype=np.int64))
+        at = int(np.searchsorted(seg_start, 20, side="right")) - 1
+        assert inner[at] == inner_range and inner_g[at] == inner_range
+        assert depth.tolist() == depths
+        after = int(np.searchsorted(seg_start, 41, side="right")) - 1
+        assert inner[after] == -1  # both closed
+    # an outer range around them keeps its place: [0, 100] pushed first
+    starts3 = np.array([10, 0, 10], dtype=np.int64)
+    ends3 = np.array([40, 100, 40], dtype=np.int64)
+    seg_start, inner, _, depth = _sweep(starts3, ends3, np.array([True, False, True]), np.array([12, 5, 11]))
+    assert inner[int(np.searchsorted(seg_start, 20, side="right")) - 1] == 0
+    assert inner[int(np.searchsorted(seg_start, 50, side="right")) - 1] == 1
+    assert depth.tolist() == [2, 0, 1]

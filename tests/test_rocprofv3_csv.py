@@ -611,3 +611,20 @@ def test_rocm62_pass_orders_by_start_and_takes_dispatch_ids_from_its_counter_fil
     assert (p.dispatches["end_ns"] - p.dispatches["start_ns"]).tolist() == [100, 600, 600]
     waves = p.counters.set_index("row")["value"].to_dict()
     assert waves == {0: 1.0, 1: 4096.0, 2: 64.0}
+
+
+def test_a_kernel_in_two_identical_ranges_goes_to_the_one_pushed_last(tmp_path: Path) -> None:
+    """Ranges ggml:ADD (correlation id 10) and ggml:MUL (11) over the same ns, listed inner first as
+    popped; the kernel launched at 150 ns belongs to MUL, pushed inside ADD (by hand)."""
+    cap = write_pass(
+        tmp_path / "cap",
+        1234,
+        kernels=[Kernel(1, "k_mul", corr=12, start=1000, end=1100)],
+        markers=[rng("ggml:MUL:b:2", 11, 100, 200), rng("ggml:ADD:a:1", 10, 100, 200)],
+        apis=[api("hipLaunchKernel", 12, 150, 160)],
+    )
+    run = build_run(read_capture(cap))
+    d = run.tables["dispatch"]
+    ops = run.tables["op_invocation"].set_index("op_index")
+    assert d["attribution_method"].tolist() == ["launch_api"]
+    assert ops.loc[int(d["op_index"].iloc[0]), "invocation"] == 2

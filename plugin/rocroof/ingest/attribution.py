@@ -93,7 +93,7 @@ class PassAttribution:
 
 
 def _sweep(
-    starts: np.ndarray, ends: np.ndarray, is_ggml: np.ndarray
+    starts: np.ndarray, ends: np.ndarray, is_ggml: np.ndarray, pushed: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Cut one thread's ranges into segments with their innermost open range.
 
@@ -109,6 +109,10 @@ def _sweep(
 
     Ranges that nest (the usual case) are swept with sorts and binary searches instead
     (:func:`_sweep_nested`, O(R log R)); the loop below handles the others.
+
+    ``pushed`` (the ranges' roctx/NVTX correlation ids, or None) orders ranges with the same
+    start and end: the one pushed later opens later and closes first, so it is the inner one.
+    Without it such ranges nest in input order (a profiler may list them as popped: inner first).
     """
     n = len(starts)
     # a range closes just after its end (saturating: a damaged end at the int64 limit must not wrap)
@@ -121,7 +125,11 @@ def _sweep(
     # innermost: the later end first, as ~end (exact integers: float lengths lost the last ns of
     # timestamps past 2**53, and -end overflows at the int64 minimum)
     lengths = np.concatenate([~ends.astype(np.int64), np.zeros(n, dtype=np.int64)])
-    order = np.lexsort((lengths, -kinds, times))
+    if pushed is not None:  # identical ranges: the later push opens after and closes before the earlier
+        push = pushed.astype(np.int64)
+        order = np.lexsort((np.concatenate([push, ~push]), lengths, -kinds, times))
+    else:
+        order = np.lexsort((lengths, -kinds, times))
     nested = _sweep_nested(times[order], kinds[order], ids[order], ends, is_ggml)
     if nested is not None:
         return nested
@@ -358,11 +366,15 @@ def attribute_pass(p: PassData) -> PassAttribution:
         rkey = _thread_keys(m["thread_id"].iloc[ranges])
         range_start = m["start_ns"].iloc[ranges].to_numpy(dtype=np.int64)
         range_end = m["end_ns"].iloc[ranges].to_numpy(dtype=np.int64)
+        range_corr = m["correlation_id"].iloc[ranges].astype("Int64")
+        corr_known = range_corr.notna().to_numpy(dtype=bool)
+        corr = range_corr.to_numpy(dtype=np.int64, na_value=0)
         by_thread = np.argsort(rkey, kind="stable")
         bounds = np.flatnonzero(np.diff(rkey[by_thread])) + 1
         for group in np.split(by_thread, bounds):
             sel = ranges[group]
-            seg_start, seg_inner, seg_ggml, dep = _sweep(range_start[group], range_end[group], is_ggml[sel])
+            pushed = corr[group] if bool(corr_known[group].all()) else None  # push order, where every range has it
+            seg_start, seg_inner, seg_ggml, dep = _sweep(range_start[group], range_end[group], is_ggml[sel], pushed)
             depth[sel] = dep
             segments[int(rkey[group[0]])] = (
                 seg_start,
