@@ -538,6 +538,19 @@ def test_the_nsys_export_is_read_beside_the_ncu_csv_and_its_error_comes_first(
         read_capture(_recorded_pair(tmp_path / "nsys", bad_nsys=True, bad_ncu=False))
 
 
+def test_an_ncu_csv_with_a_trailing_comma_on_every_row_is_refused_not_shifted(tmp_path: Path) -> None:
+    """Nsight Compute's first column (ID) counts 0, 1, 2...: pandas would take it for its own index
+    and shift every column left by one (found by a trial user: the Process ID read as the kernel ID)."""
+    cap = tmp_path / "cap"
+    csv_path = gunzip(fixture_path("h200-trial", NCU_CSV), cap / "ncu" / "ncu_raw.csv")
+    lines = csv_path.read_text().splitlines()
+    csv_path.write_text("\n".join([lines[0], *(line + "," for line in lines[1:])]) + "\n")
+    with pytest.raises(ParseError) as err:
+        read_capture(cap)
+    assert err.value.row == 3 and err.value.path == str(csv_path)
+    assert "this row has" in str(err.value) and "a trailing separator on every row?" in str(err.value)
+
+
 def test_an_ncu_csv_alone_ingests_with_serialised_timings(tmp_path: Path) -> None:
     expected = ncu_kernels()
     cap = tmp_path / "cap"

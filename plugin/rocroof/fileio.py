@@ -300,7 +300,7 @@ def read_csv_chunks(
         first = 3 if skip_second_row else 2
         pending: pd.DataFrame | None = None
         for chunk in reader:  # hold one chunk back: the last one is checked for truncation first
-            if not isinstance(chunk.index, pd.RangeIndex):
+            if pending is None and first_row_is_wider(path, len(chunk.columns), skip_second_row):
                 # pandas takes a first data row of one field more than the header as naming an index
                 # column, and then every column would hold its right neighbour's values
                 raise ParseError(
@@ -545,7 +545,7 @@ def _pandas_chunks(path: Path, plan: _Plan, chunk_rows: int, some_columns: bool)
         first = 2
         pending: pd.DataFrame | None = None
         for chunk in reader:  # hold one chunk back: the last one is checked for truncation first
-            if list(chunk.columns) != selected or not isinstance(chunk.index, pd.RangeIndex):
+            if list(chunk.columns) != selected or (pending is None and first_row_is_wider(path, len(header))):
                 raise NotPlain(f"{path}: columns {list(chunk.columns)} differ from the header")
             for name in ints:
                 if chunk[name].dtype.kind != "i":
@@ -593,6 +593,25 @@ def read_csv(path: Path) -> pd.DataFrame:
         header = read_header(path)
         return pd.DataFrame({name: pd.Series(dtype=object) for name in header})
     return chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+
+
+def first_row_is_wider(path: Path, columns: int, skip_second_row: bool = False) -> bool:
+    """True when the first data row of a CSV file has exactly one field more than its ``columns`` header names.
+
+    pandas reads such a row as an index column plus data, and every row after it the same way
+    (each column then holds its right neighbour's values) without a word, and makes an index of
+    0, 1, 2... (Nsight Compute's ``ID``) indistinguishable from its own: the row is counted here.
+    False when the file cannot be read this way (the parse that follows reports it).
+    """
+    try:
+        with open_binary(path) as fh:
+            rows = csv.reader(io.TextIOWrapper(fh, encoding="utf-8", newline=""))
+            next(rows)
+            if skip_second_row:
+                next(rows)
+            return len(next(rows)) == columns + 1
+    except (StopIteration, csv.Error, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error, OSError):
+        return False
 
 
 def read_header(path: Path) -> list[str]:
