@@ -551,6 +551,27 @@ def test_an_ncu_csv_with_a_trailing_comma_on_every_row_is_refused_not_shifted(tm
     assert "this row has" in str(err.value) and "a trailing separator on every row?" in str(err.value)
 
 
+def test_text_in_a_metric_column_of_numbers_is_refused_not_read_as_not_collected(tmp_path: Path) -> None:
+    """One ``dram__bytes_read.sum`` cell of the recorded CSV made ``abc``: one line naming the column and
+    row (it read as "not collected" for that kernel, found by a trial user). A column of text only
+    (``launch__cluster_scheduling_policy``) stays a metric without a number."""
+    import csv as csv_module
+
+    cap = tmp_path / "cap"
+    csv_path = gunzip(fixture_path("h200-trial", NCU_CSV), cap / "ncu" / "ncu_raw.csv")
+    with csv_path.open(newline="") as fh:
+        rows = list(csv_module.reader(fh))
+    column = rows[0].index("dram__bytes_read.sum")
+    assert rows[1][column].strip() and rows[4][column].replace(".", "").replace(",", "").isdigit()
+    rows[4][column] = "abc"  # file row 5: header, units, then kernels
+    with csv_path.open("w", newline="") as fh:
+        csv_module.writer(fh, quoting=csv_module.QUOTE_ALL).writerows(rows)
+    with pytest.raises(ParseError) as err:
+        read_capture(cap)
+    assert err.value.row == 5 and err.value.path == str(csv_path)
+    assert "column 'dram__bytes_read.sum' holds 'abc'; expected a number (or n/a)" in str(err.value)
+
+
 def test_an_ncu_csv_alone_ingests_with_serialised_timings(tmp_path: Path) -> None:
     expected = ncu_kernels()
     cap = tmp_path / "cap"

@@ -57,6 +57,7 @@ from ...records import (
     marker_kinds,
     stack_frames,
 )
+from ...text import printable
 from .sqlite_arrow import arrow_frame, sqlite_frame
 
 NVTX_COLUMN = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
@@ -121,10 +122,14 @@ def unit_scale(unit: str) -> float | None:
     return None
 
 
+#: Cells Nsight Compute writes for a metric it has no value of.
+_NO_VALUE = ("", "n/a", "N/A", "nan")
+
+
 def _number(text: pd.Series) -> pd.Series:
-    """Nsight numbers: thousands separators dropped, ``n/a`` and empty cells as NaN."""
+    """Nsight numbers: thousands separators dropped, ``n/a`` and empty cells as NaN (other text too)."""
     cleaned = text.astype(str).str.replace(",", "", regex=False).str.strip()
-    return pd.to_numeric(cleaned.where(~cleaned.isin(["", "n/a", "N/A", "nan"]), None), errors="coerce")
+    return pd.to_numeric(cleaned.where(~cleaned.isin(_NO_VALUE), None), errors="coerce")
 
 
 #: Opcodes whose thread instructions an instanced per-opcode metric keeps as counters of their own
@@ -272,11 +277,30 @@ def _has_second_line(path: Path) -> bool:
         return False  # the reader reports the damage
 
 
-def _numeric(column: pd.Series) -> pd.Series:
-    """A column of a chunk as numbers: as the C parser typed it, else by :func:`_number`."""
+def _numeric(path: Path, column: pd.Series, first_row: int) -> pd.Series:
+    """A column of a chunk as numbers: as the C parser typed it, else by :func:`_number`.
+
+    A column of text only (``launch__cluster_scheduling_policy``: ``PolicySpread``) is a metric
+    without a number: NaN, as not collected.
+
+    Raises:
+        ParseError: a cell that is neither a number nor one of :data:`_NO_VALUE` in a column that
+            holds numbers (damage: it would read as "not collected" for that kernel), naming the
+            column and row.
+    """
     if column.dtype.kind in "iuf":
         return column.reset_index(drop=True)
-    return _number(column).reset_index(drop=True)
+    numbers = _number(column).reset_index(drop=True)
+    cells = column.astype(str).str.strip().reset_index(drop=True)
+    bad = numbers.isna() & ~cells.isin(_NO_VALUE)
+    if bool(bad.any()) and bool(numbers.notna().any()):
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ParseError(
+            path,
+            f"column {column.name!r} holds {printable(cells.iloc[pos])!r}; expected a number (or n/a)",
+            first_row + pos,
+        )
+    return numbers
 
 
 def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
@@ -327,17 +351,19 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
         if not facts and len(chunk):
             facts = _ncu_facts(chunk, cols)
         disp = pd.DataFrame({"kernel_name": parse_str(chunk[name_col])})
-        disp["dispatch_id"] = _whole(path, _numeric(chunk[id_col]), id_col, first_row, exact=True)
+        disp["dispatch_id"] = _whole(path, _numeric(path, chunk[id_col], first_row), id_col, first_row, exact=True)
         if bool(disp["kernel_name"].isna().any()):
             pos = int(np.flatnonzero(disp["kernel_name"].isna().to_numpy())[0])
             raise ParseError(path, f"column {name_col!r} is empty; expected a kernel name", first_row + pos)
         if dur_col is not None:
             dur_scale = unit_scale(units[dur_col]) or 1.0
-            disp["duration_ns"] = _whole(path, _numeric(chunk[dur_col]) * dur_scale, dur_col, first_row)
+            disp["duration_ns"] = _whole(
+                path, _numeric(path, chunk[dur_col], first_row) * dur_scale, dur_col, first_row
+            )
         for target, alias in (("process_id", "Process ID"), ("stream_id", "Stream"), ("queue_id", "Context")):
             column = pick(cols, alias)
             if column is not None:
-                disp[target] = _whole(path, _numeric(chunk[column]), column, first_row)
+                disp[target] = _whole(path, _numeric(path, chunk[column], first_row), column, first_row)
         for target, alias in (("grid", "Grid Size"), ("workgroup", "Block Size")):
             column = pick(cols, alias)
             if column is not None:
@@ -368,7 +394,7 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
                     rows.setdefault(key, []).append(local[keep])
                     if key not in instance_names:
                         instance_names.append(key)
-            numbers_of = inst[0] if inst is not None else _numeric(chunk[col])
+            numbers_of = inst[0] if inst is not None else _numeric(path, chunk[col], first_row)
             v = (numbers_of * scale).to_numpy(dtype=np.float64, na_value=np.nan)
             check_counter_values(path, v, first_row, str(col))
             if str(units[col]).strip().lower().endswith("byte") and str(col).endswith(".sum"):
