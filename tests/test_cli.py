@@ -727,4 +727,4 @@ def test_markdown_reports_show_the_longest_100_rows_by_default(tmp_path: Path) -
     assert len(rows) == 100 and "showing 100 of" in md
     assert len(md) < 65_536  # a GitHub comment's limit
     md_all = ok("report", "--db", db, "--by", "dispatch", "--format", "markdown", "--top", "5000")
-    assert "showing 5000 of" in md_all
+    assert "showing 5,000 of" in md_all

@@ -667,7 +667,10 @@ def render_text(
             else "no kernel dispatches in this run"
         )
     if report.total_rows > len(report.rows):
-        footer.append(f"showing {len(report.rows)} of {report.total_rows} rows (--top)")
+        footer.append(
+            f"showing {len(report.rows):,} of {report.total_rows:,} rows, the longest (--top N for more; "
+            "--format csv or json for all)"
+        )
     footer += _flag_lines(report)
     fused_line = _fused_line(report)
     if fused_line:
