@@ -247,6 +247,31 @@ def test_the_command_line_works_against_a_url(pg_url: str) -> None:
     assert env_result.exit_code == 0 and "dense500m-decode" in env_result.output
 
 
+@pytest.mark.parametrize("what", ["vgpr", "nul"])
+def test_a_value_postgres_cannot_hold_is_one_line_and_stores_nothing(pg_url: str, tmp_path: Path, what: str) -> None:
+    """3x10^9 VGPRs (past PostgreSQL's 32-bit INTEGER) or NUL in a kernel name, both of which SQLite
+    stores: one line naming the capture and the database, no traceback, no run (found by a trial user)."""
+    from .rocprof_csv import Kernel, write_pass
+
+    kernel = Kernel(1, "k\x00nul" if what == "nul" else "k", corr=1, start=1000, end=1100)
+    cap = write_pass(tmp_path / "cap", 777, kernels=[kernel])
+    if what == "vgpr":
+        trace = cap / "777_kernel_trace.csv"
+        trace.write_text(trace.read_text().replace(",8,0,16,", ",3000000000,0,16,"))
+        assert "3000000000" in trace.read_text()
+    result = CliRunner().invoke(cli, ["ingest", str(cap), "--db", pg_url])
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {cap}: ") and "Traceback" not in result.output
+    assert "cannot store a value of this capture" in lines[0] and "nothing was stored" in lines[0]
+    store = Store(pg_url, read_only=True)
+    try:
+        assert store.query("SELECT COUNT(*) AS n FROM run")["n"].iloc[0] == 0
+    finally:
+        store.close()
+    assert CliRunner().invoke(cli, ["ingest", str(cap), "--db", str(tmp_path / "r.db")]).exit_code == 0
+
+
 # ---- migrations ---------------------------------------------------------------------------------
 
 

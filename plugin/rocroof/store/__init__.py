@@ -31,7 +31,7 @@ from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..labels import parse_run_labels, runs_matching
-from ..text import storable
+from ..text import printable, storable
 from . import migrations, schema
 
 if TYPE_CHECKING:  # the ingest pipeline (and its imports) only where a run is written
@@ -690,10 +690,19 @@ class Store:
         Raises:
             DuplicateRunError: the same raw output is already stored and ``replace`` is False.
             SchemaError: the database has a foreign or newer schema.
+            InputError: the database cannot hold a value of the run (PostgreSQL: an integer past its
+                column's 32 or 64 bits, NUL in text); nothing is stored.
         """
         self.upgrade()
         try:
             return self._write_run(frames, labels or {}, replace, progress, release, reports)
+        except sa.exc.DataError as exc:
+            # a value this database's types cannot hold (PostgreSQL: a 32-bit INTEGER column, NUL in
+            # text), where SQLite stores anything: nothing is stored, and the user is told in one line
+            raise InputError(
+                f"{frames.run.get('source_path')}: {self.location} cannot store a value of this capture "
+                f"({printable(_reason(exc))}); nothing was stored"
+            ) from exc
         except sa.exc.IntegrityError as exc:
             # two ingests of the same capture at once: the loser fails on the unique content hash
             if "content_sha256" not in str(exc.orig):
