@@ -628,3 +628,23 @@ def test_a_kernel_in_two_identical_ranges_goes_to_the_one_pushed_last(tmp_path: 
     ops = run.tables["op_invocation"].set_index("op_index")
     assert d["attribution_method"].tolist() == ["launch_api"]
     assert ops.loc[int(d["op_index"].iloc[0]), "invocation"] == 2
+
+
+def test_two_processes_numbering_the_same_invocations_are_warned_about(tmp_path: Path) -> None:
+    """Processes 777 (ranges ggml:ADD:n:1..3) and 888 (ggml:MUL:n:1..3) in one pass: a run keeps one op
+    per invocation number, so the warning says their ops merge and how to ingest one process."""
+    cap = tmp_path / "cap"
+    for pid, op in ((777, "ADD"), (888, "MUL")):
+        kernels = [
+            Kernel(i, f"k_{op}", corr=100 + i, start=10_000 + 100 * i, end=10_050 + 100 * i, tid=pid)
+            for i in range(1, 4)
+        ]
+        markers = [rng(f"ggml:{op}:n{i}:{i}", i, 1000 * i, 1000 * i + 500, pid=pid, tid=pid) for i in range(1, 4)]
+        apis = [api("hipLaunchKernel", 100 + i, 1000 * i + 100, 1000 * i + 200, pid=pid, tid=pid) for i in range(1, 4)]
+        write_pass(cap, pid, kernels=kernels, markers=markers, apis=apis)
+    notes = [n for n in build_run(read_capture(cap)).notes if n.code == "invocations-shared-by-processes"]
+    assert len(notes) == 1 and notes[0].severity == "warning"
+    assert "3 ggml op invocation number(s) appear in the ranges of more than one process" in notes[0].message
+    alone = build_run(read_capture(cap / "888_kernel_trace.csv"))
+    assert not [n for n in alone.notes if n.code == "invocations-shared-by-processes"]
+    assert sorted(alone.tables["op_invocation"]["op"].astype(str)) == ["MUL", "MUL", "MUL"]

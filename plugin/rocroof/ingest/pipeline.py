@@ -417,6 +417,19 @@ def build_run(
     del range_frames
 
     # op invocations
+    for p, attr in zip(passes, attrs, strict=True):
+        shared = _invocations_of_several_processes(p, attr)
+        if shared:
+            notes.append(
+                Note(
+                    "warning",
+                    "invocations-shared-by-processes",
+                    f"{p.label}: {shared:,} ggml op invocation number(s) appear in the ranges of more than one "
+                    "process: each process numbers its own ops, and a run keeps one op per number, so these "
+                    "processes' ops are merged; ingest each process's files on their own (rocroof ingest "
+                    "DIR/<pid>_kernel_trace.csv reads that process's files)",
+                )
+            )
     fused: dict[int, tuple[str, list[str]]] = dict(capture.fused_groups)
     for attr in attrs:
         fused.update(attr.fused)
@@ -1077,6 +1090,23 @@ def _op_tables(
     if len(operands):
         operands = operands[operands["op_index"].notna()].drop(columns="invocation")
     return ops, nodes, operands
+
+
+def _invocations_of_several_processes(p: PassData, attr: PassAttribution) -> int:
+    """How many ggml invocation numbers the ranges of more than one process of pass ``p`` carry.
+
+    The llama.cpp hook numbers op invocations per process (from 0 in each); a pass holding two
+    processes' ranges would give both processes' ops one number (found by a trial user: two
+    processes' ADD and MUL ranges became ADD only).
+    """
+    inv = attr.marker_invocation
+    if inv is None or not len(inv) or "process_id" not in p.markers or p.markers["process_id"].nunique() < 2:
+        return 0
+    pairs = pd.DataFrame(
+        {"invocation": inv.to_numpy(), "process_id": p.markers["process_id"].reset_index(drop=True).to_numpy()}
+    ).dropna()
+    per = pairs.drop_duplicates().groupby("invocation")["process_id"].size()
+    return int((per > 1).sum())
 
 
 def _fused_note(fused: dict[int, tuple[str, list[str]]], known: set[int] | np.ndarray, notes: list[Note]) -> None:
