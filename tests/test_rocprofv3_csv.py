@@ -138,7 +138,7 @@ def test_doc_kernel_trace_ingests(tmp_path: Path) -> None:
 
 
 def test_entries_of_the_capture_folder_that_cannot_be_read_are_named_in_a_warning(tmp_path: Path) -> None:
-    """A dangling link (here the counter file) and a FIFO cannot be read: the run says so, naming them."""
+    """A dangling link (here the counter file), a FIFO and links in a loop cannot be read: the run says so."""
     import os
 
     cap = tmp_path / "cap"
@@ -146,12 +146,15 @@ def test_entries_of_the_capture_folder_that_cannot_be_read_are_named_in_a_warnin
     shutil.copy(fixture_path(*DOCS, "kernel_trace.csv"), cap / "834304_kernel_trace.csv")
     (cap / "834304_counter_collection.csv").symlink_to(tmp_path / "gone.csv")
     os.mkfifo(cap / "pipe\x1b[31m")
+    (cap / "zz_loop_a").symlink_to(cap / "zz_loop_b")
+    (cap / "zz_loop_b").symlink_to(cap / "zz_loop_a")
     capture = read_capture(cap)
     notes = [n for n in capture.notes if n.code == "entries-not-read"]
     assert len(notes) == 1 and notes[0].severity == "warning"
     assert notes[0].message == (
-        "2 entries of the capture folder could not be read and are left out: "
-        "834304_counter_collection.csv (a symbolic link to nothing); pipe\\x1b[31m (a FIFO)"
+        "4 entries of the capture folder could not be read and are left out: "
+        "834304_counter_collection.csv (a symbolic link to no file); pipe\\x1b[31m (a FIFO); "
+        "zz_loop_a (a symbolic link to no file); zz_loop_b (a symbolic link to no file)"
     )
     assert len(capture.passes) == 1 and len(capture.passes[0].counters) == 0  # the kernel trace alone
 

@@ -65,7 +65,7 @@ def _not_files_below(root: Path) -> list[tuple[Path, str]]:
         if p.is_file() or p.is_dir():
             continue
         if p.is_symlink():
-            what = "a symbolic link to nothing"
+            what = "a symbolic link to no file"  # its target is missing, or links round in a loop
         elif p.is_fifo():
             what = "a FIFO"
         elif p.is_socket():
