@@ -1209,3 +1209,17 @@ def test_simple_messages_in_polars_match_the_python_reading() -> None:
         assert got == (match.group(1) if match else None), value
         assert left == (None if match else value), value
     assert sum(s is not None for s in simple) > 1000
+
+
+def test_counter_keys_are_checked_in_order_across_blocks() -> None:
+    """``_increasing``: keys row * width + code strictly increase, also where a block ends (block of 2)."""
+    import numpy as np
+
+    def inc(rows: list[int], codes: list[int]) -> bool:
+        return rocpd._increasing(np.array(rows, dtype=np.int64), np.array(codes, dtype=np.int32), 2, block=2)
+
+    assert inc([0, 0, 1, 1, 2], [0, 1, 0, 1, 0])  # keys 0 1 2 3 4
+    assert not inc([0, 0, 1, 1], [0, 1, 1, 0])  # 3 then 2: across a block end
+    assert not inc([0, 0, 0, 1], [0, 1, 1, 0])  # 1 twice: the second block starts where the first ended
+    assert not inc([1, 1, 0, 0], [0, 1, 0, 1])  # the second block starts below the first
+    assert inc([], []) and inc([5], [1])
