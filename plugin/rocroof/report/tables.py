@@ -195,7 +195,7 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     run_row = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
     notes = run_notes(store, run_id)
     if counted is not None:
-        total_ns = counted[1] if counted[1] is not None and not pd.isna(counted[1]) else None
+        total_ns = counted[1]  # NULL (no known time) comes back None or NaN: both are unknown below
     else:
         total_ns = rows["duration_ns"].sum(min_count=1) if "duration_ns" in rows else None
     known_total = pd.to_numeric(rows["duration_ns"], errors="coerce").sum() if "duration_ns" in rows else 0

@@ -1542,9 +1542,9 @@ def _insert_many(
         rest = rows[full:]
         if len(rest):
             statement = sql + one
-            cur.executemany(
-                statement, [()] * len(rest) if not names else rest.tolist() if isinstance(rest, np.ndarray) else rest
-            )
+            if not names:  # every value of the rows written into the statement: one empty row each
+                rest = [()] * len(rest)
+            cur.executemany(statement, rest.tolist() if isinstance(rest, np.ndarray) else rest)
     except sqlite3.Error as exc:  # as SQLAlchemy raises it (IntegrityError for a duplicate content hash...)
         raise sa.exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
     finally:

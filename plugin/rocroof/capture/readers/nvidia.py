@@ -291,9 +291,12 @@ def _numeric(path: Path, column: pd.Series, first_row: int) -> pd.Series:
     if column.dtype.kind in "iuf":
         return column.reset_index(drop=True)
     numbers = _number(column).reset_index(drop=True)
+    missing = numbers.isna()
+    if not (bool(missing.any()) and bool(numbers.notna().any())):
+        return numbers  # every cell a number, or none (a text metric): the cells need no second look
     cells = column.astype(str).str.strip().reset_index(drop=True)
-    bad = numbers.isna() & ~cells.isin(_NO_VALUE)
-    if bool(bad.any()) and bool(numbers.notna().any()):
+    bad = missing & ~cells.isin(_NO_VALUE)
+    if bool(bad.any()):
         pos = int(np.flatnonzero(bad.to_numpy())[0])
         raise ParseError(
             path,
