@@ -13,6 +13,7 @@ import importlib.util
 import json
 import math
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,9 +86,28 @@ def _new_database(server: str) -> Iterator[str]:
     try:
         yield sa.make_url(server).set(database=name).render_as_string(hide_password=False)
     finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _drop_database(admin, name)
         admin.dispose()
+
+
+def _drop_database(admin: sa.Engine, name: str, patience_s: float = 30.0) -> None:
+    """DROP DATABASE … WITH (FORCE), retried while an autovacuum worker is inside it.
+
+    FORCE terminates the other sessions, but a role that is not a superuser may not terminate an
+    autovacuum worker (PostgreSQL refuses with "must be a member of the role whose process is being
+    terminated", SQLSTATE 42501, procarray.c TerminateOtherDBBackends); the worker leaves within a
+    moment, so the drop is tried again until ``patience_s`` seconds have passed.
+    """
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except (sa.exc.ProgrammingError, sa.exc.OperationalError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @pytest.fixture
