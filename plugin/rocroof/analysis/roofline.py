@@ -367,6 +367,138 @@ def add_roofline_columns(
 BASES = ("measured", "sampled", "modelled")
 
 
+def per_op_from_shapes(
+    groups: pd.DataFrame,
+    notes: Mapping[int, str],
+    gpu_arch: str | None,
+    ceilings: Mapping[str, float],
+    *,
+    sampled: bool = False,
+) -> pd.DataFrame:
+    """:func:`per_op_sums` and :func:`per_op_compute_peaks` of a run from its invocations summed per shape.
+
+    The same rules, applied to sums instead of rows, so that a run's ~10^6 invocations stay in
+    the database: a strict sum over an op's invocations is the sum of its groups' sums when every
+    invocation's value is known (``X_count`` adds up to the invocations), else NaN; the compute
+    peak of a shape is :func:`compute_peaks`' (it depends on op, quant, m and n_experts only), and
+    an op with several peaks gets the FLOP-weighted harmonic mean Σ flops / Σ (flops / peak) over
+    groups. Float sums may differ from :func:`per_op_sums`' in the last bits (another order).
+
+    Args:
+        groups: the rows of :func:`rocroof.store.views.op_shape_sums` (its columns), sorted by
+            ``first_op_index``.
+        notes: ``model_note`` by op index, for the ``first_note_op_index`` values (others absent).
+        gpu_arch: the run's GPU architecture, as for :func:`compute_peaks`.
+        ceilings: the run's ceilings by name, as for :func:`compute_peaks`.
+        sampled: as for :func:`per_op_sums`.
+
+    Returns:
+        One row per op, in order of first invocation: :func:`per_op_sums`' columns and
+        ``compute_peak_tflops``, ``compute_peak``.
+    """
+    columns = [
+        "op",
+        "model_read_bytes",
+        "model_write_bytes",
+        "model_bytes",
+        "flops",
+        "measured_over_model",
+        "arithmetic_intensity",
+        "model_arithmetic_intensity",
+        "achieved_tflops",
+        "model_note",
+        "bytes_basis",
+        "measured_invocations",
+        "measured_duration_ns",
+        "measured_read_bytes",
+        "measured_write_bytes",
+        "measured_bytes",
+        "measured_flops",
+        "compute_peak_tflops",
+        "compute_peak",
+    ]
+    if not len(groups):
+        return pd.DataFrame(columns=columns)
+    g = groups.reset_index(drop=True)
+
+    def num(name: str) -> np.ndarray:
+        out: np.ndarray = pd.to_numeric(g[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        return out
+
+    def strict(name: str, k: np.ndarray, count: float) -> float:
+        """The strict sum over ``count`` invocations (NaN unless each has a value) of groups ``k``."""
+        total, counted = num(f"{name}_sum")[k], num(f"{name}_count")[k]
+        return float(np.nansum(total)) if count and float(counted.sum()) == count else np.nan
+
+    def measured(name: str, k: np.ndarray, n_known: int) -> float:
+        return float(np.nansum(num(f"measured_{name}_sum")[k])) if n_known else np.nan
+
+    peaks = compute_peaks(g, gpu_arch, ceilings)
+    names = peaks["compute_peak"].astype(str).to_numpy()
+    values = peaks["compute_peak_tflops"].to_numpy(dtype=np.float64)
+    rows = []
+    members = g.groupby("op", sort=False, dropna=False).indices
+    for op in pd.unique(g["op"]):  # in order of first invocation
+        k = np.asarray(members[op])
+        n = float(num("invocations")[k].sum())
+        n_known = int(num("measured")[k].sum())
+        mr, mw, fl = strict("model_read_bytes", k, n), strict("model_write_bytes", k, n), strict("flops", k, n)
+        meas, meas_dur = measured("dram_bytes", k, n_known), measured("duration_ns", k, n_known)
+        meas_model = strict("measured_model_read_bytes", k, n_known) + strict("measured_model_write_bytes", k, n_known)
+        meas_flops = strict("measured_flops", k, n_known)
+        all_dur = strict("duration_ns", k, n)
+        mb = mr + mw
+        if n_known and n_known == n:
+            basis: str | None = "measured"
+        elif n_known:
+            basis = "sampled" if sampled else None
+            if not sampled:  # some bytes unknown outside a sample: no ratio over a subset
+                meas_model = meas_flops = np.nan
+        else:
+            basis = "modelled" if np.isfinite(mb) else None
+        first_note = num("first_note_op_index")[k]
+        first_note = first_note[~np.isnan(first_note)]
+        note = notes.get(int(first_note.min()), "") if len(first_note) else ""
+        # the compute peak: one per shape; several (of invocations with FLOPs) give their harmonic mean
+        positive = k[num("positive_flops")[k] > 0]
+        if not len(positive) or len(set(names[positive])) <= 1:
+            pick = positive if len(positive) else k
+            order = num("first_positive_op_index" if len(positive) else "first_op_index")[pick]
+            first = int(pick[int(np.argmin(order))])
+            peak_name, peak_value = str(names[first]), float(values[first])
+        else:
+            flops = num("positive_flops_sum")[positive]
+            total = float(flops.sum())
+            known_peaks = values[positive]
+            peak_value = total / float((flops / known_peaks).sum()) if bool((known_peaks > 0).all()) else np.nan
+            share = pd.Series(flops).groupby(names[positive]).sum().sort_values(ascending=False) / total
+            peak_name = "mixed: " + ", ".join(f"{name} {_share(v)}" for name, v in share.items())
+        rows.append(
+            {
+                "op": op,
+                "model_read_bytes": mr,
+                "model_write_bytes": mw,
+                "model_bytes": mb,
+                "flops": fl,
+                "measured_over_model": meas / meas_model if meas_model and np.isfinite(meas_model) else np.nan,
+                "arithmetic_intensity": meas_flops / meas if meas and np.isfinite(meas) else np.nan,
+                "model_arithmetic_intensity": fl / mb if mb and np.isfinite(mb) else np.nan,
+                "achieved_tflops": fl / all_dur / 1e3 if all_dur and np.isfinite(all_dur) else np.nan,
+                "model_note": note,
+                "bytes_basis": basis,
+                "measured_invocations": n_known,
+                "measured_duration_ns": meas_dur,
+                "measured_read_bytes": measured("dram_read_bytes", k, n_known),
+                "measured_write_bytes": measured("dram_write_bytes", k, n_known),
+                "measured_bytes": meas,
+                "measured_flops": meas_flops,
+                "compute_peak_tflops": peak_value,
+                "compute_peak": peak_name,
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)
+
+
 def per_op_sums(inv: pd.DataFrame, sampled: bool = False) -> pd.DataFrame:
     """Per-op sums of the ``op_roofline`` rows: modelled bytes and FLOPs, measured ones, their ratios.
 

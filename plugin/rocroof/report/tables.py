@@ -22,7 +22,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from ..records import Note
-from ..store import Store, schema
+from ..store import Store, schema, views
 from ..text import cell_text
 from .render import (
     _COMPUTE_CEILINGS,
@@ -309,7 +309,13 @@ def _with_roofline(
     sampled: bool = False,
 ) -> pd.DataFrame:
     """Op or invocation rows with the model and roofline columns (rocroof.analysis.roofline)."""
-    from ..analysis.roofline import add_roofline_columns, compute_peaks, per_op_compute_peaks, per_op_sums
+    from ..analysis.roofline import (
+        add_roofline_columns,
+        compute_peaks,
+        per_op_compute_peaks,
+        per_op_from_shapes,
+        per_op_sums,
+    )
 
     def shapes() -> pd.DataFrame:
         """What decides an invocation's compute units: weight type, batch, experts."""
@@ -325,7 +331,9 @@ def _with_roofline(
         attributed = rows[rows["op"].notna()] if "op" in rows else rows
         unknown = bool(pd.to_numeric(attributed.get("dram_read_bytes"), errors="coerce").isna().any())
         if len(modelled) or unknown:  # the invocations give the model, and the measured ones of a sample
-            inv = store.frame(sa.text("SELECT * FROM op_roofline WHERE run_id = :rid"), {"rid": run_id})
+            # summed per shape in SQL (~10^6 invocations stay in the database), combined per op here
+            groups = store.frame(views.op_shape_sums(run_id))
+            per_op = per_op_from_shapes(groups, _first_notes(store, run_id, groups), arch, ceilings, sampled=sampled)
         else:  # no model: every modelled column is unknown; the invocations need not be read
             ops = rows["op"].dropna().unique().tolist() if "op" in rows else []
             inv = pd.DataFrame(
@@ -337,12 +345,12 @@ def _with_roofline(
                     "model_note": None,
                 }
             )
-        if len(inv):
-            rows = rows.merge(per_op_sums(inv, sampled=sampled), on="op", how="left")
-            if "op_index" in inv:
-                inv = inv.merge(shapes(), on="op_index", how="left")
-            inv = inv.join(compute_peaks(inv, arch, ceilings))
-            rows = rows.merge(per_op_compute_peaks(inv), on="op", how="left")
+            per_op = pd.DataFrame()
+            if len(inv):
+                peaks = per_op_compute_peaks(inv.join(compute_peaks(inv, arch, ceilings)))
+                per_op = per_op_sums(inv, sampled=sampled).merge(peaks, on="op", how="left")
+        if len(per_op):
+            rows = rows.merge(per_op, on="op", how="left")
     if "dram_bytes" not in rows:
         rows["dram_bytes"] = pd.to_numeric(rows["dram_read_bytes"], errors="coerce") + pd.to_numeric(
             rows["dram_write_bytes"], errors="coerce"
@@ -350,6 +358,21 @@ def _with_roofline(
     if by == "op" and "bytes_basis" in rows:
         return _roofline_by_basis(rows, run, ceilings)
     return add_roofline_columns(rows, run, ceilings)
+
+
+def _first_notes(store: Store, run_id: int, groups: pd.DataFrame) -> dict[int, str]:
+    """``model_note`` of the op indexes in ``groups["first_note_op_index"]`` (views.op_shape_sums)."""
+    if not len(groups):
+        return {}
+    wanted = sorted({int(v) for v in pd.to_numeric(groups["first_note_op_index"], errors="coerce").dropna()})
+    notes: dict[int, str] = {}
+    m = schema.op_model.c
+    for lo in range(0, len(wanted), 500):
+        part = store.frame(
+            sa.select(m.op_index, m.model_note).where(m.run_id == run_id, m.op_index.in_(wanted[lo : lo + 500]))
+        )
+        notes.update(zip(part["op_index"].astype(int), part["model_note"].astype(str), strict=True))
+    return notes
 
 
 def _float64(values: Any) -> pd.Series:

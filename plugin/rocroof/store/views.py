@@ -332,6 +332,92 @@ def _op_roofline() -> sa.Select[Any]:
     ).select_from(v.outerjoin(m, sa.and_(m.c.run_id == v.c.run_id, m.c.op_index == v.c.op_index)))
 
 
+def op_shape_sums(run_id: int) -> sa.Select[Any]:
+    """Sums over one run's op invocations per (op, quant, m, n_experts): what a per-op roofline needs.
+
+    The ``op_roofline`` rows of a run, summed in SQL instead of read one invocation at a time (a
+    run of 10^6 dispatches has ~8x10^5 invocations and a few hundred shapes):
+    :func:`rocroof.analysis.roofline.per_op_from_shapes` combines the groups of an op as
+    :func:`rocroof.analysis.roofline.per_op_sums` combines its invocations.
+
+    An invocation is one ``op_index`` with timing dispatches (``timing_dispatch_index =
+    dispatch_index``), as in ``op_invocation_summary``; its ``duration_ns`` (ns) and
+    ``dram_read_bytes``/``dram_write_bytes``/``dram_bytes`` (bytes) are strict sums (NULL when any
+    dispatch's is unknown); it is *measured* when its ``dram_bytes`` and ``duration_ns`` are known.
+
+    Columns per group: ``op``, ``quant``, ``m``, ``n_experts``; ``invocations``; ``first_op_index``
+    (the group's lowest op index); for X in ``model_read_bytes``, ``model_write_bytes``, ``flops``
+    (``op_model``) and ``duration_ns``: ``X_sum`` and ``X_count`` (non-NULL values) over every
+    invocation; ``measured`` (invocations measured); for X in ``dram_bytes``, ``duration_ns``,
+    ``dram_read_bytes``, ``dram_write_bytes``, ``model_read_bytes``, ``model_write_bytes``,
+    ``flops``: ``measured_X_sum`` and ``measured_X_count`` over measured invocations;
+    ``positive_flops`` (invocations with FLOPs > 0), ``positive_flops_sum`` and
+    ``first_positive_op_index``; ``first_note_op_index`` (the lowest op index with a non-empty
+    ``model_note``). Sorted by ``first_op_index``.
+    """
+    d, o, m = s.dispatch_record, s.op_invocation, s.op_model
+    per_invocation = (
+        sa.select(
+            d.c.op_index,
+            _strict_sum(d.c.duration_ns).label("duration_ns"),
+            _strict_sum(d.c.dram_read_bytes).label("dram_read_bytes"),
+            _strict_sum(d.c.dram_write_bytes).label("dram_write_bytes"),
+            _strict_sum(_add(d.c.dram_read_bytes, d.c.dram_write_bytes)).label("dram_bytes"),
+        )
+        .where(d.c.run_id == run_id, d.c.timing_dispatch_index == d.c.dispatch_index, d.c.op_index.is_not(None))
+        .group_by(d.c.op_index)
+        .subquery("inv")
+    )
+    i = per_invocation.c
+    measured = i.dram_bytes.is_not(None) & i.duration_ns.is_not(None)
+
+    def when(condition: ColumnElement[Any], value: ColumnElement[Any]) -> ColumnElement[Any]:
+        return sa.case((condition, value), else_=sa.null())
+
+    model = {"model_read_bytes": m.c.model_read_bytes, "model_write_bytes": m.c.model_write_bytes, "flops": m.c.flops}
+    every = {**model, "duration_ns": i.duration_ns}
+    over_measured = {
+        "dram_bytes": i.dram_bytes,
+        "duration_ns": i.duration_ns,
+        "dram_read_bytes": i.dram_read_bytes,
+        "dram_write_bytes": i.dram_write_bytes,
+        **model,
+    }
+    positive = m.c.flops > 0
+    noted = m.c.model_note.is_not(None) & (m.c.model_note != "")
+    shape = (o.c.op, o.c.quant, o.c.m, o.c.n_experts)
+    return (
+        sa.select(
+            *shape,
+            sa.func.count().label("invocations"),
+            sa.func.min(i.op_index).label("first_op_index"),
+            *[
+                c
+                for name, x in every.items()
+                for c in (sa.func.sum(x).label(f"{name}_sum"), sa.func.count(x).label(f"{name}_count"))
+            ],
+            sa.func.sum(sa.case((measured, 1), else_=0)).label("measured"),
+            *[
+                c
+                for name, x in over_measured.items()
+                for c in (
+                    sa.func.sum(when(measured, x)).label(f"measured_{name}_sum"),
+                    sa.func.count(when(measured, x)).label(f"measured_{name}_count"),
+                )
+            ],
+            sa.func.sum(sa.case((positive, 1), else_=0)).label("positive_flops"),
+            sa.func.sum(when(positive, m.c.flops)).label("positive_flops_sum"),
+            sa.func.min(when(positive, i.op_index)).label("first_positive_op_index"),
+            sa.func.min(when(noted, i.op_index)).label("first_note_op_index"),
+        )
+        .select_from(per_invocation)
+        .join(o, sa.and_(o.c.run_id == run_id, o.c.op_index == i.op_index))
+        .outerjoin(m, sa.and_(m.c.run_id == run_id, m.c.op_index == i.op_index))
+        .group_by(*shape)
+        .order_by(sa.func.min(i.op_index))
+    )
+
+
 #: The roofline's verdict rules, as rocroof.analysis.roofline.add_roofline_columns applies them.
 LATENCY_PCT = 10.0
 LATENCY_US = 20.0
