@@ -441,17 +441,15 @@ def _polars() -> Any:
     return polars
 
 
-#: Read big plain uncompressed CSV files with polars. Its streaming parser read the five columns
-#: rocroof uses of a 2.4 GB counter file (10^6 dispatches x 8 counters) in 1.7-1.9 s where pandas'
-#: C parser took 6.6 s, but it holds ~250-350 MB of its own buffers while it parses (released
-#: after) where pandas holds one chunk: below :data:`POLARS_MIN_BYTES` pandas is as fast overall
-#: and smaller (a 10^5-dispatch capture: 3.9 s and 278 MB with pandas, 4.8-6.1 s and 395-536 MB
-#: with polars; benchmarks/RESULTS.md). Off: pandas' C parser only (the tests run both).
+#: Read big plain uncompressed CSV files with polars. Its parser read the five columns rocroof uses
+#: of a 2.4 GB counter file (10^6 dispatches x 8 counters) in 1.7-1.9 s where pandas' C parser took
+#: 6.6 s; it is given the file in blocks of whole records (:data:`POLARS_BLOCK_BYTES`), so that it
+#: holds one block, not the file (benchmarks/RESULTS.md). Off: pandas' C parser only (the tests run both).
 USE_POLARS = True
-#: The smallest file read with polars, bytes: the 292 MB kernel trace of 10^6 dispatches reads
-#: ~1 s faster with polars and leaves the ingest's peak as it was (the counter file's parse and the
-#: attribution are higher); a 10^5-dispatch capture's files (240 MB of counters at most) stay
-#: with pandas, whose peak there is ~180 MB against ~500 MB (2026-12-02, benchmarks/RESULTS.md).
+#: The smallest file read with polars, bytes. Below it pandas is as fast overall: a 10^5-dispatch
+#: capture (files of 240 MB at most) ingests in 2.8-3.0 s and 335-339 MB peak either way, as does
+#: the 10^6 one (19.8-19.9 s, 1,152 MB) with its 95-98 MB marker and HIP API traces on either
+#: parser (2026-12-05).
 POLARS_MIN_BYTES = 256 << 20
 
 
@@ -465,15 +463,72 @@ class _Plan(NamedTuple):
     texts: set[str]
 
 
-def _polars_chunks(path: Path, plan: _Plan, chunk_rows: int) -> Iterator[pd.DataFrame]:
-    """:func:`read_csv_plain`'s chunks through polars' streaming CSV reader (same values and types).
+#: Bytes of CSV text handed to polars at a time (whole records): a read holds one block's text and
+#: columns, not the file's. (``LazyFrame.collect_batches`` ran the whole query ahead of its consumer
+#: and queued the parsed file: the 292 MB kernel trace of 10^6 dispatches held 750 MB.) Measured on
+#: the 2.4 GB counter file of 10^6 dispatches (three columns read): 8 MB blocks 2.5 s, 16 MB 2.25 s
+#: and 200 MB peak (the scan: 1.95 s and 486 MB), 32 MB 4.1 s: glibc maps a block of 32 MB or more
+#: afresh each time (its largest dynamic mmap threshold), and the page faults cost more than the parse.
+POLARS_BLOCK_BYTES = 16 << 20
 
-    Every cell is read as text unless typed: integer columns as Int64 (polars accepts the blanks
-    and sign :func:`parse_int` does), number columns as Float64. A row with fewer fields than the
-    header gets empty trailing cells from polars rather than an error: the file's last column is
-    read too and must be non-empty in every row (a rocprofv3 CSV ends with a timestamp), so a
-    short row or a blank line shows as an empty or null cell and raises NotPlain, as does any
-    polars error (invalid UTF-8, an unterminated quote, a number that does not parse).
+
+def _record_blocks(path: Path, block_bytes: int) -> Iterator[bytes]:
+    """The data records of a CSV file after its header line, as blocks of whole records.
+
+    A block ends after a newline outside quotes: RFC 4180 quotes a field holding a newline and
+    doubles a quote inside one, so a newline ends a record exactly when the quotes before it are
+    even in number (counted by polars on the block's bytes: 0.17 s/GB against 0.56 for
+    ``bytes.count``). The next block is read from the file where this one ends, so no partial
+    record is carried over and copied. A record longer than :data:`MAX_LINE_BYTES` raises
+    NotPlain (the pandas path names its row).
+
+    Raises:
+        NotPlain: a header line with an open quote, or a record longer than MAX_LINE_BYTES.
+    """
+    pl = _polars()
+    with open(path, "rb") as fh:
+        header = fh.readline()
+        if header.count(b'"') % 2:
+            raise NotPlain(f"{path}: the header line has an open quote")
+        offset, size = fh.tell(), block_bytes
+        while True:
+            block = fh.read(size)
+            if not block:
+                return
+            if len(block) < size:  # the end of the file: its last record ends the block
+                yield block if block.endswith(b"\n") else block + b"\n"
+                return
+            cut = block.rfind(b"\n")
+            if cut >= 0:
+                quotes = pl.Series(np.frombuffer(block, dtype=np.uint8)[:cut]).eq(34).sum()
+                while cut >= 0 and quotes % 2:  # that newline is inside a quoted field: the one before
+                    before = block.rfind(b"\n", 0, cut)
+                    quotes -= block.count(b'"', before + 1, cut)
+                    cut = before
+            if cut < 0:  # no record ends in the block: a longer one
+                if size > MAX_LINE_BYTES:
+                    raise NotPlain(f"{path}: a record longer than {MAX_LINE_BYTES:,} bytes")
+                size *= 2
+                fh.seek(offset)
+                continue
+            size = block_bytes
+            offset += cut + 1
+            yield block if cut + 1 == len(block) else block[: cut + 1]
+            fh.seek(offset)
+
+
+def _polars_chunks(path: Path, plan: _Plan, chunk_rows: int) -> Iterator[pd.DataFrame]:
+    """:func:`read_csv_plain`'s chunks through polars' CSV parser (same values and types).
+
+    The file goes to polars a block of whole records at a time (:func:`_record_blocks`,
+    :data:`POLARS_BLOCK_BYTES`; ``chunk_rows`` is not used): the memory of a read is one block's,
+    whatever the file's size. Every cell is read as text unless typed: integer columns as Int64
+    (polars accepts the blanks and sign :func:`parse_int` does), number columns as Float64. A row
+    with fewer fields than the header gets empty trailing cells from polars rather than an error:
+    the file's last column is read too and must be non-empty in every row (a rocprofv3 CSV ends
+    with a timestamp), so a short row or a blank line shows as an empty or null cell and raises
+    NotPlain, as does any polars error (invalid UTF-8, an unterminated quote, a number that does
+    not parse).
 
     Raises:
         NotPlain: see above; chunks already yielded are to be discarded.
@@ -485,16 +540,19 @@ def _polars_chunks(path: Path, plan: _Plan, chunk_rows: int) -> Iterator[pd.Data
     schema.update({name: pl.Int64 for name in ints})
     schema.update({name: pl.Float64 for name in floats})
     read = selected if last in selected else [*selected, last]
+    positions = [header.index(name) for name in read]
     try:
-        frame = pl.scan_csv(
-            path,
-            schema=schema,
-            empty_string_is_null=False,
-            encoding="utf8",
-            glob=False,
-            raise_if_empty=False,
-        ).select(read)
-        for batch in frame.collect_batches(chunk_size=chunk_rows):
+        for block in _record_blocks(path, POLARS_BLOCK_BYTES):
+            batch = pl.read_csv(
+                block,
+                has_header=False,
+                schema=schema,
+                columns=positions,  # by position: names select nothing in a file read without its header
+                empty_string_is_null=False,
+                encoding="utf8",
+                raise_if_empty=False,
+            )
+            del block
             if not len(batch):
                 continue
             if batch[last].null_count() or (
@@ -517,6 +575,7 @@ def _polars_chunks(path: Path, plan: _Plan, chunk_rows: int) -> Iterator[pd.Data
                     distinct = col.unique(maintain_order=True)
                     codes = col.cast(pl.Enum(distinct)).to_physical().to_numpy().astype(np.int32)
                     out[name] = pd.Categorical.from_codes(codes, categories=pd.Index(distinct.to_list(), dtype=object))
+            del batch
             yield pd.DataFrame(out, copy=False)
     except NotPlain:
         raise
