@@ -1062,6 +1062,101 @@ def test_integer_read_of_dispatches_equals_the_general_read(
         pd.testing.assert_frame_equal(fast.markers, general.markers)
 
 
+def _ids_made(path: Path, first: object, last: object) -> None:
+    """:func:`_big_db` whose counter records are served by a plain table with ids ``first`` .. ``last`` at its ends."""
+    _big_db(path)
+    conn = sqlite3.connect(path)
+    try:
+        (table,) = [
+            r[0]
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_pmc_event_%'")
+        ]
+        conn.execute(f'CREATE TABLE plain_pmc AS SELECT * FROM "{table}"')  # no primary key: any id
+        conn.execute("UPDATE plain_pmc SET id = ? WHERE id = (SELECT MIN(id) FROM plain_pmc)", (first,))
+        conn.execute(
+            "UPDATE plain_pmc SET id = ? WHERE id = (SELECT MAX(id) FROM plain_pmc WHERE typeof(id) = 'integer')",
+            (last,),
+        )
+        conn.execute("DROP VIEW rocpd_pmc_event")
+        conn.execute("CREATE VIEW rocpd_pmc_event AS SELECT * FROM plain_pmc")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        _counter_db,
+        _big_db,
+        lambda p: _merged_db(p, views=True),
+        lambda p: _merged_db(p, views=False),
+        _v4_merged,
+        _synthetic_rocpd,
+        lambda p: _ids_made(p, None, 10**6),  # a NULL id sorts first: one query
+        lambda p: _ids_made(p, 1, "x"),  # a text id sorts last: one query
+        lambda p: _ids_made(p, -5, 1e7 + 0.5),  # a REAL id at the end: one query
+        lambda p: _ids_made(p, -5, 1_000),  # sparse ids: ranges without records
+    ],
+    ids=[
+        "counters",
+        "big",
+        "merged-views",
+        "merged-tables",
+        "v4",
+        "synthetic-3000",
+        "null-id",
+        "text-id",
+        "real-id",
+        "sparse",
+    ],
+)
+def test_counters_read_a_range_of_ids_at_a_time_equal_the_whole_read(
+    tmp_path: Path, make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADBC reads counter records a range of ids at a time (bounded Arrow results): the same counters."""
+    db = tmp_path / "results.db"
+    make(db)
+    monkeypatch.setattr(rocpd, "PAGE_IDS", 10**9)
+    whole = rocpd.read_pass(db, "p")
+    assert len(whole.counters) > 0
+    with sqlite3.connect(db) as conn:
+        source = rocpd._resolve(conn, db)["rocpd_pmc_event"]
+        # the ends as SQLite orders them (NULL first, text last), as the reader finds them
+        (low,) = conn.execute(f"SELECT id FROM {source} ORDER BY id LIMIT 1").fetchone()
+        (high,) = conn.execute(f"SELECT id FROM {source} ORDER BY id DESC LIMIT 1").fetchone()
+        integers = type(low) is int and type(high) is int
+        span = int(high) - int(low) + 1 if integers else 100
+        for ids in sorted({max(1, -(-span // pages)) for pages in (2, 5, 33)} | ({2} if span <= 1_000 else set())):
+            monkeypatch.setattr(rocpd, "PAGE_IDS", ids)
+            assert (len(rocpd._id_pages(conn, source)) > 1) == (integers and span > ids)
+            paged = rocpd.read_pass(db, "p")
+            pd.testing.assert_frame_equal(paged.counters, whole.counters)
+            pd.testing.assert_frame_equal(paged.instances, whole.instances)
+    monkeypatch.setattr(sqlite_arrow, "USE_ADBC", False)
+    pd.testing.assert_frame_equal(rocpd.read_pass(db, "p").counters, whole.counters)
+
+
+def test_counter_ids_split_into_ranges_only_when_both_ends_are_integers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rocpd, "PAGE_IDS", 100)
+    db = tmp_path / "results.db"
+    _ids_made(db, -5, 10**6)
+    conn = sqlite3.connect(db)
+    try:
+        pages = rocpd._id_pages(conn, '"rocpd_pmc_event"')
+        # ranges of 100 ids from the first id to the last: -5 .. 10**6 in 10,001 ranges
+        assert pages[0] == " AND pe.id >= -5 AND pe.id < 95" and len(pages) == (10**6 + 5) // 100 + 1
+    finally:
+        conn.close()
+    for first, last in ((None, 10**6), (1, "x"), (-5, 1e7 + 0.5)):
+        path = tmp_path / f"{first}-{last}.db"
+        _ids_made(path, first, last)
+        with sqlite3.connect(path) as conn:
+            assert rocpd._id_pages(conn, '"rocpd_pmc_event"') == [""]
+
+
 def test_adbc_reads_what_it_is_given_and_nothing_else(tmp_path: Path) -> None:
     """The Arrow path returns exactly typed columns, or None (then sqlite3 reads and names the problem)."""
     db = tmp_path / "t.db"

@@ -1105,7 +1105,7 @@ def _counters_one_record_each(
     )
     raw = f"SELECT {guid_code}, pe.event_id, pe.pmc_id, pe.value FROM {pe} pe WHERE pe.event_id IS NOT NULL"
     try:
-        for guid, event_id, pmc_id, value in _counter_records(conn, select, raw):
+        for guid, event_id, pmc_id, value in _counter_records(conn, select, raw, pe):
             # mapped to (dispatch row, counter code, value) a chunk at a time
             code = np.full(len(guid), -1, dtype=np.int64)
             for g in pd.unique(guid).tolist():
@@ -1182,26 +1182,37 @@ def _refuse_unnamed_counters(conn: sqlite3.Connection, src: dict[str, str], path
 
 
 def _counter_records(
-    conn: sqlite3.Connection, select: str, raw: str
+    conn: sqlite3.Connection, select: str, raw: str, source: str
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """``(guid code, event id, counter id, value)`` arrays of :func:`_counters_one_record_each`'s query, by chunks.
 
     Through ADBC when it reads ``raw`` (the columns as stored) with integer ids and number values,
     checked here as ``select`` checks them in SQL (a value from 0 to 2**64); else ``select``
-    through sqlite3 (:func:`_number_chunks`).
+    through sqlite3 (:func:`_number_chunks`). ADBC reads ``raw`` a range of record ids of
+    ``source`` (``rocpd_pmc_event``) at a time (:func:`_id_pages`), so that the Arrow result of
+    one range is held, not of every record (8x10^6 records: 256 MB).
 
     Raises:
-        NotNumbers: (while iterating) an id is not an integer or a value not a counter value.
+        NotNumbers: (while iterating) an id is not an integer or a value not a counter value, or
+            ADBC cannot read a range after it read others: the caller's other path reads them.
     """
-    arrow = arrow_columns(conn, raw)
-    if arrow is not None:
+    pages = _id_pages(conn, source)
+    read = 0
+    for where in pages:
+        arrow = arrow_columns(conn, raw + where)
+        if arrow is None:
+            if read:  # a range ADBC cannot read after others it did: the other path decides
+                raise NotNumbers
+            break  # sqlite3 reads every record
         guid_c, event_c, pmc_c, value_c = arrow.values()
         del arrow
+        if not len(guid_c):  # a range of ids without records
+            continue
         if event_c.null_count() or pmc_c.null_count() or value_c.null_count():
             raise NotNumbers
         if not (value_c.dtype.is_float() or value_c.dtype.is_integer()):
             raise NotNumbers
-        # converted a slice at a time: the numpy copies of 8x10^6 records never exist all at once
+        # converted a slice at a time: the numpy copies of a range's records never exist all at once
         step = FETCH_ROWS * 20
         for lo in range(0, len(guid_c), step):
             value = value_c.slice(lo, step).to_numpy().astype(np.float64, copy=False)
@@ -1213,9 +1224,42 @@ def _counter_records(
                 arrow_integers(pmc_c.slice(lo, step)).to_numpy(dtype=np.int64),
                 value,
             )
+        read += len(guid_c)
+        del guid_c, event_c, pmc_c, value_c
+    else:
         return
     for block in _number_chunks(conn, select, (), 4):
         yield block[:, 0].astype(np.int64), block[:, 1].astype(np.int64), block[:, 2].astype(np.int64), block[:, 3]
+
+
+#: Counter records read through ADBC per query (:func:`_id_pages`): ~32 MB of Arrow columns.
+PAGE_IDS = 1_000_000
+
+
+def _id_pages(conn: sqlite3.Connection, source: str) -> list[str]:
+    """SQL conditions that split ``source``'s records into ranges of :data:`PAGE_IDS` ids (``pe.id``).
+
+    ``[""]`` (one query of every record) without ADBC, when the ids are not integers at both
+    ends, or when one range holds every id. SQLite orders NULL before numbers and
+    text and blobs after them, so integer ids at both ends mean that every id is a number from
+    the first to the last: each record is in exactly one range. rocpd's ``id`` is its tables'
+    INTEGER PRIMARY KEY, so a range is a search of the table's b-tree; a merged database's
+    ``UNION ALL`` gives each table's records of the range (in another order: the caller sorts
+    what is not in dispatch order).
+    """
+    if not sqlite_arrow.USE_ADBC:
+        return [""]
+    try:
+        low = conn.execute(f"SELECT pe.id FROM {source} pe ORDER BY pe.id LIMIT 1").fetchone()
+        high = conn.execute(f"SELECT pe.id FROM {source} pe ORDER BY pe.id DESC LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return [""]
+    if low is None or high is None or type(low[0]) is not int or type(high[0]) is not int:
+        return [""]
+    first, last = int(low[0]), int(high[0])
+    if last - first < PAGE_IDS:  # one range holds them all
+        return [""]
+    return [f" AND pe.id >= {lo} AND pe.id < {lo + PAGE_IDS}" for lo in range(first, last + 1, PAGE_IDS)]
 
 
 #: Integers a float64 holds exactly: record ids beyond this are read the slow way.
