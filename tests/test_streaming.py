@@ -419,6 +419,15 @@ def test_match_rows_finds_the_first_row_with_the_key(
     assert index.find([c[:half] for c in query]).tolist() + index.find([c[half:] for c in query]).tolist() == got
 
 
+def test_match_rows_of_one_process_answers_as_row_by_row() -> None:
+    """One value in the table's first column (one process): queries of other processes find nothing."""
+    table = [np.array([7, 7, 7, 7, 7]), np.array([4, 1, 4, 9, 2])]
+    query = [np.array([7, 8, 7, 7, 7, 6]), np.array([4, 4, 9, 5, 2, 1])]
+    # by hand: (7, 4) -> row 0 (its first row), (8, 4) -> none, (7, 9) -> 3, (7, 5) -> none, (7, 2) -> 4, (6, 1) -> none
+    assert match_rows(table, query).tolist() == [0, -1, 3, -1, 4, -1]
+    assert KeyIndex(table).find(query).tolist() == [0, -1, 3, -1, 4, -1]
+
+
 @PROPERTY
 @given(values=st.lists(st.integers(-(2**62), 2**62), max_size=60))
 def test_distinct_is_the_sorted_set(values: list[int]) -> None:

@@ -246,6 +246,8 @@ def match_rows(table: list[np.ndarray], query: list[np.ndarray]) -> np.ndarray:
         values = distinct(firsts_t)
         if len(values) <= 64:  # a few processes: look up the other columns per value of the first
             out = np.full(n_query, -1, dtype=np.int64)
+            if len(values) == 1:  # one process (the usual case): its rows are all rows, no copies
+                return np.where(firsts_q == values[0], match_rows(table[1:], query[1:]), -1)
             for v in values.tolist():
                 t_sel = np.flatnonzero(firsts_t == v)
                 q_sel = np.flatnonzero(firsts_q == v)
@@ -267,11 +269,18 @@ def match_rows(table: list[np.ndarray], query: list[np.ndarray]) -> np.ndarray:
     sorted_keys = key_t[order]
     firsts = np.ones(len(order), dtype=bool)
     firsts[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    order, sorted_keys = order[firsts], sorted_keys[firsts]
+    if not firsts.all():  # repeated keys: the first row of each (the whole arrays otherwise, not copies)
+        order, sorted_keys = order[firsts], sorted_keys[firsts]
+    del firsts
     at = np.searchsorted(sorted_keys, key_q)
     found = at < len(sorted_keys)
     found[found] = sorted_keys[at[found]] == key_q[found]
-    return np.where(found, order[np.clip(at, 0, len(order) - 1)], -1).astype(np.int64)
+    del sorted_keys
+    np.clip(at, 0, len(order) - 1, out=at)
+    out = order[at]
+    del order, at
+    out[~found] = -1
+    return out.astype(np.int64, copy=False)
 
 
 class KeyIndex:

@@ -280,10 +280,13 @@ def _match_launches(d: pd.DataFrame, launches: pd.DataFrame, todo: np.ndarray) -
     known_r = d_pid.notna().to_numpy(dtype=bool)[rows]
     known_c = c_pid.notna().to_numpy(dtype=bool)[calls]
     hit = np.full(len(rows), -1, dtype=np.int64)
-    if known_r.any() and known_c.any():  # process known on both sides
+    if known_r.all() and known_c.all():  # process known everywhere (the usual case): no copies
+        hit = match_rows([pid_c, corr_c], [pid_r, corr_r])
+    elif known_r.any() and known_c.any():  # process known on both sides
         among = np.flatnonzero(known_c)
         found = match_rows([pid_c[among], corr_c[among]], [pid_r[known_r], corr_r[known_r]])
         hit[known_r] = np.where(found >= 0, among[np.clip(found, 0, None)], -1)
+        del among, found
     if (~known_r).any():  # dispatch process unknown: any call with that id
         hit[~known_r] = match_rows([corr_c], [corr_r[~known_r]])
     loose = known_r & (hit < 0)
@@ -436,6 +439,8 @@ def attribute_pass(p: PassData) -> PassAttribution:
         at = ~np.isnan(found)
         range_row[rows[at]] = found[at].astype(np.int64)
         ggml_row[rows[at]] = found[at].astype(np.int64)
+        del candidates, r_ggml, r_inv, r_op, r_name, rows, ggml_rows, first_row_of, found, at
+    del region, has_region
 
     # a dispatch whose launch is known stays out of the enqueue-order fallback, even if no range held it
     todo = method == "none"
@@ -447,6 +452,8 @@ def attribute_pass(p: PassData) -> PassAttribution:
                 locate(rows, launch_ns[rows], key, "launch_api")
                 mine = rows[own_time[rows]]
                 method[mine] = "host_dispatch"
+        del thread_of_dispatch
+    del launch_thread, has_launch_thread
 
     # 3. enqueue order by correlation id (no launch record). On one thread the roctx call with the
     # next lower correlation id came just before the launch, so the launch happened after that
@@ -470,6 +477,8 @@ def attribute_pass(p: PassData) -> PassAttribution:
             j = np.searchsorted(corr, corr_of_dispatch[rows], side="left") - 1
             if (j >= 0).any():
                 locate(rows[j >= 0], t_call[j[j >= 0]], key, "enqueue_order")
+        del ekey, dkey, corr_of_dispatch
+    del d_corr, todo, events
 
     # invocation / op / node name from the ggml range
     have = (ggml_row >= 0) & ~np.isin(method, REGION_METHODS)
@@ -487,12 +496,13 @@ def attribute_pass(p: PassData) -> PassAttribution:
             "range_row": _int64_or_na(range_row, range_row >= 0),
             "ggml_range_row": _int64_or_na(ggml_row, ggml_row >= 0),
             "invocation": _int64_or_na(invocation, has_inv),
-            "op": pd.Series(op, dtype=object),
-            "node_name": pd.Series(node_name, dtype=object),
+            "op": pd.Series(op, dtype=object, copy=False),
+            "node_name": pd.Series(node_name, dtype=object, copy=False),
             "kernel_ordinal": pd.array(np.zeros(n, dtype=np.int64), dtype="Int64"),  # set below
             "launch_ns": _int64_or_na(launch_ns, launched),
-            "method": pd.Series(method, dtype=object),
-        }
+            "method": pd.Series(method, dtype=object, copy=False),
+        },
+        copy=False,  # the arrays above are this function's own: no second copy of each (~60 MB at 10^6)
     )
     _kernel_ordinals(out)
     marker_depth = pd.Series(depth)
