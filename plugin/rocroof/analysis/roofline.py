@@ -367,6 +367,63 @@ def add_roofline_columns(
 BASES = ("measured", "sampled", "modelled")
 
 
+def _op_sums_row(
+    op: object,
+    *,
+    invocations: float,
+    measured: int,
+    model_read: float,
+    model_write: float,
+    flops: float,
+    measured_bytes: float,
+    measured_ns: float,
+    measured_model: float,
+    measured_flops: float,
+    all_ns: float,
+    measured_read: float,
+    measured_write: float,
+    note: str,
+    sampled: bool,
+) -> dict[str, Any]:
+    """One row of :func:`per_op_sums` from an op's sums (bytes, FLOP, ns; NaN for unknown).
+
+    ``measured`` of ``invocations`` had DRAM bytes and time known; ``measured_*`` sum over those.
+    The basis and ratios follow :func:`per_op_sums`' rules (shared by :func:`per_op_from_shapes`).
+    """
+    model = model_read + model_write
+    if measured and measured == invocations:
+        basis: str | None = "measured"
+    elif measured:
+        basis = "sampled" if sampled else None
+        if not sampled:  # some bytes unknown outside a sample: no ratio over a subset
+            measured_model = measured_flops = np.nan
+    else:
+        basis = "modelled" if np.isfinite(model) else None
+    return {
+        "op": op,
+        "model_read_bytes": model_read,
+        "model_write_bytes": model_write,
+        "model_bytes": model,
+        "flops": flops,
+        "measured_over_model": (
+            measured_bytes / measured_model if measured_model and np.isfinite(measured_model) else np.nan
+        ),
+        "arithmetic_intensity": (
+            measured_flops / measured_bytes if measured_bytes and np.isfinite(measured_bytes) else np.nan
+        ),
+        "model_arithmetic_intensity": flops / model if model and np.isfinite(model) else np.nan,
+        "achieved_tflops": flops / all_ns / 1e3 if all_ns and np.isfinite(all_ns) else np.nan,
+        "model_note": note,
+        "bytes_basis": basis,
+        "measured_invocations": measured,
+        "measured_duration_ns": measured_ns,
+        "measured_read_bytes": measured_read,
+        "measured_write_bytes": measured_write,
+        "measured_bytes": measured_bytes,
+        "measured_flops": measured_flops,
+    }
+
+
 def per_op_from_shapes(
     groups: pd.DataFrame,
     notes: Mapping[int, str],
@@ -442,20 +499,6 @@ def per_op_from_shapes(
         k = np.asarray(members[op])
         n = float(num("invocations")[k].sum())
         n_known = int(num("measured")[k].sum())
-        mr, mw, fl = strict("model_read_bytes", k, n), strict("model_write_bytes", k, n), strict("flops", k, n)
-        meas, meas_dur = measured("dram_bytes", k, n_known), measured("duration_ns", k, n_known)
-        meas_model = strict("measured_model_read_bytes", k, n_known) + strict("measured_model_write_bytes", k, n_known)
-        meas_flops = strict("measured_flops", k, n_known)
-        all_dur = strict("duration_ns", k, n)
-        mb = mr + mw
-        if n_known and n_known == n:
-            basis: str | None = "measured"
-        elif n_known:
-            basis = "sampled" if sampled else None
-            if not sampled:  # some bytes unknown outside a sample: no ratio over a subset
-                meas_model = meas_flops = np.nan
-        else:
-            basis = "modelled" if np.isfinite(mb) else None
         first_note = num("first_note_op_index")[k]
         first_note = first_note[~np.isnan(first_note)]
         note = notes.get(int(first_note.min()), "") if len(first_note) else ""
@@ -473,29 +516,27 @@ def per_op_from_shapes(
             peak_value = total / float((flops / known_peaks).sum()) if bool((known_peaks > 0).all()) else np.nan
             share = pd.Series(flops).groupby(names[positive]).sum().sort_values(ascending=False) / total
             peak_name = "mixed: " + ", ".join(f"{name} {_share(v)}" for name, v in share.items())
-        rows.append(
-            {
-                "op": op,
-                "model_read_bytes": mr,
-                "model_write_bytes": mw,
-                "model_bytes": mb,
-                "flops": fl,
-                "measured_over_model": meas / meas_model if meas_model and np.isfinite(meas_model) else np.nan,
-                "arithmetic_intensity": meas_flops / meas if meas and np.isfinite(meas) else np.nan,
-                "model_arithmetic_intensity": fl / mb if mb and np.isfinite(mb) else np.nan,
-                "achieved_tflops": fl / all_dur / 1e3 if all_dur and np.isfinite(all_dur) else np.nan,
-                "model_note": note,
-                "bytes_basis": basis,
-                "measured_invocations": n_known,
-                "measured_duration_ns": meas_dur,
-                "measured_read_bytes": measured("dram_read_bytes", k, n_known),
-                "measured_write_bytes": measured("dram_write_bytes", k, n_known),
-                "measured_bytes": meas,
-                "measured_flops": meas_flops,
-                "compute_peak_tflops": peak_value,
-                "compute_peak": peak_name,
-            }
+        measured_model = strict("measured_model_read_bytes", k, n_known) + strict(
+            "measured_model_write_bytes", k, n_known
         )
+        row = _op_sums_row(
+            op,
+            invocations=n,
+            measured=n_known,
+            model_read=strict("model_read_bytes", k, n),
+            model_write=strict("model_write_bytes", k, n),
+            flops=strict("flops", k, n),
+            measured_bytes=measured("dram_bytes", k, n_known),
+            measured_ns=measured("duration_ns", k, n_known),
+            measured_model=measured_model,
+            measured_flops=strict("measured_flops", k, n_known),
+            all_ns=strict("duration_ns", k, n),
+            measured_read=measured("dram_read_bytes", k, n_known),
+            measured_write=measured("dram_write_bytes", k, n_known),
+            note=note,
+            sampled=sampled,
+        )
+        rows.append({**row, "compute_peak_tflops": peak_value, "compute_peak": peak_name})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -525,44 +566,27 @@ def per_op_sums(inv: pd.DataFrame, sampled: bool = False) -> pd.DataFrame:
 
     rows = []
     for op, g in inv.groupby("op", sort=False):
-        mr, mw, fl = strict(num(g, "model_read_bytes")), strict(num(g, "model_write_bytes")), strict(num(g, "flops"))
         dram, dur = num(g, "dram_bytes"), num(g, "duration_ns")
         known = dram.notna() & dur.notna()
         n_known = int(known.sum())
-        meas = float(dram[known].sum()) if n_known else np.nan
-        meas_dur = float(dur[known].sum()) if n_known else np.nan
-        meas_model = strict(num(g, "model_read_bytes")[known]) + strict(num(g, "model_write_bytes")[known])
-        meas_flops = strict(num(g, "flops")[known])
-        all_dur = strict(dur)
-        mb = mr + mw
-        if n_known and n_known == len(g):
-            basis: str | None = "measured"
-        elif n_known:
-            basis = "sampled" if sampled else None
-            if not sampled:  # some bytes unknown outside a sample: no ratio over a subset
-                meas_model = meas_flops = np.nan
-        else:
-            basis = "modelled" if np.isfinite(mb) else None
         notes = [n for n in g["model_note"].fillna("") if n] if "model_note" in g else []
         rows.append(
-            {
-                "op": op,
-                "model_read_bytes": mr,
-                "model_write_bytes": mw,
-                "model_bytes": mb,
-                "flops": fl,
-                "measured_over_model": meas / meas_model if meas_model and np.isfinite(meas_model) else np.nan,
-                "arithmetic_intensity": meas_flops / meas if meas and np.isfinite(meas) else np.nan,
-                "model_arithmetic_intensity": fl / mb if mb and np.isfinite(mb) else np.nan,
-                "achieved_tflops": fl / all_dur / 1e3 if all_dur and np.isfinite(all_dur) else np.nan,
-                "model_note": notes[0] if notes else "",
-                "bytes_basis": basis,
-                "measured_invocations": n_known,
-                "measured_duration_ns": meas_dur,
-                "measured_read_bytes": float(num(g, "dram_read_bytes")[known].sum()) if n_known else np.nan,
-                "measured_write_bytes": float(num(g, "dram_write_bytes")[known].sum()) if n_known else np.nan,
-                "measured_bytes": meas,
-                "measured_flops": meas_flops,
-            }
+            _op_sums_row(
+                op,
+                invocations=len(g),
+                measured=n_known,
+                model_read=strict(num(g, "model_read_bytes")),
+                model_write=strict(num(g, "model_write_bytes")),
+                flops=strict(num(g, "flops")),
+                measured_bytes=float(dram[known].sum()) if n_known else np.nan,
+                measured_ns=float(dur[known].sum()) if n_known else np.nan,
+                measured_model=strict(num(g, "model_read_bytes")[known]) + strict(num(g, "model_write_bytes")[known]),
+                measured_flops=strict(num(g, "flops")[known]),
+                all_ns=strict(dur),
+                measured_read=float(num(g, "dram_read_bytes")[known].sum()) if n_known else np.nan,
+                measured_write=float(num(g, "dram_write_bytes")[known].sum()) if n_known else np.nan,
+                note=notes[0] if notes else "",
+                sampled=sampled,
+            )
         )
     return pd.DataFrame(rows)
