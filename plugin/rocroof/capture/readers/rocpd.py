@@ -1239,17 +1239,22 @@ PAGE_IDS = 1_000_000
 def _id_pages(conn: sqlite3.Connection, source: str) -> list[str]:
     """SQL conditions that split ``source``'s records into ranges of :data:`PAGE_IDS` ids (``pe.id``).
 
-    ``[""]`` (one query of every record) without ADBC, when the ids are not integers at both
-    ends, or when one range holds every id. SQLite orders NULL before numbers and
-    text and blobs after them, so integer ids at both ends mean that every id is a number from
-    the first to the last: each record is in exactly one range. rocpd's ``id`` is its tables'
-    INTEGER PRIMARY KEY, so a range is a search of the table's b-tree; a merged database's
-    ``UNION ALL`` gives each table's records of the range (in another order: the caller sorts
-    what is not in dispatch order).
+    ``[""]`` (one query of every record) without ADBC, for a merged database's ``UNION ALL`` of
+    suffixed tables, when the ids are not integers at both ends, or when one range holds every
+    id. SQLite orders NULL before numbers and text and blobs after them, so integer ids at both
+    ends mean that every id is a number from the first to the last: each record is in exactly one
+    range. rocpd's ``id`` is its tables' INTEGER PRIMARY KEY, so a range is a search of the
+    table's b-tree.
     """
-    if not sqlite_arrow.USE_ADBC:
+    if not sqlite_arrow.USE_ADBC or source.startswith("("):
+        # a merged file's UNION ALL: ranges would interleave its tables' records (each table in
+        # dispatch order, one after the other, when read whole), and a sort of every record would follow
         return [""]
     try:
+        view = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", (source.strip('"'),))
+        row = view.fetchone()
+        if row is not None and "UNION" in str(row[0]).upper():  # a merged file's view of several tables: as above
+            return [""]
         low = conn.execute(f"SELECT pe.id FROM {source} pe ORDER BY pe.id LIMIT 1").fetchone()
         high = conn.execute(f"SELECT pe.id FROM {source} pe ORDER BY pe.id DESC LIMIT 1").fetchone()
     except sqlite3.Error:
