@@ -239,7 +239,7 @@ def test_polars_blocks_end_where_records_end(text: bytes, tmp_path: Path, monkey
         # these plain files stay on the polars path, in blocks of a few records
         monkeypatch.setattr(fileio, "POLARS_BLOCK_BYTES", 13)
         plan = fileio._Plan(["a", "b", "c"], ["a", "b", "c"], {"a", "c"}, set(), set())
-        chunks = list(fileio._polars_chunks(path, plan, 10))
+        chunks = list(fileio._polars_chunks(path, plan))
         assert sum(len(c) for c in chunks) == len(expected["a"]) and len(chunks) > 1
 
 
@@ -251,7 +251,7 @@ def test_a_record_longer_than_the_line_limit_goes_to_pandas(tmp_path: Path, monk
     monkeypatch.setattr(fileio, "MAX_LINE_BYTES", 40)
     plan = fileio._Plan(["a", "b", "c"], ["a", "b", "c"], {"a", "c"}, set(), set())
     with pytest.raises(fileio.NotPlain, match="longer than 40 bytes"):
-        list(fileio._polars_chunks(path, plan, 10))
+        list(fileio._polars_chunks(path, plan))
 
 
 INT_CELLS = st.one_of(

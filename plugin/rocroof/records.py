@@ -244,10 +244,10 @@ def match_rows(table: list[np.ndarray], query: list[np.ndarray]) -> np.ndarray:
     if len(table) > 1:
         firsts_t, firsts_q = table[0], query[0]
         values = distinct(firsts_t)
+        if len(values) == 1:  # one process (the usual case): its rows are all rows, no copies
+            return np.where(firsts_q == values[0], match_rows(table[1:], query[1:]), -1)
         if len(values) <= 64:  # a few processes: look up the other columns per value of the first
             out = np.full(n_query, -1, dtype=np.int64)
-            if len(values) == 1:  # one process (the usual case): its rows are all rows, no copies
-                return np.where(firsts_q == values[0], match_rows(table[1:], query[1:]), -1)
             for v in values.tolist():
                 t_sel = np.flatnonzero(firsts_t == v)
                 q_sel = np.flatnonzero(firsts_q == v)

@@ -451,31 +451,11 @@ def per_op_from_shapes(
 
     Returns:
         One row per op, in order of first invocation: :func:`per_op_sums`' columns and
-        ``compute_peak_tflops``, ``compute_peak``.
+        ``compute_peak_tflops``, ``compute_peak`` (an empty frame for no groups, as
+        :func:`per_op_sums` gives for no rows).
     """
-    columns = [
-        "op",
-        "model_read_bytes",
-        "model_write_bytes",
-        "model_bytes",
-        "flops",
-        "measured_over_model",
-        "arithmetic_intensity",
-        "model_arithmetic_intensity",
-        "achieved_tflops",
-        "model_note",
-        "bytes_basis",
-        "measured_invocations",
-        "measured_duration_ns",
-        "measured_read_bytes",
-        "measured_write_bytes",
-        "measured_bytes",
-        "measured_flops",
-        "compute_peak_tflops",
-        "compute_peak",
-    ]
     if not len(groups):
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame()
     g = groups.reset_index(drop=True)
 
     def num(name: str) -> np.ndarray:
@@ -537,7 +517,7 @@ def per_op_from_shapes(
             sampled=sampled,
         )
         rows.append({**row, "compute_peak_tflops": peak_value, "compute_peak": peak_name})
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows)
 
 
 def per_op_sums(inv: pd.DataFrame, sampled: bool = False) -> pd.DataFrame:
