@@ -21,6 +21,7 @@ STAGES = {
     "records": 0,
     "fileio": 0,
     "memory": 0,
+    "spill": 0,
     "text": 0,
     "data": 0,
     "analysis": 1,

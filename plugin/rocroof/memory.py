@@ -14,6 +14,8 @@ import ctypes.util
 import functools
 from collections.abc import Callable
 
+from .spill import release_pages
+
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -36,6 +38,7 @@ def release_free_memory() -> bool:
     Returns:
         True when the C library has the call (memory may have been returned), else False.
     """
+    release_pages()  # the spilled columns' pages (rocroof.spill), read again from their files when touched
     trim = _malloc_trim()
     if trim is None:
         return False

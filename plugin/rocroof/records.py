@@ -63,6 +63,7 @@ import pandas as pd
 
 from .note import Note as Note
 from .note import Severity as Severity
+from .spill import ColumnWriter, is_spilled, release_pages, spilled_copy, take, zeros
 
 DISPATCH_COLUMNS: dict[str, str] = {
     "dispatch_id": "Int64",
@@ -190,9 +191,192 @@ def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
                 out[name] = pd.Series([None] * n, dtype=object)
             elif dtype == "float64":
                 out[name] = pd.Series(np.full(n, np.nan), dtype="float64")
+            elif dtype == "Int64" and n:
+                # all NULL: the values are a mapping of zeros that no page of memory backs (rocroof.spill)
+                out[name] = pd.Series(pd.arrays.IntegerArray(zeros(n, np.int64), np.ones(n, dtype=bool)), copy=False)
             else:
                 out[name] = pd.Series(pd.NA, index=pd.RangeIndex(n), dtype=dtype)  # not a list of n NAs
     return pd.DataFrame(out, copy=False)  # the columns built above (copy-on-write: no second copy)
+
+
+#: Dispatch columns that no step computes with between reading and storing (see
+#: :func:`rocroof.ingest.pipeline.build_run`): readers may spill them (:class:`ChunkStacker`).
+PAYLOAD_COLUMNS = (
+    "kernel_id",
+    "queue_id",
+    "stream_id",
+    "grid_size",
+    "workgroup_size",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "workgroup_x",
+    "workgroup_y",
+    "workgroup_z",
+    "lds_bytes",
+    "scratch_bytes",
+    "vgpr_count",
+    "accum_vgpr_count",
+    "sgpr_count",
+)
+
+
+#: Dispatch columns a reader may spill as it reads (:class:`ChunkStacker`): :data:`PAYLOAD_COLUMNS`
+#: and the ids and times that the attribution does not read (the pipeline reads them a column at
+#: a time once attributed; their pages go between stages).
+SPILLED_ON_READ = (*PAYLOAD_COLUMNS, "dispatch_id", "start_ns", "end_ns")
+
+
+class ChunkStacker:
+    """Frames of the same columns, added a chunk at a time, stacked at :meth:`finish`.
+
+    The ``spill`` columns of each chunk (nullable ``Int64``, or plain integers or floats) go to
+    spill files as the chunk is added (:mod:`rocroof.spill`): the chunks held until the end lack
+    them, and the stacked frame maps them from the files. Other columns are stacked as
+    :func:`stack_frames` does. A spill column a chunk lacks, or of another type, is stacked in
+    memory with the others.
+
+    Raises:
+        OSError: the spill directory cannot take the files.
+    """
+
+    def __init__(self, spill: tuple[str, ...] = ()) -> None:
+        self.spill = spill
+        self.chunks: list[pd.DataFrame] = []
+        self._writers: dict[str, tuple[Any, Any]] = {}  # column -> (values writer, mask writer or None)
+        self._spilling: list[str] | None = None  # the spilled columns, fixed by the first chunk
+        self._order: list[str] = []  # the first chunk's columns
+
+    def add(self, chunk: pd.DataFrame) -> None:
+        """Take ``chunk`` (its spill columns are written out and dropped from it)."""
+        if self._spilling is None:
+            self._order = list(chunk.columns)
+            self._spilling = [
+                c
+                for c in self.spill
+                if c in chunk.columns and (isinstance(chunk[c].dtype, pd.Int64Dtype) or chunk[c].dtype.kind in "if")
+            ]
+            for c in self._spilling:
+                dtype = chunk[c].dtype
+                nullable = isinstance(dtype, pd.Int64Dtype)
+                numpy_dtype = np.int64 if nullable else dtype
+                self._writers[c] = (ColumnWriter(numpy_dtype), ColumnWriter(np.bool_) if nullable else None)
+        for c in self._spilling:
+            col = chunk[c] if c in chunk.columns else None
+            values, mask = self._writers[c]
+            if col is None or (mask is not None) != isinstance(col.dtype, pd.Int64Dtype) or col.dtype.kind not in "if":
+                raise ValueError(f"column {c!r} of a chunk differs from the first chunk's")
+            if mask is not None:
+                mask.append(col.isna().to_numpy(dtype=bool))
+                values.append(col.to_numpy(dtype=np.int64, na_value=0))
+            else:
+                values.append(col.to_numpy())
+            del chunk[c]
+        self.chunks.append(chunk)
+
+    def finish(self) -> pd.DataFrame:
+        """The chunks one after the other, with a fresh index (the chunk list is emptied)."""
+        spilled: dict[str, Any] = {}
+        try:
+            for c, (values, mask) in self._writers.items():
+                data = values.finish()
+                spilled[c] = pd.arrays.IntegerArray(data, mask.finish()) if mask is not None else data
+        finally:
+            self.close()
+        stacked = stack_frames(self.chunks)
+        parts = {**{c: stacked[c] for c in stacked.columns}, **spilled}
+        columns = [c for c in self._order if c in parts] + [c for c in parts if c not in self._order]
+        return pd.DataFrame({c: parts[c] for c in columns}, copy=False)  # the spilled arrays themselves
+
+    def close(self) -> None:
+        """Drop the spill files not made into columns (an error while reading)."""
+        for values, mask in self._writers.values():
+            values.close()
+            if mask is not None:
+                mask.close()
+
+
+def spill_columns(df: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
+    """``df`` with its ``names`` columns (nullable ``Int64``, plain integers or floats) moved to spill files.
+
+    The values are unchanged (:mod:`rocroof.spill`); other columns, and columns already spilled,
+    stay as they are. A new frame sharing the other columns (``df`` is not changed).
+    """
+    out: dict[str, Any] = {}
+    for name in df.columns:
+        column = df[name]
+        array = column.array
+        if name not in names or is_spilled(array) or not len(column):
+            out[name] = column
+        elif isinstance(column.dtype, pd.Int64Dtype):
+            out[name] = pd.arrays.IntegerArray(
+                spilled_copy(array._data),
+                spilled_copy(array._mask),  # noqa: SLF001 (the arrays themselves)
+            )
+        elif getattr(column.dtype, "kind", "O") in "if" and not isinstance(
+            column.dtype, pd.api.extensions.ExtensionDtype
+        ):
+            out[name] = spilled_copy(column.to_numpy())
+        else:
+            out[name] = column
+    return pd.DataFrame(out, copy=False)
+
+
+def stack_column(parts: list[pd.Series]) -> Any:
+    """``parts`` (one column of several frames) one after the other, with a fresh index.
+
+    When any part is spilled (:mod:`rocroof.spill`) and all are nullable ``Int64`` or all of one
+    numpy dtype, the result is written to a spill file part by part; otherwise ``pd.concat``.
+    """
+    dtypes = {str(p.dtype) for p in parts}
+    if any(is_spilled(p.array) for p in parts) and len(dtypes) == 1:
+        first = parts[0]
+        if isinstance(first.dtype, pd.Int64Dtype):
+            data, mask = ColumnWriter(np.int64), ColumnWriter(np.bool_)
+            try:
+                for part in parts:
+                    data.append(part.array._data)  # noqa: SLF001 (the arrays themselves)
+                    mask.append(part.array._mask)  # noqa: SLF001
+                    release_pages()
+                return pd.arrays.IntegerArray(data.finish(), mask.finish())
+            finally:
+                data.close()
+                mask.close()
+        if getattr(first.dtype, "kind", "O") in "iufb" and not isinstance(
+            first.dtype, pd.api.extensions.ExtensionDtype
+        ):
+            writer = ColumnWriter(first.dtype)
+            try:
+                for part in parts:
+                    writer.append(part.to_numpy())
+                    release_pages()
+                return writer.finish()
+            finally:
+                writer.close()
+    return pd.concat(parts, ignore_index=True)
+
+
+def take_rows(df: pd.DataFrame, rows: np.ndarray, remap: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """``df.iloc[rows]`` with a fresh index; a spilled column stays spilled (:func:`rocroof.spill.take`).
+
+    ``remap`` maps a column name to a lookup array: that column's taken values ``v`` become
+    ``remap[name][v]`` (e.g. dispatch rows renumbered), computed a chunk at a time.
+    """
+    out: dict[str, Any] = {}
+    for name in df.columns:
+        column = df[name]
+        lookup = (remap or {}).get(name)
+        array = column.array
+        if lookup is not None:
+            values = column.to_numpy(dtype=np.int64)
+            out[name] = take(values, rows, lookup) if is_spilled(array) else lookup[values[rows]]
+        elif is_spilled(array) and isinstance(column.dtype, pd.Int64Dtype):
+            out[name] = pd.arrays.IntegerArray(take(array._data, rows), take(array._mask, rows))
+        elif is_spilled(array):
+            out[name] = take(column.to_numpy(), rows)
+        else:
+            out[name] = column.iloc[rows].reset_index(drop=True)
+    return pd.DataFrame(out, index=pd.RangeIndex(len(rows)), copy=False)
 
 
 def stack_frames(chunks: list[pd.DataFrame]) -> pd.DataFrame:

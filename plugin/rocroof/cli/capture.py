@@ -81,9 +81,10 @@ def _next_command(run_id: int, db: str, has_ops: bool) -> str:
 def _facts(capture: Any, frames: Any) -> dict[str, Any]:
     """What the ingest summary says of a run, taken before the write lets its frames go."""
     disp = frames.tables["dispatch"]
-    timing = disp[disp["timing_dispatch_index"] == disp["dispatch_index"]] if len(disp) else disp
+    # a mask, not a copy of the timing dispatches' rows (every column: ~200 MB at 10^6 of 2x10^6 rows)
+    timing = (disp["timing_dispatch_index"] == disp["dispatch_index"]).fillna(False).to_numpy(dtype=bool)
     dram = frames.tables["dram_traffic"]
-    n = len(timing)
+    n = int(timing.sum()) if len(disp) else 0
     bounded = (dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum() if len(dram) else 0
     return {
         "run": dict(frames.run),
@@ -93,7 +94,7 @@ def _facts(capture: Any, frames: Any) -> dict[str, Any]:
         "passes": len(capture.passes),
         "timing_dispatches": n,
         "ops": len(frames.tables["op_invocation"]),
-        "attributed": int(timing["op_index"].notna().sum()) if n else 0,
+        "attributed": int((disp["op_index"].notna().to_numpy(dtype=bool) & timing).sum()) if n else 0,
         "known_reads": int(dram["dram_read_bytes"].notna().sum()) if len(dram) else 0,
         "known_writes": int(dram["dram_write_bytes"].notna().sum()) if len(dram) else 0,
         "bounded": int(bounded),

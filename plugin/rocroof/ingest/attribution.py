@@ -275,6 +275,9 @@ def _match_launches(d: pd.DataFrame, launches: pd.DataFrame, todo: np.ndarray) -
     c_pid = launches["process_id"].astype("Int64")
     corr_r = d_corr.to_numpy(dtype=np.int64, na_value=0)[rows]
     corr_c = c_corr.to_numpy(dtype=np.int64, na_value=0)[calls]
+    if _one_process(d_pid, c_pid):  # a per-process capture: the correlation id alone (no key copies)
+        hit = match_rows([corr_c], [corr_r])
+        return _launch_fields(rows, calls, hit, launches)
     pid_r = d_pid.to_numpy(dtype=np.int64, na_value=0)[rows]
     pid_c = c_pid.to_numpy(dtype=np.int64, na_value=0)[calls]
     known_r = d_pid.notna().to_numpy(dtype=bool)[rows]
@@ -294,6 +297,20 @@ def _match_launches(d: pd.DataFrame, launches: pd.DataFrame, todo: np.ndarray) -
         among = np.flatnonzero(~known_c)
         found = match_rows([corr_c[among]], [corr_r[loose]])
         hit[loose] = np.where(found >= 0, among[np.clip(found, 0, None)], -1)
+    return _launch_fields(rows, calls, hit, launches)
+
+
+def _one_process(d_pid: pd.Series, c_pid: pd.Series) -> bool:
+    """True when every dispatch and every call record the same process id (min and max, no copies)."""
+    if not len(d_pid) or not len(c_pid) or d_pid.hasnans or c_pid.hasnans:
+        return False
+    return bool(d_pid.min() == d_pid.max() == c_pid.min() == c_pid.max())
+
+
+def _launch_fields(
+    rows: np.ndarray, calls: np.ndarray, hit: np.ndarray, launches: pd.DataFrame
+) -> tuple[np.ndarray, Any, Any]:
+    """:func:`_match_launches`' answer from each row's matched call (``hit``: a position in ``calls``, -1: none)."""
     matched = hit >= 0
     picked = calls[hit[matched]]
     start = launches["start_ns"].astype("Int64").array[picked]
@@ -319,12 +336,16 @@ def _int64_or_na(values: np.ndarray, known: np.ndarray) -> Any:
     return pd.arrays.IntegerArray(values.astype(np.int64, copy=False), ~known)
 
 
-def attribute_pass(p: PassData) -> PassAttribution:
+def attribute_pass(p: PassData, *, release_launches: bool = False) -> PassAttribution:
     """Attribute the dispatches of one pass to marker ranges and ggml op invocations.
 
     Every step is vectorised over the pass's dispatches and markers: O((N + M) log M) for N
     dispatches and M markers (a sort of each thread's ranges, a binary search per dispatch),
     plus O(M * D) for the nesting depth D of the ranges.
+
+    With ``release_launches``, the pass's launch calls are emptied once joined to its dispatches
+    (``p.launches`` loses its rows: ~50 MB at 10^6 dispatches, let go before the rest of the
+    attribution is built); the pass cannot be attributed again.
 
     Returns:
         The :class:`PassAttribution` of the pass.
@@ -411,6 +432,8 @@ def attribute_pass(p: PassData) -> PassAttribution:
             launch_thread[rows[tk]] = thr_known[tk].to_numpy(dtype=np.int64)
             has_launch_thread[rows[tk]] = True
         del rows, start, thr
+        if release_launches:
+            p.launches = p.launches.iloc[:0].copy()  # a fresh frame: a slice would keep the arrays
         release_free_memory()  # the join's temporaries
     # 2a. the dispatch's own host time on its launching thread (rocprof v1 DispatchNs)
     own = (method == "none") & ~launched & d["launch_ns"].notna().to_numpy(dtype=bool)

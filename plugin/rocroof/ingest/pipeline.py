@@ -25,7 +25,19 @@ from ..analysis.peaks import choose_dram_ceiling
 from ..capture.markers import is_reset, parse_ranges
 from ..errors import InputError
 from ..memory import release_free_memory
-from ..records import AGENT_COLUMNS, Capture, Note, PassData, conform
+from ..records import (
+    AGENT_COLUMNS,
+    PAYLOAD_COLUMNS,
+    Capture,
+    Note,
+    PassData,
+    conform,
+    distinct,
+    spill_columns,
+    stack_column,
+    take_rows,
+)
+from ..spill import ColumnWriter, is_spilled, release_pages
 from .attribution import PassAttribution, attribute_pass, join_pass, reset_cutoff
 
 _LAYER_RE = re.compile(r"-(\d+)$")
@@ -231,7 +243,10 @@ def build_run(
     first_measured: int | None = None  # first op invocation after a 'ggml reset' in a pass that records marks
     attrs0 = []
     for p in capture.passes:
-        attrs0.append(attribute_pass(p))
+        # a pass cut at a 'ggml reset' mark (or, from Nsight Compute, at the first measured
+        # invocation) is attributed again once cut: it keeps its launch calls until then
+        again = not keep_warmup and (p.region_method == "nvtx_stack" or _has_reset(p))
+        attrs0.append(attribute_pass(p, release_launches=release and not again))
         release_free_memory()  # the attribution's temporaries, freed on its return
     cuts = [None if keep_warmup else reset_cutoff(p, a) for p, a in zip(capture.passes, attrs0, strict=True)]
     for a, cut in zip(attrs0, cuts, strict=True):
@@ -457,6 +472,13 @@ def build_run(
             op_index[known] = np.where(pos >= 0, ops["op_index"].to_numpy(dtype=np.int64)[np.clip(pos, 0, None)], -1)
         dispatches["op_index"] = pd.arrays.IntegerArray(op_index, op_index < 0)
         del dispatches["_range_row"], dispatches["_invocation"]  # in place: no copy of the frame
+        # the columns only stored from here on go to spill files (rocroof.spill), and under release
+        # the passes let go of their frames: the rest of the run is built beside ~90 MB less at 10^6
+        dispatches = spill_columns(dispatches, _STORED_AFTER_BUILD)
+        if release:
+            for p in every_pass:
+                p.dispatches = p.dispatches.iloc[:0].copy()  # a fresh frame: a slice would keep the arrays
+        release_free_memory()
 
     # counters (their columns shared with the passes', not copied)
     cv_frames, ci_frames = [], []
@@ -472,7 +494,7 @@ def build_run(
                         "counter_name": c["counter_name"],
                         "value": c["value"],
                         # the first pass's rows are its dispatch indexes: the same array, no copy
-                        "dispatch_index": rows if offsets[i] == 0 else rows.astype(np.int64) + offsets[i],
+                        "dispatch_index": rows if offsets[i] == 0 else _shifted(rows, offsets[i]),
                     },
                     copy=False,
                 )
@@ -491,7 +513,7 @@ def build_run(
                 )
             )
     counter_values = (
-        _concat(cv_frames) if cv_frames else pd.DataFrame(columns=["counter_name", "value", "dispatch_index"])
+        _stack_counters(cv_frames) if cv_frames else pd.DataFrame(columns=["counter_name", "value", "dispatch_index"])
     )
     counter_instances = (
         _concat(ci_frames)
@@ -772,6 +794,12 @@ def _dedupe(notes: list[Note]) -> list[Note]:
     return list(dict.fromkeys(notes))
 
 
+def _has_reset(p: PassData) -> bool:
+    """True when the pass records a ``ggml reset`` mark (:func:`reset_cutoff` may cut it)."""
+    m = p.markers
+    return bool(len(m)) and bool(m.loc[(m["kind"] == "mark").to_numpy(dtype=bool), "message"].map(is_reset).any())
+
+
 def _last_reset_ns(p: PassData) -> int | None:
     m = p.markers
     resets = m[(m["kind"] == "mark") & m["message"].map(is_reset)]
@@ -781,20 +809,31 @@ def _last_reset_ns(p: PassData) -> int | None:
 def _subset(p: PassData, keep: np.ndarray, markers_from_ns: int | None = None) -> PassData:
     """The pass restricted to ``keep`` dispatches (and to markers ending at or after ``markers_from_ns``)."""
     rows = np.flatnonzero(keep)
-    remap = pd.Series(np.arange(len(rows)), index=rows)
-    counters = p.counters[p.counters["row"].isin(rows)].copy()
-    counters["row"] = remap.reindex(counters["row"]).to_numpy()
-    inst = p.instances[p.instances["row"].isin(rows)].copy()
-    inst["row"] = remap.reindex(inst["row"]).to_numpy()
+    renumber = np.full(len(keep), -1, dtype=np.int64)  # a kept dispatch's new row
+    renumber[rows] = np.arange(len(rows))
+    # counter rows of kept dispatches, renumbered; spilled columns stay spilled (records.take_rows)
+    counters = take_rows(p.counters, _rows_of_kept(p.counters, keep), {"row": renumber})
+    inst = take_rows(p.instances, _rows_of_kept(p.instances, keep), {"row": renumber})
     return dataclasses.replace(  # every other field (region method, notes...) carries over
         p,
-        dispatches=p.dispatches.iloc[rows].reset_index(drop=True),
-        counters=counters.reset_index(drop=True),
-        instances=inst.reset_index(drop=True),
+        dispatches=take_rows(p.dispatches, rows),
+        counters=counters,
+        instances=inst,
         markers=p.markers
         if markers_from_ns is None
         else p.markers[(p.markers["end_ns"] >= markers_from_ns).fillna(True).to_numpy()].reset_index(drop=True),
     )
+
+
+def _rows_of_kept(records: pd.DataFrame, keep: np.ndarray) -> np.ndarray:
+    """Positions of the ``records`` (counters, instances) whose ``row`` is a kept dispatch, in order."""
+    dispatch_rows = records["row"].to_numpy(dtype=np.int64)
+    parts = [
+        lo + np.flatnonzero(keep[dispatch_rows[lo : lo + _RELEASE_EVERY]])
+        for lo in range(0, len(dispatch_rows), _RELEASE_EVERY)
+    ]
+    release_pages()
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _run_gpu(tdisp: pd.DataFrame, agents: pd.DataFrame) -> tuple[str | None, str | None, int | None, int | None]:
@@ -821,24 +860,19 @@ _DERIVED_SIZE = re.compile(r"from (?:FETCH|WRITE)_SIZE \(KB x 1024\)")
 _DRAM_CHUNK = 1 << 16
 
 
-#: Dispatch columns that are stored and not computed with after the dispatch frame is built.
-_PAYLOAD_COLUMNS = (
-    "kernel_id",
-    "queue_id",
-    "stream_id",
-    "grid_size",
-    "workgroup_size",
-    "grid_x",
-    "grid_y",
-    "grid_z",
-    "workgroup_x",
-    "workgroup_y",
-    "workgroup_z",
-    "lds_bytes",
-    "scratch_bytes",
-    "vgpr_count",
-    "accum_vgpr_count",
-    "sgpr_count",
+#: Dispatch columns that no step after the dispatch frame is built reads as a whole (the store
+#: writes them a chunk at a time): spilled there (:func:`rocroof.records.spill_columns`).
+_STORED_AFTER_BUILD = (
+    *PAYLOAD_COLUMNS,
+    "ordinal",
+    "start_ns",
+    "end_ns",
+    "launch_ns",
+    "kernel_ordinal",
+    "range_index",
+    "correlation_id",
+    "thread_id",
+    "process_id",
 )
 
 
@@ -849,10 +883,12 @@ def _narrow_payload(dispatches: pd.DataFrame, owners: list[pd.DataFrame]) -> Non
     value become 2-5 (a 2x10^6-row Nsight run: ~150 MB less). Each column is deleted from
     ``owners`` (frames that share its old array, e.g. the passes' dispatch frames) once replaced.
     """
-    for name in _PAYLOAD_COLUMNS:
+    for name in PAYLOAD_COLUMNS:
         if name not in dispatches.columns or not isinstance(dispatches[name].dtype, pd.Int64Dtype):
             continue
         column = dispatches[name]
+        if is_spilled(column.array):  # in a spill file, not in memory: nothing to gain
+            continue
         mask = column.isna().to_numpy(dtype=bool)
         data = column.to_numpy(dtype=np.int64, na_value=0)
         present = data[~mask]
@@ -877,13 +913,84 @@ def _concat_releasing(frames: list[pd.DataFrame], owners: list[pd.DataFrame]) ->
     their arrays, e.g. the passes' dispatch frames): peak memory is the result plus one column,
     not two whole copies. ``frames`` and ``owners`` lose those columns.
     """
-    out: dict[str, pd.Series] = {}
+    out: dict[str, Any] = {}
     for name in list(frames[0].columns):
-        out[name] = pd.concat([f[name] for f in frames], ignore_index=True)
+        out[name] = stack_column([f[name] for f in frames])  # a spilled column stays spilled
         for f in (*frames, *owners):
             if name in f.columns:
                 del f[name]
     return pd.DataFrame(out, copy=False)
+
+
+#: Counter rows read between two releases of spilled pages in :func:`_dram` (~16 MB of them).
+_RELEASE_EVERY = 16 * _DRAM_CHUNK
+
+
+def _shifted(rows: np.ndarray, offset: int) -> np.ndarray:
+    """``rows + offset`` as int64, written to a spill file a chunk at a time (:mod:`rocroof.spill`)."""
+    writer = ColumnWriter(np.int64)
+    try:
+        for lo in range(0, len(rows), _RELEASE_EVERY):
+            writer.append(rows[lo : lo + _RELEASE_EVERY].astype(np.int64) + offset)
+            release_pages()
+    except BaseException:
+        writer.close()
+        raise
+    return writer.finish()
+
+
+def _stack_counters(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Counter frames (``counter_name``, ``value``, ``dispatch_index``) one after the other.
+
+    One frame is returned as it is. Several are stacked a column at a time through spill files
+    (:mod:`rocroof.spill`), a chunk of rows at a time, so that the passes' counters (spilled by
+    their readers) are not copied into memory whole; counter names become one categorical over
+    the names of every frame, in order of first appearance.
+    """
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    categories: dict[Any, int] = {}
+    remaps = []
+    for f in frames:
+        codes, uniques = _name_codes(f["counter_name"])
+        remaps.append(np.array([categories.setdefault(u, len(categories)) for u in uniques] + [-1], dtype=np.int32))
+    width = np.int8 if len(categories) < 127 else np.int16 if len(categories) < 32767 else np.int32
+    writers = {
+        "counter_name": ColumnWriter(width),
+        "value": ColumnWriter(np.float64),
+        "dispatch_index": ColumnWriter(np.int64),
+    }
+    try:
+        for f, remap in zip(frames, remaps, strict=True):
+            codes, _ = _name_codes(f["counter_name"])
+            values = f["value"].to_numpy(dtype=np.float64)
+            rows = f["dispatch_index"].to_numpy(dtype=np.int64)
+            for lo in range(0, len(f), _RELEASE_EVERY):
+                hi = lo + _RELEASE_EVERY
+                writers["counter_name"].append(remap[codes[lo:hi]])
+                writers["value"].append(values[lo:hi])
+                writers["dispatch_index"].append(rows[lo:hi])
+                release_pages()
+        names = pd.Categorical.from_codes(writers["counter_name"].finish(), categories=list(categories))
+        return pd.DataFrame(
+            {
+                "counter_name": names,
+                "value": writers["value"].finish(),
+                "dispatch_index": writers["dispatch_index"].finish(),
+            },
+            copy=False,
+        )
+    finally:
+        for writer in writers.values():
+            writer.close()
+
+
+def _name_codes(names: pd.Series) -> tuple[np.ndarray, list[Any]]:
+    """Codes (-1: missing) and distinct values of a column of counter names (categorical or not)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        return names.cat.codes.to_numpy(), list(names.cat.categories)
+    codes, uniques = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=True)
+    return codes, list(uniques)
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -892,6 +999,9 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
         return pd.DataFrame()
     if len(frames) == 1:
         return frames[0].reset_index(drop=True)
+    columns = list(frames[0].columns)
+    if all(list(f.columns) == columns for f in frames[1:]):  # a spilled column stays spilled (rocroof.spill)
+        return pd.DataFrame({c: stack_column([f[c] for f in frames]) for c in columns}, copy=False)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -949,6 +1059,9 @@ def _dram(
             fresh = ~filled[flat]
             wide[flat[fresh]] = all_values[lo:hi][sel[fresh]]
             filled[flat[fresh]] = True
+            if (lo - start) % _RELEASE_EVERY == 0:
+                release_pages()  # spilled counter values: their pages go once read (rocroof.spill)
+        release_pages()
     table = wide.reshape(n_timing, k)
     present = [j for j in range(len(wanted)) if filled.reshape(n_timing, k)[:, j].any()]
     unmeasured = ~filled.reshape(n_timing, k).any(axis=1)  # no counter-pass row for the dispatch at all
@@ -963,19 +1076,26 @@ def _dram(
         return pd.DataFrame()
     # the formulas a chunk of dispatches at a time, each chunk's bytes written into the run's columns
     # (no concatenation of the chunks: that held the bytes of every dispatch twice)
-    columns: dict[str, np.ndarray] = {
-        c: np.full(n_timing, np.nan) if c in DRAM_BYTE_COLUMNS else np.full(n_timing, None, dtype=object)
-        for c in DRAM_OUTPUT_COLUMNS
-    }
-    for lo in range(0, n_timing, _DRAM_CHUNK):
-        hi = min(lo + _DRAM_CHUNK, n_timing)
-        index = pd.Index(timing_index[lo:hi], name="dispatch_index")
-        frame = pd.DataFrame({labels[wanted[j]]: table[lo:hi, j] for j in present}, index=index)
-        part = dram_bytes(frame, pd.Series(arch[lo:hi], index=index, dtype=object))
-        for c, values in columns.items():
-            values[lo:hi] = part[c].to_numpy(dtype=values.dtype)
-        del frame, part
-    del table
+    # the byte columns go to spill files chunk by chunk (rocroof.spill): they are only summed and
+    # stored from here on (6 x 8 MB at 10^6 dispatches)
+    texts = {c: np.full(n_timing, None, dtype=object) for c in DRAM_OUTPUT_COLUMNS if c not in DRAM_BYTE_COLUMNS}
+    writers = {c: ColumnWriter(np.float64) for c in DRAM_OUTPUT_COLUMNS if c in DRAM_BYTE_COLUMNS}
+    try:
+        for lo in range(0, n_timing, _DRAM_CHUNK):
+            hi = min(lo + _DRAM_CHUNK, n_timing)
+            index = pd.Index(timing_index[lo:hi], name="dispatch_index")
+            frame = pd.DataFrame({labels[wanted[j]]: table[lo:hi, j] for j in present}, index=index)
+            part = dram_bytes(frame, pd.Series(arch[lo:hi], index=index, dtype=object))
+            for c, writer in writers.items():
+                writer.append(part[c].to_numpy(dtype=np.float64))
+            for c, values in texts.items():
+                values[lo:hi] = part[c].to_numpy(dtype=object)
+            del frame, part
+        del table
+        columns = {c: writers[c].finish() if c in writers else texts[c] for c in DRAM_OUTPUT_COLUMNS}
+    finally:
+        for writer in writers.values():
+            writer.close()
     out = pd.DataFrame({"dispatch_index": timing_index, **columns}, copy=False)
     if sampled and unmeasured.any():
         # a counter sample leaves the other evaluations unmeasured by design: their bytes are unknown
@@ -1035,8 +1155,16 @@ def _op_tables(
         dd = attrs[i].dispatch
         d_op = dd["op"].to_numpy(dtype=object)
         d_inv = dd["invocation"].astype("Int64")
-        sel = d_inv.notna().to_numpy(dtype=bool) & np.array([o is not None for o in d_op], dtype=bool)
-        inv_parts.append(d_inv.to_numpy(dtype=np.int64, na_value=0)[sel])
+        sel = np.flatnonzero(d_inv.notna().to_numpy(dtype=bool) & ~pd.isna(d_op))
+        values = d_inv.to_numpy(dtype=np.int64, na_value=0)[sel]
+        # a dispatch's invocation already sighted (its range, an earlier pass) cannot be a first
+        # sighting: only the others are kept (most dispatches: no copy of 10^6 ops and names)
+        seen = distinct(np.concatenate(inv_parts))
+        at = np.searchsorted(seen, values)
+        known = (at < len(seen)) & (seen[np.clip(at, 0, max(len(seen) - 1, 0))] == values) if len(seen) else at < 0
+        sel, values = sel[~known], values[~known]
+        del seen, at, known
+        inv_parts.append(values)
         op_parts.append(d_op[sel])
         name_parts.append(dd["node_name"].to_numpy(dtype=object)[sel])
     all_inv = np.concatenate(inv_parts) if inv_parts else np.zeros(0, dtype=np.int64)

@@ -31,6 +31,7 @@ from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..labels import parse_run_labels, runs_matching
+from ..spill import ColumnWriter, release_pages, take
 from ..text import printable, storable
 from . import migrations, schema
 
@@ -83,16 +84,19 @@ def _distinct(values: pd.Series) -> int:
     return int(values.nunique())
 
 
-def _numbered(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
-    """``(codes, distinct values)`` of a text column in order of first appearance; code -1 for missing."""
+def _numbered(values: pd.Series, dtype: Any = np.int64) -> tuple[np.ndarray, list[Any]]:
+    """``(codes, distinct values)`` of a text column in order of first appearance; code -1 for missing.
+
+    ``codes`` has ``dtype`` (a signed integer type wide enough for the distinct values).
+    """
     if isinstance(values.dtype, pd.CategoricalDtype):
         codes = values.cat.codes.to_numpy()
-        remap = np.full(len(values.cat.categories) + 1, -1, dtype=np.int64)
+        remap = np.full(len(values.cat.categories) + 1, -1, dtype=dtype)
         first = pd.unique(codes[codes >= 0])  # categories in order of first appearance
         remap[first] = np.arange(len(first))
         return remap[codes], [values.cat.categories[c] for c in first]
     codes, uniques = pd.factorize(values.to_numpy(dtype=object), use_na_sentinel=True)
-    return codes.astype(np.int64), list(uniques)
+    return codes.astype(dtype), list(uniques)
 
 
 _METHOD_NUMBER = {name: i for i, (name, _) in enumerate(schema.ATTRIBUTION_METHODS)}
@@ -181,7 +185,7 @@ def _counter_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         numbers: dict[Any, int] = {}
         coded = []
         for df in parts:
-            codes, uniques = _numbered(df["counter_name"])
+            codes, uniques = _numbered(df["counter_name"], np.int32)
             remap = np.array([numbers.setdefault(u, len(numbers)) for u in uniques] + [-1], dtype=np.int32)
             coded.append(remap[codes])  # code -1 (a missing name) stays -1 (the last entry)
         out["counter"] = pd.DataFrame({"counter_index": np.arange(len(numbers)), "counter_name": list(numbers)})
@@ -360,13 +364,38 @@ def _side_by_side(dispatch: pd.Series, counter: np.ndarray, value: pd.Series) ->
             ordered = False
             break
         last = k[-1]
-    if not ordered:  # sort once (rare: the readers give readings in dispatch order)
-        whole = keys_of(0, n)
-        order = np.argsort(whole, kind="stable")
-        dispatch = pd.Series(dispatch.to_numpy(dtype=np.int64)[order])
+        release_pages()
+    if not ordered:  # sort once (Nsight Compute's readings come counter by counter)
+        order = np.argsort(keys_of(0, n), kind="stable")
+        # a spilled column is reordered into a spill file, not copied into memory (rocroof.spill)
+        dispatch = pd.Series(take(dispatch.to_numpy(dtype=np.int64), order), copy=False)
         counter = counter[order]
-        value = pd.Series(values_of(0, n)[order])
-    pieces: list[pd.DataFrame] = []
+        value = pd.Series(take(values_of(0, n), order), copy=False)
+        del order
+    # the rows go to spill files piece by piece (rocroof.spill): 10^6 dispatches' readings are not
+    # held in memory as pieces and their concatenation at once
+    writers: dict[str, ColumnWriter] = {}
+    try:
+        _side_by_side_pieces(n, keys_of, values_of, counter, blocks, width, writers)
+        if not writers:
+            return pd.DataFrame({"dispatch_index": [], "block": [], "value_0": []})
+        return pd.DataFrame({name: writer.finish() for name, writer in writers.items()}, copy=False)
+    finally:
+        for writer in writers.values():
+            writer.close()
+
+
+def _side_by_side_pieces(
+    n: int,
+    keys_of: Callable[[int, int], np.ndarray],
+    values_of: Callable[[int, int], np.ndarray],
+    counter: np.ndarray,
+    blocks: int,
+    width: int,
+    writers: dict[str, ColumnWriter],
+) -> None:
+    """The rows of :func:`_side_by_side`, a slice of readings at a time, appended to ``writers`` (one per column)."""
+    per = schema.COUNTERS_PER_READING
     start = 0
     while start < n:
         stop = min(start + _SIDE_BY_SIDE_SLICE, n)
@@ -389,14 +418,15 @@ def _side_by_side(dispatch: pd.Series, counter: np.ndarray, value: pd.Series) ->
         if int(np.count_nonzero(~np.isnan(flat))) != int(np.count_nonzero(~np.isnan(vals))):
             raise SchemaError(_TWO_READINGS)
         grid = flat.reshape(len(keys), width)
-        piece = pd.DataFrame({"dispatch_index": keys // blocks, "block": keys % blocks}, copy=False)
+        if not writers:
+            writers.update({"dispatch_index": ColumnWriter(np.int64), "block": ColumnWriter(np.int64)})
+            writers.update({f"value_{j}": ColumnWriter(np.float64) for j in range(width)})
+        writers["dispatch_index"].append(keys // blocks)
+        writers["block"].append(keys % blocks)
         for j in range(width):
-            piece[f"value_{j}"] = grid[:, j]
-        pieces.append(piece)
+            writers[f"value_{j}"].append(grid[:, j])
         start = stop
-    if not pieces:
-        return pd.DataFrame({"dispatch_index": [], "block": [], "value_0": []})
-    return pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
+        release_pages()  # the spilled readings read so far
 
 
 #: A run's frames in the store's layout (schema 6), by the first stored table of each group in
@@ -791,6 +821,7 @@ class Store:
                     _check_keys(table, df, referred)
                 for names, rows, fixed in _chunks(df, table, run_id, inline=inline):
                     _insert_many(conn, table, names, rows, fixed)
+                    release_pages()  # spilled columns (rocroof.spill): the chunk's pages go once written
                     done += len(rows)
                     if progress:
                         progress(name, done, total)

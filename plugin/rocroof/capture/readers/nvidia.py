@@ -50,13 +50,16 @@ from ...records import (
     DISPATCH_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
+    SPILLED_ON_READ,
+    ChunkStacker,
     Note,
     PassData,
     conform,
     empty_frame,
     marker_kinds,
-    stack_frames,
+    spill_columns,
 )
+from ...spill import ColumnWriter
 from ...text import printable
 from .sqlite_arrow import arrow_frame, sqlite_frame
 
@@ -340,11 +343,31 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
         scale = unit_scale(units[col])
         if scale is not None:
             metrics.append((col, scale))
+    # the dispatch columns only stored go to spill files as read (rocroof.spill)
+    frames = ChunkStacker(spill=SPILLED_ON_READ)
+    try:
+        return _ncu_rows(path, header, cols, units, metrics, (name_col, id_col, dur_col), unit_cells, frames, label)
+    finally:
+        frames.close()
+
+
+def _ncu_rows(
+    path: Path,
+    header: list[str],
+    cols: dict[str, str],
+    units: pd.Series,
+    metrics: list[tuple[str, float]],
+    named: tuple[str, str, str | None],
+    unit_cells: list[str] | None,
+    frames: ChunkStacker,
+    label: str,
+) -> tuple[PassData, dict[str, str]]:
+    """:func:`read_ncu_csv` past its header: the rows, a chunk at a time, through ``frames``."""
+    name_col, id_col, dur_col = named
     id_like = [c for c in (pick(cols, "Process ID"), pick(cols, "Stream"), pick(cols, "Context")) if c]
     numbers = [id_col, *id_like, *(m for m, _ in metrics), *([dur_col] if dur_col else [])]
     nvtx = pick(cols, NVTX_COLUMN)
     device = pick(cols, "Device")
-    frames: list[pd.DataFrame] = []
     values: dict[str, list[np.ndarray]] = {m: [] for m, _ in metrics}
     # the dispatch rows of each value: (first row of the chunk, rows kept, or None when every row is)
     rows: dict[str, list[tuple[int, np.ndarray | None]]] = {m: [] for m, _ in metrics}
@@ -385,7 +408,7 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
             disp["thread_id"] = pd.array([t for t, _ in parsed], dtype="Int64")
             disp["region"] = pd.Series([msg for _, msg in parsed], dtype=object)
         disp["agent_label"] = parse_str(chunk[device]) if device else "0"
-        frames.append(conform(disp, DISPATCH_COLUMNS))
+        frames.add(conform(disp, DISPATCH_COLUMNS))
         local = np.arange(offset, offset + len(chunk), dtype=np.int64)
         for col, scale in metrics:
             inst = None if pd.api.types.is_numeric_dtype(chunk[col]) else instance_cells(chunk[col])
@@ -407,7 +430,7 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
             values[col].append(v if keep.all() else v[keep])
             rows[col].append((offset, None if keep.all() else local[keep]))
         offset += len(chunk)
-    dispatches = stack_frames(frames) if frames else empty_frame(DISPATCH_COLUMNS)
+    dispatches = frames.finish() if frames.chunks else empty_frame(DISPATCH_COLUMNS)
     # a kernel's ID is unique in a report (per profiled process): a repeated row is damage
     repeated = dispatches.duplicated(subset=["process_id", "dispatch_id"], keep="first")
     if bool(repeated.any()):
@@ -422,28 +445,30 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
     if present:  # counter-major, as the columns come: one row per dispatch and counter measured
         # filled piece by piece, each piece let go once copied: the pieces and the columns are not
         # both held whole (8x10^6 values: ~130 MB less at the peak)
-        total = sum(len(v) for m in present for v in values[m])
-        row = np.empty(total, dtype=np.int64)
-        code = np.empty(total, dtype=np.int32)
-        value = np.empty(total, dtype=np.float64)
-        at = 0
-        for j, m in enumerate(present):
-            for (first, kept), v in zip(rows.pop(m), values.pop(m), strict=True):
-                n = len(v)
-                row[at : at + n] = np.arange(first, first + n) if kept is None else kept
-                code[at : at + n] = j
-                value[at : at + n] = v
-                at += n
-                del v
-        counter_frame = pd.DataFrame(
-            {
-                "row": row,
-                "counter_name": pd.Categorical.from_codes(code, categories=[str(m) for m in present]),
-                "value": value,
-            },
-            copy=False,
-        )
-        del row, code, value
+        # the rows and values to spill files (rocroof.spill): 8x10^6 values are not held in memory
+        row_file, value_file = ColumnWriter(np.int64), ColumnWriter(np.float64)
+        code_parts = []
+        try:
+            for j, m in enumerate(present):
+                for (first, kept), v in zip(rows.pop(m), values.pop(m), strict=True):
+                    row_file.append(np.arange(first, first + len(v)) if kept is None else kept)
+                    code_parts.append(np.full(len(v), j, dtype=np.int32))
+                    value_file.append(v)
+                    del v
+            code = np.concatenate(code_parts)
+            del code_parts
+            counter_frame = pd.DataFrame(
+                {
+                    "row": row_file.finish(),
+                    "counter_name": pd.Categorical.from_codes(code, categories=[str(m) for m in present]),
+                    "value": value_file.finish(),
+                },
+                copy=False,
+            )
+        finally:
+            row_file.close()
+            value_file.close()
+        del code
     del values, rows
     return (
         PassData(
@@ -813,7 +838,7 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
         kind="trace",
         label=label,
         source=str(path),
-        dispatches=conform(disp, DISPATCH_COLUMNS),
+        dispatches=spill_columns(conform(disp, DISPATCH_COLUMNS), SPILLED_ON_READ),  # rocroof.spill
         markers=markers,
         launches=launches,
         notes=pass_notes,

@@ -67,11 +67,11 @@ import json
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -86,13 +86,16 @@ from ...records import (
     INSTANCE_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
+    SPILLED_ON_READ,
     KeyIndex,
     PassData,
     conform,
     empty_frame,
     marker_kinds,
+    spill_columns,
     stack_frames,
 )
+from ...spill import release_pages, spilled
 from ..markers import parse_range
 from . import sqlite_arrow
 from .sqlite_arrow import NotNumbers, arrow_columns, arrow_frame, arrow_integers, read_only_uri, sql_literal
@@ -715,6 +718,8 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
             dispatches = _chunked(
                 conn, path, f"SELECT {', '.join(select)} FROM {kd} kd {' '.join(joins)} {order_by}", guids, shape
             )
+        # the columns only stored go to spill files (rocroof.spill): ~150 MB at 10^6 dispatches
+        dispatches = spill_columns(dispatches, SPILLED_ON_READ)
         guid_code = dispatches.pop("guid").to_numpy(dtype=np.int64)
         _refuse_repeated_dispatches(guid_code, dispatches["dispatch_id"], guids, path)
         # (guid, event id) -> dispatch row: ids restart in every process of a merged database
@@ -727,6 +732,7 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         )
 
         release_free_memory()  # each query's Arrow and conversion buffers go back before the next query
+        host_side.start()  # the markers and API calls, read while the counters are
         counters, instances = _pass_counters(conn, src, path, guids, keymap, keep_instances)
         release_free_memory()
         markers, api = host_side()
@@ -778,21 +784,41 @@ def _host_side(
     return markers, _api_calls(conn, src, path, guids)
 
 
+class _Beside(Generic[_T]):
+    """Work started on a second thread when asked (:meth:`start`), its result read by calling the object."""
+
+    def __init__(self, pool: ThreadPoolExecutor | None, job: Callable[[], _T]) -> None:
+        self._pool, self._job = pool, job
+        self.future: Future[_T] | None = None
+
+    def start(self) -> None:
+        """Start the work now (on the second thread), unless started already."""
+        if self.future is None and self._pool is not None:
+            self.future = self._pool.submit(self._job)
+
+    def __call__(self) -> _T:
+        """The work's result (run here, now, when it was never started); its error is raised here."""
+        if self.future is None:
+            return self._job()
+        return self.future.result()
+
+
 @contextmanager
-def _beside(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> Iterator[Callable[[], _T]]:
-    """Run ``work`` on a second connection to ``conn``'s file in a second thread; yield its result's getter.
+def _beside(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> Iterator[_Beside[_T]]:
+    """Run ``work`` on a second connection to ``conn``'s file in a second thread, once started; yield its handle.
 
     SQLite steps a query into Arrow without the GIL (:mod:`.sqlite_arrow`), so the host-side
-    queries (markers, API calls) run while the main thread reads dispatches and counters: the read
-    of 10^6 dispatches takes 6.2 s instead of 10.6 s, its peak memory 1.48 GB instead of 1.10 GB
-    (the markers are held while the counters are converted; benchmarks/RESULTS.md). An error of
-    the block comes before one of ``work`` (the order of a sequential read); ``work``'s comes out
-    of the getter. Where the file has no name (a database in memory), ``work`` runs on ``conn``
-    when the getter is called.
+    queries (markers, API calls) run while the main thread reads the counters. The caller starts
+    them once it has read the dispatches (``handle.start()``), so that the dispatch columns and the
+    markers are not converted at once (10^6 dispatches: the read's peak ~1.0 GB instead of
+    1.3 GB); the counters, read into spill files a chunk at a time, overlap them. An error of the
+    block comes before one of ``work`` (the order of a sequential read); ``work``'s comes out of
+    the handle's call. Where the file has no name (a database in memory), ``work`` runs on
+    ``conn`` when the handle is called.
     """
     row = conn.execute("PRAGMA database_list").fetchone()
     if row is None or not row[2]:
-        yield lambda: work(conn)
+        yield _Beside(None, lambda: work(conn))
         return
     file = Path(row[2])
 
@@ -804,11 +830,12 @@ def _beside(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) 
             own.close()
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocroof-rocpd") as pool:
-        future = pool.submit(job)
+        handle = _Beside(pool, job)
         try:
-            yield future.result
+            yield handle
         finally:
-            future.cancel()  # the block failed before it asked: do not start what nobody reads
+            if handle.future is not None:
+                handle.future.cancel()  # the block failed before it asked: do not start what nobody reads
 
 
 #: Read dispatch records as integers (:func:`_dispatches_as_integers`) where they allow it; the
@@ -882,7 +909,13 @@ def _dispatches_as_integers(
     )
     try:
         if arrow is not None:
-            columns = [arrow_integers(arrow[f"c{j}"]) for j in range(len(exprs))]
+            # each Arrow column let go once converted, and the columns only stored moved to spill files
+            # (rocroof.spill) as they come: the result is not held as Arrow and pandas columns at once
+            columns = []
+            for j, name in enumerate(exprs):
+                column = arrow_integers(arrow.pop(f"c{j}"))
+                columns.append(spill_columns(pd.DataFrame({name: column}, copy=False), SPILLED_ON_READ)[name].array)
+            del arrow
         else:
             columns = _integer_columns(conn, list(exprs.values()), sql_from)
     except NotNumbers:
@@ -1126,12 +1159,11 @@ def _counters_one_record_each(
         return None
     if not rows_parts:
         return empty_frame(COUNTER_COLUMNS)
-    row = np.concatenate(rows_parts)
-    del rows_parts
+    # the rows and values to spill files (rocroof.spill): 8x10^6 records are not held in memory
+    row = spilled(rows_parts, np.int64)
     code = np.concatenate(code_parts)
     del code_parts
-    value = np.concatenate(value_parts)
-    del value_parts
+    value = spilled(value_parts, np.float64)
     if not _increasing(row, code, len(labels)):
         key = row * len(labels) + code
         del row, code
@@ -1159,6 +1191,7 @@ def _increasing(row: np.ndarray, code: np.ndarray, width: int, block: int = 1 <<
         if key[0] <= last or (len(key) > 1 and not bool((np.diff(key) > 0).all())):
             return False
         last = int(key[-1])
+        release_pages()  # spilled rows: their pages go once checked
     return True
 
 
@@ -1491,12 +1524,20 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
         samples["kind"] = "mark"
         frames.append(samples)
     frames = [_conform(f, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample") for f in frames if len(f)]
+    del mk
     if not frames:
         return empty_frame(MARKER_COLUMNS)
     # by host time; at equal starts the outer (longer) range first
-    both = pd.concat(frames, ignore_index=True)
+    both = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+    frames.clear()  # the parts go once stacked: not the parts, the stack and its reordering at once
     order = np.lexsort((-both["end_ns"].fillna(0).to_numpy(np.int64), both["start_ns"].fillna(0).to_numpy(np.int64)))
-    return both.iloc[order].reset_index(drop=True)
+    if bool((order == np.arange(len(order))).all()):
+        return both
+    reordered: dict[str, pd.Series] = {}
+    for name in list(both.columns):  # a column at a time, each let go once reordered
+        reordered[name] = both[name].iloc[order].reset_index(drop=True)
+        del both[name]
+    return pd.DataFrame(reordered, copy=False)
 
 
 def _marker_category(category: str) -> bool:

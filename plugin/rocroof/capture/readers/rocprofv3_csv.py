@@ -47,6 +47,8 @@ from ...records import (
     DISPATCH_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
+    SPILLED_ON_READ,
+    ChunkStacker,
     KeyIndex,
     Note,
     PassData,
@@ -56,6 +58,7 @@ from ...records import (
     match_rows,
     stack_frames,
 )
+from ...spill import ColumnWriter, is_spilled, release_pages, take
 from ..markers import parse_range
 
 DOMAINS = ("kernel_trace", "counter_collection", "marker_api_trace", "hip_api_trace", "agent_info")
@@ -429,7 +432,22 @@ def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.S
     end = require(path, cols, "kernel end time", "End_Timestamp")
     agent = pick(cols, "Agent_Id")
     optional = _present(cols, _KERNEL_TRACE_INTS)
-    frames = []
+    frames = ChunkStacker(spill=SPILLED_ON_READ)  # the columns only stored go to spill files as read
+    try:
+        return _kernel_trace_chunks(path, pid, (did, name, start, end, agent), optional, frames)
+    finally:
+        frames.close()
+
+
+def _kernel_trace_chunks(
+    path: Path,
+    pid: int | None,
+    columns: tuple[str | None, str, str, str, str | None],
+    optional: dict[str, str],
+    frames: ChunkStacker,
+) -> tuple[pd.DataFrame, pd.Series]:
+    """:func:`_kernel_trace_plain`'s rows, read through ``frames``."""
+    did, name, start, end, agent = columns
     for chunk, _ in read_csv_plain(path, ints=[*([did] if did else []), start, end, *optional.values()]):
         out: dict[str, pd.Series] = {
             "dispatch_id": _ints(chunk[did]) if did else pd.Series(pd.array([pd.NA] * len(chunk), dtype="Int64")),
@@ -440,10 +458,10 @@ def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.S
         }
         for target, col in optional.items():
             out[target] = _ints(chunk[col])
-        frames.append(_dispatch_chunk(pd.DataFrame(out, copy=False), pid))
-    if not frames:
+        frames.add(_dispatch_chunk(pd.DataFrame(out, copy=False), pid))
+    if not frames.chunks:
         return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
-    df = stack_frames(frames)
+    df = frames.finish()
     keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
     dup = df.duplicated(subset=keys, keep="first") if did else pd.Series(False, index=df.index)
     if bool(dup.any()):
@@ -499,13 +517,14 @@ def _counter_file_plain(
     agent = pick(cols, "Agent_Id")
     info_cols = _present(cols, _COUNTER_INFO_INTS)
     ints = [did, *([pcol] if pcol else []), *info_cols.values()]
-    names: dict[str, int] = {}  # counter name -> code, in order of first appearance
-    proc_parts: list[np.ndarray] = []
-    id_parts: list[np.ndarray] = []
-    code_parts: list[np.ndarray] = []
-    value_parts: list[np.ndarray] = []
+    # the counter rows' columns go to spill files as they are read (rocroof.spill): the file's 8x10^6
+    # rows (10^6 dispatches) are not held in memory, nor their parts and concatenation at once
+    proc_parts = ColumnWriter(np.int64)
+    id_parts = ColumnWriter(np.int64)
+    code_parts = ColumnWriter(np.int32)
+    value_parts = ColumnWriter(np.float64)
+    writers = (proc_parts, id_parts, code_parts, value_parts)
     info_parts: list[pd.DataFrame] = []
-    unmatched: np.ndarray | None = None
     # with the dispatches known, only the ids, names and values are read: the repeated dispatch
     # columns (a kernel name of ~170 characters on every counter row) are skipped by the parser
     # (the start timestamp stays: it tells a counter file of another run, _check_counter_timestamps)
@@ -513,6 +532,51 @@ def _counter_file_plain(
     needed = None if lookup is None else [did, cname, cval, *([pcol] if pcol else []), *([start] if start else [])]
     if lookup is not None:
         ints = [did, *([pcol] if pcol else []), *([start] if start else [])]
+    try:
+        counters = _counter_rows_plain(
+            path,
+            error_path,
+            (did, cname, cval, pcol),
+            pid,
+            lookup,
+            (ints, needed),
+            info_cols,
+            (kname, agent),
+            writers,
+            info_parts,
+        )
+    finally:
+        for writer in writers:
+            writer.close()  # unless finished (an error, or columns not used)
+    merged = pd.concat(info_parts, ignore_index=True).drop_duplicates(subset=["process_id", "dispatch_id"])
+    merged = merged.reset_index(drop=True)
+    return counters, merged.drop(columns="_exact"), merged["_exact"]
+
+
+def _counter_rows_plain(
+    path: Path,
+    error_path: Path,
+    columns: tuple[str, str, str, str | None],
+    pid: int | None,
+    lookup: _RowLookup | None,
+    read: tuple[list[str], list[str] | None],
+    info_cols: dict[str, str],
+    text_cols: tuple[str | None, str | None],
+    writers: tuple[ColumnWriter, ColumnWriter, ColumnWriter, ColumnWriter],
+    info_parts: list[pd.DataFrame],
+) -> pd.DataFrame:
+    """The counter rows of :func:`_counter_file_plain`, their columns written to ``writers`` as read.
+
+    ``writers`` take (process id, dispatch id or dispatch row, counter code, value); each chunk's
+    dispatch rows are appended to ``info_parts``. Returns the counter frame (columns as
+    :func:`_read_counter_file` gives them; spilled, see :mod:`rocroof.spill`).
+    """
+    did, cname, cval, pcol = columns
+    ints, needed = read
+    kname, agent = text_cols
+    proc_parts, id_parts, code_parts, value_parts = writers
+    names: dict[str, int] = {}  # counter name -> code, in order of first appearance
+    unmatched: np.ndarray | None = None
     for chunk, first in read_csv_plain(path, ints=ints, floats=[cval], columns=needed):
         labels = [str(c) for c in chunk[cname].cat.categories]
         local = chunk[cname].cat.codes.to_numpy()
@@ -521,8 +585,9 @@ def _counter_file_plain(
             raise ParseError(path, f"column {cname!r} is empty; expected a counter name", first + pos)
         to_global = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
         code_parts.append(to_global[local])
-        value_parts.append(chunk[cval].to_numpy(dtype=np.float64))
-        check_counter_values(path, value_parts[-1], first, cval)
+        values = chunk[cval].to_numpy(dtype=np.float64)
+        check_counter_values(path, values, first, cval)
+        value_parts.append(values)
         ids = chunk[did].to_numpy(dtype=np.int64)
         proc = chunk[pcol].to_numpy(dtype=np.int64) if pcol else None
         if lookup is not None:
@@ -556,41 +621,34 @@ def _counter_file_plain(
         info_df = pd.DataFrame(info, copy=False)
         info_df["_exact"] = True
         info_parts.append(info_df)
-    if not id_parts:
-        return (
-            pd.DataFrame(columns=["process_id", "dispatch_id", "counter_name", "value"]),
-            empty_frame(DISPATCH_COLUMNS),
-            pd.Series(dtype=bool),
-        )
-    merged = pd.concat(info_parts, ignore_index=True).drop_duplicates(subset=["process_id", "dispatch_id"])
-    merged = merged.reset_index(drop=True)
-    names_column = pd.Categorical.from_codes(np.concatenate(code_parts), categories=list(names))
+    if not id_parts.rows:
+        info_parts.append(empty_frame(DISPATCH_COLUMNS).assign(_exact=pd.Series(dtype=bool)))
+        return pd.DataFrame(columns=["process_id", "dispatch_id", "counter_name", "value"])
+    if lookup is not None and unmatched is not None:
+        _refuse_unmatched(np.array([-1]), unmatched, error_path)
+    names_column = pd.Categorical.from_codes(code_parts.finish(), categories=list(names))
     if lookup is not None:
-        if unmatched is not None:
-            _refuse_unmatched(np.array([-1]), unmatched, error_path)
-        counters = pd.DataFrame(
-            {"row": np.concatenate(id_parts), "counter_name": names_column, "value": np.concatenate(value_parts)},
+        return pd.DataFrame(
+            {"row": id_parts.finish(), "counter_name": names_column, "value": value_parts.finish()},
             copy=False,
         )
-        return counters, merged.drop(columns="_exact"), merged["_exact"]
-    n = sum(len(part) for part in id_parts)
+    n = id_parts.rows
     if pcol:
-        proc_all = np.concatenate(proc_parts)
+        proc_all = proc_parts.finish()
         process = pd.arrays.IntegerArray(proc_all, np.zeros(n, dtype=bool))
     else:
         process = pd.array(np.full(n, pid if pid is not None else 0, dtype=np.int64), dtype="Int64")
         if pid is None:
             process[:] = pd.NA
-    counters = pd.DataFrame(
+    return pd.DataFrame(
         {
             "process_id": process,
-            "dispatch_id": np.concatenate(id_parts),
+            "dispatch_id": id_parts.finish(),
             "counter_name": names_column,
-            "value": np.concatenate(value_parts),
+            "value": value_parts.finish(),
         },
         copy=False,
     )
-    return counters, merged.drop(columns="_exact"), merged["_exact"]
 
 
 def _read_markers(path: Path) -> pd.DataFrame:
@@ -648,7 +706,23 @@ def _launches_plain(path: Path, wanted: set[int], pid: int | None) -> pd.DataFra
     optional = _present(cols, {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid")})
     func = pick(cols, "Function")
     wanted_ids = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
-    frames = []
+    frames = ChunkStacker(spill=("end_ns",))  # no step of an ingest reads the end of a launch call
+    try:
+        return _launch_chunks(path, (corr, start, end, func), optional, wanted_ids, pid, frames)
+    finally:
+        frames.close()
+
+
+def _launch_chunks(
+    path: Path,
+    columns: tuple[str, str, str, str | None],
+    optional: dict[str, str],
+    wanted_ids: np.ndarray,
+    pid: int | None,
+    frames: ChunkStacker,
+) -> pd.DataFrame:
+    """:func:`_launches_plain`'s rows, read through ``frames``."""
+    corr, start, end, func = columns
     for chunk, _ in read_csv_plain(path, ints=[corr, start, end, *optional.values()]):
         keep = np.isin(chunk[corr].to_numpy(dtype=np.int64), wanted_ids)
         if not keep.any():
@@ -663,10 +737,10 @@ def _launches_plain(path: Path, wanted: set[int], pid: int | None) -> pd.DataFra
             df["process_id"] = pid
         if func is not None:
             df["api_name"] = _texts(sub[func])
-        frames.append(conform(df, LAUNCH_COLUMNS))
-    if not frames:
+        frames.add(conform(df, LAUNCH_COLUMNS))
+    if not frames.chunks:
         return empty_frame(LAUNCH_COLUMNS)
-    return stack_frames(frames)
+    return frames.finish()
 
 
 def read_pass(files: PassFiles, label: str) -> PassData:
@@ -824,8 +898,13 @@ def _take(df: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
     """``df.iloc[order]`` with a fresh index, a column at a time (never two copies of the frame)."""
     out = pd.DataFrame(index=pd.RangeIndex(len(order)))
     for name in list(df.columns):
-        out[name] = df[name].iloc[order].reset_index(drop=True)
-        del df[name]
+        column = df[name]
+        if is_spilled(column.array) and isinstance(column.dtype, pd.Int64Dtype):  # stays out of memory
+            array = column.array
+            out[name] = pd.arrays.IntegerArray(take(array._data, order), take(array._mask, order))
+        else:
+            out[name] = column.iloc[order].reset_index(drop=True)
+        del df[name], column
     return out
 
 
@@ -919,6 +998,7 @@ def _repeats(rows: np.ndarray, codes: np.ndarray, width: int, block: int = 1 << 
     if len(rows) < 2:
         return False
     grouped = all(bool((np.diff(rows[lo : lo + block + 1]) >= 0).all()) for lo in range(0, len(rows), block))
+    release_pages()  # the rows may be spilled: their pages go once read
     if not grouped:
         key = np.sort(rows * width + codes)
         return bool((key[1:] == key[:-1]).any())
@@ -931,6 +1011,7 @@ def _repeats(rows: np.ndarray, codes: np.ndarray, width: int, block: int = 1 << 
         if bool((key[1:] == key[:-1]).any()):
             return True
         lo = hi
+        release_pages()
     return False
 
 

@@ -1,0 +1,184 @@
+"""Large columns of a capture kept in files instead of the process's memory ("spilled").
+
+An ingest of 10^6 dispatches holds 8x10^6 counter values (136 MB as row, counter and value
+columns) that no step between reading and writing looks at but the DRAM formulas, a chunk at a
+time. A column written through a :class:`ColumnWriter` goes to an unnamed temporary file as it is
+read; once complete, it is mapped read-only into memory and used as an ordinary numpy array. Its
+pages are resident only while touched: :func:`release_pages` drops them from the process (they
+stay in the kernel's page cache, or are read from the file again on the next touch), and
+:func:`rocroof.memory.release_free_memory` calls it between the stages of an ingest; a loop over a
+spilled column calls it every chunk. A spilled array is read-only: writing into it raises
+``ValueError`` (never a write lost when its pages are dropped).
+
+The files are unlinked when created (``tempfile.TemporaryFile``): nothing is left behind when the
+process ends, killed or not. They go to :func:`tempfile.gettempdir` (``TMPDIR``), or to
+``ROCROOF_SPILL_DIR`` when set. Columns under :data:`SPILL_MIN_BYTES` are read back into memory
+instead (the file is then closed at once).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+import weakref
+from typing import IO, Any
+
+import numpy as np
+
+#: A column of fewer bytes stays in memory (a small capture has nothing to gain from a mapping);
+#: ``ROCROOF_SPILL_MIN_BYTES`` sets it (0 spills every column: the tests run the readers so).
+SPILL_MIN_BYTES = int(os.environ.get("ROCROOF_SPILL_MIN_BYTES") or (1 << 20))
+
+_maps: list[weakref.ref[mmap.mmap]] = []
+#: ``madvise`` advice that drops pages (absent on Windows: the pages then stay until unmapped).
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+
+
+def spill_dir() -> str:
+    """Where spill files go: ``ROCROOF_SPILL_DIR`` when set, else the temporary directory."""
+    return os.environ.get("ROCROOF_SPILL_DIR") or tempfile.gettempdir()
+
+
+class ColumnWriter:
+    """One column appended a chunk at a time to a temporary file; :meth:`finish` gives the array.
+
+    Args:
+        dtype: the column's numpy dtype (every chunk is converted to it).
+
+    Raises:
+        OSError: the spill directory cannot take the file (:func:`spill_dir`; a full disk).
+    """
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = np.dtype(dtype)
+        self._file: IO[bytes] | None = tempfile.TemporaryFile(dir=spill_dir())  # noqa: SIM115 (kept open)
+        self.rows = 0
+
+    def append(self, values: np.ndarray) -> None:
+        """Add ``values`` (1-D) at the column's end."""
+        assert self._file is not None, "ColumnWriter.append after finish"
+        chunk = np.ascontiguousarray(values, dtype=self.dtype)
+        self._file.write(chunk.tobytes() if not chunk.flags.c_contiguous else chunk.data.cast("B"))
+        self.rows += len(chunk)
+
+    def finish(self) -> np.ndarray:
+        """The whole column, shape (rows,): a read-only mapping of the file, or in memory when small."""
+        fh, self._file = self._file, None
+        assert fh is not None, "ColumnWriter.finish called twice"
+        size = self.rows * self.dtype.itemsize
+        try:
+            fh.flush()
+            if size < max(SPILL_MIN_BYTES, 1):
+                fh.seek(0)
+                data = fh.read(size)
+                return np.frombuffer(data, dtype=self.dtype).copy() if size else np.zeros(0, dtype=self.dtype)
+            mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+        finally:
+            fh.close()  # a mapping keeps the (unlinked) file's pages reachable by itself
+        _maps.append(weakref.ref(mapped))
+        return np.frombuffer(mapped, dtype=self.dtype)
+
+    def close(self) -> None:
+        """Drop the file without making a column (an error while reading)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def zeros(n: int, dtype: Any) -> np.ndarray:
+    """``np.zeros(n, dtype)``, read-only; from :data:`SPILL_MIN_BYTES` on, a mapping of a sparse file.
+
+    No page of it is resident until read, and read pages go with :func:`release_pages` (the data
+    of an all-NULL nullable column: ~8 MB per 10^6 rows that nothing reads).
+    """
+    dtype = np.dtype(dtype)
+    size = n * dtype.itemsize
+    if size < max(SPILL_MIN_BYTES, 1):
+        out = np.zeros(n, dtype=dtype)
+        out.flags.writeable = False
+        return out
+    with tempfile.TemporaryFile(dir=spill_dir()) as fh:
+        fh.truncate(size)  # a hole: no disk blocks, reads as zeros
+        mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+    _maps.append(weakref.ref(mapped))
+    return np.frombuffer(mapped, dtype=dtype)
+
+
+def spilled(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    """``parts`` one after the other as one column (``np.concatenate``), through a :class:`ColumnWriter`.
+
+    ``parts`` is emptied as it is written: the parts and the result are not held at once.
+    """
+    writer = ColumnWriter(dtype)
+    try:
+        while parts:
+            writer.append(parts.pop(0))
+    except BaseException:
+        writer.close()
+        raise
+    return writer.finish()
+
+
+#: Rows taken at a time by :func:`take` (~8 MB of int64 values).
+TAKE_ROWS = 1 << 20
+
+
+def take(values: np.ndarray, order: np.ndarray, lookup: np.ndarray | None = None) -> np.ndarray:
+    """``values[order]`` (1-D), or ``lookup[values[order]]``, written to a spill file a chunk at a time.
+
+    A spilled column reordered or filtered without a copy of it in memory (the source's pages are
+    dropped after each chunk); a small result is in memory (:data:`SPILL_MIN_BYTES`).
+    """
+    writer = ColumnWriter(values.dtype if lookup is None else lookup.dtype)
+    try:
+        for lo in range(0, len(order), TAKE_ROWS):
+            part = values[order[lo : lo + TAKE_ROWS]]
+            writer.append(part if lookup is None else lookup[part])
+            release_pages()
+    except BaseException:
+        writer.close()
+        raise
+    return writer.finish()
+
+
+def spilled_copy(values: np.ndarray) -> np.ndarray:
+    """A copy of ``values`` (1-D) in a spill file, written a chunk at a time (in memory when small)."""
+    writer = ColumnWriter(values.dtype)
+    try:
+        for lo in range(0, len(values), TAKE_ROWS):
+            writer.append(values[lo : lo + TAKE_ROWS])
+    except BaseException:
+        writer.close()
+        raise
+    return writer.finish()
+
+
+def is_spilled(values: Any) -> bool:
+    """True when ``values`` (a numpy array, a view of one, or a pandas array) lies in a spill mapping."""
+    data = getattr(values, "_data", values)  # a nullable pandas array's values
+    data = getattr(data, "_ndarray", data)
+    base = data
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, memoryview):  # np.frombuffer's base: a view of the mapping
+        base = base.obj
+    return isinstance(base, mmap.mmap)
+
+
+def release_pages() -> int:
+    """Drop the resident pages of every live spill mapping from this process; return how many mappings.
+
+    The data stays in the files: the next touch reads it again (from the page cache when the
+    kernel kept it). Mappings whose arrays are all gone are forgotten.
+    """
+    live = 0
+    for ref in list(_maps):
+        mapped = ref()
+        if mapped is None or mapped.closed:
+            _maps.remove(ref)
+            continue
+        if _DONTNEED is not None:
+            mapped.madvise(_DONTNEED)
+        live += 1
+    return live

@@ -1,0 +1,225 @@
+"""Spilled columns (rocroof.spill): columns kept in temporary files instead of memory.
+
+The readers write large columns (counter values, the dispatch columns that are only stored) to
+spill files as they read them; the pipeline and the store read them back a chunk at a time. A
+spilled column must hold exactly what the in-memory one would, every step must accept it, and
+its pages must leave the process when released. The end-to-end checks ingest recorded captures
+(../shared/fixtures), the examples and synthetic captures twice, every column spilled
+(``SPILL_MIN_BYTES = 0``) and none, and compare every stored row.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import rocroof.spill as spill
+from rocroof.capture.readers import read_capture
+from rocroof.ingest.pipeline import build_run
+from rocroof.records import ChunkStacker, stack_frames, take_rows
+from rocroof.store import Store
+
+from . import synthetic
+from .conftest import fixture_path
+from .store_rows import table_rows
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def spill_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every column goes to a file, however small."""
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+
+
+# ---- the files -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int8, np.float64, np.bool_])
+def test_a_column_written_in_chunks_reads_back_whole(spill_all: None, dtype: type) -> None:
+    rng = np.random.default_rng(7)
+    parts = [rng.integers(-100, 100, size=n).astype(dtype) for n in (0, 1, 5, 1000, 3)]
+    writer = spill.ColumnWriter(dtype)
+    for part in parts:
+        writer.append(part)
+    column = writer.finish()
+    assert column.dtype == np.dtype(dtype) and len(column) == 1009
+    np.testing.assert_array_equal(column, np.concatenate(parts))
+    assert (
+        spill.is_spilled(column)
+        and spill.is_spilled(column[3:9])
+        and spill.is_spilled(pd.Series(column).array) is False
+    )
+    with pytest.raises(ValueError, match="read-only"):
+        column[0] = 1  # a write would be lost when the pages are dropped: refused
+
+
+def test_a_small_column_stays_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 1 << 20)
+    writer = spill.ColumnWriter(np.int64)
+    writer.append(np.arange(10))
+    column = writer.finish()
+    assert not spill.is_spilled(column)
+    np.testing.assert_array_equal(column, np.arange(10))
+
+
+def test_an_empty_column_and_an_abandoned_one(spill_all: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROCROOF_SPILL_DIR", str(tmp_path))
+    assert len(spill.ColumnWriter(np.float64).finish()) == 0
+    writer = spill.ColumnWriter(np.float64)
+    writer.append(np.ones(100))
+    writer.close()  # an error while reading: the file goes, no column is made
+    kept = spill.ColumnWriter(np.float64)
+    kept.append(np.ones(100))
+    column = kept.finish()
+    assert list(tmp_path.iterdir()) == []  # unlinked when made: nothing left behind, killed or not
+    assert float(column.sum()) == 100.0
+
+
+def test_zeros_and_take(spill_all: None) -> None:
+    z = spill.zeros(1000, np.int64)
+    assert spill.is_spilled(z) and not z.any() and z.dtype == np.int64
+    values = spill.spilled([np.arange(10, 20), np.arange(20, 30)], np.int64)
+    order = np.array([19, 0, 5, 5, 11])
+    np.testing.assert_array_equal(spill.take(values, order), [29, 10, 15, 15, 21])
+    lookup = np.arange(100)[::-1].copy()
+    np.testing.assert_array_equal(spill.take(values, order, lookup), 99 - np.array([29, 10, 15, 15, 21]))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc (Linux)")
+def test_released_pages_leave_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    def resident_mb() -> float:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * 4096 / 1e6
+
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    writer = spill.ColumnWriter(np.float64)
+    for _ in range(8):
+        writer.append(np.ones(1 << 20))  # 64 MB in all
+    column = writer.finish()
+    before = resident_mb()
+    assert float(column.sum()) == 8 * (1 << 20)  # every page touched: resident now
+    touched = resident_mb()
+    assert touched - before > 60  # the 64 MB are counted while resident
+    assert spill.release_pages() >= 1
+    assert resident_mb() - before < 4  # and gone once released; the data stays in the file
+    assert float(column[-5:].sum()) == 5.0
+
+
+# ---- frames --------------------------------------------------------------------------------------
+
+
+def _chunks(seed: int) -> list[pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in (4, 0, 9, 1, 6):
+        ints = rng.integers(0, 5, size=n)
+        out.append(
+            pd.DataFrame(
+                {
+                    "name": rng.choice(["a", "b", None], size=n).astype(object),
+                    "grid_x": pd.array(np.where(ints == 0, None, ints), dtype="Int64"),
+                    "kernel_id": pd.array(ints, dtype="Int64"),
+                    "value": rng.random(n),
+                }
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("spill_everything", [True, False])
+def test_chunk_stacker_stacks_as_stack_frames(spill_everything: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0 if spill_everything else 1 << 20)
+    expected = stack_frames(_chunks(3))
+    stacker = ChunkStacker(spill=("grid_x", "kernel_id", "value", "absent"))
+    for chunk in _chunks(3):
+        stacker.add(chunk)
+    got = stacker.finish()
+    pd.testing.assert_frame_equal(got, expected)
+    assert list(got.columns) == ["name", "grid_x", "kernel_id", "value"]  # the first chunk's order
+    assert spill.is_spilled(got["grid_x"].array) == spill_everything
+    assert not spill.is_spilled(got["name"].array)
+
+
+def test_take_rows_is_iloc(spill_all: None) -> None:
+    stacker = ChunkStacker(spill=("grid_x", "kernel_id", "value"))
+    for chunk in _chunks(5):
+        stacker.add(chunk)
+    frame = stacker.finish()
+    rows = np.array([0, 3, 3, 19, 7])
+    expected = frame.iloc[rows].reset_index(drop=True)
+    pd.testing.assert_frame_equal(take_rows(frame, rows), expected)
+    renumber = np.arange(100) * 10
+    got = take_rows(frame, rows, {"kernel_id": renumber})
+    assert got["kernel_id"].tolist() == [10 * v for v in expected["kernel_id"].tolist()]
+
+
+# ---- whole ingests: spilled and in memory store the same rows ----------------------------------
+
+
+#: Recorded captures (../shared/fixtures) of each reader that reads counters or large traces.
+RECORDED = (
+    "rocprofv3-docs",
+    "rocprof-compute/vcopy/MI100",
+    "rocprof-compute/vcopy/MI300X_A1",
+    "rocprof-compute/vcopy/MI300X_A1_rocpd",
+    "rocprof-compute/vcopy/MI350",
+    "rocprof-v1/mi250x-laplacian-kernel2",
+)
+
+
+def _ingest(capture: Path, db: Path) -> dict[str, pd.DataFrame]:
+    store = Store(db)
+    store.write_run(build_run(read_capture(capture), source_path="capture", release=True), release=True)
+    store.close()
+    return table_rows(str(db))
+
+
+def _same(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        frame_a = a[name].drop(columns=["source_path", "rocroof_version"], errors="ignore")
+        frame_b = b[name].drop(columns=["source_path", "rocroof_version"], errors="ignore")
+        pd.testing.assert_frame_equal(frame_a, frame_b, obj=name)
+
+
+#: Examples (H200: Nsight Systems + Nsight Compute, two passes; MoE, op metadata and a counter
+#: sample; a measured ceiling; a sweep point).
+EXAMPLES = (
+    "h200-sampled/moe24-decode-sample",
+    "h200-probe/dense-prefill",
+    "h200-sweep/dense-tiny-prefill-fusion-r1",
+)
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_examples_store_the_same_rows_spilled(example: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    capture = REPO / "examples" / example
+    expected = _ingest(capture, tmp_path / "memory.db")
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    _same(_ingest(capture, tmp_path / "spilled.db"), expected)
+
+
+@pytest.mark.parametrize("recorded", RECORDED)
+def test_recorded_captures_store_the_same_rows_spilled(
+    recorded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = fixture_path(*recorded.split("/"))
+    expected = _ingest(capture, tmp_path / "memory.db")
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    _same(_ingest(capture, tmp_path / "spilled.db"), expected)
+
+
+@pytest.mark.parametrize("fmt", synthetic.FORMATS)
+def test_synthetic_captures_store_the_same_rows_spilled(
+    fmt: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = synthetic.capture(fmt, 500, tmp_path_factory.mktemp("captures"))
+    expected = _ingest(capture, tmp_path / "memory.db")
+    assert len(expected["counter_reading"]) == 500  # 8 counters a dispatch, one reading row each
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    _same(_ingest(capture, tmp_path / "spilled.db"), expected)
