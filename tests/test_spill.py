@@ -19,12 +19,13 @@ import pytest
 
 import rocroof.spill as spill
 from rocroof.capture.readers import read_capture
-from rocroof.ingest.pipeline import build_run
+from rocroof.ingest.pipeline import RANGE_REBUILD_COLUMNS, build_run, with_range_messages
 from rocroof.records import ChunkStacker, stack_frames, take_rows
 from rocroof.store import Store
 
 from . import synthetic
 from .conftest import fixture_path
+from .rocprof_csv import T0, Kernel, api, mark, rng, write_pass
 from .store_rows import table_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -223,3 +224,69 @@ def test_synthetic_captures_store_the_same_rows_spilled(
     assert len(expected["counter_reading"]) == 500  # 8 counters a dispatch, one reading row each
     monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
     _same(_ingest(capture, tmp_path / "spilled.db"), expected)
+
+
+# ---- ggml range messages let go during the attribution, rebuilt as they are written -------------
+
+
+def test_range_messages_let_go_are_stored_as_recorded(tmp_path: Path) -> None:
+    """``build_run(release=True)`` (the ingest) lets go of the ggml range messages that op, node name
+    and invocation give back, and stores every message as the capture recorded it."""
+    t = T0
+    messages = [
+        "ggml:MUL_MAT:Qcur-0:5",  # rebuilt
+        "ggml:ROPE:Qcur-0 (view): rope:6",  # colons and spaces in the node name: rebuilt
+        "ggml:ADD:l_out-0:007",  # leading zeros: not what the rebuild writes, kept as recorded
+        "ggml:CPY::8",  # an empty node name: rebuilt
+        "llama_decode",  # not a ggml range: kept
+    ]
+    markers = [rng(m, 9 + 3 * i, t + 100 * i, t + 100 * i + 50) for i, m in enumerate(messages)]
+    markers.append(mark("ggml-fused:5:MUL_MAT+ADD:Qcur-0|l_out-0", 30, t + 60))
+    # --kernel-rename kernels name their range: found among the ranges by the rebuilt message too
+    kernels = [
+        Kernel(1, "ggml:MUL_MAT:Qcur-0:5", 10, t + 1000, t + 1200),
+        Kernel(2, "ggml:ROPE:Qcur-0 (view): rope:6", 13, t + 1300, t + 1350),
+        Kernel(3, "void memset_kernel<float>(float*, float, long)", 15, t + 1350, t + 1360),
+    ]
+    capture = write_pass(tmp_path / "cap", 1234, kernels=kernels, markers=markers)
+    plain = build_run(read_capture(capture))
+    assert RANGE_REBUILD_COLUMNS[0] not in plain.tables["marker_range"]
+    released = build_run(read_capture(capture), release=True)
+    ranges = released.tables["marker_range"]
+    let_go = ranges["message"].isna().to_numpy()
+    assert sorted(ranges[RANGE_REBUILD_COLUMNS[0]][let_go].tolist()) == ["CPY", "MUL_MAT", "ROPE"]
+    pd.testing.assert_frame_equal(with_range_messages(ranges), plain.tables["marker_range"])
+    stored = {}
+    for name, frames in (("plain", plain), ("released", released)):
+        store = Store(tmp_path / f"{name}.db")
+        store.write_run(frames)
+        stored[name] = table_rows(str(tmp_path / f"{name}.db"))
+        store.close()
+    _same(stored["released"], stored["plain"])
+    kept = stored["released"]["marker_range"]
+    assert sorted(kept["message"].tolist()) == sorted([*messages, "ggml-fused:5:MUL_MAT+ADD:Qcur-0|l_out-0"])
+    # the renamed kernels point at their ranges, found by their rebuilt messages
+    message_of = dict(zip(kept["range_index"], kept["message"], strict=True))
+    dispatch = stored["released"]["dispatch_record"].sort_values("dispatch_index")
+    assert [message_of[i] for i in dispatch["range_index"][:2]] == messages[:2]
+
+
+def test_a_pass_cut_at_its_reset_keeps_its_messages(tmp_path: Path) -> None:
+    """A pass with a 'ggml reset' mark is attributed again once cut: it lets go of nothing."""
+    t = T0
+    markers = [
+        rng("ggml:MUL_MAT:Qcur-0:1", 9, t + 100, t + 200),
+        mark("ggml reset", 20, t + 300),
+        rng("ggml:MUL_MAT:Qcur-0:2", 21, t + 400, t + 500),
+    ]
+    apis = [api("hipLaunchKernel", 10, t + 150, t + 160), api("hipLaunchKernel", 22, t + 450, t + 460)]
+    kernels = [Kernel(1, MMQ, 10, t + 1000, t + 1200), Kernel(2, MMQ, 22, t + 1300, t + 1500)]
+    capture = write_pass(tmp_path / "cap", 1234, kernels=kernels, markers=markers, apis=apis)
+    released = build_run(read_capture(capture), release=True)
+    ranges = released.tables["marker_range"]
+    assert RANGE_REBUILD_COLUMNS[0] not in ranges
+    assert "ggml:MUL_MAT:Qcur-0:2" in ranges["message"].tolist()
+    assert len(released.tables["dispatch"]) == 1  # the warm-up's dispatch dropped
+
+
+MMQ = "void mul_mat_q<(ggml_type)8, 64, false>(char const*, int const*, float*, float*, int, int, int, int, int)"

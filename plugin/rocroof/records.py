@@ -230,20 +230,21 @@ SPILLED_ON_READ = (*PAYLOAD_COLUMNS, "dispatch_id", "start_ns", "end_ns")
 class ChunkStacker:
     """Frames of the same columns, added a chunk at a time, stacked at :meth:`finish`.
 
-    The ``spill`` columns of each chunk (nullable ``Int64``, or plain integers or floats) go to
-    spill files as the chunk is added (:mod:`rocroof.spill`): the chunks held until the end lack
-    them, and the stacked frame maps them from the files. Other columns are stacked as
-    :func:`stack_frames` does. A spill column a chunk lacks, or of another type, is stacked in
-    memory with the others.
+    The ``spill`` columns of each chunk (nullable ``Int64``, as the readers type dispatch ids,
+    times and sizes) go to spill files as the chunk is added (:mod:`rocroof.spill`): the chunks
+    held until the end lack them, and the stacked frame maps them from the files. Other columns,
+    and a ``spill`` column the first chunk lacks or holds in another type, are stacked in memory
+    as :func:`stack_frames` does.
 
     Raises:
         OSError: the spill directory cannot take the files.
+        ValueError: a later chunk lacks a spilled column or holds it in another type (a bug).
     """
 
     def __init__(self, spill: tuple[str, ...] = ()) -> None:
         self.spill = spill
         self.chunks: list[pd.DataFrame] = []
-        self._writers: dict[str, tuple[Any, Any]] = {}  # column -> (values writer, mask writer or None)
+        self._writers: dict[str, tuple[ColumnWriter, ColumnWriter]] = {}  # column -> (values, mask) writers
         self._spilling: list[str] | None = None  # the spilled columns, fixed by the first chunk
         self._order: list[str] = []  # the first chunk's columns
 
@@ -251,26 +252,16 @@ class ChunkStacker:
         """Take ``chunk`` (its spill columns are written out and dropped from it)."""
         if self._spilling is None:
             self._order = list(chunk.columns)
-            self._spilling = [
-                c
-                for c in self.spill
-                if c in chunk.columns and (isinstance(chunk[c].dtype, pd.Int64Dtype) or chunk[c].dtype.kind in "if")
-            ]
+            self._spilling = [c for c in self.spill if c in chunk.columns and isinstance(chunk[c].dtype, pd.Int64Dtype)]
             for c in self._spilling:
-                dtype = chunk[c].dtype
-                nullable = isinstance(dtype, pd.Int64Dtype)
-                numpy_dtype = np.int64 if nullable else dtype
-                self._writers[c] = (ColumnWriter(numpy_dtype), ColumnWriter(np.bool_) if nullable else None)
+                self._writers[c] = (ColumnWriter(np.int64), ColumnWriter(np.bool_))
         for c in self._spilling:
             col = chunk[c] if c in chunk.columns else None
+            if col is None or not isinstance(col.dtype, pd.Int64Dtype):  # a reader's bug: its chunks differ
+                raise ValueError(f"column {c!r} of a chunk is not Int64 as in the first chunk")
             values, mask = self._writers[c]
-            if col is None or (mask is not None) != isinstance(col.dtype, pd.Int64Dtype) or col.dtype.kind not in "if":
-                raise ValueError(f"column {c!r} of a chunk differs from the first chunk's")
-            if mask is not None:
-                mask.append(col.isna().to_numpy(dtype=bool))
-                values.append(col.to_numpy(dtype=np.int64, na_value=0))
-            else:
-                values.append(col.to_numpy())
+            mask.append(col.isna().to_numpy(dtype=bool))
+            values.append(col.to_numpy(dtype=np.int64, na_value=0))
             del chunk[c]
         self.chunks.append(chunk)
 
@@ -279,8 +270,7 @@ class ChunkStacker:
         spilled: dict[str, Any] = {}
         try:
             for c, (values, mask) in self._writers.items():
-                data = values.finish()
-                spilled[c] = pd.arrays.IntegerArray(data, mask.finish()) if mask is not None else data
+                spilled[c] = pd.arrays.IntegerArray(values.finish(), mask.finish())
         finally:
             self.close()
         stacked = stack_frames(self.chunks)
@@ -292,8 +282,7 @@ class ChunkStacker:
         """Drop the spill files not made into columns (an error while reading)."""
         for values, mask in self._writers.values():
             values.close()
-            if mask is not None:
-                mask.close()
+            mask.close()
 
 
 def spill_columns(df: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +77,18 @@ def parse_range(message: str | None) -> GgmlRange | None:
     if not sep or not _INV_RE.fullmatch(inv) or not _fits(inv):
         return None
     return GgmlRange(op=op, node_name=name, invocation=int(inv))
+
+
+def range_messages(op: Iterable[object], node_name: Iterable[object], invocation: Iterable[object]) -> list[str | None]:
+    """The ``ggml:<OP>:<node name>:<invocation>`` message of each range: :func:`parse_range` inverted.
+
+    A message whose invocation is written without leading zeros (as the llama.cpp hook prints it)
+    is given back exactly; an entry whose op is None gives None.
+    """
+    return [
+        None if o is None else f"{RANGE_PREFIX}{o}:{n}:{int(v)}"  # type: ignore[call-overload]
+        for o, n, v in zip(op, node_name, invocation, strict=True)
+    ]
 
 
 #: ``ggml:<OP>:<node name>:<invocation>`` as one expression (the same grammar as :func:`parse_range`).
@@ -231,7 +243,7 @@ def parse_fused(message: str | None) -> FusedGroup | None:
 
 def is_reset(message: str | None) -> bool:
     """True for the ``ggml reset`` mark (end of warm-up)."""
-    return message is not None and message.strip() in RESET_MESSAGES
+    return isinstance(message, str) and message.strip() in RESET_MESSAGES
 
 
 def file_has_fused_lines(path: Path, probe_bytes: int = 4 << 20) -> bool:

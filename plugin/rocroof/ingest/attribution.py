@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..capture.markers import is_reset, parse_fused, parse_ranges
+from ..capture.markers import is_reset, parse_fused, parse_ranges, range_messages
 from ..memory import release_free_memory
 from ..records import Note, PassData, match_rows
 
@@ -81,6 +81,9 @@ class PassAttribution:
             other markers), as :func:`rocroof.capture.markers.parse_range` reads the message.
         marker_op: per marker row, the op of a ggml range (None for other markers).
         marker_node: per marker row, the node name of a ggml range (None for other markers).
+        message_rebuilt: per marker row, True where the pass's message was let go (``release``)
+            because :func:`rocroof.capture.markers.range_messages` gives it back from the op,
+            node name and invocation; None when no message was let go.
     """
 
     dispatch: pd.DataFrame
@@ -90,6 +93,16 @@ class PassAttribution:
     marker_invocation: pd.Series | None = None
     marker_op: np.ndarray | None = None
     marker_node: np.ndarray | None = None
+    message_rebuilt: np.ndarray | None = None
+
+
+def _fresh(text: str) -> str:
+    """A new string object equal to ``text`` (lone surrogates included)."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
+
+
+#: Ggml ranges whose message is rebuilt and compared at a time by :func:`attribute_pass` (``release``).
+_REBUILD_BLOCK = 1 << 16
 
 
 def _sweep(
@@ -336,16 +349,19 @@ def _int64_or_na(values: np.ndarray, known: np.ndarray) -> Any:
     return pd.arrays.IntegerArray(values.astype(np.int64, copy=False), ~known)
 
 
-def attribute_pass(p: PassData, *, release_launches: bool = False) -> PassAttribution:
+def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
     """Attribute the dispatches of one pass to marker ranges and ggml op invocations.
 
     Every step is vectorised over the pass's dispatches and markers: O((N + M) log M) for N
     dispatches and M markers (a sort of each thread's ranges, a binary search per dispatch),
     plus O(M * D) for the nesting depth D of the ranges.
 
-    With ``release_launches``, the pass's launch calls are emptied once joined to its dispatches
-    (``p.launches`` loses its rows: ~50 MB at 10^6 dispatches, let go before the rest of the
-    attribution is built); the pass cannot be attributed again.
+    With ``release``, the pass gives up what its rows no longer need once attributed, before the
+    rest of the attribution is built (the pass cannot be attributed again): its launch calls once
+    joined to its dispatches (``p.launches`` loses its rows: ~50 MB at 10^6 dispatches), and the
+    message text of each ggml range that its op, node name and invocation give back exactly
+    (``p.markers["message"]`` None there, :attr:`PassAttribution.message_rebuilt`: ~70 MB of
+    strings at 10^6 ranges; :func:`rocroof.ingest.pipeline.with_range_messages` puts them back).
 
     Returns:
         The :class:`PassAttribution` of the pass.
@@ -383,6 +399,31 @@ def attribute_pass(p: PassData, *, release_launches: bool = False) -> PassAttrib
                 [names.setdefault(x, x) for x in grp.node_names],
             )
 
+    rebuilt: np.ndarray | None = None
+    if release and is_ggml.any():
+        # the ranges' messages, where op, node name and invocation give them back exactly, are let
+        # go: the pass's marker frame and this function hold the only references to the strings
+        ggml_rows = np.flatnonzero(is_ggml)
+        same = np.zeros(len(ggml_rows), dtype=bool)
+        for lo in range(0, len(ggml_rows), _REBUILD_BLOCK):  # a block of rebuilt strings at a time
+            rows = ggml_rows[lo : lo + _REBUILD_BLOCK]
+            again = range_messages(m_op[rows], m_name[rows], m_inv_values[rows])
+            same[lo : lo + len(rows)] = [a == b for a, b in zip(again, messages[rows].tolist(), strict=True)]
+            del again
+        if same.any():
+            rebuilt = np.zeros(len(messages), dtype=bool)
+            rebuilt[ggml_rows[same]] = True
+            kept = messages.copy()
+            kept[rebuilt] = None
+            # the other messages as new strings: the old ones then all go, and the allocator's arenas
+            # they filled with them (freed strings among kept ones would hold every arena)
+            others = np.flatnonzero(~rebuilt & np.array([type(v) is str for v in kept.tolist()], dtype=bool))
+            kept[others] = [_fresh(v) for v in kept[others].tolist()]
+            column = pd.Series(kept, dtype=object, index=p.markers.index, copy=False)  # None, not NaN
+            p.markers["message"] = column
+            m["message"] = column.set_axis(m.index)
+            messages = kept
+        del ggml_rows, same
     ranges = np.flatnonzero(is_range_row)
     # innermost range / ggml range by host time, per thread: (segment starts, marker rows, ggml marker rows)
     segments: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -432,7 +473,7 @@ def attribute_pass(p: PassData, *, release_launches: bool = False) -> PassAttrib
             launch_thread[rows[tk]] = thr_known[tk].to_numpy(dtype=np.int64)
             has_launch_thread[rows[tk]] = True
         del rows, start, thr
-        if release_launches:
+        if release:
             p.launches = p.launches.iloc[:0].copy()  # a fresh frame: a slice would keep the arrays
         release_free_memory()  # the join's temporaries
     # 2a. the dispatch's own host time on its launching thread (rocprof v1 DispatchNs)
@@ -457,12 +498,16 @@ def attribute_pass(p: PassData, *, release_launches: bool = False) -> PassAttrib
         method[rows] = p.region_method
         # the first ggml range row with the region's message, when the pass recorded the ranges
         ggml_rows = np.flatnonzero(is_ggml)
-        first_row_of = pd.Series(ggml_rows, index=messages[ggml_rows]).groupby(level=0, sort=False).first()
+        texts = messages[ggml_rows]
+        if rebuilt is not None:  # the messages let go, rebuilt for the lookup
+            back = np.flatnonzero(rebuilt[ggml_rows])
+            texts[back] = range_messages(m_op[ggml_rows[back]], m_name[ggml_rows[back]], m_inv_values[ggml_rows[back]])
+        first_row_of = pd.Series(ggml_rows, index=texts).groupby(level=0, sort=False).first()
         found = first_row_of.reindex(region[rows]).to_numpy(dtype=np.float64)
         at = ~np.isnan(found)
         range_row[rows[at]] = found[at].astype(np.int64)
         ggml_row[rows[at]] = found[at].astype(np.int64)
-        del candidates, r_ggml, r_inv, r_op, r_name, rows, ggml_rows, first_row_of, found, at
+        del candidates, r_ggml, r_inv, r_op, r_name, rows, ggml_rows, first_row_of, found, at, texts
     del region, has_region
 
     # a dispatch whose launch is known stays out of the enqueue-order fallback, even if no range held it
@@ -539,6 +584,7 @@ def attribute_pass(p: PassData, *, release_launches: bool = False) -> PassAttrib
         marker_invocation=pd.Series(m_inv),
         marker_op=m_op,
         marker_node=m_name,
+        message_rebuilt=rebuilt,
     )
 
 

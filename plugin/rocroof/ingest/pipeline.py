@@ -22,7 +22,7 @@ from ..analysis.dram import BYTE_COLUMNS as DRAM_BYTE_COLUMNS
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
 from ..analysis.peaks import choose_dram_ceiling
-from ..capture.markers import is_reset, parse_ranges
+from ..capture.markers import is_reset, parse_ranges, range_messages
 from ..errors import InputError
 from ..memory import release_free_memory
 from ..records import (
@@ -246,7 +246,7 @@ def build_run(
         # a pass cut at a 'ggml reset' mark (or, from Nsight Compute, at the first measured
         # invocation) is attributed again once cut: it keeps its launch calls until then
         again = not keep_warmup and (p.region_method == "nvtx_stack" or _has_reset(p))
-        attrs0.append(attribute_pass(p, release_launches=release and not again))
+        attrs0.append(attribute_pass(p, release=release and not again))
         release_free_memory()  # the attribution's temporaries, freed on its return
     cuts = [None if keep_warmup else reset_cutoff(p, a) for p, a in zip(capture.passes, attrs0, strict=True)]
     for a, cut in zip(attrs0, cuts, strict=True):
@@ -413,6 +413,12 @@ def build_run(
                 copy=False,
             )
         )
+        if attr.message_rebuilt is not None and attr.marker_op is not None and attr.marker_node is not None:
+            # the ranges whose messages the attribution let go: rebuilt as they are written
+            for hidden, values in zip(RANGE_REBUILD_COLUMNS, (attr.marker_op, attr.marker_node), strict=True):
+                kept = np.full(len(values), None, dtype=object)
+                kept[attr.message_rebuilt] = values[attr.message_rebuilt]
+                range_frames[-1][hidden] = kept
         r_offset += len(m)
     copied = sum(1 for f in range_frames if len(f)) > 1
     had_markers = any(len(p.markers) for p in passes)
@@ -794,6 +800,34 @@ def _dedupe(notes: list[Note]) -> list[Note]:
     return list(dict.fromkeys(notes))
 
 
+#: Hidden ``marker_range`` frame columns: the op and node name of each range whose message the
+#: attribution let go (None elsewhere); see :func:`with_range_messages`.
+RANGE_REBUILD_COLUMNS = ("_range_op", "_range_node")
+
+
+def with_range_messages(ranges: pd.DataFrame) -> pd.DataFrame:
+    """``marker_range`` rows (all, or a chunk) with every message: those let go rebuilt.
+
+    :func:`rocroof.ingest.attribution.attribute_pass` with ``release`` lets go of the text of each
+    ggml range that its op, node name and invocation give back; :func:`build_run` then marks
+    those rows in :data:`RANGE_REBUILD_COLUMNS`, and the store calls this a chunk of rows at a
+    time as it writes them (:func:`rocroof.capture.markers.range_messages`). A frame without
+    those columns is returned as it is; the result has none of them.
+    """
+    if RANGE_REBUILD_COLUMNS[0] not in ranges.columns:
+        return ranges
+    op = ranges[RANGE_REBUILD_COLUMNS[0]].to_numpy(dtype=object)
+    todo = np.flatnonzero(~np.asarray(pd.isna(op), dtype=bool))
+    out = ranges.drop(columns=list(RANGE_REBUILD_COLUMNS))
+    if len(todo):
+        messages = ranges["message"].to_numpy(dtype=object).copy()
+        node = ranges[RANGE_REBUILD_COLUMNS[1]].to_numpy(dtype=object)
+        invocation = ranges["invocation"].to_numpy(dtype=object)
+        messages[todo] = range_messages(op[todo], node[todo], invocation[todo])
+        out["message"] = pd.Series(messages, dtype=object, index=out.index, copy=False)  # text, None (not NaN)
+    return out
+
+
 def _has_reset(p: PassData) -> bool:
     """True when the pass records a ``ggml reset`` mark (:func:`reset_cutoff` may cut it)."""
     m = p.markers
@@ -994,12 +1028,15 @@ def _name_codes(names: pd.Series) -> tuple[np.ndarray, list[Any]]:
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Frames one after the other with a fresh index; a single frame is not copied."""
+    """Frames one after the other with a fresh index; a single frame (or one with rows) is not copied."""
     if not frames:
         return pd.DataFrame()
     if len(frames) == 1:
         return frames[0].reset_index(drop=True)
     columns = list(frames[0].columns)
+    filled = [f for f in frames if len(f)]
+    if len(filled) == 1 and all(set(f.columns) <= set(filled[0].columns) for f in frames):
+        return filled[0].reset_index(drop=True)  # the others are empty: no copy (a pass without markers)
     if all(list(f.columns) == columns for f in frames[1:]):  # a spilled column stays spilled (rocroof.spill)
         return pd.DataFrame({c: stack_column([f[c] for f in frames]) for c in columns}, copy=False)
     return pd.concat(frames, ignore_index=True)

@@ -31,7 +31,7 @@ from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..labels import parse_run_labels, runs_matching
-from ..spill import ColumnWriter, release_pages, take
+from ..spill import ColumnWriter, release_pages, spilled_copy, take
 from ..text import printable, storable
 from . import migrations, schema
 
@@ -124,9 +124,10 @@ def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
         codes, names = _numbered(disp["kernel_name"])
         out["kernel_symbol"] = pd.DataFrame({"kernel_index": np.arange(len(names)), "kernel_name": names})
         rec = disp.drop(columns=["kernel_name", "attribution_method"], errors="ignore")
-        rec["kernel_index"] = pd.arrays.IntegerArray(np.where(codes >= 0, codes, 0), codes < 0)
+        rec["kernel_index"] = _spilled(pd.arrays.IntegerArray(np.where(codes >= 0, codes, 0), codes < 0))
+        del codes
         if "attribution_method" in disp:
-            rec["attribution_index"] = _method_numbers(disp["attribution_method"])
+            rec["attribution_index"] = _spilled(_method_numbers(disp["attribution_method"]))
         dram = tables.get("dram_traffic")
         if dram is not None and len(dram):
             index = pd.Index(rec["dispatch_index"].to_numpy(dtype=np.int64))
@@ -155,12 +156,15 @@ def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
                 v = floats(value)
                 column = np.full(len(rec), np.nan)
                 column[rows] = v
-                rec[value] = column
+                rec[value] = _spilled(column)  # only written from here on: to a spill file (rocroof.spill)
+                del column
                 for side in ("_min", "_max"):
                     b = floats(value + side)
                     bound = np.full(len(rec), np.nan)
                     bound[rows] = np.where(b == v, np.nan, b)  # exact: NULL (the views show the value)
-                    rec[value + side] = bound
+                    rec[value + side] = _spilled(bound)
+                    del bound, b
+                del v
             text = pd.concat([texts_of("dram_formula"), texts_of("dram_bytes_note")], ignore_index=True)
             text_codes, texts = _numbered(text.astype(object))
             out["dram_text"] = pd.DataFrame({"text_index": np.arange(len(texts)), "text": texts})
@@ -170,9 +174,17 @@ def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
             ):
                 column = np.full(len(rec), -1, dtype=np.int64)
                 column[rows] = part[keep]
-                rec[name] = pd.arrays.IntegerArray(np.where(column >= 0, column, 0), column < 0)
+                rec[name] = _spilled(pd.arrays.IntegerArray(np.where(column >= 0, column, 0), column < 0))
+                del column
         out["dispatch_record"] = rec
     return out
+
+
+def _spilled(values: Any) -> Any:
+    """``values`` (a numpy array or a nullable ``Int64`` array) copied to a spill file (:mod:`rocroof.spill`)."""
+    if isinstance(values, pd.arrays.IntegerArray):
+        return pd.arrays.IntegerArray(spilled_copy(values._data), spilled_copy(values._mask))  # noqa: SLF001
+    return spilled_copy(np.asarray(values))
 
 
 def _counter_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -198,31 +210,57 @@ def _counter_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return out
 
 
-def _strict_sums(values: pd.DataFrame, groups: np.ndarray, n_groups: int) -> pd.DataFrame:
-    """Per group, the sum of each column of ``values``, NaN where any row of the group is NaN (SQL's strict sum)."""
-    out = {}
-    counts = np.bincount(groups, minlength=n_groups)
-    for name in values.columns:
-        col = values[name].to_numpy(dtype=np.float64)
-        missing = np.isnan(col)
-        total = np.bincount(groups, weights=np.where(missing, 0.0, col), minlength=n_groups)
-        total[np.bincount(groups, weights=missing, minlength=n_groups) > 0] = np.nan
-        out[name] = total
-    frame = pd.DataFrame(out)
-    frame["_rows"] = counts
-    return frame
+class _StrictSums:
+    """Per group, the sum of each column, NaN where any row of the group is NaN (SQL's strict sum).
+
+    Accumulated a chunk of rows at a time (:meth:`add`).
+    """
+
+    def __init__(self, n_groups: int) -> None:
+        self.n_groups = n_groups
+        self.totals: dict[str, np.ndarray] = {}
+        self.missing: dict[str, np.ndarray] = {}
+        self.rows = np.zeros(n_groups, dtype=np.int64)
+
+    def add(self, values: dict[str, np.ndarray], groups: np.ndarray) -> None:
+        """Add rows: ``values`` (name -> float64 column) of rows in ``groups`` (0 .. n_groups - 1)."""
+        self.rows += np.bincount(groups, minlength=self.n_groups)
+        for name, col in values.items():
+            gone = np.isnan(col)
+            total = np.bincount(groups, weights=np.where(gone, 0.0, col), minlength=self.n_groups)
+            count = np.bincount(groups, weights=gone, minlength=self.n_groups)
+            if name in self.totals:
+                self.totals[name] += total
+                self.missing[name] += count
+            else:
+                self.totals[name], self.missing[name] = total, count
+
+    def frame(self) -> pd.DataFrame:
+        """The sums by column, and ``_rows`` (rows per group)."""
+        out = {}
+        for name, total in self.totals.items():
+            total[self.missing[name] > 0] = np.nan
+            out[name] = total
+        frame = pd.DataFrame(out)
+        frame["_rows"] = self.rows
+        return frame
+
+
+#: ``dispatch_record`` rows summed at a time by :func:`_op_totals` (its temporaries: ~25 MB).
+_OP_TOTAL_CHUNK = 1 << 18
 
 
 def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float | None) -> pd.DataFrame:
     """The ``op_summary`` view's rows of one run, from its ``dispatch_record`` frame (as stored) and its ops.
 
     Summed here, before the rows are written, instead of through the view after (a scan of every
-    stored dispatch: ~3 s at 10^6 dispatches). The same rules as the view (:mod:`rocroof.store.views`):
-    timing dispatches only (``timing_dispatch_index = dispatch_index``); op NULL for dispatches of no
-    op invocation; a sum is NULL when any of its rows is NULL; a missing bound is the value; GB/s =
-    bytes / ns; the time at the ceiling is each dispatch's bytes / ``peak_gbps`` (ns), summed. Rows
-    in byte order of op, NULL first, ``row_index`` from 0. Float sums may differ from the view's in
-    the last bits (another summation order).
+    stored dispatch: ~3 s at 10^6 dispatches), a chunk of :data:`_OP_TOTAL_CHUNK` rows at a time.
+    The same rules as the view (:mod:`rocroof.store.views`): timing dispatches only
+    (``timing_dispatch_index = dispatch_index``); op NULL for dispatches of no op invocation; a sum
+    is NULL when any of its rows is NULL; a missing bound is the value; GB/s = bytes / ns; the time
+    at the ceiling is each dispatch's bytes / ``peak_gbps`` (ns), summed. Rows in byte order of op,
+    NULL first, ``row_index`` from 0. Float sums may differ from the view's in the last bits
+    (another summation order).
 
     Args:
         record: ``dispatch_record`` columns of the run: ``dispatch_index``, ``timing_dispatch_index``,
@@ -234,43 +272,50 @@ def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float 
     Returns:
         One row per op: ``row_index`` and :data:`schema.OP_TOTAL_COLUMNS` but ``run_id``.
     """
-    timing = record["timing_dispatch_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)
-    keep = timing == record["dispatch_index"].to_numpy(dtype=np.int64)
-    n = int(keep.sum())
-
-    def floats(name: str) -> np.ndarray:
-        if name not in record:
-            return np.full(n, np.nan)
-        values: np.ndarray = pd.to_numeric(record[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        kept: np.ndarray = values[keep]
-        return kept
-
-    op_index = record["op_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)[keep]
     # each op row's group: 1 + the rank of its op name in byte order (0: the NULL op)
     op_slot = np.zeros(1, dtype=np.int64)  # the last entry: dispatches of no op row
     distinct: list[str] = []
-    pos = np.full(n, -1, dtype=np.int64)
+    op_rows: pd.Index | None = None
     if ops is not None and len(ops):
         codes, uniques = pd.factorize(ops["op"].astype(object), use_na_sentinel=True)
         distinct = sorted({str(u) for u in uniques})
         rank = np.array([distinct.index(str(u)) + 1 for u in uniques] + [0], dtype=np.int64)
         op_slot = np.append(rank[codes], 0)  # code -1 (no name) -> the last entry of rank: 0
-        attributed = op_index >= 0
-        pos[attributed] = pd.Index(ops["op_index"].to_numpy(dtype=np.int64)).get_indexer(op_index[attributed])
-    groups = op_slot[pos]  # pos -1: the last entry (0)
+        op_rows = pd.Index(ops["op_index"].to_numpy(dtype=np.int64))
     n_groups = len(distinct) + 1
-    read, write = floats("dram_read_bytes"), floats("dram_write_bytes")
-    bound = {
-        side: {
-            v: np.where(np.isnan(b := floats(f"dram_{v}_bytes_{side}")), x, b)
-            for v, x in (("read", read), ("write", write))
-        }
-        for side in ("min", "max")
-    }
-    total = read + write
     peak = float(peak_gbps) if peak_gbps else None
-    sums = _strict_sums(
-        pd.DataFrame(
+    sums = _StrictSums(n_groups)
+    invocation_parts: list[np.ndarray] = []  # distinct op indexes of each chunk
+    group_parts: list[np.ndarray] = []  # and their groups
+    for lo in range(0, len(record), _OP_TOTAL_CHUNK):
+        part = record.iloc[lo : lo + _OP_TOTAL_CHUNK]
+        timing = part["timing_dispatch_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)
+        keep = timing == part["dispatch_index"].to_numpy(dtype=np.int64)
+        n = int(keep.sum())
+
+        def floats(name: str, part: pd.DataFrame = part, keep: np.ndarray = keep, n: int = n) -> np.ndarray:
+            if name not in part:
+                return np.full(n, np.nan)
+            values: np.ndarray = pd.to_numeric(part[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            kept: np.ndarray = values[keep]
+            return kept
+
+        op_index = part["op_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)[keep]
+        pos = np.full(n, -1, dtype=np.int64)
+        if op_rows is not None:
+            attributed = op_index >= 0
+            pos[attributed] = op_rows.get_indexer(op_index[attributed])
+        groups = op_slot[pos]  # pos -1: the last entry (0)
+        read, write = floats("dram_read_bytes"), floats("dram_write_bytes")
+        bound = {
+            side: {
+                v: np.where(np.isnan(b := floats(f"dram_{v}_bytes_{side}")), x, b)
+                for v, x in (("read", read), ("write", write))
+            }
+            for side in ("min", "max")
+        }
+        total = read + write
+        sums.add(
             {
                 "duration_ns": floats("duration_ns"),
                 "dram_read_bytes": read,
@@ -283,33 +328,41 @@ def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float 
                 "dram_bytes_min": bound["min"]["read"] + bound["min"]["write"],
                 "dram_bytes_max": bound["max"]["read"] + bound["max"]["write"],
                 "dram_time_at_peak_ns": total / peak if peak else np.full(n, np.nan),
-            }
-        ),
-        groups,
-        n_groups,
+            },
+            groups,
+        )
+        # distinct op invocations per group: an op index belongs to one group (its op row's name, or NULL)
+        first = np.unique(op_index, return_index=True)[1]
+        first = first[op_index[first] >= 0]
+        invocation_parts.append(op_index[first])
+        group_parts.append(groups[first])
+        release_pages()  # a spilled column's pages, once summed
+    every, first = np.unique(
+        np.concatenate(invocation_parts) if invocation_parts else np.zeros(0, np.int64), return_index=True
     )
-    used = sums["_rows"].to_numpy() > 0
-    # distinct op invocations per group: an op index belongs to one group (its op row's name, or NULL)
-    first = np.unique(op_index, return_index=True)[1]
-    first = first[op_index[first] >= 0]
-    invocations = np.bincount(groups[first], minlength=n_groups)
-    dur = sums["duration_ns"].to_numpy()
+    invocations = np.bincount(
+        (np.concatenate(group_parts) if group_parts else np.zeros(0, np.int64))[first], minlength=n_groups
+    )
+    del every
+    frame = sums.frame()
+    used = frame["_rows"].to_numpy() > 0
+    dur = frame["duration_ns"].to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         per_ns = np.where(dur == 0, np.nan, 1.0 / dur)
-        gbps = sums["dram_bytes"].to_numpy() * per_ns
+        gbps = frame["dram_bytes"].to_numpy() * per_ns
         out = pd.DataFrame(
             {
                 "op": [None, *distinct],
                 "invocations": invocations,
-                "dispatches": sums["_rows"].to_numpy(dtype=np.int64),
+                "dispatches": frame["_rows"].to_numpy(dtype=np.int64),
                 "duration_ns": pd.array([None if np.isnan(v) else int(v) for v in dur], dtype="Int64"),
-                **{c: sums[c].to_numpy() for c in _OP_TOTAL_SUMS},
-                "dram_bytes": sums["dram_bytes"].to_numpy(),
+                **{c: frame[c].to_numpy() for c in _OP_TOTAL_SUMS},
+                "dram_bytes": frame["dram_bytes"].to_numpy(),
                 "achieved_gbps": gbps,
-                "achieved_gbps_min": sums["dram_bytes_min"].to_numpy() * per_ns,
-                "achieved_gbps_max": sums["dram_bytes_max"].to_numpy() * per_ns,
+                "achieved_gbps_min": frame["dram_bytes_min"].to_numpy() * per_ns,
+                "achieved_gbps_max": frame["dram_bytes_max"].to_numpy() * per_ns,
                 "pct_of_dram_peak": 100.0 * gbps / peak if peak else np.full(n_groups, np.nan),
-                "dram_time_at_peak_ns": sums["dram_time_at_peak_ns"].to_numpy(),
+                "dram_time_at_peak_ns": frame["dram_time_at_peak_ns"].to_numpy(),
             }
         )
     out = out[used].reset_index(drop=True)
@@ -1411,15 +1464,23 @@ def _chunks(
     (:func:`_sql_literal`) for :func:`_insert_many` to write into the statement: binding a
     Python value costs ~0.1 us, ~40% of a 10^6-dispatch write in such columns (benchmarks/RESULTS.md).
     """
+    # marker ranges whose messages the attribution let go get them back a chunk at a time
+    rebuild = table.name == "marker_range" and "_range_op" in df.columns
+    if rebuild:
+        from ..ingest.pipeline import with_range_messages
     # a column with no value in the whole frame is left out of the INSERT (NULL by default): fewer values to bind
     cols = [
         c
         for c in table.columns
-        if c.name in df.columns and c.name != "run_id" and (c.primary_key or not bool(df[c.name].isna().all()))
+        if c.name in df.columns
+        and c.name != "run_id"
+        and (c.primary_key or (rebuild and c.name == "message") or not bool(df[c.name].isna().all()))
     ]
     n = len(df)
     for start in range(0, n, INSERT_CHUNK):
         part = df.iloc[start : start + INSERT_CHUNK]
+        if rebuild:
+            part = with_range_messages(part)
         fixed: dict[str, str] = {"run_id": str(int(run_id))} if inline else {}
         bound: list[tuple[str, pd.Series, bool]] = []
         for c in cols:

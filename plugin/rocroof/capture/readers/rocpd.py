@@ -98,7 +98,15 @@ from ...records import (
 from ...spill import release_pages, spilled
 from ..markers import parse_range
 from . import sqlite_arrow
-from .sqlite_arrow import NotNumbers, arrow_columns, arrow_frame, arrow_integers, read_only_uri, sql_literal
+from .sqlite_arrow import (
+    NotNumbers,
+    arrow_columns,
+    arrow_frame,
+    arrow_integers,
+    arrow_slices,
+    read_only_uri,
+    sql_literal,
+)
 
 _T = TypeVar("_T")
 
@@ -1485,17 +1493,22 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
         f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
         f"WHERE {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id"
     )
-    whole = arrow_frame(
+    # the result as Arrow columns, turned into pandas (a Python string per message) a slice at a time
+    slices = arrow_slices(
         conn,
         sql,
+        FETCH_ROWS * 4,
         texts=frozenset({"simple_message", "extdata", "name"}),
         derive=None if with_json else _simple_messages,
     )
-    if whole is not None:
-        step = FETCH_ROWS * 4
-        mk = stack_frames([shape(whole.iloc[lo : lo + step].copy()) for lo in range(0, len(whole), step)])
-        del whole
-    else:
+    mk: pd.DataFrame | None = None
+    if slices is not None:
+        try:
+            mk = stack_frames([shape(frame) for frame in slices])
+        except NotNumbers:
+            mk = None  # a slice the fast path cannot type: the whole result through sqlite3
+        del slices
+    if mk is None:
         mk = _chunked(conn, path, sql, (), shape)
     frames = [mk]
     if "rocpd_sample" in src and "rocpd_track" in src:

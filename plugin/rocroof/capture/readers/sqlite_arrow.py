@@ -13,7 +13,7 @@ what is wrong, for when :func:`arrow_columns` returns None.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,15 +135,62 @@ def arrow_frame(
     (work that polars does on a whole column faster than Python per value). None when
     :func:`arrow_columns` is, when ``derive`` fails, or when a column breaks these rules.
     """
-    columns = arrow_columns(conn, sql)
+    columns = _derived_columns(conn, sql, derive)
     if columns is None:
         return None
     try:
-        if derive is not None:
-            columns = derive(columns)
         return _frame_of(columns, texts, floats)
     except _recoverable():
         return None
+
+
+def _derived_columns(
+    conn: sqlite3.Connection, sql: str, derive: Callable[[dict[str, Any]], dict[str, Any]] | None
+) -> dict[str, Any] | None:
+    """:func:`arrow_columns` with ``derive`` applied; None when either fails."""
+    columns = arrow_columns(conn, sql)
+    if columns is None or derive is None:
+        return columns
+    try:
+        return derive(columns)
+    except _recoverable():
+        return None
+
+
+def arrow_slices(
+    conn: sqlite3.Connection,
+    sql: str,
+    rows: int,
+    *,
+    texts: frozenset[str] = frozenset(),
+    floats: frozenset[str] = frozenset(),
+    derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> Iterator[pd.DataFrame] | None:
+    """:func:`arrow_frame` a slice of ``rows`` rows at a time.
+
+    The result is held as Arrow columns and one slice of it as pandas, not the whole result as
+    pandas (marker messages: a Python string each).
+
+    None when :func:`arrow_columns` is, or when ``derive`` fails; a slice that breaks
+    :func:`arrow_frame`'s rules raises :class:`NotNumbers` (the caller reads the rows through
+    sqlite3 instead, and drops the slices it got).
+    """
+    columns = _derived_columns(conn, sql, derive)
+    if columns is None:
+        return None
+    n = len(next(iter(columns.values()))) if columns else 0
+
+    def slices() -> Iterator[pd.DataFrame]:
+        for lo in range(0, n, rows):
+            try:
+                frame = _frame_of({name: col.slice(lo, rows) for name, col in columns.items()}, texts, floats)
+            except _recoverable() as exc:
+                raise NotNumbers(str(exc)) from exc
+            if frame is None:
+                raise NotNumbers("a slice breaks the column rules")
+            yield frame
+
+    return slices()
 
 
 def _frame_of(columns: dict[str, Any], texts: frozenset[str], floats: frozenset[str]) -> pd.DataFrame | None:
