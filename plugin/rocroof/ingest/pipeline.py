@@ -381,6 +381,7 @@ def build_run(
         timing_rows = disp_frames[timing]["dispatch_index"]
     dispatch_counts = [len(p.dispatches) for p in passes]
     del d, frame  # the loop's last pass (its columns are in disp_frames)
+    release_free_memory()  # the passes' joins (join_pass) and durations
 
     # marker ranges
     range_frames = []
@@ -442,6 +443,7 @@ def build_run(
     fused: dict[int, tuple[str, list[str]]] = dict(capture.fused_groups)
     for attr in attrs:
         fused.update(attr.fused)
+    release_free_memory()  # the joins' and the ranges' temporaries, before the op tables are built
     ops, nodes, operands = _op_tables(passes, attrs, timing, capture, fused, notes)
     if release and copied:  # the ranges above are a copy of every pass's markers: let those go
         for p in every_pass:

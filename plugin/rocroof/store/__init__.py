@@ -31,6 +31,7 @@ from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..labels import parse_run_labels, runs_matching
+from ..memory import release_free_memory
 from ..spill import ColumnWriter, release_pages, spilled_copy, take
 from ..text import printable, storable
 from . import migrations, schema
@@ -406,6 +407,9 @@ def _side_by_side(dispatch: pd.Series, counter: np.ndarray, value: pd.Series) ->
         return np.asarray(d * blocks + counter[start:stop] // per) if blocks > 1 else d
 
     def values_of(start: int, stop: int) -> np.ndarray:
+        if value.dtype == np.float64:  # a view: no copy of a (spilled) column (na_value would copy it)
+            view: np.ndarray = value.to_numpy()[start:stop]
+            return view
         part = pd.to_numeric(value.iloc[start:stop], errors="coerce")
         out: np.ndarray = np.asarray(part.to_numpy(dtype=np.float64, na_value=np.nan))
         return out
@@ -419,7 +423,11 @@ def _side_by_side(dispatch: pd.Series, counter: np.ndarray, value: pd.Series) ->
         last = k[-1]
         release_pages()
     if not ordered:  # sort once (Nsight Compute's readings come counter by counter)
-        order = np.argsort(keys_of(0, n), kind="stable")
+        keys = keys_of(0, n)
+        if len(keys) and int(keys.max()) < 2**31:  # half the memory of int64 keys (10^6 dispatches: all)
+            keys = keys.astype(np.int32)
+        order = np.argsort(keys, kind="stable")
+        del keys
         # a spilled column is reordered into a spill file, not copied into memory (rocroof.spill)
         dispatch = pd.Series(take(dispatch.to_numpy(dtype=np.int64), order), copy=False)
         counter = counter[order]
@@ -878,6 +886,8 @@ class Store:
                     done += len(rows)
                     if progress:
                         progress(name, done, total)
+                del df
+                release_free_memory()  # the table's frame, written: its memory back before the next is built
             if progress:
                 progress("op_total", done, total)
             if op_total is not None and len(op_total):  # the report's per-op rows, summed once here
