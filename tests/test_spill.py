@@ -290,3 +290,27 @@ def test_a_pass_cut_at_its_reset_keeps_its_messages(tmp_path: Path) -> None:
 
 
 MMQ = "void mul_mat_q<(ggml_type)8, 64, false>(char const*, int const*, float*, float*, int, int, int, int, int)"
+
+
+def test_a_spill_directory_that_cannot_take_the_files_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from rocroof.cli import cli
+    from rocroof.errors import OutputError
+
+    missing = tmp_path / "no-such-dir"
+    monkeypatch.setenv("ROCROOF_SPILL_DIR", str(missing))
+    with pytest.raises(OutputError, match="no-such-dir: cannot write the ingest's temporary column files"):
+        spill.ColumnWriter(np.int64)
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    capture = write_pass(
+        tmp_path / "cap", 1234, kernels=[Kernel(1, MMQ, 10, T0 + 1000, T0 + 1200)], markers=[], apis=[]
+    )
+    result = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(tmp_path / "r.db")])
+    assert result.exit_code != 0
+    assert "ROCROOF_SPILL_DIR" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    if (tmp_path / "r.db").exists():  # nothing stored
+        assert Store(tmp_path / "r.db", read_only=True).query("SELECT COUNT(*) AS n FROM run")["n"].iloc[0] == 0

@@ -18,13 +18,18 @@ instead (the file is then closed at once).
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import tempfile
 import weakref
+from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
+
+from .errors import OutputError
+from .text import printable
 
 #: A column of fewer bytes stays in memory (a small capture has nothing to gain from a mapping);
 #: ``ROCROOF_SPILL_MIN_BYTES`` sets it (0 spills every column: the tests run the readers so).
@@ -33,6 +38,19 @@ SPILL_MIN_BYTES = int(os.environ.get("ROCROOF_SPILL_MIN_BYTES") or (1 << 20))
 _maps: list[weakref.ref[mmap.mmap]] = []
 #: ``madvise`` advice that drops pages (absent on Windows: the pages then stay until unmapped).
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+
+
+@contextlib.contextmanager
+def _spill_errors() -> Iterator[None]:
+    """An OSError of a spill file as an OutputError naming the directory and what to do."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(
+            f"{printable(spill_dir())}: cannot write the ingest's temporary column files there "
+            f"({printable(exc.strerror or str(exc))}); set ROCROOF_SPILL_DIR (or TMPDIR) to a writable directory "
+            "with space (about 0.5 kB per dispatch)"
+        ) from exc
 
 
 def spill_dir() -> str:
@@ -47,19 +65,26 @@ class ColumnWriter:
         dtype: the column's numpy dtype (every chunk is converted to it).
 
     Raises:
-        OSError: the spill directory cannot take the file (:func:`spill_dir`; a full disk).
+        OutputError: the spill directory cannot take the file (:func:`spill_dir`: missing, not
+            writable, or full).
     """
 
     def __init__(self, dtype: Any) -> None:
         self.dtype = np.dtype(dtype)
-        self._file: IO[bytes] | None = tempfile.TemporaryFile(dir=spill_dir())  # noqa: SIM115 (kept open)
+        with _spill_errors():
+            self._file: IO[bytes] | None = tempfile.TemporaryFile(dir=spill_dir())  # noqa: SIM115 (kept open)
         self.rows = 0
 
     def append(self, values: np.ndarray) -> None:
         """Add ``values`` (1-D) at the column's end."""
         assert self._file is not None, "ColumnWriter.append after finish"
         chunk = np.ascontiguousarray(values, dtype=self.dtype)
-        self._file.write(chunk.tobytes() if not chunk.flags.c_contiguous else chunk.data.cast("B"))
+        try:
+            with _spill_errors():
+                self._file.write(chunk.data.cast("B"))
+        except BaseException:
+            self.close()
+            raise
         self.rows += len(chunk)
 
     def finish(self) -> np.ndarray:
@@ -68,12 +93,13 @@ class ColumnWriter:
         assert fh is not None, "ColumnWriter.finish called twice"
         size = self.rows * self.dtype.itemsize
         try:
-            fh.flush()
-            if size < max(SPILL_MIN_BYTES, 1):
-                fh.seek(0)
-                data = fh.read(size)
-                return np.frombuffer(data, dtype=self.dtype).copy() if size else np.zeros(0, dtype=self.dtype)
-            mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+            with _spill_errors():
+                fh.flush()
+                if size < max(SPILL_MIN_BYTES, 1):
+                    fh.seek(0)
+                    data = fh.read(size)
+                    return np.frombuffer(data, dtype=self.dtype).copy() if size else np.zeros(0, dtype=self.dtype)
+                mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
         finally:
             fh.close()  # a mapping keeps the (unlinked) file's pages reachable by itself
         _maps.append(weakref.ref(mapped))
@@ -98,7 +124,7 @@ def zeros(n: int, dtype: Any) -> np.ndarray:
         out = np.zeros(n, dtype=dtype)
         out.flags.writeable = False
         return out
-    with tempfile.TemporaryFile(dir=spill_dir()) as fh:
+    with _spill_errors(), tempfile.TemporaryFile(dir=spill_dir()) as fh:
         fh.truncate(size)  # a hole: no disk blocks, reads as zeros
         mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
     _maps.append(weakref.ref(mapped))
