@@ -81,6 +81,12 @@ def test_an_empty_column_and_an_abandoned_one(spill_all: None, tmp_path: Path, m
     assert float(column.sum()) == 100.0
 
 
+def test_the_threshold_from_the_environment() -> None:
+    assert spill._min_bytes("0") == 0 and spill._min_bytes("4096") == 4096
+    assert spill._min_bytes(None) == spill._min_bytes("") == spill._min_bytes("lots") == 1 << 20
+    assert spill._min_bytes("-5") == 0
+
+
 def test_zeros_and_take(spill_all: None) -> None:
     z = spill.zeros(1000, np.int64)
     assert spill.is_spilled(z) and not z.any() and z.dtype == np.int64

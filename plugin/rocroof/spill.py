@@ -31,9 +31,18 @@ import numpy as np
 from .errors import OutputError
 from .text import printable
 
+
+def _min_bytes(text: str | None, default: int = 1 << 20) -> int:
+    """``ROCROOF_SPILL_MIN_BYTES`` as a byte count (a value that is not a whole number: the default)."""
+    try:
+        return max(0, int(text)) if text else default
+    except ValueError:
+        return default
+
+
 #: A column of fewer bytes stays in memory (a small capture has nothing to gain from a mapping);
 #: ``ROCROOF_SPILL_MIN_BYTES`` sets it (0 spills every column: the tests run the readers so).
-SPILL_MIN_BYTES = int(os.environ.get("ROCROOF_SPILL_MIN_BYTES") or (1 << 20))
+SPILL_MIN_BYTES = _min_bytes(os.environ.get("ROCROOF_SPILL_MIN_BYTES"))
 
 _maps: list[weakref.ref[mmap.mmap]] = []
 #: ``madvise`` advice that drops pages (absent on Windows: the pages then stay until unmapped).
