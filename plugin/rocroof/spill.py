@@ -58,7 +58,7 @@ def _spill_errors() -> Iterator[None]:
         raise OutputError(
             f"{printable(spill_dir())}: cannot write the ingest's temporary column files there "
             f"({printable(exc.strerror or str(exc))}); set ROCROOF_SPILL_DIR (or TMPDIR) to a writable directory "
-            "with space (about 0.5 kB per dispatch)"
+            "with space (up to 0.7 kB per dispatch)"
         ) from exc
 
 
@@ -117,25 +117,26 @@ class ColumnWriter:
     def close(self) -> None:
         """Drop the file without making a column (an error while reading)."""
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            fh, self._file = self._file, None
+            with contextlib.suppress(OSError):  # its buffered rest cannot be written (a full disk): not needed
+                fh.close()
 
 
 def zeros(n: int, dtype: Any) -> np.ndarray:
-    """``np.zeros(n, dtype)``, read-only; from :data:`SPILL_MIN_BYTES` on, a mapping of a sparse file.
+    """``np.zeros(n, dtype)``, read-only; from :data:`SPILL_MIN_BYTES` on, an anonymous mapping.
 
-    No page of it is resident until read, and read pages go with :func:`release_pages` (the data
-    of an all-NULL nullable column: ~8 MB per 10^6 rows that nothing reads).
+    No page of memory backs it: it reads as the kernel's zero page (the data of an all-NULL
+    nullable column: ~8 MB per 10^6 rows that nothing reads).
     """
     dtype = np.dtype(dtype)
     size = n * dtype.itemsize
-    if size < max(SPILL_MIN_BYTES, 1):
+    if size < max(SPILL_MIN_BYTES, 1) or not hasattr(mmap, "MAP_ANONYMOUS"):
         out = np.zeros(n, dtype=dtype)
         out.flags.writeable = False
         return out
-    with _spill_errors(), tempfile.TemporaryFile(dir=spill_dir()) as fh:
-        fh.truncate(size)  # a hole: no disk blocks, reads as zeros
-        mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+    # an anonymous read-only mapping: every page reads as the kernel's one zero page (no file: a
+    # hole in a file on a full tmpfs would fault with SIGBUS when read)
+    mapped = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ)
     _maps.append(weakref.ref(mapped))
     return np.frombuffer(mapped, dtype=dtype)
 

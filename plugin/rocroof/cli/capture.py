@@ -174,7 +174,9 @@ def ingest(
     pass_N/ directories), rocprofv3 rocpd databases (*_results.db), rocprofiler-compute
     workloads, Nsight Systems SQLite + Nsight Compute raw CSV exports, and ggml op metadata
     JSON (AMD's GGML_ROOFLINE_OUT). Files may be gzip-compressed. Each run is written in one
-    transaction: a failed ingest stores nothing.
+    transaction: a failed ingest stores nothing. Columns that are only stored (counter values,
+    sizes, timestamps) wait in unnamed temporary files in TMPDIR, or ROCROOF_SPILL_DIR: up to
+    ~0.7 kB of disk per dispatch, gone when the ingest ends.
 
     \b
     Examples:
