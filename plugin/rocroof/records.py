@@ -285,6 +285,13 @@ class ChunkStacker:
             mask.close()
 
 
+def spilled_array(values: Any) -> Any:
+    """A copy of ``values`` (a nullable ``Int64`` array, or a 1-D numpy array) in spill files (:mod:`rocroof.spill`)."""
+    if isinstance(values, pd.arrays.IntegerArray):
+        return pd.arrays.IntegerArray(spilled_copy(values._data), spilled_copy(values._mask))  # noqa: SLF001
+    return spilled_copy(np.asarray(values))
+
+
 def spill_columns(df: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
     """``df`` with its ``names`` columns (nullable ``Int64``, plain integers or floats) moved to spill files.
 
@@ -297,15 +304,11 @@ def spill_columns(df: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
         array = column.array
         if name not in names or is_spilled(array) or not len(column):
             out[name] = column
-        elif isinstance(column.dtype, pd.Int64Dtype):
-            out[name] = pd.arrays.IntegerArray(
-                spilled_copy(array._data),
-                spilled_copy(array._mask),  # noqa: SLF001 (the arrays themselves)
-            )
-        elif getattr(column.dtype, "kind", "O") in "if" and not isinstance(
-            column.dtype, pd.api.extensions.ExtensionDtype
+        elif isinstance(column.dtype, pd.Int64Dtype) or (
+            getattr(column.dtype, "kind", "O") in "if"
+            and not isinstance(column.dtype, pd.api.extensions.ExtensionDtype)
         ):
-            out[name] = spilled_copy(column.to_numpy())
+            out[name] = spilled_array(array if isinstance(column.dtype, pd.Int64Dtype) else column.to_numpy())
         else:
             out[name] = column
     return pd.DataFrame(out, copy=False)
@@ -321,27 +324,20 @@ def stack_column(parts: list[pd.Series]) -> Any:
     if any(is_spilled(p.array) for p in parts) and len(dtypes) == 1:
         first = parts[0]
         if isinstance(first.dtype, pd.Int64Dtype):
-            data, mask = ColumnWriter(np.int64), ColumnWriter(np.bool_)
-            try:
+            with ColumnWriter(np.int64) as data, ColumnWriter(np.bool_) as mask:
                 for part in parts:
                     data.append(part.array._data)  # noqa: SLF001 (the arrays themselves)
                     mask.append(part.array._mask)  # noqa: SLF001
                     release_pages()
                 return pd.arrays.IntegerArray(data.finish(), mask.finish())
-            finally:
-                data.close()
-                mask.close()
         if getattr(first.dtype, "kind", "O") in "iufb" and not isinstance(
             first.dtype, pd.api.extensions.ExtensionDtype
         ):
-            writer = ColumnWriter(first.dtype)
-            try:
+            with ColumnWriter(first.dtype) as writer:
                 for part in parts:
                     writer.append(part.to_numpy())
                     release_pages()
                 return writer.finish()
-            finally:
-                writer.close()
     return pd.concat(parts, ignore_index=True)
 
 

@@ -114,8 +114,14 @@ class ColumnWriter:
         _maps.append(weakref.ref(mapped))
         return np.frombuffer(mapped, dtype=self.dtype)
 
+    def __enter__(self) -> ColumnWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()  # a column not finished (an error while writing) drops its file
+
     def close(self) -> None:
-        """Drop the file without making a column (an error while reading)."""
+        """Drop the file without making a column (an error while reading); nothing once finished."""
         if self._file is not None:
             fh, self._file = self._file, None
             with contextlib.suppress(OSError):  # its buffered rest cannot be written (a full disk): not needed
@@ -146,14 +152,10 @@ def spilled(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
 
     ``parts`` is emptied as it is written: the parts and the result are not held at once.
     """
-    writer = ColumnWriter(dtype)
-    try:
+    with ColumnWriter(dtype) as writer:
         while parts:
             writer.append(parts.pop(0))
-    except BaseException:
-        writer.close()
-        raise
-    return writer.finish()
+        return writer.finish()
 
 
 #: Rows taken at a time by :func:`take` (~8 MB of int64 values).
@@ -166,28 +168,20 @@ def take(values: np.ndarray, order: np.ndarray, lookup: np.ndarray | None = None
     A spilled column reordered or filtered without a copy of it in memory (the source's pages are
     dropped after each chunk); a small result is in memory (:data:`SPILL_MIN_BYTES`).
     """
-    writer = ColumnWriter(values.dtype if lookup is None else lookup.dtype)
-    try:
+    with ColumnWriter(values.dtype if lookup is None else lookup.dtype) as writer:
         for lo in range(0, len(order), TAKE_ROWS):
             part = values[order[lo : lo + TAKE_ROWS]]
             writer.append(part if lookup is None else lookup[part])
             release_pages()
-    except BaseException:
-        writer.close()
-        raise
-    return writer.finish()
+        return writer.finish()
 
 
 def spilled_copy(values: np.ndarray) -> np.ndarray:
     """A copy of ``values`` (1-D) in a spill file, written a chunk at a time (in memory when small)."""
-    writer = ColumnWriter(values.dtype)
-    try:
+    with ColumnWriter(values.dtype) as writer:
         for lo in range(0, len(values), TAKE_ROWS):
             writer.append(values[lo : lo + TAKE_ROWS])
-    except BaseException:
-        writer.close()
-        raise
-    return writer.finish()
+        return writer.finish()
 
 
 def is_spilled(values: Any) -> bool:

@@ -964,15 +964,11 @@ _RELEASE_EVERY = 16 * _DRAM_CHUNK
 
 def _shifted(rows: np.ndarray, offset: int) -> np.ndarray:
     """``rows + offset`` as int64, written to a spill file a chunk at a time (:mod:`rocroof.spill`)."""
-    writer = ColumnWriter(np.int64)
-    try:
+    with ColumnWriter(np.int64) as writer:
         for lo in range(0, len(rows), _RELEASE_EVERY):
             writer.append(rows[lo : lo + _RELEASE_EVERY].astype(np.int64) + offset)
             release_pages()
-    except BaseException:
-        writer.close()
-        raise
-    return writer.finish()
+        return writer.finish()
 
 
 def _stack_counters(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -32,7 +32,8 @@ from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..labels import parse_run_labels, runs_matching
 from ..memory import release_free_memory
-from ..spill import ColumnWriter, release_pages, spilled_copy, take
+from ..records import spilled_array
+from ..spill import ColumnWriter, release_pages, take
 from ..text import printable, storable
 from . import migrations, schema
 
@@ -125,10 +126,10 @@ def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
         codes, names = _numbered(disp["kernel_name"])
         out["kernel_symbol"] = pd.DataFrame({"kernel_index": np.arange(len(names)), "kernel_name": names})
         rec = disp.drop(columns=["kernel_name", "attribution_method"], errors="ignore")
-        rec["kernel_index"] = _spilled(pd.arrays.IntegerArray(np.where(codes >= 0, codes, 0), codes < 0))
+        rec["kernel_index"] = spilled_array(pd.arrays.IntegerArray(np.where(codes >= 0, codes, 0), codes < 0))
         del codes
         if "attribution_method" in disp:
-            rec["attribution_index"] = _spilled(_method_numbers(disp["attribution_method"]))
+            rec["attribution_index"] = spilled_array(_method_numbers(disp["attribution_method"]))
         dram = tables.get("dram_traffic")
         if dram is not None and len(dram):
             index = pd.Index(rec["dispatch_index"].to_numpy(dtype=np.int64))
@@ -157,13 +158,13 @@ def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
                 v = floats(value)
                 column = np.full(len(rec), np.nan)
                 column[rows] = v
-                rec[value] = _spilled(column)  # only written from here on: to a spill file (rocroof.spill)
+                rec[value] = spilled_array(column)  # only written from here on: to a spill file (rocroof.spill)
                 del column
                 for side in ("_min", "_max"):
                     b = floats(value + side)
                     bound = np.full(len(rec), np.nan)
                     bound[rows] = np.where(b == v, np.nan, b)  # exact: NULL (the views show the value)
-                    rec[value + side] = _spilled(bound)
+                    rec[value + side] = spilled_array(bound)
                     del bound, b
                 del v
             text = pd.concat([texts_of("dram_formula"), texts_of("dram_bytes_note")], ignore_index=True)
@@ -175,17 +176,10 @@ def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
             ):
                 column = np.full(len(rec), -1, dtype=np.int64)
                 column[rows] = part[keep]
-                rec[name] = _spilled(pd.arrays.IntegerArray(np.where(column >= 0, column, 0), column < 0))
+                rec[name] = spilled_array(pd.arrays.IntegerArray(np.where(column >= 0, column, 0), column < 0))
                 del column
         out["dispatch_record"] = rec
     return out
-
-
-def _spilled(values: Any) -> Any:
-    """``values`` (a numpy array or a nullable ``Int64`` array) copied to a spill file (:mod:`rocroof.spill`)."""
-    if isinstance(values, pd.arrays.IntegerArray):
-        return pd.arrays.IntegerArray(spilled_copy(values._data), spilled_copy(values._mask))  # noqa: SLF001
-    return spilled_copy(np.asarray(values))
 
 
 def _counter_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
