@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -857,9 +858,9 @@ def test_markers_are_read_in_a_second_thread_and_a_dispatch_error_comes_first(
     threads: list[str] = []
     real = rocpd._markers
 
-    def markers(*args: Any) -> Any:
+    def markers(*args: Any, **kwargs: Any) -> Any:
         threads.append(threading.current_thread().name)
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(rocpd, "_markers", markers)
 
@@ -1128,6 +1129,90 @@ def test_counters_read_a_range_of_ids_at_a_time_equal_the_whole_read(
             pd.testing.assert_frame_equal(paged.instances, whole.instances)
     monkeypatch.setattr(sqlite_arrow, "USE_ADBC", False)
     pd.testing.assert_frame_equal(rocpd.read_pass(db, "p").counters, whole.counters)
+
+
+def _pids_out_of_id_order(path: Path) -> None:
+    """:func:`_synthetic_rocpd` whose first half of dispatches (by id) has a later process id than the second."""
+    _synthetic_rocpd(path)
+    with sqlite3.connect(path) as conn:
+        (table,) = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_kernel_dispatch_%'"
+            )
+        ]
+        conn.execute(f'UPDATE "{table}" SET pid = pid + 1 WHERE id <= (SELECT AVG(id) FROM "{table}")')
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        *_COUNTER_DATABASES,
+        pytest.param(_pids_out_of_id_order, id="pids-out-of-id-order"),  # ranges out of query order: one query
+    ],
+)
+def test_dispatches_markers_and_calls_read_a_range_of_ids_at_a_time_equal_the_whole_read(
+    tmp_path: Path, make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADBC reads one process's dispatch and region records a range of ids at a time: the same pass."""
+    db = tmp_path / "results.db"
+    make(db)
+    monkeypatch.setattr(rocpd, "TABLE_PAGE_IDS", 10**9)
+    whole = rocpd.read_pass(db, "p")
+    assert len(whole.dispatches) > 0
+    queries: list[str] = []
+    real = sqlite_arrow.arrow_columns
+
+    def counted(conn: sqlite3.Connection, sql: str) -> Any:
+        queries.append(sql)
+        return real(conn, sql)
+
+    monkeypatch.setattr(rocpd, "arrow_columns", counted)
+    monkeypatch.setattr(sqlite_arrow, "arrow_columns", counted)
+    with sqlite3.connect(db) as conn:
+        src = rocpd._resolve(conn, db)
+        guids = conn.execute(f"SELECT COUNT(DISTINCT guid) FROM {src['rocpd_kernel_dispatch']}").fetchone()[0]
+        spans = [
+            conn.execute(f"SELECT COALESCE(MAX(id) - MIN(id) + 1, 0) FROM {src[table]}").fetchone()[0]
+            for table in ("rocpd_kernel_dispatch", "rocpd_region")
+            if table in src
+        ]
+    conn.close()
+    span = max(spans)
+    for ids in sorted({max(1, -(-span // pages)) for pages in (2, 5, 33)}):
+        monkeypatch.setattr(rocpd, "TABLE_PAGE_IDS", ids)
+        queries.clear()
+        paged = rocpd.read_pass(db, "p")
+        for name in ("dispatches", "counters", "markers", "launches"):
+            pd.testing.assert_frame_equal(getattr(paged, name), getattr(whole, name), obj=f"{name} in ranges of {ids}")
+        ranged = [q for q in queries if ".id >= " in q]
+        # one process's tables are read in ranges; a merged database's (several guids) in one query each
+        assert bool(ranged) == (guids == 1 and span > ids)
+    if make is _pids_out_of_id_order:  # the check that sends such a file to one query is what keeps the order
+        monkeypatch.setattr(rocpd, "_non_decreasing_or_null", lambda values: True)
+        assert not rocpd.read_pass(db, "p").dispatches.equals(whole.dispatches)
+
+
+def test_counter_records_sorted_a_block_of_dispatches_at_a_time() -> None:
+    """Records of non-decreasing rows, each dispatch's counters in any order: sorted per block as by a whole sort."""
+    rng = np.random.default_rng(7)
+    width = 5
+    row = np.repeat(np.arange(40), rng.integers(1, width + 1, 40))
+    code = np.concatenate([rng.permutation(width)[: int((row == r).sum())] for r in range(40)]).astype(np.int32)
+    value = rng.random(len(row))
+    order = np.lexsort((code, row))  # independently: (row, counter) order
+    for block in (1, 2, 3, 7, 1000):
+        got = rocpd._sorted_per_dispatch(row, code, value, width, block=block)
+        assert got is not None
+        np.testing.assert_array_equal(got[0], row[order])
+        np.testing.assert_array_equal(got[1], code[order])
+        np.testing.assert_array_equal(got[2], value[order])
+    twice = np.array([0, 0, 1, 1, 1])  # dispatch 1 has counter 2 twice
+    assert rocpd._sorted_per_dispatch(twice, np.array([1, 0, 2, 0, 2], dtype=np.int32), np.ones(5), 3, block=2) is None
+    assert rocpd._non_decreasing(np.array([0, 0, 1, 2, 2]), block=2)
+    assert not rocpd._non_decreasing(np.array([0, 1, 2, 1, 3]), block=2)  # falls back within a block
+    assert not rocpd._non_decreasing(np.array([0, 1, 2, 2, 1]), block=2)  # and across blocks
 
 
 def test_counter_ids_split_into_ranges_only_when_both_ends_are_integers(

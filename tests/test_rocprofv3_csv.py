@@ -651,3 +651,37 @@ def test_two_processes_numbering_the_same_invocations_are_warned_about(tmp_path:
     alone = build_run(read_capture(cap / "888_kernel_trace.csv"))
     assert not [n for n in alone.notes if n.code == "invocations-shared-by-processes"]
     assert sorted(alone.tables["op_invocation"]["op"].astype(str)) == ["MUL", "MUL", "MUL"]
+
+
+@pytest.mark.parametrize("with_pids", [True, False])
+def test_counter_file_dispatches_that_disagree_with_the_kernel_trace_are_counted(
+    tmp_path: Path, with_pids: bool
+) -> None:
+    """Each counter-file dispatch is compared with the kernel-trace dispatch of its key, as a join would."""
+    pid = pd.array([7] * 6 if with_pids else [None] * 6, dtype="Int64")
+    dispatches = pd.DataFrame(
+        {
+            "process_id": pid,
+            "dispatch_id": pd.array([1, 2, 3, 4, 5, None], dtype="Int64"),
+            "start_ns": pd.array([100, 200, 300, 400, None, 600], dtype="Int64"),
+            "kernel_name": ["a", "b", None, "d", "e", "f"],
+        }
+    )
+    info = pd.DataFrame(
+        {
+            "process_id": pd.array([7] * 7 if with_pids else [None] * 7, dtype="Int64"),
+            # 9 matches no dispatch; the NULL id matches the dispatch with a NULL id (as in pandas' merge)
+            "dispatch_id": pd.array([1, 2, 3, 4, 5, 9, None], dtype="Int64"),
+            "start_ns": pd.array([100, 201, 300, 400, 500, 900, 600], dtype="Int64"),
+            "kernel_name": [None, None, "c", "x", "e", "z", None],
+        }
+    )
+    # by hand: dispatch 2's start differs; 3's name (None against "c": "" != "c"); 4's name; 5 has no
+    # kernel-trace start (not compared); 9 is in no kernel trace; the NULL-id rows agree
+    files = rocprofv3_csv.PassFiles(tmp_path, {"counter_collection": [(None, tmp_path / "c.csv")]})
+    notes = rocprofv3_csv._check_counter_timestamps(files, dispatches, info)
+    assert len(notes) == 1 and "3 of 6 dispatches" in notes[0].message
+    same = info.copy()
+    same["start_ns"] = dispatches["start_ns"].tolist() + [None]
+    same["kernel_name"] = None
+    assert rocprofv3_csv._check_counter_timestamps(files, dispatches, same) == []

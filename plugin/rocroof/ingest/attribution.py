@@ -141,9 +141,16 @@ def _sweep(
     if pushed is not None:  # identical ranges: the later push opens after and closes before the earlier
         push = pushed.astype(np.int64)
         order = np.lexsort((np.concatenate([push, ~push]), lengths, -kinds, times))
+        del push
     else:
         order = np.lexsort((lengths, -kinds, times))
-    nested = _sweep_nested(times[order], kinds[order], ids[order], ends, is_ggml)
+    del lengths, closes
+    # the events in that order; the unordered ones go (not both at once: 2R events of ~10^6 ranges)
+    times = times[order]
+    kinds = kinds[order]
+    ids = ids[order]
+    del order
+    nested = _sweep_nested(times, kinds, ids, ends, is_ggml)
     if nested is not None:
         return nested
     end_of = ends.tolist()
@@ -158,7 +165,7 @@ def _sweep(
     last = None
     # the events a block at a time: Python ints for one block only, segments straight into arrays
     for lo in range(0, 2 * n, _SWEEP_BLOCK):
-        block = order[lo : lo + _SWEEP_BLOCK]
+        block = slice(lo, lo + _SWEEP_BLOCK)
         out_start: list[int] = []
         out_inner: list[int] = []
         out_ggml: list[int] = []
@@ -218,12 +225,21 @@ def _top_of_stack(is_open: np.ndarray, step: np.ndarray) -> np.ndarray:
     key = level[opens] * span + opens  # sorted by level, then position (level <= total, no overflow)
     order = np.argsort(key, kind="stable")
     key, opens = key[order], opens[order]
-    want = level * span + np.arange(total, dtype=np.int64)
-    at = np.searchsorted(key, want, side="right") - 1
-    found = (at >= 0) & (level > 0)
-    at = np.clip(at, 0, None)
-    found &= key[at] // span == level
-    return np.where(found, opens[at], -1)
+    del order
+    out = np.empty(total, dtype=np.int64)
+    # a block of events at a time: the search's temporaries are of one block, not of every event
+    for lo in range(0, total, _SEARCH_BLOCK):
+        lev = level[lo : lo + _SEARCH_BLOCK]
+        at = np.searchsorted(key, lev * span + np.arange(lo, lo + len(lev), dtype=np.int64), side="right") - 1
+        found = (at >= 0) & (lev > 0)
+        np.clip(at, 0, None, out=at)
+        found &= key[at] // span == lev
+        out[lo : lo + len(lev)] = np.where(found, opens[at], -1)
+    return out
+
+
+#: Events searched at a time by :func:`_top_of_stack` (~2 MB of int64 temporaries each).
+_SEARCH_BLOCK = 1 << 18
 
 
 def _sweep_nested(
@@ -242,23 +258,29 @@ def _sweep_nested(
     if n == 0 or bool((ends >= np.iinfo(np.int64).max - 1).any()):
         return None
     is_open = kinds == 0
-    step = np.where(is_open, 1, -1).astype(np.int64)
+    step = np.where(is_open, 1, -1).astype(np.int8)
     top = _top_of_stack(is_open, step)
     # nesting: each close finds its own range on top just before it (the state after the previous event)
     closing = np.flatnonzero(~is_open)
     before = np.r_[-1, top[:-1]][closing]
-    if bool((before < 0).any()) or not bool((ids[np.clip(before, 0, None)] == ids[closing]).all()):
+    nests = not bool((before < 0).any()) and bool((ids[np.clip(before, 0, None)] == ids[closing]).all())
+    del closing, before
+    if not nests:
         return None
-    ggml_event = is_ggml[ids]
-    g_top = _top_of_stack(is_open & ggml_event, np.where(ggml_event, step, 0))
-    inner = np.where(top >= 0, ids[np.clip(top, 0, None)], -1)
-    inner_g = np.where(g_top >= 0, ids[np.clip(g_top, 0, None)], -1)
     # events at one instant make one segment: the state after the last of them
     last = np.flatnonzero(np.r_[times[1:] != times[:-1], True])
+    top = top[last]
+    inner = np.where(top >= 0, ids[np.clip(top, 0, None)], -1)
+    del top
+    ggml_event = is_ggml[ids]
+    g_top = _top_of_stack(is_open & ggml_event, np.where(ggml_event, step, 0).astype(np.int8))[last]
+    del ggml_event
+    inner_g = np.where(g_top >= 0, ids[np.clip(g_top, 0, None)], -1)
+    del g_top
     depth = np.zeros(n, dtype=np.int64)
     opened = np.flatnonzero(is_open)
-    depth[ids[opened]] = np.cumsum(step)[opened] - 1
-    return times[last].copy(), inner[last].copy(), inner_g[last].copy(), depth
+    depth[ids[opened]] = np.cumsum(step, dtype=np.int64)[opened] - 1
+    return times[last], inner, inner_g, depth
 
 
 #: Open/close events of :func:`_sweep` turned into Python values at a time.
@@ -446,6 +468,9 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
                 np.where(seg_inner >= 0, sel[np.clip(seg_inner, 0, None)], -1),
                 np.where(seg_ggml >= 0, sel[np.clip(seg_ggml, 0, None)], -1),
             )
+        # the ranges' columns go (the sweeps' segments hold what locating needs): ~50 MB at 10^6 ranges
+        del rkey, range_start, range_end, range_corr, corr_known, corr, by_thread, bounds
+    del ranges, kinds, is_range_row
 
     release_free_memory()  # the sweeps' temporaries
 
@@ -472,6 +497,7 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
             tk = ~np.asarray(pd.isna(thr_known), dtype=bool)
             launch_thread[rows[tk]] = thr_known[tk].to_numpy(dtype=np.int64)
             has_launch_thread[rows[tk]] = True
+            del start_known, known, thr_known, tk
         del rows, start, thr
         if release:
             p.launches = p.launches.iloc[:0].copy()  # a fresh frame: a slice would keep the arrays
@@ -556,6 +582,9 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
         has_inv[have] = is_ggml[idx]
         op[have] = m_op[idx]
         node_name[have] = m_name[idx]
+        del idx
+    del have
+    segments.clear()  # located: the segments are not needed again
     # no ggml range held the launch: the dispatch is unattributed, whatever located it
     lost = ~has_inv & np.isin(method, ("launch_api", "host_dispatch", "enqueue_order"))
     method[lost] = "none"
@@ -566,13 +595,12 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
             "invocation": _int64_or_na(invocation, has_inv),
             "op": pd.Series(op, dtype=object, copy=False),
             "node_name": pd.Series(node_name, dtype=object, copy=False),
-            "kernel_ordinal": pd.array(np.zeros(n, dtype=np.int64), dtype="Int64"),  # set below
+            "kernel_ordinal": _kernel_ordinals(invocation, has_inv),
             "launch_ns": _int64_or_na(launch_ns, launched),
             "method": pd.Series(method, dtype=object, copy=False),
         },
         copy=False,  # the arrays above are this function's own: no second copy of each (~60 MB at 10^6)
     )
-    _kernel_ordinals(out)
     marker_depth = pd.Series(depth)
     if len(m):
         _mark_depths(m, marker_depth)
@@ -613,27 +641,35 @@ def _mark_depths(m: pd.DataFrame, depth: pd.Series) -> None:
         depth.iloc[marks] = inside
 
 
-def _kernel_ordinals(out: pd.DataFrame) -> None:
-    """Set ``kernel_ordinal``: each dispatch's position among those of its invocation.
+def _kernel_ordinals(invocation: np.ndarray, attributed: np.ndarray) -> pd.arrays.IntegerArray:
+    """Each dispatch's position among those of its invocation (``kernel_ordinal``), shape (n,).
 
-    In dispatch order; unattributed dispatches are numbered among themselves. A stable sort,
-    no grouped copy of the frame.
+    ``invocation``: each dispatch's invocation (int64), meaningful where ``attributed``. In
+    dispatch order; unattributed dispatches are numbered among themselves. A stable sort, no
+    grouped copy of the frame; the temporaries are let go as they are used (~8 MB each at 10^6).
     """
-    inv = out["invocation"]
-    attributed = inv.notna().to_numpy(dtype=bool)
-    ordinal = np.zeros(len(out), dtype=np.int64)
+    ordinal = np.zeros(len(invocation), dtype=np.int64)
     rows = np.flatnonzero(attributed)
     if len(rows):
-        values = inv.to_numpy(dtype=np.int64, na_value=0)[rows]
+        values = invocation[rows]
         order = np.argsort(values, kind="stable")
-        ordered = values[order]
-        starts = np.ones(len(ordered), dtype=bool)
-        starts[1:] = ordered[1:] != ordered[:-1]
-        first_of_group = np.maximum.accumulate(np.where(starts, np.arange(len(ordered)), 0))
-        ordinal[rows[order]] = np.arange(len(ordered)) - first_of_group
-    if (~attributed).any():
-        ordinal[~attributed] = np.arange(int((~attributed).sum()))
-    out["kernel_ordinal"] = pd.array(ordinal, dtype="Int64")
+        values = values[order]
+        starts = np.ones(len(values), dtype=bool)
+        np.not_equal(values[1:], values[:-1], out=starts[1:])
+        del values
+        position = np.arange(len(order), dtype=np.int64)
+        first_of_group = np.where(starts, position, 0)
+        del starts
+        np.maximum.accumulate(first_of_group, out=first_of_group)
+        position -= first_of_group
+        del first_of_group
+        ordinal[rows[order]] = position
+        del position, order
+    del rows
+    if not attributed.all():
+        unattributed = ~attributed
+        ordinal[unattributed] = np.arange(int(unattributed.sum()))
+    return pd.arrays.IntegerArray(ordinal, np.zeros(len(ordinal), dtype=bool))
 
 
 def reset_cutoff(p: PassData, attr: PassAttribution) -> np.ndarray | None:

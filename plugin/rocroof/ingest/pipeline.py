@@ -207,8 +207,8 @@ def build_run(
         keep_warmup: keep dispatches before the last ``ggml reset`` mark.
         release: take the capture: a pass's dispatch and marker frames are emptied once the run's
             frames hold copies of them (several passes are copied into one frame), so that a
-            multi-pass capture is not held twice, and its launch calls once attributed;
-            ``capture`` cannot be built again.
+            multi-pass capture is not held twice, and its launch calls and its dispatches'
+            ``region`` texts once attributed; ``capture`` cannot be built again.
 
     Returns:
         The :class:`RunFrames` for :meth:`rocroof.store.Store.write_run`.
@@ -285,9 +285,13 @@ def build_run(
         agent_idx_per_pass[len(passes) - 1] = aidx
     # the passes' data: the capture's and those cut to the measured part (the same object where not cut)
     every_pass = list({id(q): q for q in (*passes, *capture.passes)}.values())
-    if release:  # the launch calls served the attribution only: their memory goes now (~50 MB at 10^6)
+    if release:
+        # the launch calls and the kernels' region texts (--kernel-rename, an Nsight Compute NVTX
+        # stack) served the attribution only: their memory goes now (~50 and ~140 MB at 10^6)
         for q in every_pass:
             q.launches = q.launches.iloc[:0].copy()
+            if "region" in q.dispatches.columns:
+                del q.dispatches["region"]
 
     # timing pass
     timing = next((i for i, p in enumerate(passes) if p.kind == "trace"), 0 if passes else None)
@@ -634,7 +638,7 @@ def build_run(
     }
     from ..analysis.tables import analysis_tables, ceiling_rows
 
-    if len(tdisp) and "op_index" in tdisp:
+    if capture.op_metadata is not None and len(tdisp) and "op_index" in tdisp:  # read by analysis_tables only
         op_time = tdisp.groupby("op_index")["duration_ns"].sum(min_count=1)
     else:
         op_time = pd.Series(dtype=float)

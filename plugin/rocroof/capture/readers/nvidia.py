@@ -406,7 +406,12 @@ def _ncu_rows(
         if nvtx is not None:
             parsed = [_innermost_ggml(c) for c in chunk[nvtx].to_numpy(dtype=object).tolist()]
             disp["thread_id"] = pd.array([t for t, _ in parsed], dtype="Int64")
-            disp["region"] = pd.Series([msg for _, msg in parsed], dtype=object)
+            # one string per distinct message in the chunk: an invocation's kernels share it
+            shared: dict[str, str] = {}
+            disp["region"] = pd.Series(
+                [msg if msg is None else shared.setdefault(msg, msg) for _, msg in parsed], dtype=object
+            )
+            del parsed, shared
         disp["agent_label"] = parse_str(chunk[device]) if device else "0"
         frames.add(conform(disp, DISPATCH_COLUMNS))
         local = np.arange(offset, offset + len(chunk), dtype=np.int64)

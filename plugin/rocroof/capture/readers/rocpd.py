@@ -87,6 +87,7 @@ from ...records import (
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
     SPILLED_ON_READ,
+    ChunkStacker,
     KeyIndex,
     PassData,
     conform,
@@ -95,13 +96,12 @@ from ...records import (
     spill_columns,
     stack_frames,
 )
-from ...spill import release_pages, spilled
+from ...spill import ColumnWriter, release_pages
 from ..markers import parse_range
 from . import sqlite_arrow
 from .sqlite_arrow import (
     NotNumbers,
     arrow_columns,
-    arrow_frame,
     arrow_integers,
     arrow_slices,
     read_only_uri,
@@ -717,7 +717,9 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         out["event_id"] = _int_ids(chunk["event_id"], path, "rocpd_kernel_dispatch", "event_id").array
         return out
 
-    with _beside(conn, lambda c: _host_side(c, src, path, guids)) as host_side:
+    # the dispatches' (guid code, correlation id), set before the host side starts (which reads it)
+    dispatch_keys: pd.DataFrame | None = None
+    with _beside(conn, lambda c: _host_side(c, src, path, guids, dispatch_keys)) as host_side:
         order_by = f"ORDER BY {at.pid}, kd.guid, kd.id"
         fast = _dispatches_as_integers(conn, src, path, guids, at, joins, order_by, bool(ev), owner) if _FAST else None
         if fast is not None:
@@ -743,11 +745,9 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         host_side.start()  # the markers and API calls, read while the counters are
         counters, instances = _pass_counters(conn, src, path, guids, keymap, keep_instances)
         release_free_memory()
-        markers, api = host_side()
-    launches = empty_frame(LAUNCH_COLUMNS)
-    if api is not None and dispatch_keys is not None and len(dispatch_keys):
-        launches = _launches(conn, src, path, api, dispatch_keys)
-    del api
+        markers, calls = host_side()
+    launches = empty_frame(LAUNCH_COLUMNS) if calls is None else _launches(conn, src, path, calls)
+    del calls
     return PassData(
         kind="counter" if len(counters) else "trace",
         label=label,
@@ -782,14 +782,24 @@ def _pass_counters(
 
 
 def _host_side(
-    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object]
+    conn: sqlite3.Connection,
+    src: dict[str, str],
+    path: Path,
+    guids: list[object],
+    dispatch_keys: pd.DataFrame | None,
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """The pass's roctx markers (MARKER_COLUMNS) and its API calls (:func:`_api_calls`; None without a region table)."""
+    """The pass's roctx markers (MARKER_COLUMNS) and the API calls that launched its dispatches.
+
+    ``dispatch_keys``: the dispatches' guid code and correlation id (None without an event
+    table). The calls are :func:`_api_calls`'; None without a region table or without dispatch keys.
+    """
     if not (src.get("rocpd_event") and src.get("rocpd_string") and "rocpd_region" in src):
         return empty_frame(MARKER_COLUMNS), None
-    markers = _markers(conn, src, path)
+    markers = _markers(conn, src, path, paged=len(guids) <= 1)
     release_free_memory()
-    return markers, _api_calls(conn, src, path, guids)
+    if dispatch_keys is None or not len(dispatch_keys):
+        return markers, None
+    return markers, _api_calls(conn, src, path, guids, dispatch_keys)
 
 
 class _Beside(Generic[_T]):
@@ -911,28 +921,24 @@ def _dispatches_as_integers(
         exprs["region_id"] = "kd.region_name_id"
     # the joins of the general query but the string's (its id is read instead)
     kept_joins = [j for j in joins if " rs ON " not in j]
-    sql_from = f"{kd} kd {' '.join(kept_joins)} {order_by}"
-    arrow = arrow_columns(
-        conn, f"SELECT {', '.join(f'{e} AS c{j}' for j, e in enumerate(exprs.values()))} FROM {sql_from}"
-    )
+    tables = f"{kd} kd {' '.join(kept_joins)}"
+    select = f"SELECT {', '.join(f'{e} AS c{j}' for j, e in enumerate(exprs.values()))} FROM {tables}"
+    # one process's dispatches a range of ids per query (bounded Arrow results), else in one query
+    pages = _id_pages(conn, kd, "kd", TABLE_PAGE_IDS) if len(guids) <= 1 else [""]
     try:
-        if arrow is not None:
-            # each Arrow column let go once converted, and the columns only stored moved to spill files
-            # (rocroof.spill) as they come: the result is not held as Arrow and pandas columns at once
-            columns = []
-            for j, name in enumerate(exprs):
-                column = arrow_integers(arrow.pop(f"c{j}"))
-                columns.append(spill_columns(pd.DataFrame({name: column}, copy=False), SPILLED_ON_READ)[name].array)
-            del arrow
-        else:
-            columns = _integer_columns(conn, list(exprs.values()), sql_from)
+        raw = _integer_pages(conn, [f"{select} WHERE 1{where} {order_by}" for where in pages], list(exprs))
+        if raw is not None and len(pages) > 1 and not _non_decreasing_or_null(raw["process_id"]):
+            # one process with several process ids out of id order: the ranges are not in query order
+            raw = _integer_pages(conn, [f"{select} {order_by}"], list(exprs))
+        if raw is None:
+            columns = _integer_columns(conn, list(exprs.values()), f"{tables} {order_by}")
+            raw = pd.DataFrame(dict(zip(exprs, columns, strict=True)), copy=False)
     except NotNumbers:
         return None
     except sqlite3.Error as exc:
         raise ParseError(
             path, f"rocpd query failed ({_reason(exc)}); {_DAMAGED}, or not a rocpd schema 3 or 4 database"
         ) from exc
-    raw = pd.DataFrame(dict(zip(exprs, columns, strict=True)), copy=False)
     guid_code = raw["guid"].to_numpy(dtype=np.int64, na_value=-1)
     frame = pd.DataFrame(
         {name: raw[name] for name in exprs if name in DISPATCH_COLUMNS},
@@ -967,6 +973,41 @@ def _dispatches_as_integers(
     out["guid"] = guid_code
     out["event_id"] = raw["event_id"].array
     return out
+
+
+def _integer_pages(conn: sqlite3.Connection, queries: list[str], names: list[str]) -> pd.DataFrame | None:
+    """The results of ``queries`` (columns ``c0``, ``c1``... named ``names``) one after the other, as nullable Int64.
+
+    Through ADBC, one query's Arrow result held at a time; the columns only stored
+    (:data:`SPILLED_ON_READ`) go to spill files a query at a time (:class:`ChunkStacker`). None
+    when ADBC cannot read the first query (the caller reads through sqlite3).
+
+    Raises:
+        NotNumbers: a column is not integers, or ADBC cannot read a later query.
+    """
+    stacker = ChunkStacker(SPILLED_ON_READ)
+    try:
+        for i, sql in enumerate(queries):
+            arrow = arrow_columns(conn, sql)
+            if arrow is None:
+                if i:
+                    raise NotNumbers
+                return None
+            # each Arrow column let go once converted: not the Arrow and pandas columns at once
+            stacker.add(
+                pd.DataFrame({name: arrow_integers(arrow.pop(f"c{j}")) for j, name in enumerate(names)}, copy=False)
+            )
+            del arrow
+            release_free_memory()
+        return stacker.finish()
+    finally:
+        stacker.close()
+
+
+def _non_decreasing_or_null(values: pd.Series) -> bool:
+    """True when ``values`` (nullable integers) never decrease, NULL first (SQLite's ascending order)."""
+    filled = values.to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)
+    return bool((np.diff(filled) >= 0).all())
 
 
 def _by_guid_and_id(rows: list[tuple[Any, ...]], guid_code: np.ndarray, ids: pd.Series) -> pd.Series:
@@ -1136,43 +1177,49 @@ def _counters_one_record_each(
         order = np.argsort(info_id[mine])
         lookups.append((info_id[mine][order], name_code[mine][order]))
     by_event = _sorted_keymap(keymap)
-    rows_parts: list[np.ndarray] = []
-    code_parts: list[np.ndarray] = []
-    value_parts: list[np.ndarray] = []
     guid_code = _literal_code("pe.guid", guids)
     select = (
         f"SELECT {guid_code}, {_integer('pe.event_id')}, {_integer('pe.pmc_id')}, "
         f"{_counter_value('pe.value')} FROM {pe} pe WHERE pe.event_id IS NOT NULL"
     )
     raw = f"SELECT {guid_code}, pe.event_id, pe.pmc_id, pe.value FROM {pe} pe WHERE pe.event_id IS NOT NULL"
-    try:
-        for guid, event_id, pmc_id, value in _counter_records(conn, select, raw, pe):
-            # mapped to (dispatch row, counter code, value) a chunk at a time
-            code = np.full(len(guid), -1, dtype=np.int64)
-            for g in pd.unique(guid).tolist():
-                keys, targets = lookups[g + 1]
-                sel = np.flatnonzero(guid == g)
-                at = np.searchsorted(keys, pmc_id[sel])
-                ok = at < len(keys)
-                ok[ok] = keys[at[ok]] == pmc_id[sel][ok]
-                code[sel[ok]] = targets[at[ok]]
-            if bool(np.isnan(value).any()):  # NULL, or not a counter value: the path that names it
-                raise NotNumbers
-            row = _guid_rows(by_event, guid, event_id)
-            keep = (code >= 0) & (row >= 0)  # as the joins: records of no counter or no dispatch are left out
-            rows_parts.append(row[keep])
-            code_parts.append(code[keep].astype(np.int32))
-            value_parts.append(value[keep])
-    except NotNumbers:
-        return None
-    if not rows_parts:
-        return empty_frame(COUNTER_COLUMNS)
-    # the rows and values to spill files (rocroof.spill): 8x10^6 records are not held in memory
-    row = spilled(rows_parts, np.int64)
-    code = np.concatenate(code_parts)
-    del code_parts
-    value = spilled(value_parts, np.float64)
-    if not _increasing(row, code, len(labels)):
+    # (dispatch row, counter code, value) written to spill files (rocroof.spill) a chunk at a time:
+    # 8x10^6 records are not held in memory
+    chunks = 0
+    with ColumnWriter(np.int64) as rows, ColumnWriter(np.int32) as codes, ColumnWriter(np.float64) as values:
+        try:
+            for guid, event_id, pmc_id, value in _counter_records(conn, select, raw, pe):
+                chunks += 1
+                code = np.full(len(guid), -1, dtype=np.int64)
+                for g in pd.unique(guid).tolist():
+                    keys, targets = lookups[g + 1]
+                    sel = np.flatnonzero(guid == g)
+                    at = np.searchsorted(keys, pmc_id[sel])
+                    ok = at < len(keys)
+                    ok[ok] = keys[at[ok]] == pmc_id[sel][ok]
+                    code[sel[ok]] = targets[at[ok]]
+                if bool(np.isnan(value).any()):  # NULL, or not a counter value: the path that names it
+                    raise NotNumbers
+                row = _guid_rows(by_event, guid, event_id)
+                keep = (code >= 0) & (row >= 0)  # as the joins: records of no counter or no dispatch are left out
+                rows.append(row[keep])
+                codes.append(code[keep].astype(np.int32))
+                values.append(value[keep])
+        except NotNumbers:
+            return None
+        if not chunks:
+            return empty_frame(COUNTER_COLUMNS)
+        row, code, value = rows.finish(), codes.finish(), values.finish()
+    if _increasing(row, code, len(labels)):
+        pass  # dispatch order, each dispatch's counters in name order: as stored
+    elif _non_decreasing(row):
+        # each dispatch's records together, its counters in table (id) order: sorted a block of
+        # whole dispatches at a time into spill files, with no key or order array of the whole pass
+        ordered = _sorted_per_dispatch(row, code, value, len(labels))
+        if ordered is None:
+            return None  # a counter recorded twice for one dispatch: summed by SQL instead
+        row, code, value = ordered
+    else:
         key = row * len(labels) + code
         del row, code
         by_key = np.argsort(key, kind="stable")
@@ -1188,7 +1235,12 @@ def _counters_one_record_each(
     return pd.DataFrame({"row": row, "counter_name": names_column, "value": value}, copy=False)
 
 
-def _increasing(row: np.ndarray, code: np.ndarray, width: int, block: int = 1 << 20) -> bool:
+#: Counter records checked or sorted at a time (:func:`_increasing`, :func:`_sorted_per_dispatch`):
+#: ~2 MB per int64 temporary.
+_RECORD_BLOCK = 1 << 18
+
+
+def _increasing(row: np.ndarray, code: np.ndarray, width: int, block: int = _RECORD_BLOCK) -> bool:
     """True when the records' keys ``row * width + code`` strictly increase (dispatch order, each counter once).
 
     Checked a block at a time: no key array of the whole pass (64 MB at 8x10^6 records).
@@ -1201,6 +1253,45 @@ def _increasing(row: np.ndarray, code: np.ndarray, width: int, block: int = 1 <<
         last = int(key[-1])
         release_pages()  # spilled rows: their pages go once checked
     return True
+
+
+def _non_decreasing(row: np.ndarray, block: int = _RECORD_BLOCK) -> bool:
+    """True when ``row`` never decreases (checked a block at a time, spilled pages let go after each)."""
+    last = -1
+    for lo in range(0, len(row), block):
+        part = row[lo : lo + block]
+        if part[0] < last or not bool((np.diff(part) >= 0).all()):
+            return False
+        last = int(part[-1])
+        release_pages()
+    return True
+
+
+def _sorted_per_dispatch(
+    row: np.ndarray, code: np.ndarray, value: np.ndarray, width: int, block: int = _RECORD_BLOCK
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The records ``(row, code, value)`` (each of shape (n,)) in ``row * width + code`` order.
+
+    ``row`` must not decrease (:func:`_non_decreasing`): then sorting each block of ~``block``
+    records, cut where a dispatch's records end, sorts the whole. The columns are written to spill
+    files (:mod:`rocroof.spill`) a block at a time. Returns None when a key repeats (a counter
+    recorded twice for one dispatch).
+    """
+    n = len(row)
+    with ColumnWriter(np.int64) as rows, ColumnWriter(np.int32) as codes, ColumnWriter(np.float64) as values:
+        lo = 0
+        while lo < n:
+            hi = n if lo + block >= n else int(np.searchsorted(row, row[lo + block - 1], side="right"))
+            key = row[lo:hi] * width + code[lo:hi]
+            order = np.argsort(key, kind="stable")
+            if bool((np.diff(key[order]) == 0).any()):
+                return None
+            rows.append(row[lo:hi][order])
+            codes.append(np.asarray(code[lo:hi][order], dtype=np.int32))
+            values.append(value[lo:hi][order])
+            release_pages()
+            lo = hi
+        return rows.finish(), codes.finish(), values.finish()
 
 
 def _refuse_unnamed_counters(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> None:
@@ -1274,19 +1365,24 @@ def _counter_records(
 
 
 #: Counter records read through ADBC per query (:func:`_id_pages`): ~32 MB of Arrow columns.
-PAGE_IDS = 1_000_000
+PAGE_IDS = 1 << 18
+
+#: Dispatch and region (roctx range, API call) records read through ADBC per query
+#: (:func:`_id_pages`): ~60 MB of Arrow columns for a dispatch's ~25 columns.
+TABLE_PAGE_IDS = 1 << 18
 
 
-def _id_pages(conn: sqlite3.Connection, source: str) -> list[str]:
-    """SQL conditions that split ``source``'s records into ranges of :data:`PAGE_IDS` ids (``pe.id``).
+def _id_pages(conn: sqlite3.Connection, source: str, alias: str = "pe", size: int | None = None) -> list[str]:
+    """SQL conditions that split ``source``'s records into ranges of ``size`` ids (``{alias}.id``).
 
-    ``[""]`` (one query of every record) without ADBC, for a merged database's ``UNION ALL`` of
-    suffixed tables, when the ids are not integers at both ends, or when one range holds every
-    id. SQLite orders NULL before numbers and text and blobs after them, so integer ids at both
-    ends mean that every id is a number from the first to the last: each record is in exactly one
-    range. rocpd's ``id`` is its tables' INTEGER PRIMARY KEY, so a range is a search of the
-    table's b-tree.
+    ``size`` defaults to :data:`PAGE_IDS`. ``[""]`` (one query of every record) without ADBC, for
+    a merged database's ``UNION ALL`` of suffixed tables, when the ids are not integers at both
+    ends, or when one range holds every id. SQLite orders NULL before numbers and text and blobs
+    after them, so integer ids at both ends mean that every id is a number from the first to the
+    last: each record is in exactly one range. rocpd's ``id`` is its tables' INTEGER PRIMARY KEY,
+    so a range is a search of the table's b-tree.
     """
+    size = PAGE_IDS if size is None else size
     if not sqlite_arrow.USE_ADBC or source.startswith("("):
         # a merged file's UNION ALL: ranges would interleave its tables' records (each table in
         # dispatch order, one after the other, when read whole), and a sort of every record would follow
@@ -1296,16 +1392,16 @@ def _id_pages(conn: sqlite3.Connection, source: str) -> list[str]:
         row = view.fetchone()
         if row is not None and "UNION" in str(row[0]).upper():  # a merged file's view of several tables: as above
             return [""]
-        low = conn.execute(f"SELECT pe.id FROM {source} pe ORDER BY pe.id LIMIT 1").fetchone()
-        high = conn.execute(f"SELECT pe.id FROM {source} pe ORDER BY pe.id DESC LIMIT 1").fetchone()
+        low = conn.execute(f"SELECT t.id FROM {source} t ORDER BY t.id LIMIT 1").fetchone()
+        high = conn.execute(f"SELECT t.id FROM {source} t ORDER BY t.id DESC LIMIT 1").fetchone()
     except sqlite3.Error:
         return [""]
     if low is None or high is None or type(low[0]) is not int or type(high[0]) is not int:
         return [""]
     first, last = int(low[0]), int(high[0])
-    if last - first < PAGE_IDS:  # one range holds them all
+    if last - first < size:  # one range holds them all
         return [""]
-    return [f" AND pe.id >= {lo} AND pe.id < {lo + PAGE_IDS}" for lo in range(first, last + 1, PAGE_IDS)]
+    return [f" AND {alias}.id >= {lo} AND {alias}.id < {lo + size}" for lo in range(first, last + 1, size)]
 
 
 #: Integers a float64 holds exactly: record ids beyond this are read the slow way.
@@ -1448,11 +1544,13 @@ def _counters_summed(
     return counters, instances
 
 
-def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.DataFrame:
+def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path, paged: bool = False) -> pd.DataFrame:
     """Roctx ranges (``rocpd_region`` rows of a marker category) and marks (``rocpd_sample``).
 
     Schema 3 keeps the message in the event's ``extdata`` ``$.message``; schema 4 in the
-    record's name (see :func:`_marker_message`). Times are host ns.
+    record's name (see :func:`_marker_message`). Times are host ns. ``paged``: the database is
+    one process's (one guid), and its regions may be read a range of ids at a time
+    (:func:`_id_pages`); the ranges are put in time order as the query orders them.
     """
     ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
     at = _placement(conn, src, path, "rocpd_region", "r")
@@ -1485,31 +1583,30 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
     # than SQLite's JSON functions for 10^6 markers), by SQLite's JSON functions otherwise
     with_json = _has_json(conn) and not sqlite_arrow.USE_ADBC
     extdata = _extdata_columns("e.extdata") if with_json else "NULL AS simple_message, e.extdata AS extdata"
-    sql = (
-        f"SELECT r.id AS id, {at.pid} AS process_id, {at.tid} AS thread_id, {at.start} AS start_ns, "
-        f"{at.end} AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, {extdata}, "
-        f"n.string AS name{refs} FROM {rg} r "
-        f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid {category_join} {at.joins} "
-        f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
-        f"WHERE {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id"
-    )
-    # the result as Arrow columns, turned into pandas (a Python string per message) a slice at a time
-    slices = arrow_slices(
+
+    def query(where: str) -> str:
+        """The markers' query, of the records that ``where`` (``" AND ..."`` or "") leaves."""
+        return (
+            f"SELECT r.id AS id, {at.pid} AS process_id, {at.tid} AS thread_id, {at.start} AS start_ns, "
+            f"{at.end} AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, {extdata}, "
+            f"n.string AS name{refs} FROM {rg} r "
+            f"JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid {category_join} {at.joins} "
+            f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
+            f"WHERE ({_is_marker(category)}){where} ORDER BY {at.start}, r.guid, r.id"
+        )
+
+    # a range of region ids per query (one process: the sort below puts the ranges in time order),
+    # each result as Arrow columns turned into pandas (a Python string per message) a slice at a time
+    pages = _id_pages(conn, rg, "r", TABLE_PAGE_IDS) if paged else [""]
+    mk = _arrow_pages(
         conn,
-        sql,
-        FETCH_ROWS * 4,
+        [query(where) for where in pages],
+        shape,
         texts=frozenset({"simple_message", "extdata", "name"}),
         derive=None if with_json else _simple_messages,
     )
-    mk: pd.DataFrame | None = None
-    if slices is not None:
-        try:
-            mk = stack_frames([shape(frame) for frame in slices])
-        except NotNumbers:
-            mk = None  # a slice the fast path cannot type: the whole result through sqlite3
-        del slices
-    if mk is None:
-        mk = _chunked(conn, path, sql, (), shape)
+    if mk is None:  # a result the fast path cannot type: every record through sqlite3
+        mk = _chunked(conn, path, query(""), (), shape)
     frames = [mk]
     if "rocpd_sample" in src and "rocpd_track" in src:
         sa = _placement(conn, src, path, "rocpd_sample", "s", instant=True)
@@ -1546,11 +1643,43 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path) -> pd.Da
     order = np.lexsort((-both["end_ns"].fillna(0).to_numpy(np.int64), both["start_ns"].fillna(0).to_numpy(np.int64)))
     if bool((order == np.arange(len(order))).all()):
         return both
+    return _reordered(both, order)
+
+
+def _reordered(frame: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
+    """``frame``'s rows in ``order`` with a fresh index, a column at a time (``frame`` is emptied)."""
     reordered: dict[str, pd.Series] = {}
-    for name in list(both.columns):  # a column at a time, each let go once reordered
-        reordered[name] = both[name].iloc[order].reset_index(drop=True)
-        del both[name]
+    for name in list(frame.columns):  # each column let go once reordered: not two copies of the frame
+        reordered[name] = frame[name].iloc[order].reset_index(drop=True)
+        del frame[name]
     return pd.DataFrame(reordered, copy=False)
+
+
+def _arrow_pages(
+    conn: sqlite3.Connection,
+    queries: list[str],
+    shape: Callable[[pd.DataFrame], pd.DataFrame],
+    *,
+    texts: frozenset[str] = frozenset(),
+    derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> pd.DataFrame | None:
+    """The results of ``queries`` through ADBC, each a slice at a time (:func:`arrow_slices`), shaped and stacked.
+
+    One query's Arrow result is held at a time, and one slice of it as pandas. None (the caller
+    reads every record through sqlite3) when ADBC cannot read or type a result, or when no query
+    returns a row (an empty result's columns come from sqlite3).
+    """
+    frames: list[pd.DataFrame] = []
+    for sql in queries:
+        slices = arrow_slices(conn, sql, FETCH_ROWS * 4, texts=texts, derive=derive)
+        if slices is None:
+            return None
+        try:
+            frames.extend(shape(frame) for frame in slices)
+        except NotNumbers:
+            return None
+        del slices
+    return stack_frames(frames) if frames else None  # no rows: sqlite3 gives the columns
 
 
 def _marker_category(category: str) -> bool:
@@ -1595,48 +1724,71 @@ def _marker_message(name: object, extdata_message: str | None) -> str | None:
     return name
 
 
-def _api_calls(conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object]) -> pd.DataFrame:
-    """The HIP API calls: ``rocpd_region`` rows of other categories than markers, in time order."""
+def _api_calls(
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], dispatch_keys: pd.DataFrame
+) -> pd.DataFrame:
+    """The HIP API calls that launched a dispatch, in time order.
+
+    ``rocpd_region`` rows of other categories than markers whose (guid, correlation id) a
+    dispatch has (``dispatch_keys``: the dispatches' guid code and correlation id): an inner join,
+    made as each slice of the result is read, so that other calls are never held.
+    """
     ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
     at = _placement(conn, src, path, "rocpd_region", "r")
     category_join, category = _category(src, "e", "c")
     refs = f", {at.refs[0]} AS start_ref, {at.refs[1]} AS end_ref" if at.refs is not None else ""
-    sql = (
-        f"SELECT {_literal_code('r.guid', guids)} AS guid, r.id AS id, {at.pid} AS process_id, {at.tid} AS thread_id, "
-        f"{at.start} AS start_ns, {at.end} AS end_ns, e.stack_id AS correlation_id, n.string AS api_name{refs} "
-        f"FROM {rg} r JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid {category_join} {at.joins} "
-        f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
-        f"WHERE {category} IS NULL OR NOT {_is_marker(category)} ORDER BY {at.start}, r.guid, r.id"
+    wanted = _int_ids(dispatch_keys["correlation_id"], path, "rocpd_event", "stack_id")
+    known = wanted.notna().to_numpy(dtype=bool)
+    launched = KeyIndex(
+        [dispatch_keys["guid"].to_numpy(dtype=np.int64)[known], wanted.to_numpy(dtype=np.int64, na_value=0)[known]]
     )
-    api = arrow_frame(conn, sql, texts=frozenset({"api_name"}))
-    if api is None:
-        api = _query(conn, path, sql)
-    return api
+    del wanted, known
+
+    def launches_only(calls: pd.DataFrame) -> pd.DataFrame:
+        """The rows of ``calls`` whose (guid, correlation id) a dispatch has."""
+        calls["correlation_id"] = _int_ids(calls["correlation_id"], path, "rocpd_event", "stack_id")
+        keep = calls["correlation_id"].notna().to_numpy(dtype=bool).copy()  # (pandas may give a read-only view)
+        found = launched.find(
+            [
+                calls["guid"].to_numpy(dtype=np.int64)[keep],
+                calls["correlation_id"].to_numpy(dtype=np.int64, na_value=0)[keep],
+            ]
+        )
+        keep[keep] = found >= 0
+        return calls if keep.all() else calls[keep].reset_index(drop=True)
+
+    def query(where: str) -> str:
+        """The API calls' query, of the records that ``where`` (``" AND ..."`` or "") leaves."""
+        return (
+            f"SELECT {_literal_code('r.guid', guids)} AS guid, r.id AS id, {at.pid} AS process_id, "
+            f"{at.tid} AS thread_id, {at.start} AS start_ns, {at.end} AS end_ns, e.stack_id AS correlation_id, "
+            f"n.string AS api_name{refs} "
+            f"FROM {rg} r JOIN {ev} e ON e.id = r.event_id AND e.guid = r.guid {category_join} {at.joins} "
+            f"LEFT JOIN {st} n ON n.id = r.name_id AND n.guid = r.guid "
+            f"WHERE ({category} IS NULL OR NOT {_is_marker(category)}){where} ORDER BY {at.start}, r.guid, r.id"
+        )
+
+    # one process's calls a range of region ids per query (bounded Arrow results), put in query order
+    pages = _id_pages(conn, rg, "r", TABLE_PAGE_IDS) if len(guids) <= 1 else [""]
+    calls = _arrow_pages(conn, [query(where) for where in pages], launches_only, texts=frozenset({"api_name"}))
+    if calls is None:
+        return launches_only(_query(conn, path, query("")))
+    if len(pages) > 1:
+        start = calls["start_ns"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)  # NULL first, as SQLite
+        order = np.lexsort((calls["id"].to_numpy(dtype=np.int64), calls["guid"].to_numpy(dtype=np.int64), start))
+        if not bool((order == np.arange(len(order))).all()):
+            calls = _reordered(calls, order)
+    return calls
 
 
-def _launches(
-    conn: sqlite3.Connection, src: dict[str, str], path: Path, api: pd.DataFrame, dispatch_keys: pd.DataFrame
-) -> pd.DataFrame:
-    """The API calls of :func:`_api_calls` (``api``) whose correlation id a dispatch has.
-
-    ``dispatch_keys``: the dispatches' guid code and correlation id.
-    """
+def _launches(conn: sqlite3.Connection, src: dict[str, str], path: Path, calls: pd.DataFrame) -> pd.DataFrame:
+    """The launch calls of :func:`_api_calls` (``calls``) as LAUNCH_COLUMNS, their times checked."""
     at = _placement(conn, src, path, "rocpd_region", "r")
-    wanted = pd.DataFrame(
-        {
-            "guid": dispatch_keys["guid"].to_numpy(dtype=np.int64),
-            "correlation_id": _int_ids(dispatch_keys["correlation_id"], path, "rocpd_event", "stack_id").array,
-        }
-    )
-    wanted = wanted.dropna().drop_duplicates()
-    api["correlation_id"] = _int_ids(api["correlation_id"], path, "rocpd_event", "stack_id")
-    api = api[api["correlation_id"].notna()]
-    api = api.merge(wanted, on=["guid", "correlation_id"])
-    if at.refs is not None and len(api):
+    if at.refs is not None and len(calls):
         for column, which in (("start_ns", "start"), ("end_ns", "end")):
-            api[column] = _int_ids(api[column], path, "rocpd_region", which)
-        _refuse_bad_times(path, "rocpd_region", api["id"], api, api, at, "API call")
-    return _conform(api, LAUNCH_COLUMNS, path, "rocpd_region")
+            calls[column] = _int_ids(calls[column], path, "rocpd_region", which)
+        _refuse_bad_times(path, "rocpd_region", calls["id"], calls, calls, at, "API call")
+    return _conform(calls, LAUNCH_COLUMNS, path, "rocpd_region")
 
 
 def _label(agent: object) -> str | None:

@@ -324,7 +324,7 @@ def _markers_text(path: Path) -> pd.DataFrame:
     return conform(pd.concat(frames, ignore_index=True), MARKER_COLUMNS)
 
 
-def _launches_text(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
+def _launches_text(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataFrame:
     frames = []
     for chunk, first in read_csv_chunks(path):
         cols = column_map(chunk.columns)
@@ -690,25 +690,27 @@ def _markers_plain(path: Path) -> pd.DataFrame:
     return stack_frames(frames)
 
 
-def _read_launches(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
-    """The hip_api_trace.csv calls whose correlation id is in ``wanted`` (typed fast path, else cell by cell)."""
+def _read_launches(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataFrame:
+    """The hip_api_trace.csv calls whose correlation id is in ``wanted`` (typed fast path, else cell by cell).
+
+    ``wanted``: the dispatches' correlation ids (int64, sorted, distinct).
+    """
     try:
         return _launches_plain(path, wanted, pid)
     except NotPlain:
         return _launches_text(path, wanted, pid)
 
 
-def _launches_plain(path: Path, wanted: set[int], pid: int | None) -> pd.DataFrame:
+def _launches_plain(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataFrame:
     cols = column_map(read_header(path))
     corr = require(path, cols, "correlation id", "Correlation_Id")
     start = require(path, cols, "API start time", "Start_Timestamp")
     end = require(path, cols, "API end time", "End_Timestamp")
     optional = _present(cols, {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid")})
     func = pick(cols, "Function")
-    wanted_ids = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
     frames = ChunkStacker(spill=("end_ns",))  # no step of an ingest reads the end of a launch call
     try:
-        return _launch_chunks(path, (corr, start, end, func), optional, wanted_ids, pid, frames)
+        return _launch_chunks(path, (corr, start, end, func), optional, wanted, pid, frames)
     finally:
         frames.close()
 
@@ -815,7 +817,8 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         [_read_markers(p) for _, p in files.files.get("marker_api_trace", [])] or [empty_frame(MARKER_COLUMNS)],
         ignore_index=True,
     )
-    wanted = set(dispatches["correlation_id"].dropna().astype(np.int64).tolist())
+    # an array, not a set of Python ints (~60 MB at 10^6 dispatches)
+    wanted = np.unique(dispatches["correlation_id"].dropna().to_numpy(dtype=np.int64))
     launches = pd.concat(
         [_read_launches(p, wanted, _pid_from_prefix(pre)) for pre, p in files.files.get("hip_api_trace", [])]
         or [empty_frame(LAUNCH_COLUMNS)],
@@ -836,7 +839,9 @@ def read_pass(files: PassFiles, label: str) -> PassData:
             "their durations are unknown"
         )
     if files.files.get("kernel_trace") and info_frames:
-        notes += _check_counter_timestamps(files, dispatches, pd.concat(info_frames, ignore_index=True))
+        info = pd.concat(info_frames, ignore_index=True) if len(info_frames) > 1 else info_frames[0]
+        del info_frames
+        notes += _check_counter_timestamps(files, dispatches, info)
     for _, path in [*files.files.get("kernel_trace", []), *counter_files]:
         if ends_mid_row(path):
             notes.append(Note("warning", "file-cut", _CUT_NOTE.format(path=path)))
@@ -1069,13 +1074,23 @@ def _check_counter_timestamps(files: PassFiles, dispatches: pd.DataFrame, info: 
             "dispatch_id",
         ]
     )
-    both = dispatches[[*key, "start_ns", "kernel_name"]].merge(
-        info[[*key, "start_ns", "kernel_name"]], on=key, suffixes=("_k", "_c")
-    )
-    named = both["kernel_name_c"].notna()  # a plain counter file matched as read carries no names
-    differ = (both["start_ns_k"] != both["start_ns_c"]).fillna(False) | (
-        named & (both["kernel_name_k"].fillna("") != both["kernel_name_c"].fillna(""))
-    )
+
+    # each counter-file dispatch against the first kernel-trace dispatch of its key (an inner join on
+    # the key, NULL matching NULL as in pandas' merge), without the joined copies of both frames
+    def keys(frame: pd.DataFrame) -> list[np.ndarray]:
+        return [frame[k].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY) for k in key]
+
+    row = KeyIndex(keys(dispatches)).find(keys(info))
+    matched = np.flatnonzero(row >= 0)
+    row = row[matched]
+    start_k = dispatches["start_ns"].astype("Int64").array[row]
+    start_c = info["start_ns"].astype("Int64").array[matched]
+    differ = (start_k != start_c).fillna(False).to_numpy(dtype=bool)
+    name_c = info["kernel_name"].to_numpy(dtype=object)[matched]
+    named = ~pd.isna(name_c)  # a plain counter file matched as read carries no names
+    if named.any():
+        name_k = dispatches["kernel_name"].to_numpy(dtype=object)[row[named]]
+        differ[named] |= pd.Series(name_k).fillna("").to_numpy() != pd.Series(name_c[named]).fillna("").to_numpy()
     if not bool(differ.any()):
         return []
     path = files.files["counter_collection"][0][1]
@@ -1083,7 +1098,7 @@ def _check_counter_timestamps(files: PassFiles, dispatches: pd.DataFrame, info: 
         Note(
             "warning",
             "files-disagree",
-            f"{path}: {int(differ.sum())} of {len(both)} dispatches have other timestamps or kernel names than "
+            f"{path}: {int(differ.sum())} of {len(matched)} dispatches have other timestamps or kernel names than "
             "kernel_trace.csv; the two files look like different runs (counters were matched by dispatch id)",
         )
     ]
