@@ -236,6 +236,8 @@ class ChunkStacker:
     and a ``spill`` column the first chunk lacks or holds in another type, are stacked in memory
     as :func:`stack_frames` does.
 
+    A context manager: leaving the block closes the files of columns not finished.
+
     Raises:
         OSError: the spill directory cannot take the files.
         ValueError: a later chunk lacks a spilled column or holds it in another type (a bug).
@@ -283,6 +285,12 @@ class ChunkStacker:
         for values, mask in self._writers.values():
             values.close()
             mask.close()
+
+    def __enter__(self) -> ChunkStacker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()  # the files of columns not finished (an error while reading); finished ones are kept
 
 
 def spilled_array(values: Any) -> Any:

@@ -38,6 +38,11 @@ class RocroofGroup(click.Group):
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]  # the subcommand line, to name the database
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Ctrl-C, or SIGTERM (rocroof.cli.main): a run being stored rolled back, a profiler stopped
+            # with rocroof; exit status 130 as a shell gives a job stopped by SIGINT (and as a sweep does)
+            click.echo("Aborted: interrupted; nothing is stored half (a run being stored was rolled back).", err=True)
+            raise click.exceptions.Exit(130) from None
         except RocroofError as exc:
             if ctx.params.get("traceback") or os.environ.get("ROCROOF_TRACEBACK"):
                 raise

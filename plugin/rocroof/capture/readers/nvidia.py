@@ -25,6 +25,7 @@ import io
 import re
 import sqlite3
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -309,14 +310,24 @@ def _numeric(path: Path, column: pd.Series, first_row: int) -> pd.Series:
     return numbers
 
 
-def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
-    """Read an Nsight Compute raw-page CSV as one counter pass, a chunk of rows at a time.
+@dataclass(frozen=True)
+class _NcuLayout:
+    """The columns of an Nsight Compute raw-page CSV, from its header (and units row)."""
 
-    Returns:
-        ``(pass, facts)``: facts hold the GPU (``CC``, device name when present).
+    cols: dict[str, str]  # column_map of the header
+    units: pd.Series  # each column's unit ("" where none)
+    unit_cells: list[str] | None  # the units row, when the file has one
+    metrics: list[tuple[str, float]]  # (column, scale to the counter's unit): counters of each dispatch
+    name_col: str
+    id_col: str
+    dur_col: str | None
+
+
+def _ncu_layout(path: Path) -> _NcuLayout:
+    """The layout of ``path``'s columns.
 
     Raises:
-        ParseError: a missing or repeated column, or a row without a kernel name / duration.
+        ParseError: a repeated or missing column, or a second line that is not the units row.
     """
     header = read_header(path)
     repeated = sorted({str(c) for c in header if header.count(c) > 1})
@@ -335,35 +346,35 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
             2,
         )
     units = pd.Series(unit_cells if unit_cells is not None else [""] * len(header), index=header).fillna("")
-    dur_col = pick(cols, "gpu__time_duration.sum")
-    metrics = []  # (column, scale): counters of each dispatch
+    metrics = []
     for col in header:
         if str(col).strip().lower() in _META or "__" not in str(col) or str(col).startswith("device__attribute"):
             continue  # device attributes repeat on every row: facts of the GPU, not counters of a dispatch
         scale = unit_scale(units[col])
         if scale is not None:
             metrics.append((col, scale))
+    return _NcuLayout(cols, units, unit_cells, metrics, name_col, id_col, pick(cols, "gpu__time_duration.sum"))
+
+
+def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
+    """Read an Nsight Compute raw-page CSV as one counter pass, a chunk of rows at a time.
+
+    Returns:
+        ``(pass, facts)``: facts hold the GPU (``CC``, device name when present).
+
+    Raises:
+        ParseError: a missing or repeated column, or a row without a kernel name / duration.
+    """
+    layout = _ncu_layout(path)
     # the dispatch columns only stored go to spill files as read (rocroof.spill)
-    frames = ChunkStacker(spill=SPILLED_ON_READ)
-    try:
-        return _ncu_rows(path, header, cols, units, metrics, (name_col, id_col, dur_col), unit_cells, frames, label)
-    finally:
-        frames.close()
+    with ChunkStacker(spill=SPILLED_ON_READ) as frames:
+        return _ncu_rows(path, layout, frames, label)
 
 
-def _ncu_rows(
-    path: Path,
-    header: list[str],
-    cols: dict[str, str],
-    units: pd.Series,
-    metrics: list[tuple[str, float]],
-    named: tuple[str, str, str | None],
-    unit_cells: list[str] | None,
-    frames: ChunkStacker,
-    label: str,
-) -> tuple[PassData, dict[str, str]]:
+def _ncu_rows(path: Path, layout: _NcuLayout, frames: ChunkStacker, label: str) -> tuple[PassData, dict[str, str]]:
     """:func:`read_ncu_csv` past its header: the rows, a chunk at a time, through ``frames``."""
-    name_col, id_col, dur_col = named
+    cols, units, unit_cells, metrics = layout.cols, layout.units, layout.unit_cells, layout.metrics
+    name_col, id_col, dur_col = layout.name_col, layout.id_col, layout.dur_col
     id_like = [c for c in (pick(cols, "Process ID"), pick(cols, "Stream"), pick(cols, "Context")) if c]
     numbers = [id_col, *id_like, *(m for m, _ in metrics), *([dur_col] if dur_col else [])]
     nvtx = pick(cols, NVTX_COLUMN)
@@ -451,9 +462,8 @@ def _ncu_rows(
         # filled piece by piece, each piece let go once copied: the pieces and the columns are not
         # both held whole (8x10^6 values: ~130 MB less at the peak)
         # the rows and values to spill files (rocroof.spill): 8x10^6 values are not held in memory
-        row_file, value_file = ColumnWriter(np.int64), ColumnWriter(np.float64)
         code_parts = []
-        try:
+        with ColumnWriter(np.int64) as row_file, ColumnWriter(np.float64) as value_file:
             for j, m in enumerate(present):
                 for (first, kept), v in zip(rows.pop(m), values.pop(m), strict=True):
                     row_file.append(np.arange(first, first + len(v)) if kept is None else kept)
@@ -470,9 +480,6 @@ def _ncu_rows(
                 },
                 copy=False,
             )
-        finally:
-            row_file.close()
-            value_file.close()
         del code
     del values, rows
     return (

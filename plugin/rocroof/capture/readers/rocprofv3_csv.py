@@ -432,44 +432,31 @@ def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.S
     end = require(path, cols, "kernel end time", "End_Timestamp")
     agent = pick(cols, "Agent_Id")
     optional = _present(cols, _KERNEL_TRACE_INTS)
-    frames = ChunkStacker(spill=SPILLED_ON_READ)  # the columns only stored go to spill files as read
-    try:
-        return _kernel_trace_chunks(path, pid, (did, name, start, end, agent), optional, frames)
-    finally:
-        frames.close()
-
-
-def _kernel_trace_chunks(
-    path: Path,
-    pid: int | None,
-    columns: tuple[str | None, str, str, str, str | None],
-    optional: dict[str, str],
-    frames: ChunkStacker,
-) -> tuple[pd.DataFrame, pd.Series]:
-    """:func:`_kernel_trace_plain`'s rows, read through ``frames``."""
-    did, name, start, end, agent = columns
-    for chunk, _ in read_csv_plain(path, ints=[*([did] if did else []), start, end, *optional.values()]):
-        out: dict[str, pd.Series] = {
-            "dispatch_id": _ints(chunk[did]) if did else pd.Series(pd.array([pd.NA] * len(chunk), dtype="Int64")),
-            "kernel_name": _texts(chunk[name]),
-            "start_ns": _ints(chunk[start]),
-            "end_ns": _ints(chunk[end]),
-            "agent_label": _texts(chunk[agent]) if agent else pd.Series([None] * len(chunk), dtype=object),
-        }
-        for target, col in optional.items():
-            out[target] = _ints(chunk[col])
-        frames.add(_dispatch_chunk(pd.DataFrame(out, copy=False), pid))
-    if not frames.chunks:
-        return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
-    df = frames.finish()
-    keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
-    dup = df.duplicated(subset=keys, keep="first") if did else pd.Series(False, index=df.index)
-    if bool(dup.any()):
-        pos = int(np.flatnonzero(dup.to_numpy())[0])
-        raise ParseError(
-            path, f"dispatch id {df['dispatch_id'].iloc[pos]} appears twice (expected one row per dispatch)", pos + 2
-        )
-    return df, pd.Series(np.ones(len(df), dtype=bool))
+    with ChunkStacker(spill=SPILLED_ON_READ) as frames:  # the columns only stored go to spill files as read
+        for chunk, _ in read_csv_plain(path, ints=[*([did] if did else []), start, end, *optional.values()]):
+            out: dict[str, pd.Series] = {
+                "dispatch_id": _ints(chunk[did]) if did else pd.Series(pd.array([pd.NA] * len(chunk), dtype="Int64")),
+                "kernel_name": _texts(chunk[name]),
+                "start_ns": _ints(chunk[start]),
+                "end_ns": _ints(chunk[end]),
+                "agent_label": _texts(chunk[agent]) if agent else pd.Series([None] * len(chunk), dtype=object),
+            }
+            for target, col in optional.items():
+                out[target] = _ints(chunk[col])
+            frames.add(_dispatch_chunk(pd.DataFrame(out, copy=False), pid))
+        if not frames.chunks:
+            return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
+        df = frames.finish()
+        keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
+        dup = df.duplicated(subset=keys, keep="first") if did else pd.Series(False, index=df.index)
+        if bool(dup.any()):
+            pos = int(np.flatnonzero(dup.to_numpy())[0])
+            raise ParseError(
+                path,
+                f"dispatch id {df['dispatch_id'].iloc[pos]} appears twice (expected one row per dispatch)",
+                pos + 2,
+            )
+        return df, pd.Series(np.ones(len(df), dtype=bool))
 
 
 def _read_counter_file(
@@ -517,14 +504,6 @@ def _counter_file_plain(
     agent = pick(cols, "Agent_Id")
     info_cols = _present(cols, _COUNTER_INFO_INTS)
     ints = [did, *([pcol] if pcol else []), *info_cols.values()]
-    # the counter rows' columns go to spill files as they are read (rocroof.spill): the file's 8x10^6
-    # rows (10^6 dispatches) are not held in memory, nor their parts and concatenation at once
-    proc_parts = ColumnWriter(np.int64)
-    id_parts = ColumnWriter(np.int64)
-    code_parts = ColumnWriter(np.int32)
-    value_parts = ColumnWriter(np.float64)
-    writers = (proc_parts, id_parts, code_parts, value_parts)
-    info_parts: list[pd.DataFrame] = []
     # with the dispatches known, only the ids, names and values are read: the repeated dispatch
     # columns (a kernel name of ~170 characters on every counter row) are skipped by the parser
     # (the start timestamp stays: it tells a counter file of another run, _check_counter_timestamps)
@@ -532,123 +511,100 @@ def _counter_file_plain(
     needed = None if lookup is None else [did, cname, cval, *([pcol] if pcol else []), *([start] if start else [])]
     if lookup is not None:
         ints = [did, *([pcol] if pcol else []), *([start] if start else [])]
-    try:
-        counters = _counter_rows_plain(
-            path,
-            error_path,
-            (did, cname, cval, pcol),
-            pid,
-            lookup,
-            (ints, needed),
-            info_cols,
-            (kname, agent),
-            writers,
-            info_parts,
-        )
-    finally:
-        for writer in writers:
-            writer.close()  # unless finished (an error, or columns not used)
+    info_parts: list[pd.DataFrame] = []
+    # the counter rows' columns go to spill files as they are read (rocroof.spill): the file's 8x10^6
+    # rows (10^6 dispatches) are not held in memory, nor their parts and concatenation at once;
+    # (process id, dispatch id or dispatch row, counter code, value), each dispatch's first row to info_parts
+    with (
+        ColumnWriter(np.int64) as proc_parts,
+        ColumnWriter(np.int64) as id_parts,
+        ColumnWriter(np.int32) as code_parts,
+        ColumnWriter(np.float64) as value_parts,
+    ):
+        names: dict[str, int] = {}  # counter name -> code, in order of first appearance
+        unmatched: np.ndarray | None = None
+        for chunk, first in read_csv_plain(path, ints=ints, floats=[cval], columns=needed):
+            labels = [str(c) for c in chunk[cname].cat.categories]
+            local = chunk[cname].cat.codes.to_numpy()
+            if "" in labels and bool((local == labels.index("")).any()):
+                pos = int(np.flatnonzero(local == labels.index(""))[0])
+                raise ParseError(path, f"column {cname!r} is empty; expected a counter name", first + pos)
+            to_global = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
+            code_parts.append(to_global[local])
+            values = chunk[cval].to_numpy(dtype=np.float64)
+            check_counter_values(path, values, first, cval)
+            value_parts.append(values)
+            ids = chunk[did].to_numpy(dtype=np.int64)
+            proc = chunk[pcol].to_numpy(dtype=np.int64) if pcol else None
+            if lookup is not None:
+                pids = proc if proc is not None else np.full(len(ids), pid if pid is not None else _NA_KEY, np.int64)
+                row = lookup.rows(pids, ids)
+                if unmatched is None and bool((row < 0).any()):
+                    unmatched = ids[row < 0][:1]  # reported once the whole file was read (as the text path)
+                id_parts.append(row)  # the dispatch rows themselves
+            else:
+                id_parts.append(ids)
+                if proc is not None:
+                    proc_parts.append(proc)
+            # one dispatch row per (process, dispatch id): its first row in the chunk
+            if lookup is not None:  # rows where the dispatch changes (the repeats are dropped after the file)
+                firsts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.zeros(0, np.int64)
+            else:
+                keys = pd.DataFrame(
+                    {"p": proc if proc is not None else np.zeros(len(ids), np.int64), "d": ids}, copy=False
+                )
+                firsts = np.flatnonzero(~keys.duplicated().to_numpy())
+            sub = chunk.iloc[firsts]
+            # with the dispatches known (their kernel trace), the names were not read: only ids and start
+            names_read = lookup is None
+            info: dict[str, pd.Series] = {
+                "process_id": _ints(sub[pcol]) if pcol else pd.Series(pd.array([pid] * len(sub), dtype="Int64")),
+                "dispatch_id": _ints(sub[did]),
+                "kernel_name": _texts(sub[kname])
+                if kname and names_read
+                else pd.Series([None] * len(sub), dtype=object),
+                "agent_label": _texts(sub[agent])
+                if agent and names_read
+                else pd.Series([None] * len(sub), dtype=object),
+            }
+            for target, col in info_cols.items():
+                if lookup is None or target == "start_ns":  # with the dispatches known, only the cross-check needs them
+                    info[target] = _ints(sub[col])
+            info_df = pd.DataFrame(info, copy=False)
+            info_df["_exact"] = True
+            info_parts.append(info_df)
+        if not id_parts.rows:
+            info_parts.append(empty_frame(DISPATCH_COLUMNS).assign(_exact=pd.Series(dtype=bool)))
+            counters = pd.DataFrame(columns=["process_id", "dispatch_id", "counter_name", "value"])
+        else:
+            if lookup is not None and unmatched is not None:
+                _refuse_unmatched(np.array([-1]), unmatched, error_path)
+            names_column = pd.Categorical.from_codes(code_parts.finish(), categories=list(names))
+            if lookup is not None:
+                counters = pd.DataFrame(
+                    {"row": id_parts.finish(), "counter_name": names_column, "value": value_parts.finish()},
+                    copy=False,
+                )
+            else:
+                n = id_parts.rows
+                if pcol:
+                    process = pd.arrays.IntegerArray(proc_parts.finish(), np.zeros(n, dtype=bool))
+                else:
+                    process = pd.array(np.full(n, pid if pid is not None else 0, dtype=np.int64), dtype="Int64")
+                    if pid is None:
+                        process[:] = pd.NA
+                counters = pd.DataFrame(
+                    {
+                        "process_id": process,
+                        "dispatch_id": id_parts.finish(),
+                        "counter_name": names_column,
+                        "value": value_parts.finish(),
+                    },
+                    copy=False,
+                )
     merged = pd.concat(info_parts, ignore_index=True).drop_duplicates(subset=["process_id", "dispatch_id"])
     merged = merged.reset_index(drop=True)
     return counters, merged.drop(columns="_exact"), merged["_exact"]
-
-
-def _counter_rows_plain(
-    path: Path,
-    error_path: Path,
-    columns: tuple[str, str, str, str | None],
-    pid: int | None,
-    lookup: _RowLookup | None,
-    read: tuple[list[str], list[str] | None],
-    info_cols: dict[str, str],
-    text_cols: tuple[str | None, str | None],
-    writers: tuple[ColumnWriter, ColumnWriter, ColumnWriter, ColumnWriter],
-    info_parts: list[pd.DataFrame],
-) -> pd.DataFrame:
-    """The counter rows of :func:`_counter_file_plain`, their columns written to ``writers`` as read.
-
-    ``writers`` take (process id, dispatch id or dispatch row, counter code, value); each chunk's
-    dispatch rows are appended to ``info_parts``. Returns the counter frame (columns as
-    :func:`_read_counter_file` gives them; spilled, see :mod:`rocroof.spill`).
-    """
-    did, cname, cval, pcol = columns
-    ints, needed = read
-    kname, agent = text_cols
-    proc_parts, id_parts, code_parts, value_parts = writers
-    names: dict[str, int] = {}  # counter name -> code, in order of first appearance
-    unmatched: np.ndarray | None = None
-    for chunk, first in read_csv_plain(path, ints=ints, floats=[cval], columns=needed):
-        labels = [str(c) for c in chunk[cname].cat.categories]
-        local = chunk[cname].cat.codes.to_numpy()
-        if "" in labels and bool((local == labels.index("")).any()):
-            pos = int(np.flatnonzero(local == labels.index(""))[0])
-            raise ParseError(path, f"column {cname!r} is empty; expected a counter name", first + pos)
-        to_global = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
-        code_parts.append(to_global[local])
-        values = chunk[cval].to_numpy(dtype=np.float64)
-        check_counter_values(path, values, first, cval)
-        value_parts.append(values)
-        ids = chunk[did].to_numpy(dtype=np.int64)
-        proc = chunk[pcol].to_numpy(dtype=np.int64) if pcol else None
-        if lookup is not None:
-            pids = proc if proc is not None else np.full(len(ids), pid if pid is not None else _NA_KEY, np.int64)
-            row = lookup.rows(pids, ids)
-            if unmatched is None and bool((row < 0).any()):
-                unmatched = ids[row < 0][:1]  # reported once the whole file was read (as the text path)
-            id_parts.append(row)  # the dispatch rows themselves
-        else:
-            id_parts.append(ids)
-            if proc is not None:
-                proc_parts.append(proc)
-        # one dispatch row per (process, dispatch id): its first row in the chunk
-        if lookup is not None:  # rows where the dispatch changes (the repeats are dropped after the file)
-            firsts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.zeros(0, np.int64)
-        else:
-            keys = pd.DataFrame({"p": proc if proc is not None else np.zeros(len(ids), np.int64), "d": ids}, copy=False)
-            firsts = np.flatnonzero(~keys.duplicated().to_numpy())
-        sub = chunk.iloc[firsts]
-        # with the dispatches known (their kernel trace), the names were not read: only ids and start
-        names_read = lookup is None
-        info: dict[str, pd.Series] = {
-            "process_id": _ints(sub[pcol]) if pcol else pd.Series(pd.array([pid] * len(sub), dtype="Int64")),
-            "dispatch_id": _ints(sub[did]),
-            "kernel_name": _texts(sub[kname]) if kname and names_read else pd.Series([None] * len(sub), dtype=object),
-            "agent_label": _texts(sub[agent]) if agent and names_read else pd.Series([None] * len(sub), dtype=object),
-        }
-        for target, col in info_cols.items():
-            if lookup is None or target == "start_ns":  # with the dispatches known, only the cross-check needs them
-                info[target] = _ints(sub[col])
-        info_df = pd.DataFrame(info, copy=False)
-        info_df["_exact"] = True
-        info_parts.append(info_df)
-    if not id_parts.rows:
-        info_parts.append(empty_frame(DISPATCH_COLUMNS).assign(_exact=pd.Series(dtype=bool)))
-        return pd.DataFrame(columns=["process_id", "dispatch_id", "counter_name", "value"])
-    if lookup is not None and unmatched is not None:
-        _refuse_unmatched(np.array([-1]), unmatched, error_path)
-    names_column = pd.Categorical.from_codes(code_parts.finish(), categories=list(names))
-    if lookup is not None:
-        return pd.DataFrame(
-            {"row": id_parts.finish(), "counter_name": names_column, "value": value_parts.finish()},
-            copy=False,
-        )
-    n = id_parts.rows
-    if pcol:
-        proc_all = proc_parts.finish()
-        process = pd.arrays.IntegerArray(proc_all, np.zeros(n, dtype=bool))
-    else:
-        process = pd.array(np.full(n, pid if pid is not None else 0, dtype=np.int64), dtype="Int64")
-        if pid is None:
-            process[:] = pd.NA
-    return pd.DataFrame(
-        {
-            "process_id": process,
-            "dispatch_id": id_parts.finish(),
-            "counter_name": names_column,
-            "value": value_parts.finish(),
-        },
-        copy=False,
-    )
 
 
 def _read_markers(path: Path) -> pd.DataFrame:
@@ -708,41 +664,26 @@ def _launches_plain(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataF
     end = require(path, cols, "API end time", "End_Timestamp")
     optional = _present(cols, {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid")})
     func = pick(cols, "Function")
-    frames = ChunkStacker(spill=("end_ns",))  # no step of an ingest reads the end of a launch call
-    try:
-        return _launch_chunks(path, (corr, start, end, func), optional, wanted, pid, frames)
-    finally:
-        frames.close()
-
-
-def _launch_chunks(
-    path: Path,
-    columns: tuple[str, str, str, str | None],
-    optional: dict[str, str],
-    wanted_ids: np.ndarray,
-    pid: int | None,
-    frames: ChunkStacker,
-) -> pd.DataFrame:
-    """:func:`_launches_plain`'s rows, read through ``frames``."""
-    corr, start, end, func = columns
-    for chunk, _ in read_csv_plain(path, ints=[corr, start, end, *optional.values()]):
-        keep = np.isin(chunk[corr].to_numpy(dtype=np.int64), wanted_ids)
-        if not keep.any():
-            continue
-        sub = chunk[keep]
-        df = pd.DataFrame(
-            {"correlation_id": _ints(sub[corr]), "start_ns": _ints(sub[start]), "end_ns": _ints(sub[end])}, copy=False
-        )
-        for target, col in optional.items():
-            df[target] = _ints(sub[col])
-        if "process_id" not in df and pid is not None:
-            df["process_id"] = pid
-        if func is not None:
-            df["api_name"] = _texts(sub[func])
-        frames.add(conform(df, LAUNCH_COLUMNS))
-    if not frames.chunks:
-        return empty_frame(LAUNCH_COLUMNS)
-    return frames.finish()
+    with ChunkStacker(spill=("end_ns",)) as frames:  # no step of an ingest reads the end of a launch call
+        for chunk, _ in read_csv_plain(path, ints=[corr, start, end, *optional.values()]):
+            keep = np.isin(chunk[corr].to_numpy(dtype=np.int64), wanted)
+            if not keep.any():
+                continue
+            sub = chunk[keep]
+            df = pd.DataFrame(
+                {"correlation_id": _ints(sub[corr]), "start_ns": _ints(sub[start]), "end_ns": _ints(sub[end])},
+                copy=False,
+            )
+            for target, col in optional.items():
+                df[target] = _ints(sub[col])
+            if "process_id" not in df and pid is not None:
+                df["process_id"] = pid
+            if func is not None:
+                df["api_name"] = _texts(sub[func])
+            frames.add(conform(df, LAUNCH_COLUMNS))
+        if not frames.chunks:
+            return empty_frame(LAUNCH_COLUMNS)
+        return frames.finish()
 
 
 def read_pass(files: PassFiles, label: str) -> PassData:
