@@ -1068,6 +1068,16 @@ def test_integer_read_of_dispatches_equals_the_general_read(
         pd.testing.assert_frame_equal(fast.markers, general.markers)
 
 
+def _read_in_one_range(
+    tmp_path: Path, make: Any, monkeypatch: pytest.MonkeyPatch, ids_per_range: str
+) -> tuple[Path, PassData]:
+    """``make``'s database, and its pass read with one range of every id (``rocpd.<ids_per_range>`` = 10^9)."""
+    db = tmp_path / "results.db"
+    make(db)
+    monkeypatch.setattr(rocpd, ids_per_range, 10**9)
+    return db, rocpd.read_pass(db, "p")
+
+
 def _ids_made(path: Path, first: object, last: object) -> None:
     """:func:`_big_db` whose counter records are served by a plain table with ids ``first`` .. ``last`` at its ends."""
     _big_db(path)
@@ -1104,10 +1114,7 @@ def test_counters_read_a_range_of_ids_at_a_time_equal_the_whole_read(
     tmp_path: Path, make: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ADBC reads counter records a range of ids at a time (bounded Arrow results): the same counters."""
-    db = tmp_path / "results.db"
-    make(db)
-    monkeypatch.setattr(rocpd, "PAGE_IDS", 10**9)
-    whole = rocpd.read_pass(db, "p")
+    db, whole = _read_in_one_range(tmp_path, make, monkeypatch, "PAGE_IDS")
     assert len(whole.counters) > 0
     with sqlite3.connect(db) as conn:
         source = rocpd._resolve(conn, db)["rocpd_pmc_event"]
@@ -1156,10 +1163,7 @@ def test_dispatches_markers_and_calls_read_a_range_of_ids_at_a_time_equal_the_wh
     tmp_path: Path, make: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ADBC reads one process's dispatch and region records a range of ids at a time: the same pass."""
-    db = tmp_path / "results.db"
-    make(db)
-    monkeypatch.setattr(rocpd, "TABLE_PAGE_IDS", 10**9)
-    whole = rocpd.read_pass(db, "p")
+    db, whole = _read_in_one_range(tmp_path, make, monkeypatch, "TABLE_PAGE_IDS")
     assert len(whole.dispatches) > 0
     queries: list[str] = []
     real = sqlite_arrow.arrow_columns
