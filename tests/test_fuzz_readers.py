@@ -611,6 +611,37 @@ def test_rocpd_float_beyond_int64_in_an_id_column_is_a_parse_error(base: dict[st
         _ingest(cap)
 
 
+@pytest.mark.parametrize(
+    ("table", "column", "value", "pick"),
+    [
+        ("rocpd_kernel_dispatch", "start", "'soon'", "SELECT MAX(id) FROM {t}"),
+        ("rocpd_kernel_dispatch", "grid_size_y", "1.5", "SELECT MAX(id) FROM {t}"),
+        # a launch call (not a roctx range): a HIP call whose correlation id a dispatch's event has
+        (
+            "rocpd_region",
+            "end",
+            "'soon'",
+            'SELECT MAX(r.id) FROM {t} r JOIN "rocpd_string{s}" n ON n.id = r.name_id '
+            "JOIN \"rocpd_event{s}\" e ON e.id = r.event_id WHERE n.string LIKE 'hip%' AND e.stack_id IN "
+            '(SELECT k.stack_id FROM "rocpd_event{s}" k JOIN "rocpd_kernel_dispatch{s}" d ON d.event_id = k.id)',
+        ),
+    ],
+)
+def test_a_rocpd_value_of_the_wrong_type_names_its_record_and_rocpd_column(
+    base: dict[str, Path], tmp_path: Path, table: str, column: str, value: str, pick: str
+) -> None:
+    """The message names the record by its rocpd id and the column as rocpd calls it."""
+    cap = _copy(base, "rocpd", tmp_path)
+    (db,) = cap.glob("*_results.db")
+    t = f'"{table}{suffix(UUID_A)}"'
+    (record,) = sqlite3.connect(db).execute(pick.format(t=t, s=suffix(UUID_A))).fetchone()
+    assert record is not None
+    _sql(db, f'UPDATE {t} SET "{column}" = {value} WHERE id = {record}')
+    shown = value.strip("'")
+    with pytest.raises(ParseError, match=rf"{table} id {record}: {column} holds '?{shown}'?, not an integer"):
+        _ingest(cap)
+
+
 def test_rocpd_extdata_nested_too_deeply(base: dict[str, Path], tmp_path: Path) -> None:
     cap = _copy(base, "rocpd", tmp_path)
     (db,) = cap.glob("*_results.db")

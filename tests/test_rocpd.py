@@ -878,7 +878,7 @@ def test_markers_are_read_in_a_second_thread_and_a_dispatch_error_comes_first(
     good = rocpd.read_pass(build(tmp_path / "a" / "1_results.db", bad_start=False, bad_marker=False), "x")
     assert threads and all(t.startswith("rocroof-rocpd") for t in threads)
     assert list(good.markers["message"]) == ["ggml:ADD:x:0"] and len(good.dispatches) == 1
-    with pytest.raises(ParseError, match="start_ns holds 'soon', not an integer"):
+    with pytest.raises(ParseError, match="rocpd_kernel_dispatch id 1: start holds 'soon', not an integer"):
         rocpd.read_pass(build(tmp_path / "b" / "1_results.db", bad_start=True, bad_marker=True), "x")
     with pytest.raises(ParseError, match="not valid JSON.*rocpd_event id|rocpd_event id.*not valid JSON"):
         rocpd.read_pass(build(tmp_path / "c" / "1_results.db", bad_start=False, bad_marker=True), "x")
@@ -895,7 +895,7 @@ def test_non_numeric_timestamp_raises_parse_error(tmp_path: Path) -> None:
     with pytest.raises(ParseError) as err:
         rocpd.read_pass(db, "x")
     assert str(db) in str(err.value)
-    assert "start_ns holds 'soon', not an integer" in str(err.value)
+    assert "rocpd_kernel_dispatch id 1: start holds 'soon', not an integer" in str(err.value)
 
 
 def test_missing_file_raises_parse_error(tmp_path: Path) -> None:

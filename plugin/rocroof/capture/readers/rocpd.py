@@ -410,8 +410,29 @@ def _shared_strings(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+#: The rocpd column each of rocroof's record columns is read from, for messages (rocprofiler-sdk's
+#: ``rocpd_kernel_dispatch``, ``rocpd_region``, ``rocpd_event`` views; times may come through
+#: ``rocpd_timestamp`` in schema 4, the process and thread through ``rocpd_info_*``).
+_ROCPD_COLUMN = {
+    "dispatch_id": "id",
+    "start_ns": "start",
+    "end_ns": "end",
+    "correlation_id": "stack_id",
+    "process_id": "pid",
+    "thread_id": "tid",
+    "scratch_bytes": "private_segment_size",
+    "lds_bytes": "group_segment_size",
+    "vgpr_count": "arch_vgpr_count",
+    **{f"grid_{c}": f"grid_size_{c}" for c in "xyz"},
+    **{f"workgroup_{c}": f"workgroup_size_{c}" for c in "xyz"},
+}
+
+
 def _conform(df: pd.DataFrame, columns: dict[str, str], path: Path, what: str) -> pd.DataFrame:
-    """:func:`conform`, with a ParseError naming the column when a value has the wrong type."""
+    """:func:`conform`, with a ParseError naming the record and its rocpd column when a value has the wrong type.
+
+    The record is named by ``df``'s ``id`` (or ``dispatch_id``: a dispatch's rocpd id) where it has one.
+    """
     try:
         with np.errstate(invalid="ignore", over="ignore"):  # 1e308 in an integer column: no stray warning
             return conform(df, columns)
@@ -423,9 +444,14 @@ def _conform(df: pd.DataFrame, columns: dict[str, str], path: Path, what: str) -
                 with np.errstate(invalid="ignore", over="ignore"):
                     df[name].astype(dtype)
             except (ValueError, TypeError, OverflowError) as exc:
-                bad = next((v for v in df[name] if not _castable(v, dtype)), None)
+                values = df[name].tolist()
+                pos = next((i for i, v in enumerate(values) if not _castable(v, dtype)), None)
+                bad = values[pos] if pos is not None else None
+                key = next((k for k in ("id", "dispatch_id") if k in df.columns and k != name), None)
+                record = f" id {_shown(df[key].iloc[pos])}" if key is not None and pos is not None else ""
                 kind = "a number" if dtype.startswith("float") else "an integer"
-                raise ParseError(path, f"{what}: {name} holds {bad!r}, not {kind}") from exc
+                column = _ROCPD_COLUMN.get(name, name)
+                raise ParseError(path, f"{what}{record}: {column} holds {bad!r}, not {kind}") from exc
         raise
 
 
@@ -706,7 +732,10 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
             )
         for axis in ("grid", "workgroup"):
             dims = [f"{axis}_{c}" for c in "xyz"]
-            chunk[dims] = _conform(chunk[dims], dict.fromkeys(dims, "Int64"), path, "rocpd_kernel_dispatch")
+            # (the dispatch's id along, to name a bad value's record; conform leaves it out)
+            chunk[dims] = _conform(
+                chunk[[*dims, "dispatch_id"]], dict.fromkeys(dims, "Int64"), path, "rocpd_kernel_dispatch"
+            )
             chunk[f"{axis}_size"] = chunk[dims[0]] * chunk[dims[1]] * chunk[dims[2]]
         chunk["agent_label"] = _per_value(chunk["agent_label"], _label)
         out = _conform(chunk, DISPATCH_COLUMNS, path, "rocpd_kernel_dispatch")
