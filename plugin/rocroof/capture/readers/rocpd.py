@@ -1014,8 +1014,7 @@ def _integer_pages(conn: sqlite3.Connection, queries: list[str], names: list[str
     Raises:
         NotNumbers: a column is not integers, or ADBC cannot read a later query.
     """
-    stacker = ChunkStacker(SPILLED_ON_READ)
-    try:
+    with ChunkStacker(SPILLED_ON_READ) as stacker:
         for i, sql in enumerate(queries):
             arrow = arrow_columns(conn, sql)
             if arrow is None:
@@ -1029,8 +1028,6 @@ def _integer_pages(conn: sqlite3.Connection, queries: list[str], names: list[str
             del arrow
             release_free_memory()
         return stacker.finish()
-    finally:
-        stacker.close()
 
 
 def _non_decreasing_or_null(values: pd.Series) -> bool:
@@ -1393,7 +1390,7 @@ def _counter_records(
         yield block[:, 0].astype(np.int64), block[:, 1].astype(np.int64), block[:, 2].astype(np.int64), block[:, 3]
 
 
-#: Counter records read through ADBC per query (:func:`_id_pages`): ~32 MB of Arrow columns.
+#: Counter records read through ADBC per query (:func:`_id_pages`): ~8 MB of Arrow columns.
 PAGE_IDS = 1 << 18
 
 #: Dispatch and region (roctx range, API call) records read through ADBC per query
