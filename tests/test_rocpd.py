@@ -1138,25 +1138,89 @@ def test_counters_read_a_range_of_ids_at_a_time_equal_the_whole_read(
     pd.testing.assert_frame_equal(rocpd.read_pass(db, "p").counters, whole.counters)
 
 
-def _pids_out_of_id_order(path: Path) -> None:
-    """:func:`_synthetic_rocpd` whose first half of dispatches (by id) has a later process id than the second."""
+def _synthetic_changed(path: Path, *statements: str) -> None:
+    """:func:`_synthetic_rocpd` changed by ``statements`` (``{kd}``, ``{rg}``, ``{ev}``, ``{st}``: its tables)."""
     _synthetic_rocpd(path)
     with sqlite3.connect(path) as conn:
-        (table,) = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_kernel_dispatch_%'"
+        names = {
+            key: next(
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE ?", (f"rocpd_{table}_%",)
+                )
             )
-        ]
-        conn.execute(f'UPDATE "{table}" SET pid = pid + 1 WHERE id <= (SELECT AVG(id) FROM "{table}")')
+            for key, table in (("kd", "kernel_dispatch"), ("rg", "region"), ("ev", "event"), ("st", "string"))
+        }
+        for statement in statements:
+            conn.execute(statement.format(**{k: f'"{v}"' for k, v in names.items()}))
     conn.close()
+
+
+def _pids_out_of_id_order(path: Path) -> None:
+    """:func:`_synthetic_rocpd` whose first half of dispatches (by id) has a later process id than the second."""
+    _synthetic_changed(path, "UPDATE {kd} SET pid = pid + 1 WHERE id <= (SELECT AVG(id) FROM {kd})")
+
+
+#: The id of the last roctx range of a :func:`_synthetic_changed` file (SQL).
+_LAST_MARKER = (
+    "(SELECT MAX(r.id) FROM {rg} r JOIN {ev} e ON e.id = r.event_id JOIN {st} c ON c.id = e.category_id "
+    "WHERE c.string LIKE 'MARKER%')"
+)
+#: The ids of the launch calls of a :func:`_synthetic_changed` file: HIP calls whose correlation id a dispatch has.
+_LAUNCH_CALLS = (
+    "SELECT r.id FROM {rg} r JOIN {st} n ON n.id = r.name_id JOIN {ev} e ON e.id = r.event_id "
+    "WHERE n.string LIKE 'hip%' AND e.stack_id IN (SELECT k.stack_id FROM {ev} k JOIN {kd} d ON d.event_id = k.id)"
+)
+
+
+#: Files the range reads must read as a read of every record at once (found by a helper trying to break them).
+_RANGE_EDGE_CASES = [
+    pytest.param(_pids_out_of_id_order, id="pids-out-of-id-order"),  # ranges out of query order: one query
+    # a NULL process id sorts first: after others, the ranges are out of query order (not an overflow)
+    pytest.param(
+        lambda p: _synthetic_changed(p, "UPDATE {kd} SET pid = NULL WHERE id > (SELECT AVG(id) FROM {kd})"),
+        id="null-pids-last",
+    ),
+    # a roctx range of a second guid in the one region table, tied with another (start, end): by guid, then id
+    pytest.param(
+        lambda p: _synthetic_changed(
+            p,
+            # (the string table's text is unique: the other guid's category has a name of its own)
+            "INSERT INTO {st} (id, guid, string) VALUES (-7, 'other', 'MARKER_CORE_RANGE_API_OTHER')",
+            "INSERT INTO {ev} (id, guid, category_id, stack_id, extdata) SELECT -7, 'other', -7, stack_id, "
+            '\'{{"message": "from the other"}}\' FROM {ev} WHERE id = (SELECT event_id FROM {rg} '
+            f"WHERE id = {_LAST_MARKER})",
+            "INSERT INTO {rg} (id, guid, nid, pid, tid, start, \"end\", name_id, event_id) SELECT -7, 'other', nid, "
+            f'pid, tid, start, "end", name_id, -7 FROM {{rg}} WHERE id = {_LAST_MARKER}',
+        ),
+        id="two-guids-in-the-region-table",
+    ),
+    # launch calls starting at the int64 minimum (the lower id) and without a start: NULL first, as SQLite orders
+    pytest.param(
+        lambda p: _synthetic_changed(
+            p,
+            f"UPDATE {{rg}} SET start = -9223372036854775808 WHERE id = (SELECT MIN(id) FROM ({_LAUNCH_CALLS}))",
+            f"UPDATE {{rg}} SET start = NULL WHERE id = (SELECT MAX(id) FROM ({_LAUNCH_CALLS}))",
+        ),
+        id="api-start-null-and-int64-min",
+    ),
+    # ids 10^12 apart: ranges start at every size-th id, not at every size ids (3.8x10^6 ranges)
+    pytest.param(
+        lambda p: _synthetic_changed(
+            p,
+            "UPDATE {kd} SET id = id + 1000000000000 WHERE id > (SELECT AVG(id) FROM {kd})",
+            "UPDATE {rg} SET id = id + 1000000000000 WHERE id > (SELECT AVG(id) FROM {rg})",
+        ),
+        id="ids-far-apart",
+    ),
+]
 
 
 @pytest.mark.parametrize(
     "make",
     [
         *_COUNTER_DATABASES,
-        pytest.param(_pids_out_of_id_order, id="pids-out-of-id-order"),  # ranges out of query order: one query
+        *_RANGE_EDGE_CASES,
     ],
 )
 def test_dispatches_markers_and_calls_read_a_range_of_ids_at_a_time_equal_the_whole_read(
@@ -1177,14 +1241,20 @@ def test_dispatches_markers_and_calls_read_a_range_of_ids_at_a_time_equal_the_wh
     with sqlite3.connect(db) as conn:
         src = rocpd._resolve(conn, db)
         guids = conn.execute(f"SELECT COUNT(DISTINCT guid) FROM {src['rocpd_kernel_dispatch']}").fetchone()[0]
-        spans = [
-            conn.execute(f"SELECT COALESCE(MAX(id) - MIN(id) + 1, 0) FROM {src[table]}").fetchone()[0]
-            for table in ("rocpd_kernel_dispatch", "rocpd_region")
-            if table in src
-        ]
+        spans, counts = zip(
+            *(
+                conn.execute(f"SELECT COALESCE(MAX(id) - MIN(id) + 1, 0), COUNT(*) FROM {src[table]}").fetchone()
+                for table in ("rocpd_kernel_dispatch", "rocpd_region")
+                if table in src
+            ),
+            strict=True,
+        )
     conn.close()
     span = max(spans)
-    for ids in sorted({max(1, -(-span // pages)) for pages in (2, 5, 33)}):
+    # ranges of ids (a half to a 33rd of each table's span) and of records (count / 4: ids far apart
+    # then start a range at every size-th id rather than spanning the gap in ranges of size ids)
+    sizes = {max(1, -(-one // pages)) for one in spans for pages in (2, 5, 33)} | {max(1, max(counts) // 4)}
+    for ids in sorted(sizes):
         monkeypatch.setattr(rocpd, "TABLE_PAGE_IDS", ids)
         queries.clear()
         paged = rocpd.read_pass(db, "p")
@@ -1196,6 +1266,33 @@ def test_dispatches_markers_and_calls_read_a_range_of_ids_at_a_time_equal_the_wh
     if make is _pids_out_of_id_order:  # the check that sends such a file to one query is what keeps the order
         monkeypatch.setattr(rocpd, "_non_decreasing_or_null", lambda values: True)
         assert not rocpd.read_pass(db, "p").dispatches.equals(whole.dispatches)
+
+
+def test_an_id_range_without_roctx_ranges_keeps_the_arrow_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """API calls stored before every roctx range (whole id ranges of calls): no fallback to the sqlite3 read."""
+    db = tmp_path / "results.db"
+    # the roctx ranges' ids moved past every other region's: the first id ranges hold API calls only
+    _synthetic_changed(
+        db,
+        "UPDATE {rg} SET id = id + 10000000 WHERE event_id IN (SELECT e.id FROM {ev} e JOIN {st} c ON "
+        "c.id = e.category_id WHERE c.string LIKE 'MARKER%')",
+    )
+    monkeypatch.setattr(rocpd, "TABLE_PAGE_IDS", 10**9)
+    whole = rocpd.read_pass(db, "p")
+    assert len(whole.markers) > 100
+    fallbacks: list[str] = []
+    real = rocpd._chunked
+
+    def chunked(conn: sqlite3.Connection, path: Path, sql: str, *args: Any) -> Any:
+        fallbacks.append(sql)
+        return real(conn, path, sql, *args)
+
+    monkeypatch.setattr(rocpd, "_chunked", chunked)
+    monkeypatch.setattr(rocpd, "TABLE_PAGE_IDS", 500)
+    paged = rocpd.read_pass(db, "p")
+    pd.testing.assert_frame_equal(paged.markers, whole.markers)
+    pd.testing.assert_frame_equal(paged.launches, whole.launches)
+    assert fallbacks == []
 
 
 def test_counter_records_sorted_a_block_of_dispatches_at_a_time() -> None:
@@ -1224,12 +1321,18 @@ def test_counter_ids_split_into_ranges_only_when_both_ends_are_integers(
 ) -> None:
     monkeypatch.setattr(rocpd, "PAGE_IDS", 100)
     db = tmp_path / "results.db"
-    _ids_made(db, -5, 10**6)
+    _ids_made(db, -5, 10**4)
     conn = sqlite3.connect(db)
     try:
         pages = rocpd._id_pages(conn, '"rocpd_pmc_event"')
-        # ranges of 100 ids from the first id to the last: -5 .. 10**6 in 10,001 ranges
-        assert pages[0] == " AND pe.id >= -5 AND pe.id < 95" and len(pages) == (10**6 + 5) // 100 + 1
+        # ranges of 100 ids from the first id to the last: -5 .. 10**4 in 101 ranges
+        assert pages[0] == " AND pe.id >= -5 AND pe.id < 95" and len(pages) == (10**4 + 5) // 100 + 1
+        # ids so far apart that over 1,024 ranges would span them: a range starts at every 100th id
+        conn.execute("UPDATE plain_pmc SET id = 10 * 1000 * 1000 * 1000 WHERE id = 10000")
+        ids = [r[0] for r in conn.execute("SELECT id FROM plain_pmc ORDER BY id")]
+        pages = rocpd._id_pages(conn, '"rocpd_pmc_event"')
+        assert len(pages) == -(-len(ids) // 100) and pages[0] == f" AND pe.id >= -5 AND pe.id < {ids[100]}"
+        assert pages[-1] == f" AND pe.id >= {ids[len(ids) - 1 - (len(ids) - 1) % 100]}"  # the last: no upper end
     finally:
         conn.close()
     for first, last in ((None, 10**6), (1, "x"), (-5, 1e7 + 0.5)):

@@ -482,7 +482,7 @@ def _simple_messages(columns: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     ext = columns["extdata"]
-    if ext.dtype == pl.Null:
+    if ext.dtype == pl.Null or not len(ext):  # no text (an empty result is typed by the driver's guess)
         return columns
     if ext.dtype != pl.String:
         raise NotNumbers("extdata is not text")
@@ -824,11 +824,17 @@ def _host_side(
     """
     if not (src.get("rocpd_event") and src.get("rocpd_string") and "rocpd_region" in src):
         return empty_frame(MARKER_COLUMNS), None
-    markers = _markers(conn, src, path, paged=len(guids) <= 1)
+    markers = _markers(conn, src, path, paged=_one_guid(conn, src["rocpd_region"]))
     release_free_memory()
     if dispatch_keys is None or not len(dispatch_keys):
         return markers, None
     return markers, _api_calls(conn, src, path, guids, dispatch_keys)
+
+
+def _one_guid(conn: sqlite3.Connection, table: str) -> bool:
+    """True when ``table``'s rows carry at most one ``guid`` (one process's records)."""
+    (count,) = conn.execute(f"SELECT COUNT(*) FROM (SELECT DISTINCT guid FROM {table} LIMIT 2)").fetchone()
+    return bool(count <= 1)
 
 
 class _Beside(Generic[_T]):
@@ -1031,9 +1037,12 @@ def _integer_pages(conn: sqlite3.Connection, queries: list[str], names: list[str
 
 
 def _non_decreasing_or_null(values: pd.Series) -> bool:
-    """True when ``values`` (nullable integers) never decrease, NULL first (SQLite's ascending order)."""
-    filled = values.to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)
-    return bool((np.diff(filled) >= 0).all())
+    """True when ``values`` (nullable integers) are in SQLite's ascending order: NULLs first, then never decreasing."""
+    null = values.isna().to_numpy(dtype=bool)
+    if bool((~null[:-1] & null[1:]).any()):  # a NULL after a value
+        return False
+    known = values.to_numpy(dtype=np.int64, na_value=0)[~null]
+    return bool((known[1:] >= known[:-1]).all())  # compared, not subtracted: no overflow at the int64 ends
 
 
 def _by_guid_and_id(rows: list[tuple[Any, ...]], guid_code: np.ndarray, ids: pd.Series) -> pd.Series:
@@ -1398,6 +1407,11 @@ PAGE_IDS = 1 << 18
 TABLE_PAGE_IDS = 1 << 18
 
 
+#: Ranges of ids up to which :func:`_id_pages` splits by arithmetic (no query); beyond, the
+#: ranges start at every ``size``-th id of the table (one pass over its ids).
+_ARITHMETIC_RANGES = 1024
+
+
 def _id_pages(conn: sqlite3.Connection, source: str, alias: str = "pe", size: int | None = None) -> list[str]:
     """SQL conditions that split ``source``'s records into ranges of ``size`` ids (``{alias}.id``).
 
@@ -1406,7 +1420,8 @@ def _id_pages(conn: sqlite3.Connection, source: str, alias: str = "pe", size: in
     ends, or when one range holds every id. SQLite orders NULL before numbers and text and blobs
     after them, so integer ids at both ends mean that every id is a number from the first to the
     last: each record is in exactly one range. rocpd's ``id`` is its tables' INTEGER PRIMARY KEY,
-    so a range is a search of the table's b-tree.
+    so a range is a search of the table's b-tree. Ids so far apart that more than
+    :data:`_ARITHMETIC_RANGES` ranges would span them start a range at every ``size``-th id instead.
     """
     size = PAGE_IDS if size is None else size
     if not sqlite_arrow.USE_ADBC or source.startswith("("):
@@ -1427,7 +1442,27 @@ def _id_pages(conn: sqlite3.Connection, source: str, alias: str = "pe", size: in
     first, last = int(low[0]), int(high[0])
     if last - first < size:  # one range holds them all
         return [""]
-    return [f" AND {alias}.id >= {lo} AND {alias}.id < {lo + size}" for lo in range(first, last + 1, size)]
+    if (last - first) // size < _ARITHMETIC_RANGES:
+        return [f" AND {alias}.id >= {lo} AND {alias}.id < {lo + size}" for lo in range(first, last + 1, size)]
+    # ids far apart (a gap of 10^10 would be 38,000 ranges of 2^18 ids, most of them empty): the
+    # ranges start at every size-th id, found in one pass over the table's ids
+    try:
+        starts = [
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT id FROM (SELECT t.id AS id, ROW_NUMBER() OVER (ORDER BY t.id) AS n FROM {source} t) "
+                f"WHERE (n - 1) % {size} = 0"
+            )
+        ]
+    except (sqlite3.Error, TypeError, ValueError):
+        return [""]
+    if len(starts) <= 1:
+        return [""]
+    bounds = [*starts[1:], None]
+    return [
+        f" AND {alias}.id >= {lo}" + (f" AND {alias}.id < {hi}" if hi is not None else "")
+        for lo, hi in zip(starts, bounds, strict=True)
+    ]
 
 
 #: Integers a float64 holds exactly: record ids beyond this are read the slow way.
@@ -1692,8 +1727,10 @@ def _arrow_pages(
     """The results of ``queries`` through ADBC, each a slice at a time (:func:`arrow_slices`), shaped and stacked.
 
     One query's Arrow result is held at a time, and one slice of it as pandas. None (the caller
-    reads every record through sqlite3) when ADBC cannot read or type a result, or when no query
-    returns a row (an empty result's columns come from sqlite3).
+    reads every record through sqlite3) when ADBC cannot read or type a result, when no query
+    returns a row (an empty result's columns come from sqlite3), or when ``shape`` refuses a record
+    of one of several queries (the one read names the record first in the query's order, as a
+    read of the file at once would).
     """
     frames: list[pd.DataFrame] = []
     for sql in queries:
@@ -1704,6 +1741,10 @@ def _arrow_pages(
             frames.extend(shape(frame) for frame in slices)
         except NotNumbers:
             return None
+        except ParseError:
+            if len(queries) == 1:
+                raise
+            return None  # a damaged record: the read of every record at once names the one it meets first
         del slices
     return stack_frames(frames) if frames else None  # no rows: sqlite3 gives the columns
 
@@ -1799,9 +1840,10 @@ def _api_calls(
     calls = _arrow_pages(conn, [query(where) for where in pages], launches_only, texts=frozenset({"api_name"}))
     if calls is None:
         return launches_only(_query(conn, path, query("")))
-    if len(pages) > 1:
-        start = calls["start_ns"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)  # NULL first, as SQLite
-        order = np.lexsort((calls["id"].to_numpy(dtype=np.int64), calls["guid"].to_numpy(dtype=np.int64), start))
+    if len(pages) > 1:  # the query's order: start (NULL first, as SQLite sorts it), guid, id
+        known = calls["start_ns"].notna().to_numpy(dtype=bool)
+        start = calls["start_ns"].to_numpy(dtype=np.int64, na_value=0)
+        order = np.lexsort((calls["id"].to_numpy(dtype=np.int64), calls["guid"].to_numpy(dtype=np.int64), start, known))
         if not bool((order == np.arange(len(order))).all()):
             calls = _reordered(calls, order)
     return calls
