@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 # polars' allocator (jemalloc, which reads its options from _RJEM_MALLOC_CONF when polars loads)
-# keeps freed pages for seconds before it returns them: ~100 MB of a large ingest's peak resident
-# memory (rocroof.memory). Returned at once instead, at no measured cost in time; a value the user
-# set is kept.
+# keeps freed pages for seconds before it returns them: 65-200 MB of a 10^6-dispatch ingest's peak
+# resident memory (benchmarks/RESULTS.md, 2026-12-05). Returned at once instead (no difference in
+# time beyond the benchmark machine's noise); a value the user set is kept.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 if TYPE_CHECKING:
