@@ -90,7 +90,10 @@ def test_the_threshold_from_the_environment() -> None:
 def test_zeros_and_take(spill_all: None) -> None:
     z = spill.zeros(1000, np.int64)
     assert spill.is_spilled(z) and not z.any() and z.dtype == np.int64
-    values = spill.spilled([np.arange(10, 20), np.arange(20, 30)], np.int64)
+    with spill.ColumnWriter(np.int64) as writer:
+        writer.append(np.arange(10, 20))
+        writer.append(np.arange(20, 30))
+        values = writer.finish()
     order = np.array([19, 0, 5, 5, 11])
     np.testing.assert_array_equal(spill.take(values, order), [29, 10, 15, 15, 21])
     lookup = np.arange(100)[::-1].copy()
@@ -163,6 +166,9 @@ def test_take_rows_is_iloc(spill_all: None) -> None:
     renumber = np.arange(100) * 10
     got = take_rows(frame, rows, {"kernel_id": renumber})
     assert got["kernel_id"].tolist() == [10 * v for v in expected["kernel_id"].tolist()]
+    # consumed: the same rows, and the source frame gives up each column once taken
+    pd.testing.assert_frame_equal(take_rows(frame, rows, consume=True), expected)
+    assert list(frame.columns) == []
 
 
 # ---- whole ingests: spilled and in memory store the same rows ----------------------------------

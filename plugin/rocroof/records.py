@@ -349,14 +349,18 @@ def stack_column(parts: list[pd.Series]) -> Any:
     return pd.concat(parts, ignore_index=True)
 
 
-def take_rows(df: pd.DataFrame, rows: np.ndarray, remap: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+def take_rows(
+    df: pd.DataFrame, rows: np.ndarray, remap: dict[str, np.ndarray] | None = None, *, consume: bool = False
+) -> pd.DataFrame:
     """``df.iloc[rows]`` with a fresh index; a spilled column stays spilled (:func:`rocroof.spill.take`).
 
     ``remap`` maps a column name to a lookup array: that column's taken values ``v`` become
-    ``remap[name][v]`` (e.g. dispatch rows renumbered), computed a chunk at a time.
+    ``remap[name][v]`` (e.g. dispatch rows renumbered), computed a chunk at a time. With
+    ``consume``, ``df`` loses each column once it is taken: the frame and its reordering are never
+    both held whole.
     """
     out: dict[str, Any] = {}
-    for name in df.columns:
+    for name in list(df.columns):
         column = df[name]
         lookup = (remap or {}).get(name)
         array = column.array
@@ -369,6 +373,8 @@ def take_rows(df: pd.DataFrame, rows: np.ndarray, remap: dict[str, np.ndarray] |
             out[name] = take(column.to_numpy(), rows)
         else:
             out[name] = column.iloc[rows].reset_index(drop=True)
+        if consume:
+            del df[name], column, array
     return pd.DataFrame(out, index=pd.RangeIndex(len(rows)), copy=False)
 
 

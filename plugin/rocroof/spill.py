@@ -147,17 +147,6 @@ def zeros(n: int, dtype: Any) -> np.ndarray:
     return np.frombuffer(mapped, dtype=dtype)
 
 
-def spilled(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-    """``parts`` one after the other as one column (``np.concatenate``), through a :class:`ColumnWriter`.
-
-    ``parts`` is emptied as it is written: the parts and the result are not held at once.
-    """
-    with ColumnWriter(dtype) as writer:
-        while parts:
-            writer.append(parts.pop(0))
-        return writer.finish()
-
-
 #: Rows taken at a time by :func:`take` (~8 MB of int64 values).
 TAKE_ROWS = 1 << 20
 

@@ -95,6 +95,7 @@ from ...records import (
     marker_kinds,
     spill_columns,
     stack_frames,
+    take_rows,
 )
 from ...spill import ColumnWriter, release_pages
 from ..markers import parse_range
@@ -1704,16 +1705,7 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path, paged: b
     order = np.lexsort((-both["end_ns"].fillna(0).to_numpy(np.int64), both["start_ns"].fillna(0).to_numpy(np.int64)))
     if bool((order == np.arange(len(order))).all()):
         return both
-    return _reordered(both, order)
-
-
-def _reordered(frame: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
-    """``frame``'s rows in ``order`` with a fresh index, a column at a time (``frame`` is emptied)."""
-    reordered: dict[str, pd.Series] = {}
-    for name in list(frame.columns):  # each column let go once reordered: not two copies of the frame
-        reordered[name] = frame[name].iloc[order].reset_index(drop=True)
-        del frame[name]
-    return pd.DataFrame(reordered, copy=False)
+    return take_rows(both, order, consume=True)  # a column at a time, each let go once reordered
 
 
 def _arrow_pages(
@@ -1845,7 +1837,7 @@ def _api_calls(
         start = calls["start_ns"].to_numpy(dtype=np.int64, na_value=0)
         order = np.lexsort((calls["id"].to_numpy(dtype=np.int64), calls["guid"].to_numpy(dtype=np.int64), start, known))
         if not bool((order == np.arange(len(order))).all()):
-            calls = _reordered(calls, order)
+            calls = take_rows(calls, order, consume=True)
     return calls
 
 

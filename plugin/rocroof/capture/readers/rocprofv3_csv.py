@@ -57,8 +57,9 @@ from ...records import (
     marker_kinds,
     match_rows,
     stack_frames,
+    take_rows,
 )
-from ...spill import ColumnWriter, is_spilled, release_pages, take
+from ...spill import ColumnWriter, release_pages
 from ..markers import parse_range
 
 DOMAINS = ("kernel_trace", "counter_collection", "marker_api_trace", "hip_api_trace", "agent_info")
@@ -840,20 +841,6 @@ def _dispatch_ids_from_counters(dispatches: pd.DataFrame, counter_files: list[tu
     dispatches["dispatch_id"] = pd.array(found["dispatch_id"].to_numpy(), dtype="Int64")
 
 
-def _take(df: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
-    """``df.iloc[order]`` with a fresh index, a column at a time (never two copies of the frame)."""
-    out = pd.DataFrame(index=pd.RangeIndex(len(order)))
-    for name in list(df.columns):
-        column = df[name]
-        if is_spilled(column.array) and isinstance(column.dtype, pd.Int64Dtype):  # stays out of memory
-            array = column.array
-            out[name] = pd.arrays.IntegerArray(take(array._data, order), take(array._mask, order))
-        else:
-            out[name] = column.iloc[order].reset_index(drop=True)
-        del df[name], column
-    return out
-
-
 def _per_distinct(column: pd.Series, fn: Any) -> np.ndarray:
     """``fn`` of each value of ``column``, computed once per distinct value."""
     codes, uniques = pd.factorize(column.to_numpy(dtype=object), use_na_sentinel=False)
@@ -877,7 +864,7 @@ def _in_enqueue_order(dispatches: pd.DataFrame, exact: pd.Series) -> tuple[pd.Da
         )
     )
     if not bool((order == np.arange(len(order))).all()):  # already in order: no copy
-        dispatches = _take(dispatches, order)
+        dispatches = take_rows(dispatches, order, consume=True)
         exact = exact.iloc[order].reset_index(drop=True) if len(exact) else exact
     renamed = pd.Series(
         _per_distinct(dispatches["kernel_name"], lambda n: n if parse_range(n) is not None else None), dtype=object
