@@ -23,7 +23,7 @@ import pytest
 from rocroof.capture.readers import detect, read_capture, rocpd, sqlite_arrow
 from rocroof.errors import InputError, ParseError
 from rocroof.ingest.pipeline import build_run
-from rocroof.records import PassData
+from rocroof.records import PassData, non_decreasing
 from rocroof.store import Store
 
 from .rocpd_builder import UUID_A, UUID_B, RocpdBuilder, create_views, rocpd_db, suffix
@@ -1311,9 +1311,9 @@ def test_counter_records_sorted_a_block_of_dispatches_at_a_time() -> None:
         np.testing.assert_array_equal(got[2], value[order])
     twice = np.array([0, 0, 1, 1, 1])  # dispatch 1 has counter 2 twice
     assert rocpd._sorted_per_dispatch(twice, np.array([1, 0, 2, 0, 2], dtype=np.int32), np.ones(5), 3, block=2) is None
-    assert rocpd._non_decreasing(np.array([0, 0, 1, 2, 2]), block=2)
-    assert not rocpd._non_decreasing(np.array([0, 1, 2, 1, 3]), block=2)  # falls back within a block
-    assert not rocpd._non_decreasing(np.array([0, 1, 2, 2, 1]), block=2)  # and across blocks
+    assert non_decreasing(np.array([0, 0, 1, 2, 2]), block=2)
+    assert not non_decreasing(np.array([0, 1, 2, 1, 3]), block=2)  # falls back within a block
+    assert not non_decreasing(np.array([0, 1, 2, 2, 1]), block=2)  # and across blocks
 
 
 def test_counter_ids_split_into_ranges_only_when_both_ends_are_integers(

@@ -54,6 +54,7 @@ never 0.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -376,6 +377,36 @@ def take_rows(
         if consume:
             del df[name], column, array
     return pd.DataFrame(out, index=pd.RangeIndex(len(rows)), copy=False)
+
+
+def non_decreasing(values: np.ndarray, block: int = 1 << 18) -> bool:
+    """True when ``values`` (1-D integers) never decrease.
+
+    Checked ``block`` values at a time by comparison (no whole-length temporary, no overflow at
+    the int64 ends); a spilled column's pages are let go after each block (:mod:`rocroof.spill`).
+    """
+    last = None
+    for lo in range(0, len(values), block):
+        part = values[lo : lo + block]
+        if (last is not None and part[0] < last) or not bool((part[1:] >= part[:-1]).all()):
+            return False
+        last = part[-1]
+        release_pages()
+    return True
+
+
+def dispatch_blocks(rows: np.ndarray, block: int) -> Iterator[tuple[int, int]]:
+    """``(lo, hi)`` bounds cutting records of ``rows`` into blocks of about ``block`` records.
+
+    ``rows`` (1-D, each record's dispatch row) must not decrease (:func:`non_decreasing`): each
+    block then ends where a dispatch's records end, so that a dispatch's records are in one block
+    and a per-block sort or duplicate check is one of the whole.
+    """
+    n, lo = len(rows), 0
+    while lo < n:
+        hi = n if lo + block >= n else int(np.searchsorted(rows, rows[lo + block - 1], side="right"))
+        yield lo, hi
+        lo = hi
 
 
 def stack_frames(chunks: list[pd.DataFrame]) -> pd.DataFrame:

@@ -91,8 +91,10 @@ from ...records import (
     KeyIndex,
     PassData,
     conform,
+    dispatch_blocks,
     empty_frame,
     marker_kinds,
+    non_decreasing,
     spill_columns,
     stack_frames,
     take_rows,
@@ -1042,8 +1044,7 @@ def _non_decreasing_or_null(values: pd.Series) -> bool:
     null = values.isna().to_numpy(dtype=bool)
     if bool((~null[:-1] & null[1:]).any()):  # a NULL after a value
         return False
-    known = values.to_numpy(dtype=np.int64, na_value=0)[~null]
-    return bool((known[1:] >= known[:-1]).all())  # compared, not subtracted: no overflow at the int64 ends
+    return non_decreasing(values.to_numpy(dtype=np.int64, na_value=0)[~null])
 
 
 def _by_guid_and_id(rows: list[tuple[Any, ...]], guid_code: np.ndarray, ids: pd.Series) -> pd.Series:
@@ -1248,7 +1249,7 @@ def _counters_one_record_each(
         row, code, value = rows.finish(), codes.finish(), values.finish()
     if _increasing(row, code, len(labels)):
         pass  # dispatch order, each dispatch's counters in name order: as stored
-    elif _non_decreasing(row):
+    elif non_decreasing(row, _RECORD_BLOCK):
         # each dispatch's records together, its counters in table (id) order: sorted a block of
         # whole dispatches at a time into spill files, with no key or order array of the whole pass
         ordered = _sorted_per_dispatch(row, code, value, len(labels))
@@ -1291,33 +1292,18 @@ def _increasing(row: np.ndarray, code: np.ndarray, width: int, block: int = _REC
     return True
 
 
-def _non_decreasing(row: np.ndarray, block: int = _RECORD_BLOCK) -> bool:
-    """True when ``row`` never decreases (checked a block at a time, spilled pages let go after each)."""
-    last = -1
-    for lo in range(0, len(row), block):
-        part = row[lo : lo + block]
-        if part[0] < last or not bool((np.diff(part) >= 0).all()):
-            return False
-        last = int(part[-1])
-        release_pages()
-    return True
-
-
 def _sorted_per_dispatch(
     row: np.ndarray, code: np.ndarray, value: np.ndarray, width: int, block: int = _RECORD_BLOCK
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The records ``(row, code, value)`` (each of shape (n,)) in ``row * width + code`` order.
 
-    ``row`` must not decrease (:func:`_non_decreasing`): then sorting each block of ~``block``
-    records, cut where a dispatch's records end, sorts the whole. The columns are written to spill
-    files (:mod:`rocroof.spill`) a block at a time. Returns None when a key repeats (a counter
-    recorded twice for one dispatch).
+    ``row`` must not decrease (:func:`rocroof.records.non_decreasing`): then sorting each block of
+    ~``block`` records, cut where a dispatch's records end (:func:`rocroof.records.dispatch_blocks`),
+    sorts the whole. The columns are written to spill files (:mod:`rocroof.spill`) a block at a
+    time. Returns None when a key repeats (a counter recorded twice for one dispatch).
     """
-    n = len(row)
     with ColumnWriter(np.int64) as rows, ColumnWriter(np.int32) as codes, ColumnWriter(np.float64) as values:
-        lo = 0
-        while lo < n:
-            hi = n if lo + block >= n else int(np.searchsorted(row, row[lo + block - 1], side="right"))
+        for lo, hi in dispatch_blocks(row, block):
             key = row[lo:hi] * width + code[lo:hi]
             order = np.argsort(key, kind="stable")
             if bool((np.diff(key[order]) == 0).any()):
@@ -1326,7 +1312,6 @@ def _sorted_per_dispatch(
             codes.append(np.asarray(code[lo:hi][order], dtype=np.int32))
             values.append(value[lo:hi][order])
             release_pages()
-            lo = hi
         return rows.finish(), codes.finish(), values.finish()
 
 

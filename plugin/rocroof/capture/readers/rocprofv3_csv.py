@@ -53,9 +53,11 @@ from ...records import (
     Note,
     PassData,
     conform,
+    dispatch_blocks,
     empty_frame,
     marker_kinds,
     match_rows,
+    non_decreasing,
     stack_frames,
     take_rows,
 )
@@ -930,20 +932,13 @@ def _repeats(rows: np.ndarray, codes: np.ndarray, width: int, block: int = 1 << 
     """
     if len(rows) < 2:
         return False
-    grouped = all(bool((np.diff(rows[lo : lo + block + 1]) >= 0).all()) for lo in range(0, len(rows), block))
-    release_pages()  # the rows may be spilled: their pages go once read
-    if not grouped:
+    if not non_decreasing(rows, block):  # (the rows may be spilled: their pages go once read)
         key = np.sort(rows * width + codes)
         return bool((key[1:] == key[:-1]).any())
-    lo = 0
-    while lo < len(rows):
-        hi = min(lo + block, len(rows))
-        if hi < len(rows):  # end the block where a dispatch ends
-            hi = int(np.searchsorted(rows, rows[hi - 1], side="right"))
+    for lo, hi in dispatch_blocks(rows, block):
         key = np.sort(rows[lo:hi] * width + codes[lo:hi])
         if bool((key[1:] == key[:-1]).any()):
             return True
-        lo = hi
         release_pages()
     return False
 
