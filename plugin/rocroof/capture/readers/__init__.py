@@ -34,7 +34,18 @@ from ...analysis.bandwidth import BANDWIDTH_FILE, MIN_PROBE_BYTES, read_bandwidt
 from ...errors import InputError, ParseError
 from ...fileio import logical_name, open_binary, read_text
 from ...memory import release_free_memory
-from ...records import AGENT_COLUMNS, DISPATCH_COLUMNS, Capture, Note, PassData, conform, empty_frame, merge_passes
+from ...records import (
+    AGENT_COLUMNS,
+    DISPATCH_COLUMNS,
+    SPILLED_AFTER_READ,
+    Capture,
+    Note,
+    PassData,
+    conform,
+    empty_frame,
+    merge_passes,
+    spill_columns,
+)
 from ...text import printable
 from ..markers import file_has_fused_lines, read_fused_log
 from . import ggml_meta, nvidia, rocpd, rocprof_compute, rocprof_legacy, rocprofv3_csv, rpd
@@ -534,6 +545,11 @@ def read_capture(
     used = list(dict.fromkeys(used))
     # the hash reads every input file again: on a second thread (hashlib releases the GIL), while
     # the caller attributes the capture; Capture.content_sha256 waits for it
+    for p in capture.passes:
+        # the times and ids the attribution reads once, and the store writes, wait in spill files
+        p.dispatches = spill_columns(p.dispatches, SPILLED_AFTER_READ)
+        p.markers = spill_columns(p.markers, SPILLED_AFTER_READ)
+        p.launches = spill_columns(p.launches, SPILLED_AFTER_READ)
     release_free_memory()  # what reading freed (chunks of text) goes back before the next stage
     hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocroof-hash")
     capture._hash_job = hasher.submit(_hash_files, used, root)

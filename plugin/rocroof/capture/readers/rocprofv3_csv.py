@@ -41,12 +41,14 @@ from ...fileio import (
     read_header,
     require,
 )
+from ...memory import release_free_memory
 from ...records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
     DISPATCH_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
+    SPILLED_AFTER_READ,
     SPILLED_ON_READ,
     ChunkStacker,
     KeyIndex,
@@ -58,7 +60,6 @@ from ...records import (
     marker_kinds,
     match_rows,
     non_decreasing,
-    stack_frames,
     take_rows,
 )
 from ...spill import ColumnWriter, release_pages
@@ -628,25 +629,26 @@ def _markers_plain(path: Path) -> pd.DataFrame:
         cols,
         {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid"), "correlation_id": ("Correlation_Id",)},
     )
-    frames = []
-    for chunk, first in read_csv_plain(path, ints=[start, end, *optional.values()], strings=[func]):
-        df = pd.DataFrame(
-            {"message": _texts(chunk[func]), "start_ns": _ints(chunk[start]), "end_ns": _ints(chunk[end])}, copy=False
-        )
-        for target, col in optional.items():
-            df[target] = _ints(chunk[col])
-        if domain is not None:
-            keep = ~_texts(chunk[domain]).isin(_MESSAGE_DOMAINS_EXCLUDED)
-            df = df[keep.to_numpy()]
-        bad = df["end_ns"] < df["start_ns"]
-        if bool(bad.any()):
-            pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
-            raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
-        df["kind"] = marker_kinds(df["start_ns"] == df["end_ns"])
-        frames.append(conform(df, MARKER_COLUMNS))
-    if not frames:
-        return empty_frame(MARKER_COLUMNS)
-    return stack_frames(frames)
+    with ChunkStacker(spill=SPILLED_AFTER_READ) as frames:
+        for chunk, first in read_csv_plain(path, ints=[start, end, *optional.values()], strings=[func]):
+            df = pd.DataFrame(
+                {"message": _texts(chunk[func]), "start_ns": _ints(chunk[start]), "end_ns": _ints(chunk[end])},
+                copy=False,
+            )
+            for target, col in optional.items():
+                df[target] = _ints(chunk[col])
+            if domain is not None:
+                keep = ~_texts(chunk[domain]).isin(_MESSAGE_DOMAINS_EXCLUDED)
+                df = df[keep.to_numpy()]
+            bad = df["end_ns"] < df["start_ns"]
+            if bool(bad.any()):
+                pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
+                raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
+            df["kind"] = marker_kinds(df["start_ns"] == df["end_ns"])
+            frames.add(conform(df, MARKER_COLUMNS))
+        if not frames.chunks:
+            return empty_frame(MARKER_COLUMNS)
+        return frames.finish()
 
 
 def _read_launches(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataFrame:
@@ -667,7 +669,7 @@ def _launches_plain(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataF
     end = require(path, cols, "API end time", "End_Timestamp")
     optional = _present(cols, {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid")})
     func = pick(cols, "Function")
-    with ChunkStacker(spill=("end_ns",)) as frames:  # no step of an ingest reads the end of a launch call
+    with ChunkStacker(spill=SPILLED_AFTER_READ) as frames:
         for chunk, _ in read_csv_plain(path, ints=[corr, start, end, *optional.values()]):
             keep = np.isin(chunk[corr].to_numpy(dtype=np.int64), wanted)
             if not keep.any():
@@ -714,6 +716,7 @@ def read_pass(files: PassFiles, label: str) -> PassData:
             pd.concat(exact_frames, ignore_index=True),
         )
         del dispatch_frames, exact_frames
+        release_free_memory()
         if len(dispatches) and bool(dispatches["dispatch_id"].isna().all()):
             notes.append(Note("info", "early-rocprofv3", _EARLY_NOTE))
             if counter_files:
@@ -736,6 +739,7 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         counter_frames.append(counters)
         info_frames.append(info)
         info_exact.append(info_ok)
+        release_free_memory()
 
     if dispatches is None:
         if info_frames:
@@ -761,6 +765,7 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         [_read_markers(p) for _, p in files.files.get("marker_api_trace", [])] or [empty_frame(MARKER_COLUMNS)],
         ignore_index=True,
     )
+    release_free_memory()
     # an array, not a set of Python ints (~60 MB at 10^6 dispatches)
     wanted = np.unique(dispatches["correlation_id"].dropna().to_numpy(dtype=np.int64))
     launches = pd.concat(
