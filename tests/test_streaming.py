@@ -598,7 +598,8 @@ def test_text_columns_become_the_categoricals_pandas_makes() -> None:
     """``_categorical`` (distinct objects told apart by identity) gives ``astype("category")``'s result.
 
     Random columns of short texts, equal texts as distinct objects, missing values (None, NaN) and,
-    now and then, a value that is not text (pandas then decides).
+    now and then, a value that is not text (pandas then decides); coded in blocks of 1, 3 and 7
+    rows, and whole, so that values first seen in a later block keep their place.
     """
     import random
 
@@ -612,7 +613,7 @@ def test_text_columns_become_the_categoricals_pandas_makes() -> None:
             values.append(gen.choice([1, 2.5, b"x"]))
         column = np.empty(len(values), dtype=object)
         column[:] = values
-        got = _categorical(column)
+        got = _categorical(column, block=(1, 3, 7, 1 << 18)[trial % 4])
         expected = pd.Series(column).astype("category").array
         assert list(got.categories) == list(expected.categories), values
         assert got.codes.tolist() == expected.codes.tolist(), values

@@ -164,29 +164,46 @@ def _as_categories(df: pd.DataFrame, columns: tuple[str, ...]) -> None:
             df[name] = _categorical(df[name].to_numpy(dtype=object))
 
 
-def _categorical(values: np.ndarray) -> pd.Categorical:
+#: Rows of a text column coded at a time by :func:`_categorical` (its temporaries: ~10 MB).
+_CATEGORY_BLOCK = 1 << 18
+
+
+def _categorical(values: np.ndarray, block: int = _CATEGORY_BLOCK) -> pd.Categorical:
     """``values`` (objects) as ``astype("category")`` makes them: the distinct values, sorted, as categories.
 
     The readers and the attribution share one string object per distinct name (a kernel name of
     ~170 characters on 10^6 rows is a few dozen objects): the objects are told apart by identity
     first (0.07 s for 10^6 rows) and only the distinct ones compared by value, instead of
-    hashing every row's string (0.25 s). Values that are not all strings (or NaN/None) go
-    through pandas.
+    hashing every row's string (0.25 s). ``block`` rows at a time, so that the temporaries stay
+    the size of a block (a whole-column pass held ~130 MB at 2x10^6 rows). Values that are not
+    all strings (or NaN/None) go through pandas.
     """
-    ids = np.fromiter(map(id, values.tolist()), dtype=np.int64, count=len(values))
-    _, first, codes = np.unique(ids, return_index=True, return_inverse=True)
-    objects = values[first]
-    missing = np.array([v is None or (isinstance(v, float) and v != v) for v in objects.tolist()], dtype=bool)
-    present = objects[~missing].tolist()
+    n = len(values)
+    codes = np.empty(n, dtype=np.int64)
+    seen: dict[int, int] = {}  # id of a distinct object -> its number, in order of first sight
+    objects: list[Any] = []  # ``values`` keeps every object alive: an id names one object throughout
+    for lo in range(0, n, block):
+        part = values[lo : lo + block]
+        ids = np.fromiter(map(id, part.tolist()), dtype=np.int64, count=len(part))
+        distinct_ids, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        local = np.empty(len(distinct_ids), dtype=np.int64)
+        for j, (ident, at) in enumerate(zip(distinct_ids.tolist(), first.tolist(), strict=True)):
+            number = seen.get(ident)
+            if number is None:
+                number = seen[ident] = len(objects)
+                objects.append(part[at])
+            local[j] = number
+        codes[lo : lo + len(part)] = local[inverse.reshape(-1)]
+    missing = [v is None or (isinstance(v, float) and v != v) for v in objects]
+    present = [v for v, gone in zip(objects, missing, strict=True) if not gone]
     if not all(type(v) is str for v in present):
         return pd.Categorical(values)
     categories = sorted(set(present))
     position = {v: i for i, v in enumerate(categories)}
-    code_of = np.array(
-        [-1 if gone else position[v] for v, gone in zip(objects.tolist(), missing.tolist(), strict=True)],
-        dtype=np.int64,
-    )
-    return pd.Categorical.from_codes(code_of[codes.reshape(-1)], categories=pd.Index(categories, dtype=object))
+    code_of = np.array([-1 if gone else position[v] for v, gone in zip(objects, missing, strict=True)], dtype=np.int64)
+    for lo in range(0, n, block):  # in place, a block at a time
+        codes[lo : lo + block] = code_of[codes[lo : lo + block]]
+    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object))
 
 
 def build_run(
@@ -662,6 +679,7 @@ def build_run(
         device_id=device,
         dram_rule=ceiling.rule,
     )
+    release_free_memory()  # DRAM bytes' and the run row's temporaries (~230 MB at 2x10^6 Nsight rows)
     # text that repeats (a few dozen kernel names and formulas over 10^6 rows) as categoricals: one
     # string per distinct value instead of one per row (~220 MB of kernel names at 10^6 dispatches)
     _as_categories(dispatches, ("kernel_name", "agent_label", "attribution_method"))
