@@ -290,6 +290,26 @@ def _counter_file_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Da
     return counters, merged.drop(columns="_exact"), merged["_exact"]
 
 
+def _marker_chunk(path: Path, df: pd.DataFrame, domains: pd.Series | None, first: int) -> pd.DataFrame:
+    """A chunk of markers, checked and given its ``kind``, without the rows of excluded domains.
+
+    ``df``: message, times and ids, indexed by position in the chunk; ``domains``: each row's
+    domain text (None: the file has no Domain column).
+
+    Raises:
+        ParseError: a marker ends before it starts (its line: ``first`` + chunk position).
+    """
+    if domains is not None:
+        df = df[(~domains.isin(_MESSAGE_DOMAINS_EXCLUDED)).to_numpy()]
+    bad = df["end_ns"] < df["start_ns"]
+    if bool(bad.any()):
+        # df keeps the chunk positions as its index (rows of other domains were dropped)
+        pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
+        raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
+    df["kind"] = marker_kinds(df["start_ns"] == df["end_ns"])
+    return df
+
+
 def _markers_text(path: Path) -> pd.DataFrame:
     frames = []
     for chunk, first in read_csv_chunks(path):
@@ -313,16 +333,7 @@ def _markers_text(path: Path) -> pd.DataFrame:
             col = pick(cols, *aliases)
             if col is not None:
                 df[target] = parse_int(path, chunk[col], first, col)[0]
-        if domain is not None:
-            keep = ~parse_str(chunk[domain]).isin(_MESSAGE_DOMAINS_EXCLUDED)
-            df = df[keep.to_numpy()]
-        bad = df["end_ns"] < df["start_ns"]
-        if bool(bad.any()):
-            # df keeps the chunk positions as its index (rows of other domains were dropped)
-            pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
-            raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
-        df["kind"] = marker_kinds(df["start_ns"] == df["end_ns"])
-        frames.append(df)
+        frames.append(_marker_chunk(path, df, parse_str(chunk[domain]) if domain is not None else None, first))
     if not frames:
         return empty_frame(MARKER_COLUMNS)
     return conform(pd.concat(frames, ignore_index=True), MARKER_COLUMNS)
@@ -637,15 +648,8 @@ def _markers_plain(path: Path) -> pd.DataFrame:
             )
             for target, col in optional.items():
                 df[target] = _ints(chunk[col])
-            if domain is not None:
-                keep = ~_texts(chunk[domain]).isin(_MESSAGE_DOMAINS_EXCLUDED)
-                df = df[keep.to_numpy()]
-            bad = df["end_ns"] < df["start_ns"]
-            if bool(bad.any()):
-                pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
-                raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
-            df["kind"] = marker_kinds(df["start_ns"] == df["end_ns"])
-            frames.add(conform(df, MARKER_COLUMNS))
+            domains = _texts(chunk[domain]) if domain is not None else None
+            frames.add(conform(_marker_chunk(path, df, domains, first), MARKER_COLUMNS))
         if not frames.chunks:
             return empty_frame(MARKER_COLUMNS)
         return frames.finish()
