@@ -100,6 +100,22 @@ def test_zeros_and_take(spill_all: None) -> None:
     np.testing.assert_array_equal(spill.take(values, order, lookup), 99 - np.array([29, 10, 15, 15, 21]))
 
 
+@pytest.mark.parametrize("rows", [0, 1, 5, 3 * 7 + 2])
+def test_arange_and_full_give_numpy_s_values(spill_all: None, monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+    """Written 7 rows at a time (``TAKE_ROWS``): ``np.arange``/``np.full``'s values as int64, read-only in a file."""
+    monkeypatch.setattr(spill, "TAKE_ROWS", 7)
+    counted = spill.arange(100, 100 + rows)
+    np.testing.assert_array_equal(counted, np.arange(100, 100 + rows))
+    for value in (0, 3, -2):
+        same = spill.full(rows, value)
+        np.testing.assert_array_equal(same, np.full(rows, value))
+        assert same.dtype == np.int64
+        assert not rows or not same.flags.writeable
+    assert counted.dtype == np.int64
+    if rows:
+        assert spill.is_spilled(counted) and spill.is_spilled(spill.full(rows, 3)) and not counted.flags.writeable
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc (Linux)")
 def test_released_pages_leave_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
     def resident_mb() -> float:

@@ -147,6 +147,30 @@ def zeros(n: int, dtype: Any) -> np.ndarray:
     return np.frombuffer(mapped, dtype=dtype)
 
 
+def arange(start: int, stop: int) -> np.ndarray:
+    """``np.arange(start, stop)`` as int64, written to a spill file a chunk at a time.
+
+    In memory when small (:data:`SPILL_MIN_BYTES`); read-only in a file.
+    """
+    with ColumnWriter(np.int64) as writer:
+        for lo in range(start, stop, TAKE_ROWS):
+            writer.append(np.arange(lo, min(lo + TAKE_ROWS, stop), dtype=np.int64))
+        return writer.finish()
+
+
+def full(n: int, value: int) -> np.ndarray:
+    """``np.full(n, value)`` as int64: :func:`zeros` for 0, else a spill file written a chunk at a time.
+
+    In memory when small (:data:`SPILL_MIN_BYTES`); read-only in a file.
+    """
+    if value == 0:
+        return zeros(n, np.int64)
+    with ColumnWriter(np.int64) as writer:
+        for lo in range(0, n, TAKE_ROWS):
+            writer.append(np.full(min(TAKE_ROWS, n - lo), value, dtype=np.int64))
+        return writer.finish()
+
+
 #: Rows taken at a time by :func:`take` (~8 MB of int64 values).
 TAKE_ROWS = 1 << 20
 

@@ -308,10 +308,14 @@ def _match_launches(d: pd.DataFrame, launches: pd.DataFrame, todo: np.ndarray) -
         return empty, pd.array(empty, dtype="Int64"), pd.array(empty, dtype="Int64")
     d_pid = d["process_id"].astype("Int64")
     c_pid = launches["process_id"].astype("Int64")
-    corr_r = d_corr.to_numpy(dtype=np.int64, na_value=0)[rows]
-    corr_c = c_corr.to_numpy(dtype=np.int64, na_value=0)[calls]
-    if _one_process(d_pid, c_pid):  # a per-process capture: the correlation id alone (no key copies)
+    corr_r = _known_values(d_corr, rows)
+    corr_c = _known_values(c_corr, calls)
+    one = _one_process(d_pid, c_pid)
+    release_free_memory()  # the checks' temporaries, and the spilled ids' pages they read
+    if one:  # a per-process capture: the correlation id alone (no key copies)
         hit = match_rows([corr_c], [corr_r])
+        del corr_r, corr_c
+        release_free_memory()
         return _launch_fields(rows, calls, hit, launches)
     pid_r = d_pid.to_numpy(dtype=np.int64, na_value=0)[rows]
     pid_c = c_pid.to_numpy(dtype=np.int64, na_value=0)[calls]
@@ -333,6 +337,15 @@ def _match_launches(d: pd.DataFrame, launches: pd.DataFrame, todo: np.ndarray) -
         found = match_rows([corr_c[among]], [corr_r[loose]])
         hit[loose] = np.where(found >= 0, among[np.clip(found, 0, None)], -1)
     return _launch_fields(rows, calls, hit, launches)
+
+
+def _known_values(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``column``'s int64 values at ``rows`` (positions where it holds one), without a whole-length copy first.
+
+    All rows: the column's own values (a read-only view; a spilled column's mapping, not a copy).
+    """
+    values: np.ndarray = column.array._data  # noqa: SLF001 (an Int64 array's values, read only here)
+    return values if len(rows) == len(values) else values[rows]
 
 
 def _one_process(d_pid: pd.Series, c_pid: pd.Series) -> bool:
@@ -468,6 +481,8 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
                 np.where(seg_inner >= 0, sel[np.clip(seg_inner, 0, None)], -1),
                 np.where(seg_ggml >= 0, sel[np.clip(seg_ggml, 0, None)], -1),
             )
+            del seg_start, seg_inner, seg_ggml, dep
+            release_free_memory()  # this thread's sweep temporaries, before the next thread's
         # the ranges' columns go (the sweeps' segments hold what locating needs): ~50 MB at 10^6 ranges
         del rkey, range_start, range_end, range_corr, corr_known, corr, by_thread, bounds
     del ranges, kinds, is_range_row

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from .. import __version__, spill
 from ..analysis.dram import BYTE_COLUMNS as DRAM_BYTE_COLUMNS
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
@@ -346,9 +346,10 @@ def build_run(
         a = attr.dispatch
         frame = pd.DataFrame(
             {
-                "dispatch_index": np.arange(offset, offset + len(d), dtype=np.int64),
-                "pass_index": i,
-                "ordinal": np.arange(len(d), dtype=np.int64),
+                # numbering columns in spill files (rocroof.spill): ~24 MB less held at 10^6 rows
+                "dispatch_index": spill.arange(offset, offset + len(d)),
+                "pass_index": spill.full(len(d), i),
+                "ordinal": spill.arange(0, len(d)),
                 "dispatch_id": d["dispatch_id"],
                 "kernel_name": d["kernel_name"],
                 "kernel_id": d["kernel_id"],
@@ -420,8 +421,8 @@ def build_run(
         range_frames.append(
             pd.DataFrame(
                 {
-                    "range_index": np.arange(r_offset, r_offset + len(m), dtype=np.int64),
-                    "pass_index": np.full(len(m), i, dtype=np.int64),
+                    "range_index": spill.arange(r_offset, r_offset + len(m)),
+                    "pass_index": spill.full(len(m), i),
                     "kind": m["kind"],
                     "process_id": m["process_id"],
                     "thread_id": m["thread_id"],
@@ -440,7 +441,8 @@ def build_run(
             for hidden, values in zip(RANGE_REBUILD_COLUMNS, (attr.marker_op, attr.marker_node), strict=True):
                 kept = np.full(len(values), None, dtype=object)
                 kept[attr.message_rebuilt] = values[attr.message_rebuilt]
-                range_frames[-1][hidden] = kept
+                range_frames[-1][hidden] = pd.Series(kept, index=range_frames[-1].index, copy=False)  # not copied
+                del kept
         r_offset += len(m)
     copied = sum(1 for f in range_frames if len(f)) > 1
     had_markers = any(len(p.markers) for p in passes)
