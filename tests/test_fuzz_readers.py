@@ -810,6 +810,21 @@ def test_an_nvtx_range_ending_before_it_starts_is_refused_and_one_never_ended_is
     )
     with pytest.raises(ParseError, match=r"NVTX_EVENTS: range '.*' ends before it starts"):
         _ingest(cap)
+    # found by a helper: a range without a start was a ValueError traceback in the attribution (nsys
+    # declares the column NOT NULL: the table is copied without the constraint to damage it)
+    for event, what in ((59, "range"), (34, "mark")):
+        cap3 = _copy(base, "nvidia", tmp_path / f"c{event}")
+        (db3,) = cap3.rglob("*.sqlite")
+        first = f"(SELECT MIN(rowid) FROM NVTX_EVENTS WHERE eventType = {event})"
+        _sql(
+            db3,
+            "CREATE TABLE loose AS SELECT * FROM NVTX_EVENTS",
+            "DROP TABLE NVTX_EVENTS",
+            "ALTER TABLE loose RENAME TO NVTX_EVENTS",
+            f"UPDATE NVTX_EVENTS SET start = NULL WHERE rowid = {first}",
+        )
+        with pytest.raises(ParseError, match=rf"NVTX_EVENTS: {what} '.*' has no start time \(NULL\)"):
+            _ingest(cap3)
     cap2 = _copy(base, "nvidia", tmp_path / "b")
     (db2,) = cap2.rglob("*.sqlite")
     _sql(db2, "UPDATE NVTX_EVENTS SET end = NULL WHERE eventType = 59")
