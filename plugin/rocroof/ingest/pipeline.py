@@ -403,6 +403,8 @@ def build_run(
         timing_rows = disp_frames[timing]["dispatch_index"]
     dispatch_counts = [len(p.dispatches) for p in passes]
     del d, frame  # the loop's last pass (its columns are in disp_frames)
+    match = aidx = None  # the last join's rows and agents (in disp_frames too)
+    agent_idx_per_pass.clear()
     release_free_memory()  # the passes' joins (join_pass) and durations
 
     # marker ranges
@@ -501,8 +503,10 @@ def build_run(
                 inv.to_numpy(dtype=np.int64, na_value=0)[known]
             )
             op_index[known] = np.where(pos >= 0, ops["op_index"].to_numpy(dtype=np.int64)[np.clip(pos, 0, None)], -1)
+            del pos
         dispatches["op_index"] = pd.arrays.IntegerArray(op_index, op_index < 0)
         del dispatches["_range_row"], dispatches["_invocation"]  # in place: no copy of the frame
+        del shift, inv, known, op_index  # the lookups' temporaries (~60 MB at 2x10^6 rows)
         # the columns only stored from here on go to spill files (rocroof.spill), and under release
         # the passes let go of their frames: the rest of the run is built beside ~90 MB less at 10^6
         dispatches = spill_columns(dispatches, _STORED_AFTER_BUILD)
