@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 import sqlalchemy as sa
@@ -930,3 +931,21 @@ def test_a_database_in_a_read_only_folder_is_read_as_it_stands(tmp_path: Path, m
     Path(f"{db}-wal").write_bytes(b"x")
     Store(db, read_only=True).engine.connect().close()
     assert uris[-1].endswith("?mode=ro")
+
+
+def test_dispatch_indexes_numbered_in_order_are_told_block_by_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_numbered_in_order``: 0..n-1 and nothing else, across block boundaries (blocks of 2 values)."""
+    monkeypatch.setattr(store_mod._overlapping_blocks, "__defaults__", (2,))
+    cases = {
+        (0,): True,
+        (0, 1, 2, 3, 4): True,
+        (): False,
+        (1,): False,
+        (0, 2, 1, 3): False,  # ends right, out of order inside
+        (0, 1, 1, 3): False,  # a repeat and a gap
+        (0, 2, 2, 3): False,
+        (0, 1, 2, 4): False,
+        (-1, 0, 1): False,
+    }
+    for ids, expected in cases.items():
+        assert store_mod._numbered_in_order(np.array(ids, dtype=np.int64)) is expected, ids
