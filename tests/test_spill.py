@@ -116,6 +116,41 @@ def test_arange_and_full_give_numpy_s_values(spill_all: None, monkeypatch: pytes
         assert spill.is_spilled(counted) and spill.is_spilled(spill.full(rows, 3)) and not counted.flags.writeable
 
 
+def test_threads_spilling_and_releasing_at_once(spill_all: None) -> None:
+    """The ingests of a local sweep run in threads: columns made, dropped and released in each at once.
+
+    Found by the suite with every column spilled: two threads removing the same dead mapping from
+    the list of mappings raised ValueError.
+    """
+    import threading
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def work() -> None:
+        try:
+            start.wait()
+            for i in range(20):
+                columns = [spill.arange(0, 64 + i) for _ in range(40)]
+                assert all(int(c[-1]) == 63 + i for c in columns)
+                del columns  # their mappings die: each thread's release drops the dead ones
+                spill.release_pages()
+        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
+            errors.append(exc)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: the race shows within a few rounds
+    try:
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert not errors, errors
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc (Linux)")
 def test_released_pages_leave_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
     def resident_mb() -> float:

@@ -22,6 +22,7 @@ import contextlib
 import mmap
 import os
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator
 from typing import IO, Any
@@ -45,6 +46,9 @@ def _min_bytes(text: str | None, default: int = 1 << 20) -> int:
 SPILL_MIN_BYTES = _min_bytes(os.environ.get("ROCROOF_SPILL_MIN_BYTES"))
 
 _maps: list[weakref.ref[mmap.mmap]] = []
+#: Guards :data:`_maps`: the ingests of a local sweep run in threads of one process, each adding
+#: mappings and dropping dead ones (two threads removing the same dead one raised ValueError).
+_maps_lock = threading.Lock()
 #: ``madvise`` advice that drops pages (absent on Windows: the pages then stay until unmapped).
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 
@@ -111,7 +115,8 @@ class ColumnWriter:
                 mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
         finally:
             fh.close()  # a mapping keeps the (unlinked) file's pages reachable by itself
-        _maps.append(weakref.ref(mapped))
+        with _maps_lock:
+            _maps.append(weakref.ref(mapped))
         return np.frombuffer(mapped, dtype=self.dtype)
 
     def __enter__(self) -> ColumnWriter:
@@ -143,7 +148,8 @@ def zeros(n: int, dtype: Any) -> np.ndarray:
     # an anonymous read-only mapping: every page reads as the kernel's one zero page (no file: a
     # hole in a file on a full tmpfs would fault with SIGBUS when read)
     mapped = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ)
-    _maps.append(weakref.ref(mapped))
+    with _maps_lock:
+        _maps.append(weakref.ref(mapped))
     return np.frombuffer(mapped, dtype=dtype)
 
 
@@ -215,13 +221,11 @@ def release_pages() -> int:
     The data stays in the files: the next touch reads it again (from the page cache when the
     kernel kept it). Mappings whose arrays are all gone are forgotten.
     """
-    live = 0
-    for ref in list(_maps):
-        mapped = ref()
-        if mapped is None or mapped.closed:
-            _maps.remove(ref)
-            continue
-        if _DONTNEED is not None:
-            mapped.madvise(_DONTNEED)
-        live += 1
-    return live
+    with _maps_lock:
+        live = [mapped for mapped in (ref() for ref in _maps) if mapped is not None and not mapped.closed]
+        _maps[:] = [weakref.ref(mapped) for mapped in live]
+    if _DONTNEED is not None:
+        for mapped in live:
+            with contextlib.suppress(ValueError):  # closed by another thread since
+                mapped.madvise(_DONTNEED)
+    return len(live)
