@@ -1314,6 +1314,9 @@ def test_counter_records_sorted_a_block_of_dispatches_at_a_time() -> None:
     assert non_decreasing(np.array([0, 0, 1, 2, 2]), block=2)
     assert not non_decreasing(np.array([0, 1, 2, 1, 3]), block=2)  # falls back within a block
     assert not non_decreasing(np.array([0, 1, 2, 2, 1]), block=2)  # and across blocks
+    assert non_decreasing(np.array([0, 1, 2, 5, 9]), block=2, strict=True)
+    assert not non_decreasing(np.array([0, 0, 1, 2, 3]), block=2, strict=True)  # a repeat within a block
+    assert not non_decreasing(np.array([0, 1, 1, 2, 3]), block=2, strict=True)  # and across blocks
 
 
 def test_counter_ids_split_into_ranges_only_when_both_ends_are_integers(

@@ -933,9 +933,8 @@ def test_a_database_in_a_read_only_folder_is_read_as_it_stands(tmp_path: Path, m
     assert uris[-1].endswith("?mode=ro")
 
 
-def test_dispatch_indexes_numbered_in_order_are_told_block_by_block(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dispatch_indexes_numbered_in_order_are_told_block_by_block() -> None:
     """``_numbered_in_order``: 0..n-1 and nothing else, across block boundaries (blocks of 2 values)."""
-    monkeypatch.setattr(store_mod._overlapping_blocks, "__defaults__", (2,))
     cases = {
         (0,): True,
         (0, 1, 2, 3, 4): True,
@@ -948,4 +947,4 @@ def test_dispatch_indexes_numbered_in_order_are_told_block_by_block(monkeypatch:
         (-1, 0, 1): False,
     }
     for ids, expected in cases.items():
-        assert store_mod._numbered_in_order(np.array(ids, dtype=np.int64)) is expected, ids
+        assert store_mod._numbered_in_order(np.array(ids, dtype=np.int64), block=2) is expected, ids

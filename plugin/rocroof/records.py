@@ -222,11 +222,6 @@ PAYLOAD_COLUMNS = (
 )
 
 
-#: Dispatch columns a reader may spill as it reads (:class:`ChunkStacker`): :data:`PAYLOAD_COLUMNS`
-#: and the ids and times that the attribution does not read (the pipeline reads them a column at
-#: a time once attributed; their pages go between stages).
-SPILLED_ON_READ = (*PAYLOAD_COLUMNS, "dispatch_id", "start_ns", "end_ns", "process_id", "thread_id", "correlation_id")
-
 #: The integer columns of a pass's dispatches, ranges and launch calls that wait in spill files
 #: once read (``capture.readers.read_capture`` moves those a reader left in memory): the
 #: attribution reads them once and the store writes them (~90 MB at 10^6 dispatches).
@@ -240,6 +235,11 @@ SPILLED_AFTER_READ = (
     "invocation",
     "launch_ns",
 )
+
+#: Dispatch columns a reader may spill as it reads (:class:`ChunkStacker`): :data:`PAYLOAD_COLUMNS`,
+#: the dispatch id and :data:`SPILLED_AFTER_READ` (the pipeline reads them a column at a time;
+#: their pages go between stages).
+SPILLED_ON_READ = (*PAYLOAD_COLUMNS, "dispatch_id", *SPILLED_AFTER_READ)
 
 
 class ChunkStacker:
@@ -393,8 +393,8 @@ def take_rows(
     return pd.DataFrame(out, index=pd.RangeIndex(len(rows)), copy=False)
 
 
-def non_decreasing(values: np.ndarray, block: int = 1 << 18) -> bool:
-    """True when ``values`` (1-D integers) never decrease.
+def non_decreasing(values: np.ndarray, block: int = 1 << 18, *, strict: bool = False) -> bool:
+    """True when ``values`` (1-D integers) never decrease (with ``strict``: always increase).
 
     Checked ``block`` values at a time by comparison (no whole-length temporary, no overflow at
     the int64 ends); a spilled column's pages are let go after each block (:mod:`rocroof.spill`).
@@ -402,7 +402,11 @@ def non_decreasing(values: np.ndarray, block: int = 1 << 18) -> bool:
     last = None
     for lo in range(0, len(values), block):
         part = values[lo : lo + block]
-        if (last is not None and part[0] < last) or not bool((part[1:] >= part[:-1]).all()):
+        if strict:
+            ordered = (last is None or part[0] > last) and bool((part[1:] > part[:-1]).all())
+        else:
+            ordered = (last is None or part[0] >= last) and bool((part[1:] >= part[:-1]).all())
+        if not ordered:
             return False
         last = part[-1]
         release_pages()

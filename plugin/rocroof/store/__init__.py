@@ -32,7 +32,7 @@ from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..labels import parse_run_labels, runs_matching
 from ..memory import release_free_memory
-from ..records import spilled_array
+from ..records import non_decreasing, spilled_array
 from ..spill import ColumnWriter, release_pages, take
 from ..text import printable, storable
 from . import migrations, schema
@@ -190,17 +190,14 @@ def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
     return out
 
 
-def _numbered_in_order(ids: np.ndarray) -> bool:
-    """True when ``ids`` (int64) is ``0, 1, ..., n - 1``: each row's id is its position."""
+def _numbered_in_order(ids: np.ndarray, block: int = 1 << 20) -> bool:
+    """True when ``ids`` (int64) is ``0, 1, ..., n - 1``: each row's id is its position.
+
+    n values from 0 to n - 1 that always increase are exactly those (checked ``block`` at a time).
+    """
     if not len(ids) or ids[0] != 0 or ids[-1] != len(ids) - 1:
         return False
-    return all(bool((part[1:] - part[:-1] == 1).all()) for part in _overlapping_blocks(ids))
-
-
-def _overlapping_blocks(ids: np.ndarray, block: int = 1 << 20) -> Iterator[np.ndarray]:
-    """``ids`` a block at a time, each block starting on the previous block's last value."""
-    for lo in range(0, max(len(ids) - 1, 1), block):
-        yield ids[lo : lo + block + 1]
+    return non_decreasing(ids, block, strict=True)
 
 
 def _counter_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
