@@ -258,6 +258,26 @@ def test_launch_outside_any_range_is_stored_and_counted_unattributed(tmp_path: P
     assert kernels["n"].iloc[0] == 1
 
 
+@pytest.mark.parametrize("bad", ["ggml:MUL_MAT:blk.0.ffn_up:notanumber", "ggml:ADD:x:99999999999999999999999", "ggml:"])
+def test_a_range_that_breaks_the_hook_grammar_is_warned_about(tmp_path: Path, bad: str) -> None:
+    """A damaged or hand-edited ``ggml:`` range holds no op: its dispatch is unattributed, and a warning says why."""
+    rec = Recorder(pid=12)
+    truth = _run_graph(rec, TOKEN_GRAPH[:1], first_invocation=0)
+    rec.push(bad)
+    stray = rec.launch("void k_bin_bcast<op_add>(const float*, const float*, float*)")
+    rec.pop()
+    rec.sync()
+    store, run_id = _ingest(rec.write(tmp_path / "cap"), tmp_path / "r.db")
+    rows = _dispatches(store, run_id)
+    assert rows.loc[stray.dispatch_id, "attribution_method"] == "none"
+    assert all(rows.loc[did, "invocation"] == truth[did][0] for did in truth)
+    message = _notes(store, run_id)["malformed-range"]
+    assert message.startswith(
+        "pass 1: 1 range(s) start with 'ggml:' but do not read ggml:<OP>:<node name>:<invocation>"
+    )
+    assert repr(bad) in message
+
+
 def test_fused_group_mark_sets_the_op_list(tmp_path: Path) -> None:
     rec = Recorder(pid=31)
     rec.push("ggml:RMS_NORM:norm-0:0")

@@ -1174,3 +1174,41 @@ def test_an_nvtx_thread_id_that_is_no_64_bit_number_is_an_unknown_thread(tmp_pat
     p, _ = read_ncu_csv(path, "ncu")
     assert p.dispatches["region"].iloc[0] == "ggml:ADD:l_out-0:5"
     assert p.dispatches["thread_id"].isna().iloc[0]
+
+
+def test_an_ncu_export_rewritten_with_minimal_quoting_reads_as_the_original(tmp_path: Path) -> None:
+    """ncu quotes every cell; a script that filters rows with Python's csv module quotes only where needed."""
+    with gzip.open(fixture_path("h200-trial", NCU_CSV), "rt", encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+    plain = tmp_path / "plain" / "ncu_raw.csv"
+    plain.parent.mkdir()
+    with open(plain, "w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    assert plain.read_text(encoding="utf-8").startswith("ID,Process ID,")  # header cells unquoted
+    assert is_ncu_csv(plain)
+    ours = read_capture(plain).passes[0]
+    original = read_capture(fixture_path("h200-trial", NCU_CSV)).passes[0]
+    assert len(ours.dispatches) == len(rows) - 2  # header and units rows
+    pd_testing = pytest.importorskip("pandas.testing")
+    pd_testing.assert_frame_equal(ours.dispatches, original.dispatches)
+    pd_testing.assert_frame_equal(ours.counters, original.counters)
+
+
+@pytest.mark.parametrize("unit", ["furlong", "Mbit", ""])
+def test_a_byte_counter_with_a_unit_rocroof_does_not_know_is_refused(tmp_path: Path, unit: str) -> None:
+    """``dram__bytes_read.sum`` in an unknown unit would be stored off by that unit's factor: refused, row 2 named."""
+    with gzip.open(fixture_path("h200-trial", NCU_CSV), "rt", encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+    col = rows[0].index("dram__bytes_read.sum")
+    assert rows[1][col] in ("Mbyte", "Kbyte", "byte")
+    rows[1][col] = unit
+    path = tmp_path / "ncu_raw.csv"
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(rows)
+    if unit == "":  # no unit: bytes, as ncu writes for a plain count
+        assert read_capture(path).passes[0].counters["counter_name"].eq("dram__bytes_read.sum").any()
+        return
+    with pytest.raises(ParseError) as err:
+        read_capture(path)
+    text = str(err.value)
+    assert f"{path}:2:" in text and "dram__bytes_read.sum" in text and repr(unit) in text

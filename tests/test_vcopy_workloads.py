@@ -297,3 +297,41 @@ def pd_isna(value: object) -> bool:
     import pandas as pd
 
     return bool(pd.isna(value))
+
+
+def test_a_negative_counter_in_a_long_form_workload_is_refused(tmp_path: Path) -> None:
+    """The long form (rocpd-backed workloads) refuses what the wide form refuses: a count below zero."""
+    import shutil
+
+    from rocroof.errors import ParseError
+
+    work = tmp_path / "MI300X_A1_rocpd"
+    shutil.copytree(fixture_path("rocprof-compute", "vcopy", "MI300X_A1_rocpd"), work)
+    with open(work / "pmc_perf.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    name, value = rows[0].index("Counter_Name"), rows[0].index("Counter_Value")
+    line = next(i for i, r in enumerate(rows) if r[name] == "TCC_EA0_RDREQ_sum") + 1  # 1-based file line
+    rows[line - 1][value] = "-12345.0"
+    with open(work / "pmc_perf.csv", "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+    with pytest.raises(ParseError) as err:
+        read_capture(work)
+    expected = f"{work / 'pmc_perf.csv'}:{line}: Counter_Value is -12345; expected a counter value"
+    assert str(err.value).startswith(expected)
+
+
+def test_a_workload_without_its_sysinfo_is_named_as_one(tmp_path: Path) -> None:
+    """Without sysinfo.csv the long-form workload matches no format: the message says what is missing."""
+    import shutil
+
+    from rocroof.errors import InputError
+
+    work = tmp_path / "w"
+    shutil.copytree(fixture_path("rocprof-compute", "vcopy", "MI300X_A1_rocpd"), work)
+    (work / "sysinfo.csv").unlink()
+    with pytest.raises(InputError) as err:
+        read_capture(work)
+    assert str(err.value) == (
+        f"{work}: holds pmc_perf.csv of a rocprofiler-compute workload but no sysinfo.csv beside it (it names the "
+        "GPU and its clocks); copy the workload directory whole"
+    )

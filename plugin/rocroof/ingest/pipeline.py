@@ -22,7 +22,7 @@ from ..analysis.dram import BYTE_COLUMNS as DRAM_BYTE_COLUMNS
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
 from ..analysis.peaks import choose_dram_ceiling
-from ..capture.markers import is_reset, parse_ranges, range_messages
+from ..capture.markers import RANGE_PREFIX, is_reset, parse_ranges, range_messages
 from ..errors import InputError
 from ..memory import release_free_memory
 from ..records import (
@@ -38,6 +38,7 @@ from ..records import (
     take_rows,
 )
 from ..spill import ColumnWriter, is_spilled, release_pages
+from ..text import printable
 from .attribution import PassAttribution, attribute_pass, join_pass, reset_cutoff
 
 _LAYER_RE = re.compile(r"-(\d+)$")
@@ -420,6 +421,9 @@ def build_run(
                 np.where(m["kind"].to_numpy(dtype=object) == "range", m["message"], None)
             )
             inv = pd.Series(pd.arrays.IntegerArray(values, ~is_ggml))
+        malformed = _malformed_ranges(p.label, m, inv)
+        if malformed is not None:
+            notes.append(malformed)
         range_frames.append(
             pd.DataFrame(
                 {
@@ -824,6 +828,28 @@ def _align_to_fork(capture: Capture, notes: list[Note]) -> None:
                 "kernel(s) (memsets, warm-up, kernels the fork does not list) stay unattributed",
             )
         )
+
+
+def _malformed_ranges(label: str, markers: pd.DataFrame, invocation: pd.Series) -> Note | None:
+    """``malformed-range``: ranges whose message starts like the hook's (``ggml:``) but does not follow its grammar.
+
+    ``markers``: a pass's markers (fresh index); ``invocation``: per marker row the ggml invocation
+    its message gives (``<NA>`` where it gives none). Such a range holds no op, so the dispatches
+    launched in it are counted unattributed: without this warning a damaged or hand-edited marker
+    trace reads as a capture that was never marked.
+    """
+    rows = np.flatnonzero((markers["kind"] == "range").to_numpy(dtype=bool) & invocation.isna().to_numpy(dtype=bool))
+    messages = markers["message"].to_numpy(dtype=object)[rows]
+    bad = [text for text in messages.tolist() if isinstance(text, str) and text.startswith(RANGE_PREFIX)]
+    if not bad:
+        return None
+    return Note(
+        "warning",
+        "malformed-range",
+        f"{label}: {len(bad):,} range(s) start with {RANGE_PREFIX!r} but do not read "
+        "ggml:<OP>:<node name>:<invocation> with a whole-number invocation below 2**63 (e.g. "
+        f"{printable(bad[0][:100])!r}): the dispatches launched in them are not attributed to an op",
+    )
 
 
 def _dedupe(notes: list[Note]) -> list[Note]:
@@ -1317,11 +1343,13 @@ def _op_tables(
     nodes = meta.nodes.copy()
     operands = meta.operands.copy()
     _fused_note(fused, set(records), notes)
+    other = _OtherRunsFused()
     for inv, (op_list, names) in fused.items():
         rec = records.get(inv)
-        if rec is not None:
+        if rec is not None and other.agrees(inv, op_list, rec.get("op")):
             rec["op_list"] = op_list
             rec["node_names"] = "|".join(names)
+    other.note(len(fused), notes)
     ops = pd.DataFrame(sorted(records.values(), key=lambda r: r["invocation"]))
     if not len(ops):
         return pd.DataFrame(), pd.DataFrame(), pd.DataFrame()
@@ -1369,6 +1397,46 @@ def _fused_note(fused: dict[int, tuple[str, list[str]]], known: set[int] | np.nd
         )
 
 
+class _OtherRunsFused:
+    """``ggml-fused:`` groups whose first op is not the op of their invocation's range: not applied, and noted.
+
+    The hook's range around a fused group carries the group's first node, so its op is the first
+    op of the group's list (``shared/reference``: the marker grammar). A group that names another op
+    comes from another run or model: a second log in the capture folder, or a log of an earlier
+    build whose invocation numbers differ.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.example: tuple[int, str, str] | None = None
+
+    def agrees(self, invocation: int, op_list: str, op: object) -> bool:
+        """True when ``op_list`` starts with ``op`` (or the op is unknown); counts the disagreements."""
+        if not isinstance(op, str) or op_list.split("+", 1)[0] == op:
+            return True
+        self.count += 1
+        if self.example is None:
+            self.example = (invocation, op_list, op)
+        return False
+
+    def note(self, total: int, notes: list[Note]) -> None:
+        """Add the ``fused-mismatch`` warning when some groups disagreed."""
+        if not self.count or self.example is None:
+            return
+        inv, op_list, op = self.example
+        notes.append(
+            Note(
+                "warning",
+                "fused-mismatch",
+                f"{self.count} of {total} ggml-fused group(s) name other ops than the ranges of their invocations "
+                f"(e.g. invocation {inv}: {printable(op_list[:80])!r} but its range is {printable(op)!r}): "
+                "not applied; "
+                "the log is of another run or model (two runs' logs in one folder? ingest each run's files on "
+                "their own, or pass the right log with --attach)",
+            )
+        )
+
+
 def _op_frame(
     invocations: np.ndarray,
     op: np.ndarray,
@@ -1385,10 +1453,12 @@ def _op_frame(
     if fused:  # parse_fused keeps invocations within int64
         keys = np.fromiter(fused, dtype=np.int64, count=len(fused))
         at = np.searchsorted(invocations, keys)
+        other = _OtherRunsFused()
         for pos, inv in zip(at.tolist(), keys.tolist(), strict=True):
-            if pos < len(invocations) and invocations[pos] == inv:
+            if pos < len(invocations) and invocations[pos] == inv and other.agrees(inv, fused[inv][0], op[pos]):
                 op_list[pos], names = fused[inv]
                 node_names[pos] = "|".join(names)
+        other.note(len(fused), notes)
     columns: dict[str, Any] = {
         "invocation": invocations.astype(np.int64),
         "op": op,

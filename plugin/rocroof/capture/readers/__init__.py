@@ -223,6 +223,12 @@ def detect(path: Path) -> str:
             return "ggml-roofline-json"
         if dbs:
             raise InputError(f"{path}: {dbs[0].name} {_NOT_A_KNOWN_DB}")
+        pmc = sorted(f for f in files if re.fullmatch(r"pmc_perf(_\d+)?\.csv", logical_name(f)))
+        if pmc:  # a rocprofiler-compute workload without the file that names its GPU
+            raise InputError(
+                f"{path}: holds {pmc[0].relative_to(path)} of a rocprofiler-compute workload but no sysinfo.csv beside "
+                "it (it names the GPU and its clocks); copy the workload directory whole"
+            )
         shown = ", ".join(sorted({logical_name(f) for f in files})[:5])
         raise InputError(
             f"{path}: no profiler output found (saw {shown}{'...' if len(files) > 5 else ''}); expected rocprofv3 "
@@ -486,7 +492,8 @@ def read_capture(
             if not ggml_meta.looks_like_metadata(extra):
                 raise InputError(
                     f"{extra}: --attach expects ggml op metadata JSON (rows with invocation and ggml_op, from "
-                    "GGML_CUDA_OP_META or GGML_ROOFLINE_OUT); this JSON is something else"
+                    "GGML_CUDA_OP_META or GGML_ROOFLINE_OUT); this file "
+                    + ("is JSON of something else" if ggml_meta.starts_like_json(extra) else "is not JSON")
                 )
             meta_files.append(extra)
         elif file_has_fused_lines(extra):
@@ -511,8 +518,20 @@ def read_capture(
                     pd.DataFrame([{"agent_label": "0", "agent_type": "GPU", "gfx_arch": meta_obj.device}]),
                     AGENT_COLUMNS,
                 )
+    first_log: dict[int, Path] = {}  # the log that gave each invocation its group
     for log in log_files:
-        capture.fused_groups.update({k: (g.op_list, list(g.node_names)) for k, g in read_fused_log(log).items()})
+        for k, g in read_fused_log(log).items():
+            fused_group = (g.op_list, list(g.node_names))
+            earlier = capture.fused_groups.get(k)
+            if earlier is not None and earlier != fused_group:
+                # two runs' logs (another model, another build): which one is this capture's cannot be told
+                raise InputError(
+                    f"{first_log[k]} and {log} give ggml invocation {k} different fused groups "
+                    f"({earlier[0][:60]!r} vs {g.op_list[:60]!r}): they are logs of different runs; keep the "
+                    "capture's own log beside it (or name it with --attach) and move the other away"
+                )
+            capture.fused_groups[k] = fused_group
+            first_log.setdefault(k, log)
         used.append(log)
     meta_kernels = capture.op_metadata.kernels if capture.op_metadata is not None else None
     fork_kernels = fmt != "ggml-roofline-json" and meta_kernels is not None and len(meta_kernels) > 0

@@ -145,13 +145,13 @@ def _frame(records: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFr
     return df.sort_values("invocation", kind="stable").reset_index(drop=True) if len(df) else df
 
 
-def looks_like_metadata(path: Path) -> bool:
-    """Cheap check: a JSON file whose start mentions ``"rows"`` or ``"ggml_op"``."""
+def _head(path: Path) -> bytes | None:
+    """The first 64 KiB of ``path`` (decompressed when gzip, even when cut short), without a UTF-8 byte order mark."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(1 << 16)
     except OSError:
-        return False
+        return None
     if head[:2] == b"\x1f\x8b":
         import zlib
 
@@ -159,9 +159,20 @@ def looks_like_metadata(path: Path) -> bool:
         try:
             head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 1 << 16)
         except zlib.error:
-            return False
-    stripped = head.removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 byte order mark is allowed
-    return stripped.startswith(b"{") and (b'"rows"' in head or b'"ggml_op"' in head)
+            return None
+    return head.removeprefix(b"\xef\xbb\xbf")
+
+
+def looks_like_metadata(path: Path) -> bool:
+    """Cheap check: a JSON file whose start mentions ``"rows"`` or ``"ggml_op"``."""
+    head = _head(path)
+    return head is not None and head.lstrip().startswith(b"{") and (b'"rows"' in head or b'"ggml_op"' in head)
+
+
+def starts_like_json(path: Path) -> bool:
+    """Cheap check: the file's text starts with ``{`` or ``[`` (after white space)."""
+    head = _head(path)
+    return head is not None and head.lstrip()[:1] in (b"{", b"[")
 
 
 def _u64(value: Any, where: str, path: Path) -> int | None:

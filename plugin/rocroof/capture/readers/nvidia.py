@@ -254,7 +254,11 @@ def is_ncu_csv(path: Path) -> bool:
     except Exception:
         return False
     first = head.splitlines()[0] if head else ""
-    return '"Kernel Name"' in first and ("gpu__time_duration" in first or "Push/Pop_Range" in first)
+    try:  # quoted or not: ncu quotes every cell, a script that filtered the rows may not
+        cells = next(csv.reader(io.StringIO(first)), [])
+    except csv.Error:
+        return False
+    return "Kernel Name" in cells and any("gpu__time_duration" in c or "Push/Pop_Range" in c for c in cells)
 
 
 def _units_row(path: Path, header: list[str], id_col: str) -> list[str] | None:
@@ -328,6 +332,12 @@ class _NcuLayout:
     dur_col: str | None
 
 
+#: Metrics whose values are bytes or times (``dram__bytes_read.sum``, ``gpu__time_duration.sum``):
+#: their unit must be known. Others in units rocroof does not scale (``pass``, ``SM``, ``cluster``
+#: in the recorded exports) are facts of the launch, not read.
+_MEASURES_BYTES_OR_TIME = re.compile(r"bytes|__time")
+
+
 def _ncu_layout(path: Path) -> _NcuLayout:
     """The layout of ``path``'s columns.
 
@@ -358,6 +368,15 @@ def _ncu_layout(path: Path) -> _NcuLayout:
         scale = unit_scale(units[col])
         if scale is not None:
             metrics.append((col, scale))
+        elif _MEASURES_BYTES_OR_TIME.search(str(col)):
+            # read as printed, a byte or time counter would be off by the unit's factor: refuse, never guess
+            raise ParseError(
+                path,
+                f"column {printable(str(col))!r} has the unit {printable(str(units[col]))!r} in the units row; "
+                "expected a byte or time unit of Nsight Compute (byte, Kbyte, Mbyte, Gbyte, nsecond, usecond, "
+                "msecond, or one of them per second or per cycle)",
+                2,
+            )
     return _NcuLayout(cols, units, unit_cells, metrics, name_col, id_col, pick(cols, "gpu__time_duration.sum"))
 
 

@@ -33,7 +33,17 @@ import pandas as pd
 
 from ...analysis.peaks import MEASURED, Ceiling, Ceilings
 from ...errors import ParseError
-from ...fileio import column_map, logical_name, parse_float, parse_str, pick, read_csv, read_text, require
+from ...fileio import (
+    check_counter_values,
+    column_map,
+    logical_name,
+    parse_float,
+    parse_str,
+    pick,
+    read_csv,
+    read_text,
+    require,
+)
 from ...records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -334,6 +344,7 @@ def _long_passes(path: Path, df: pd.DataFrame, requested: tuple[str, ...] | None
         raise ParseError(path, "timestamps are rounded; cannot separate the counter passes of a long-form file")
     meta["counter_name"] = parse_str(df[cname])
     meta["value"] = parse_float(path, df[cval], 2, cval, required=True)
+    check_counter_values(path, meta["value"].to_numpy(dtype=np.float64), 2, cval)  # as the wide form's columns
     if bool(meta["counter_name"].isna().any()):
         pos = int(np.flatnonzero(meta["counter_name"].isna().to_numpy())[0])
         raise ParseError(path, f"column {cname!r} is empty; expected a counter name", pos + 2)
