@@ -428,6 +428,14 @@ def test_bad_label_syntax(tmp_path: Path, label: str) -> None:
     assert not db.exists()
 
 
+def test_a_label_key_given_two_values_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    msg = error("ingest", docs_csv(), "--db", db, "--label", "model=a", "--label", "model=b")
+    assert msg.startswith("Error: --label 'model' given twice ('a' and 'b')")
+    assert not db.exists()
+    ok("ingest", docs_csv(), "--db", db, "--label", "model=a", "--label", "model=a")  # the same value twice: one label
+
+
 def test_bad_label_stops_collect_before_anything_runs(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli,

@@ -123,6 +123,20 @@ def test_an_error_naming_a_hostile_value_is_escaped(hostile_db: Path) -> None:
     assert "\\x1b]0;x\\x07" in result.output
 
 
+def test_paths_with_a_newline_stay_on_one_line(tmp_path: Path) -> None:
+    """A capture path with a newline: the stored line and an error each stay one line, the newline escaped."""
+    cap = tmp_path / "run\n2"
+    write_pass(cap, 77, kernels=[Kernel(1, "k", 2, T0 + 1_000, T0 + 2_000)])
+    result = run("ingest", cap, "--db", tmp_path / "r.db")
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith("Stored run 1 from ") and first.split(" (")[0].endswith("run\\x0a2")
+    missing = run("ingest", tmp_path / "gone\nhere", "--db", tmp_path / "r.db")
+    assert missing.exit_code == 1
+    lines = missing.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "gone\\x0ahere" in lines[0]
+
+
 def test_csv_cells_a_spreadsheet_would_run_get_a_quote_numbers_never(hostile_db: Path) -> None:
     result = run("report", "--db", hostile_db, "--by", "dispatch", "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(result.output)))

@@ -265,10 +265,50 @@ def test_attach_refuses_files_that_are_neither_metadata_nor_a_fused_log(tmp_path
     assert "notes.txt" in msg and "has neither" in msg
     other = tmp_path / "other.json"
     other.write_text('{"a": 1}')
-    assert "this JSON is something else" in one_line_error(
+    assert "this file is JSON of something else" in one_line_error(
         "ingest", EXAMPLE_H200, "--attach", other, "--db", tmp_path / "r.db"
     )
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(bytes(range(256)))
+    assert "this file is not JSON" in one_line_error(
+        "ingest", EXAMPLE_H200, "--attach", garbage, "--db", tmp_path / "r.db"
+    )
     assert not (tmp_path / "r.db").exists() or run("runs", "--db", tmp_path / "r.db")[1].count("examples") == 0
+
+
+def test_a_new_database_in_a_folder_that_refuses_writes_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite says only "unable to open database file"; the folder's permissions say why.
+
+    The folder's refusal is simulated (``os.access``): the tests may run as root, whom no folder refuses.
+    """
+    import os
+    import sqlite3
+    from sqlite3 import dbapi2
+
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    real_access, real_connect = os.access, sqlite3.connect
+
+    def access(path: object, mode: int, **kwargs: object) -> bool:
+        return False if Path(str(path)) == folder and mode & os.W_OK else real_access(path, mode, **kwargs)  # type: ignore[arg-type]
+
+    def connect(target: object, *args: object, **kwargs: object) -> sqlite3.Connection:
+        if str(folder) in str(target):
+            raise sqlite3.OperationalError("unable to open database file")
+        return real_connect(target, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    monkeypatch.setattr(dbapi2, "connect", connect)  # what SQLAlchemy's driver calls
+    capture = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense-prefill"
+    result = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(folder / "r.db")])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {folder / 'r.db'}: cannot open the database (a new database cannot be created: its folder "
+        f"{folder} is not writable)"
+    )
 
 
 def test_a_database_that_refuses_writes_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -69,6 +69,14 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_escape, storable(text))
 
 
-def cell_text(text: str) -> str:
-    """:func:`printable` for one table cell: tab and newline escaped too."""
+def one_line(text: str) -> str:
+    """:func:`printable` for text that must stay on one line (an error, a table cell): tab and newline escaped too.
+
+    >>> one_line("/data/run\\n2: not found")
+    '/data/run\\\\x0a2: not found'
+    """
     return _UNSAFE_CELL.sub(_escape, storable(text))
+
+
+#: One table cell's text (:func:`one_line`).
+cell_text = one_line

@@ -17,7 +17,7 @@ import click
 
 from .. import SCHEMA_VERSION, __version__
 from ..errors import InputError, OutputError, RocroofError
-from ..text import printable
+from ..text import one_line, printable
 
 if TYPE_CHECKING:  # imported where used: rich and SQLAlchemy cost ~150 ms, more than `rocroof --help` may take
     from rich.console import Console
@@ -46,7 +46,7 @@ class RocroofGroup(click.Group):
         except RocroofError as exc:
             if ctx.params.get("traceback") or os.environ.get("ROCROOF_TRACEBACK"):
                 raise
-            raise click.ClickException(printable(str(exc))) from None
+            raise click.ClickException(one_line(str(exc))) from None
         except Exception as exc:
             # the database refused (read-only, locked, full disk, gone): SQLAlchemy's OperationalError, which
             # only a command that imported SQLAlchemy can raise; anything else goes on unchanged
@@ -59,7 +59,7 @@ class RocroofGroup(click.Group):
             shown = _db_in_args(args) or "the database"
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
             message = f"{shown}: the database refused the command ({reason}); no run is left half-written"
-            raise click.ClickException(printable(message)) from None
+            raise click.ClickException(one_line(message)) from None
 
 
 def _db_in_args(args: Sequence[str]) -> str | None:
@@ -197,9 +197,10 @@ def parse_labels(labels: Sequence[str]) -> dict[str, str]:
     """``--label KEY=VALUE`` options as a mapping.
 
     Raises:
-        InputError: a label without ``=``, with control characters, non-UTF-8 bytes, or ``,``.
+        InputError: a label without ``=``, with control characters, non-UTF-8 bytes, or ``,``, or a key
+            given two different values.
     """
-    out = {}
+    out: dict[str, str] = {}
     for item in labels:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -214,6 +215,11 @@ def parse_labels(labels: Sequence[str]) -> dict[str, str]:
             raise InputError(
                 f"--label {item!r}: labels cannot hold ',' (they are listed and selected as key=value,key=value); "
                 "give each label its own --label"
+            )
+        if key.strip() in out and out[key.strip()] != value.strip():
+            raise InputError(
+                f"--label {key.strip()!r} given twice ({out[key.strip()]!r} and {value.strip()!r}): a run keeps one "
+                "value per key; keep one, or use two keys"
             )
         out[key.strip()] = value.strip()
     return out

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import InputError, RocroofError
-from ..text import printable
+from ..text import one_line
 from .app import (
     DEFAULT_DB,
     cli,
@@ -106,10 +106,10 @@ def _summary(run_id: int, path: Path, facts: dict[str, Any], db: str = DEFAULT_D
 
     run, n, files = facts["run"], facts["timing_dispatches"], facts["files"]
     gpu = gpu_text(run.get("gpu_name"), run.get("gpu_arch"))
-    shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
+    shown = ", ".join(one_line(f) for f in files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
     # one fact per line: the summary reads in a terminal and pastes into a log or a PR comment
     parts = [
-        f"Stored run {run_id} from {path} ({facts['source_format']}, {gpu or 'unknown GPU'}).",
+        f"Stored run {run_id} from {one_line(str(path))} ({facts['source_format']}, {gpu or 'unknown GPU'}).",
         f"  read {len(files)} file(s): {shown}",
         f"  {facts['passes']} pass(es), {n:,} dispatch(es) in the timing pass, "
         f"{facts['ops']:,} ggml op invocation(s), {facts['attributed']:,} dispatch(es) attributed "
@@ -210,9 +210,9 @@ def ingest(
             echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
         except DuplicateRunError as exc:
             reason = str(exc)  # names the capture already, as a rule
-            echo(f"Skipped {reason if reason.startswith(str(path)) else f'{path}: {reason}'}")
+            echo(one_line(f"Skipped {reason if reason.startswith(str(path)) else f'{path}: {reason}'}"))
         except RocroofError as exc:
-            stderr_console().print(f"Error: {printable(str(exc))}", markup=False, highlight=False, soft_wrap=True)
+            stderr_console().print(f"Error: {one_line(str(exc))}", markup=False, highlight=False, soft_wrap=True)
             failed.append(str(path))
     if failed:
         raise InputError(f"{len(failed)} of {len(runs)} capture(s) not stored: {', '.join(failed)} (errors above)")

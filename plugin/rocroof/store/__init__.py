@@ -15,6 +15,7 @@ import decimal
 import importlib.util
 import itertools
 import math
+import os
 import re
 import sqlite3
 import time
@@ -676,7 +677,8 @@ class Store:
                 self._use_wal()
             return migrations.upgrade(self.engine, self.location, recreate_views=recreate_views)
         except sa.exc.DatabaseError as exc:
-            raise SchemaError(f"{self.location}: cannot open the database ({_reason(exc)})") from exc
+            why = None if is_url(self.target) else _why_not_created(Path(self.location))
+            raise SchemaError(f"{self.location}: cannot open the database ({why or _reason(exc)})") from exc
 
     def _use_wal(self) -> None:
         """Put the SQLite file in WAL mode (readers do not block the writer; writers queue).
@@ -1368,6 +1370,18 @@ def _read_only_authorizer(denied: list[str]) -> Callable[[int, str | None, str |
 def _is_locked(exc: sa.exc.DBAPIError) -> bool:
     """True for SQLite's "database is locked" (a busy timeout that ran out)."""
     return isinstance(exc.orig, sqlite3.OperationalError) and "locked" in str(exc.orig)
+
+
+def _why_not_created(path: Path) -> str | None:
+    """Why SQLite could not create a new database file at ``path`` (its folder missing or not writable), or None."""
+    if path.exists():
+        return None
+    folder = path.parent
+    if not folder.is_dir():
+        return f"its folder {folder} does not exist; create it first"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"a new database cannot be created: its folder {folder} is not writable"
+    return None
 
 
 def _reason(exc: sa.exc.DBAPIError) -> str:
