@@ -184,6 +184,10 @@ def _assert_same_store(sqlite_db: str, pg: str, run_ids: list[int]) -> None:
                 a = json.loads(render(build_report(ro_lite, rid, by=by), "json"))["rows"]
                 b = json.loads(render(build_report(ro_pg, rid, by=by), "json"))["rows"]
                 _assert_same_values(a, b, f"run {rid} by {by}")
+            for by in ("dispatch", "invocation"):  # the N longest, cut by each database
+                a = json.loads(render(build_report(ro_lite, rid, by=by, top=5), "json"))["rows"]
+                b = json.loads(render(build_report(ro_pg, rid, by=by, top=5), "json"))["rows"]
+                _assert_same_values(a, b, f"run {rid} by {by} top 5")
             assert render(build_report(ro_lite, rid, by="op"), "markdown") == render(
                 build_report(ro_pg, rid, by="op"), "markdown"
             )

@@ -417,6 +417,33 @@ def test_op_verdict_agrees_with_the_invocation_report(db: Path) -> None:
         store.close()
 
 
+@pytest.mark.parametrize("top", [1, 7, 10_000])
+def test_the_longest_invocations_are_cut_by_the_database_as_the_whole_report_would(db: Path, top: int) -> None:
+    """``--top N`` by invocation reads N rows: the same rows, shares and totals as the whole report's first N."""
+    import sqlite3
+
+    store = Store(db, read_only=True)
+    try:
+        for run_id in (1, 2):
+            whole = build_report(store, run_id, by="invocation")
+            cut = build_report(store, run_id, by="invocation", top=top)
+            # (a column of N unknown values comes back as object, not Int64: dtypes aside, the same values)
+            pd.testing.assert_frame_equal(cut.rows, whole.rows.head(top).reset_index(drop=True), check_dtype=False)
+            assert cut.total_rows == whole.total_rows == len(whole.rows)
+            assert cut.totals == whole.totals
+            # the share of time is over every attributed timing dispatch, summed here from the table
+            with sqlite3.connect(db) as conn:
+                (total,) = conn.execute(
+                    "SELECT SUM(duration_ns) FROM dispatch_record WHERE run_id = ? AND op_index IS NOT NULL "
+                    "AND timing_dispatch_index = dispatch_index",
+                    (run_id,),
+                ).fetchone()
+            first = cut.rows.iloc[0]
+            assert first["share_of_time_pct"] == pytest.approx(100.0 * first["duration_ns"] / total)
+    finally:
+        store.close()
+
+
 def test_op_verdict_falls_back_to_the_fp16_peak_when_int8_is_unknown(db: Path, tmp_path: Path) -> None:
     import sqlite3
 

@@ -305,38 +305,45 @@ def add_roofline_columns(
         ``time_at_roof_ns`` (the op's time at its roof), ``time_share`` (0–1) and ``flag``.
     """
     out = rows.copy()
+    n = len(out)
     bw = _f(ceilings.get("dram_gbps"))  # GB/s = 1e9 B/s
     matrix = _f(ceilings.get("fp16_matrix_tflops"))
     vector = _f(ceilings.get("fp32_vector_tflops"))
-    governing: list[str | None] = []
-    bound: list[str | None] = []
-    attainable: list[float] = []
-    pct: list[float] = []
-    for _, r in out.iterrows():
-        op = str(r.get(op_column) or "")
-        ai = _f(r.get("arithmetic_intensity"))
-        flops = _f(r.get("flops"))
-        dur = _f(r.get("duration_ns"))
-        peak, name = (matrix, "FP16 matrix") if op in MATRIX_OPS else (vector, "FP32 vector")
-        if isinstance(r.get("compute_peak"), str) and r.get("compute_peak"):
-            peak, name = _f(r.get("compute_peak_tflops")), str(r["compute_peak"])
-        if np.isfinite(flops) and flops > 0 and np.isfinite(ai) and np.isfinite(bw) and np.isfinite(dur) and dur > 0:
-            mem_roof = ai * bw / 1e3  # FLOP/B × GB/s = GFLOP/s → TFLOP/s
-            roof = min(mem_roof, peak) if np.isfinite(peak) else mem_roof
-            is_mem = not np.isfinite(peak) or mem_roof < peak
-            peak_name = f"compute peak ({name})" if name.startswith("mixed:") else f"{name} peak"
-            governing.append("DRAM bandwidth" if is_mem else peak_name)
-            attainable.append(roof)
-            pct.append(100.0 * (flops / dur / 1e3) / roof if roof > 0 else np.nan)
-            bound.append("memory" if is_mem else "compute")
-        else:
-            gbps = _f(r.get("achieved_gbps"))
-            governing.append("DRAM bandwidth" if np.isfinite(bw) else None)
-            attainable.append(np.nan)
-            pct.append(100.0 * gbps / bw if np.isfinite(gbps) and np.isfinite(bw) and bw > 0 else np.nan)
-            # without FLOPs an op only moves bytes: memory-bound; with FLOPs but no DRAM roof: unknown
-            no_flops = not (np.isfinite(flops) and flops > 0)
-            bound.append("memory" if np.isfinite(gbps) and (no_flops or np.isfinite(bw)) else None)
+    # column at a time (10^5-10^6 rows in an invocation report): the same rules as one row at a time
+    ops = [str(v or "") for v in out[op_column].tolist()] if op_column in out else [""] * n
+    is_matrix = np.fromiter((op in MATRIX_OPS for op in ops), dtype=bool, count=n)
+    peak = np.where(is_matrix, matrix, vector)
+    names = np.where(is_matrix, "FP16 matrix", "FP32 vector").astype(object)
+    if "compute_peak" in out:
+        given = out["compute_peak"].tolist()
+        own = np.fromiter((isinstance(v, str) and bool(v) for v in given), dtype=bool, count=n)
+        if own.any():
+            peak = np.where(own, _floats(out, "compute_peak_tflops"), peak)
+            names[own] = [str(v) for v, o in zip(given, own.tolist(), strict=True) if o]
+    ai, flops, dur = _floats(out, "arithmetic_intensity"), _floats(out, "flops"), _floats(out, "duration_ns")
+    gbps = _floats(out, "achieved_gbps")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        has_flops = np.isfinite(flops) & (flops > 0)
+        by_flops = has_flops & np.isfinite(ai) & np.isfinite(bw) & np.isfinite(dur) & (dur > 0)
+        mem_roof = ai * bw / 1e3  # FLOP/B × GB/s = GFLOP/s → TFLOP/s
+        roof = np.where(np.isfinite(peak), np.minimum(mem_roof, peak), mem_roof)
+        is_mem = ~np.isfinite(peak) | (mem_roof < peak)
+        flop_pct = np.where(roof > 0, 100.0 * (flops / dur / 1e3) / roof, np.nan)
+        byte_pct = np.where(np.isfinite(gbps) & (bw > 0), 100.0 * gbps / bw, np.nan) if np.isfinite(bw) else np.nan
+    attainable = np.where(by_flops, roof, np.nan)
+    pct = np.where(by_flops, flop_pct, byte_pct)
+    peak_names = [f"compute peak ({name})" if name.startswith("mixed:") else f"{name} peak" for name in names.tolist()]
+    dram = "DRAM bandwidth" if np.isfinite(bw) else None
+    governing = [
+        ("DRAM bandwidth" if m else p) if f else dram
+        for f, m, p in zip(by_flops.tolist(), is_mem.tolist(), peak_names, strict=True)
+    ]
+    # without FLOPs an op only moves bytes: memory-bound; with FLOPs but no DRAM roof: unknown
+    moves_bytes = np.isfinite(gbps) & (~has_flops | np.isfinite(bw))
+    bound: list[str | None] = [
+        ("memory" if m else "compute") if f else ("memory" if b else None)
+        for f, m, b in zip(by_flops.tolist(), is_mem.tolist(), moves_bytes.tolist(), strict=True)
+    ]
     out["governing_ceiling"] = governing
     out["attainable_tflops"] = attainable
     out["pct_of_ceiling"] = pct
@@ -347,19 +354,35 @@ def add_roofline_columns(
     out["bound"] = [("latency" if lat and b else b) for lat, b in zip(latency, bound, strict=True)]
     # time at the roof: what the op would take at the governing ceiling (FLOP at the attainable
     # rate, or bytes at the DRAM bandwidth for ops without FLOPs)
-    at_roof = []
-    for a, r in zip(attainable, out.to_dict("records"), strict=True):
-        flops, nbytes = _f(r.get("flops")), _f(r.get("dram_bytes"))
-        if np.isfinite(a) and a > 0 and np.isfinite(flops) and flops > 0:
-            at_roof.append(flops / (a * 1e3))  # TFLOP/s = 1e3 FLOP/ns
-        elif np.isfinite(nbytes) and np.isfinite(bw) and bw > 0:
-            at_roof.append(nbytes / bw)  # GB/s = B/ns
-        else:
-            at_roof.append(np.nan)
-    out["time_at_roof_ns"] = at_roof
+    nbytes = _floats(out, "dram_bytes")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        by_rate = np.isfinite(attainable) & (attainable > 0) & has_flops
+        by_bytes = np.isfinite(nbytes) & np.isfinite(bw) & (bw > 0)
+        out["time_at_roof_ns"] = np.where(
+            by_rate, flops / (attainable * 1e3), np.where(by_bytes, nbytes / bw, np.nan)
+        )  # TFLOP/s = 1e3 FLOP/ns; GB/s = B/ns
     out["time_share"] = pd.to_numeric(out.get("share_of_time_pct"), errors="coerce") / 100.0
-    out["flag"] = [flag_for(r, run, ceilings) for r in out.to_dict("records")]
+    # a flag only where the measured/modelled ratio leaves the band (flag_for's first test)
+    ratio = _floats(out, "measured_over_model")
+    with np.errstate(invalid="ignore"):
+        outside = np.isfinite(ratio) & ((ratio < RATIO_BAND[0]) | (ratio > RATIO_BAND[1]))
+    flags = np.full(n, "", dtype=object)
+    rows_out = np.flatnonzero(outside)
+    if len(rows_out):
+        flags[rows_out] = [flag_for(r, run, ceilings) for r in out.iloc[rows_out].to_dict("records")]
+    out["flag"] = flags
     return out
+
+
+def _floats(rows: pd.DataFrame, name: str) -> np.ndarray:
+    """``rows[name]`` as float64 (NaN where missing or not a number, as :func:`_f`); all NaN without the column."""
+    if name not in rows:
+        return np.full(len(rows), np.nan)
+    column = rows[name]
+    if pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_bool_dtype(column.dtype):
+        values: np.ndarray = column.to_numpy(dtype=np.float64, na_value=np.nan)
+        return values
+    return np.fromiter((_f(v) for v in column.tolist()), dtype=np.float64, count=len(column))
 
 
 #: How an op's DRAM bytes are known (``bytes_basis``): every invocation measured, some measured
