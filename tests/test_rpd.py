@@ -200,3 +200,25 @@ def test_kernels_without_their_launching_call_are_named_in_a_warning(tmp_path: P
     (p,) = read_capture(rpd).passes
     (note,) = [n for n in p.notes if n.code == "rpd-no-launch"]
     assert "1 kernel(s) without their launching call (0 not in rocpd_api_ops, 1 naming" in note.message
+
+
+def test_kernel_names_that_differ_at_the_end_stay_apart_in_the_kernel_report(tmp_path: Path) -> None:
+    """The recorded RPD's Tensile kernels share their first 72 characters: the table shows their ends."""
+    from rocroof.report.render import distinct_short_names
+    from rocroof.report.tables import build_report, render
+
+    rpd = fixture_path("rpd", "mytrace.rpd.gz")
+    ro, run_id = _store(rpd, tmp_path / "r.db")
+    rows = build_report(ro, run_id, by="kernel").rows
+    names = [str(n) for n in rows["kernel_name"]]
+    long = [n for n in names if n.startswith("Cijk_") and len(n) > 72]
+    assert len({n[:71] for n in long}) < len(long)  # some share their first 71 characters: cut at the end, one text
+    text = render(build_report(ro, run_id, by="kernel"), "table", width=400)
+    shown = [line.split("  ")[0] for line in text.splitlines() if line.startswith("Cijk_")]
+    assert len(shown) == len(long) and len(set(shown)) == len(shown)
+    # by hand: 35 characters, "…", the last 36
+    for name in long:
+        assert (name[:35] + "…" + name[-36:] in shown) or (name[:71] + "…" in shown)
+    assert distinct_short_names(["a" * 80 + "1", "a" * 80 + "2", "b"], width=10) == ["aaaa…aaaa1", "aaaa…aaaa2", "b"]
+    assert distinct_short_names(["void k(int)", "void k(float)"]) == ["k", "k"]  # the same kernel's overloads
+    ro.close()

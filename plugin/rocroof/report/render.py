@@ -178,12 +178,14 @@ def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
     lines: list[list[str]] = []
     if by == "dispatch":
         headers = ["#", "kernel", "op", "time µs", "read MB", "write MB", "GB/s", "% peak", "µs at peak"]
-        for r in records(report.rows):
+        rows = records(report.rows)
+        kernel_names = distinct_short_names([r["kernel_name"] for r in rows])
+        for r, kernel in zip(rows, kernel_names, strict=True):
             op = r.get("op_list") if isinstance(r.get("op_list"), str) else r.get("op")
             lines.append(
                 [
                     str(r["dispatch_id"]) if not _nan(r["dispatch_id"]) else "",
-                    _short(r["kernel_name"]),
+                    kernel,
                     f"{op} #{int(r['invocation'])}" if isinstance(op, str) and not _nan(r.get("invocation")) else "—",
                     _num(r["duration_ns"], 1e3),
                     _bytes_cell(r, "dram_read_bytes"),
@@ -204,9 +206,11 @@ def _human_cells(report: Report) -> tuple[list[str], list[list[str]]]:
         headers = [{"invocations": "inv.", "dispatches": "disp."}.get(h, h) for h in headers[:-2]]
         headers.insert(headers.index("% time") + 1, "µs/call")
         headers += ["model MB", "meas/model", "FLOP/B", "bound", "% roof", "µs at roof"]
-    for r in records(report.rows):
+    rows = records(report.rows)
+    kernel_names = distinct_short_names([r["kernel_name"] for r in rows]) if by == "kernel" else []
+    for i, r in enumerate(rows):
         if by == "kernel":
-            name = _short(r["kernel_name"])
+            name = kernel_names[i]
         elif by == "op":
             name = r["op"] if isinstance(r["op"], str) else "(unattributed)"
         else:
@@ -439,6 +443,29 @@ def short_kernel_name(name: Any, width: int = 72) -> str:
 
 def _short(name: Any, width: int = 72) -> str:
     return short_kernel_name(name, width)
+
+
+def distinct_short_names(names: list[Any], width: int = 72) -> list[str]:
+    """:func:`short_kernel_name` of each name, cut in the middle where two different names would read the same.
+
+    Generated kernels (Tensile's ``Cijk_Alik_Bljk_..._MT128x128x64_MI16x16x1_...``, CK's templates)
+    differ in their last parameters: cut at the end, two of them show one text. Those keep their
+    start and their end around a ``…``.
+
+    >>> distinct_short_names(["Cijk_" + "x" * 80 + "_ISA942", "Cijk_" + "x" * 80 + "_ISA90a"], width=20)
+    ['Cijk_xxxx…xxx_ISA942', 'Cijk_xxxx…xxx_ISA90a']
+    """
+    shown = [short_kernel_name(n, width) for n in names]
+    full = [short_kernel_name(n, 10**9) for n in names]
+    wholes: dict[str, set[str]] = {}
+    for cut, whole in zip(shown, full, strict=True):
+        wholes.setdefault(cut, set()).add(whole)
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return [
+        whole[:head] + "…" + whole[-tail:] if len(wholes[cut]) > 1 and len(whole) > width else cut
+        for cut, whole in zip(shown, full, strict=True)
+    ]
 
 
 def gpu_text(name: Any, arch: Any) -> str:
