@@ -508,6 +508,18 @@ def test_missing_required_column(tmp_path: Path) -> None:
     assert "Start_Timestamp" in str(err.value)
 
 
+def test_the_first_bad_row_is_named_whichever_column_it_is_in(tmp_path: Path) -> None:
+    """A bad End_Timestamp on line 2 and a bad Start_Timestamp on line 5: the message names line 2."""
+    rows = [Kernel(i, "k", 2, T0 + 10 * i, T0 + 10 * i + 5).row70() for i in range(1, 6)]
+    rows[0]["End_Timestamp"] = Raw("12ab")  # line 2 (the header is line 1)
+    rows[3]["Start_Timestamp"] = Raw("x")  # line 5
+    path = write_csv(tmp_path / "cap" / "1_kernel_trace.csv", KERNEL_TRACE_70, rows)
+    with pytest.raises(ParseError) as err:
+        read_capture(tmp_path / "cap")
+    assert err.value.row == 2
+    assert str(err.value).startswith(f"{path}:2: ") and "End_Timestamp" in str(err.value)
+
+
 def test_counter_file_without_counter_name_column(tmp_path: Path) -> None:
     header = [h for h in COUNTERS_70 if h != "Counter_Name"]
     rows = [

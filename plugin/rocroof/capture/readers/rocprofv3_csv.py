@@ -198,22 +198,31 @@ def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Se
     for chunk, first in read_csv_chunks(path):
         cols = column_map(chunk.columns)
         out: dict[str, pd.Series] = {}
-        did = pick(cols, "Dispatch_Id")  # ROCm 6.2 kernel traces have none (see _EARLY_NOTE)
-        if did is not None:
-            out["dispatch_id"] = parse_int(path, chunk[did], first, did, required=True)[0]
         name = require(path, cols, "kernel name", "Kernel_Name")
-        out["kernel_name"] = parse_str(chunk[name])
         start = require(path, cols, "kernel start time", "Start_Timestamp")
         end = require(path, cols, "kernel end time", "End_Timestamp")
-        out["start_ns"], ex1 = parse_int(path, chunk[start], first, start, required=True)
-        out["end_ns"], ex2 = parse_int(path, chunk[end], first, end, required=True)
-        exact_parts.append(ex1 & ex2)
+        did = pick(cols, "Dispatch_Id")  # ROCm 6.2 kernel traces have none (see _EARLY_NOTE)
+        # every integer column is read before a bad cell is reported: the message names the first bad row
+        wanted = [("dispatch_id", did, True), ("start_ns", start, True), ("end_ns", end, True)]
+        wanted += [(target, pick(cols, *aliases), False) for target, aliases in _KERNEL_TRACE_INTS.items()]
+        failures: list[ParseError] = []
+        exact = []
+        for target, col, required in wanted:
+            if col is None:
+                continue
+            try:
+                out[target], ok = parse_int(path, chunk[col], first, col, required=required)
+            except ParseError as exc:
+                failures.append(exc)
+                continue
+            if target in ("start_ns", "end_ns"):
+                exact.append(ok)
+        if failures:
+            raise min(failures, key=lambda exc: exc.row if exc.row is not None else 2**63)
+        out["kernel_name"] = parse_str(chunk[name])
+        exact_parts.append(exact[0] & exact[1])
         agent = pick(cols, "Agent_Id")
         out["agent_label"] = parse_str(chunk[agent]) if agent else pd.Series([None] * len(chunk))
-        for target, aliases in _KERNEL_TRACE_INTS.items():
-            col = pick(cols, *aliases)
-            if col is not None:
-                out[target] = parse_int(path, chunk[col], first, col)[0]
         frames.append(_dispatch_chunk(pd.DataFrame(out), pid))
     if not frames:
         return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
