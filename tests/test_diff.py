@@ -132,3 +132,65 @@ def test_a_diff_across_gpus_or_timing_sources_says_so(store: tuple[Store, Path],
     assert "the runs have different GPU architectures (sm_90 vs gfx942): time differences include that" in notes
     assert "the runs have different timing sources (trace vs counter_pass): time differences include that" in notes
     assert not [n for n in diff_runs(store[0], 1, 2).notes if "different GPU" in n or "timing sources" in n]
+
+
+# ---- per kernel: runs without ggml ops ------------------------------------------------------------
+
+
+def _kernel_run(tmp_path: Path, name: str, kernels: dict[str, list[int]]) -> Path:
+    """A rocprofv3 capture without markers: each kernel name's dispatches with the given durations (ns)."""
+    from .rocprof_csv import T0, Kernel, write_pass
+
+    rows, t, did = [], T0, 0
+    for kernel, durations in kernels.items():
+        for ns in durations:
+            did += 1
+            rows.append(Kernel(did, kernel, did, t, t + ns))
+            t += ns + 100
+    return write_pass(tmp_path / name, 4000 + len(name), kernels=rows)
+
+
+def test_runs_without_ggml_ops_are_compared_per_kernel(tmp_path: Path) -> None:
+    a = _kernel_run(tmp_path, "a", {"gemm": [1000, 1010, 990, 1000], "copy": [200, 200], "old": [50]})
+    b = _kernel_run(tmp_path, "b", {"gemm": [1500, 1510, 1490, 1500], "copy": [200, 202], "new": [70, 70]})
+    db = tmp_path / "r.db"
+    for cap in (a, b):
+        assert CliRunner().invoke(cli, ["ingest", str(cap), "--db", str(db)]).exit_code == 0
+    result = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    doc = json.loads(result.output)
+    assert doc["notes"][0] == "run 1 and run 2 have no ggml ops: compared per kernel"
+    rows = {r["kernel"]: r for r in doc["kernels"]}
+    # by hand: gemm's mean 1000 -> 1500 ns, spread (sample sd) 8.165 ns on each side: far beyond noise
+    gemm = rows["gemm"]
+    assert (gemm["dispatches_a"], gemm["dispatches_b"]) == (4, 4)
+    assert gemm["mean_us_a"] == pytest.approx(1.0) and gemm["mean_us_b"] == pytest.approx(1.5)
+    assert gemm["delta_pct"] == pytest.approx(50.0) and gemm["verdict"] == "slower"
+    assert gemm["total_us_a"] == pytest.approx(4.0) and gemm["total_us_b"] == pytest.approx(6.0)
+    assert rows["copy"]["verdict"] == "noise"  # +0.5%: under the 5% floor
+    assert rows["old"]["verdict"] == "only in A" and rows["new"]["verdict"] == "only in B"
+    total = doc["total"]
+    assert total["us_all_a"] == pytest.approx((4000 + 400 + 50) / 1e3)
+    assert total["us_all_b"] == pytest.approx((6000 + 402 + 140) / 1e3)
+    assert (total["matched_kernels"], total["kernels_slower"], total["kernels_noise"]) == (2, 1, 1)
+    assert (total["only_in_a"], total["only_in_b"]) == (1, 1)
+    # the Markdown names the change, largest GPU time change first
+    md = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db)]).output
+    assert "**rocroof diff** per kernel: run 1 → run 2" in md
+    table = md.split("**Kernels that changed beyond noise")[1]
+    assert table.index("| gemm |") < table.index("| new |") and "| copy |" not in table
+    # --by op on runs without ops says so in one line
+    op = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--by", "op"])
+    assert (
+        op.exit_code == 1
+        and op.output.strip() == "Error: run 1 has no ggml op invocations to compare (was it attributed?)"
+    )
+
+
+def test_runs_with_ggml_ops_can_be_compared_per_kernel_too(store: tuple[Store, Path]) -> None:
+    _, db = store
+    result = CliRunner().invoke(cli, ["diff", "1", "1", "--db", str(db), "--by", "kernel", "--format", "table"])
+    assert result.exit_code == 0, result.output
+    assert "rocroof diff per kernel" in result.output and "No change beyond run-to-run noise." in result.output

@@ -597,6 +597,14 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
     metavar="US",
     help="Changes under US µs per call are noise, whatever the spread.",
 )
+@click.option(
+    "--by",
+    type=click.Choice(["auto", "op", "kernel"]),
+    default="auto",
+    show_default=True,
+    help="op: per ggml graph node; kernel: per kernel name (each dispatch a sample); auto: op when both runs have "
+    "ggml ops, else kernel.",
+)
 @raw_option
 @all_columns_option
 def diff(
@@ -607,10 +615,11 @@ def diff(
     top: int,
     min_change: float,
     min_change_us: float,
+    by: str,
     raw: bool,
     all_columns: bool,
 ) -> None:
-    """Compare RUN_B against RUN_A per ggml op: time and DRAM bytes, with noise told apart.
+    """Compare RUN_B against RUN_A per ggml op (per kernel for runs without ops): time and DRAM bytes, noise told apart.
 
     Nodes are matched by op, node name and shapes. A node evaluated several times (decode
     tokens, repetitions) gives its own spread: a change smaller than twice the standard error
@@ -626,8 +635,9 @@ def diff(
       rocroof diff model=dense-tiny,env=fusion model=dense-tiny,env=no-fusion   # runs by their labels
       rocroof diff 3 latest --format table --top 30
       rocroof diff 3 4 --min-change 2            # call 2% changes real (quiet machine, many samples)
+      rocroof diff 5 6 --by kernel               # per kernel name (the default for runs without ggml ops)
     """
-    from ..report.diff import diff_runs, render_diff
+    from ..report.diff import diff_kernels, diff_runs, has_op_invocations, render_diff
     from ..report.tables import run_labels
     from ..store import Store
 
@@ -652,5 +662,12 @@ def diff(
     for name, value in (("--min-change", min_change), ("--min-change-us", min_change_us)):
         if value != value:  # NaN passes click's range check
             raise click.BadParameter("expected a number, not nan", param_hint=name)
-    d = diff_runs(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)
+    without_ops = [rid for rid in dict.fromkeys((a, b)) if not has_op_invocations(store, rid)] if by == "auto" else []
+    if by == "kernel" or without_ops:
+        d = diff_kernels(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)
+        if without_ops:
+            runs = " and ".join(f"run {rid}" for rid in without_ops)
+            d.notes.insert(0, f"{runs} {'has' if len(without_ops) == 1 else 'have'} no ggml ops: compared per kernel")
+    else:
+        d = diff_runs(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)
     echo(render_diff(d, fmt, top=top, names=names, raw=raw, all_columns=all_columns).rstrip("\n"))

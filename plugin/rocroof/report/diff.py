@@ -49,6 +49,8 @@ class Diff:
         by_op: per op type: time per evaluation (sum of the node means), deltas, verdict counts.
         total: one row: total time per evaluation of the matched nodes, and unmatched counts.
         notes: one-line remarks (keys only in one run, missing shapes).
+        kind: ``node`` (per ggml graph node, :func:`diff_runs`) or ``kernel`` (per kernel name,
+            :func:`diff_kernels`: ``by_node`` then holds one row per kernel, ``by_op`` nothing).
     """
 
     run_a: int
@@ -57,6 +59,7 @@ class Diff:
     by_op: pd.DataFrame
     total: pd.DataFrame
     notes: list[str]
+    kind: str = "node"
 
 
 def _invocations(store: Store, run_id: int) -> pd.DataFrame:
@@ -253,6 +256,149 @@ def diff_runs(
     return Diff(run_a=run_a, run_b=run_b, by_node=by_node, by_op=by_op, total=total, notes=notes)
 
 
+def has_op_invocations(store: Store, run_id: int) -> bool:
+    """True when the run has ggml op invocations with a timing dispatch (what :func:`diff_runs` compares)."""
+    found = store.query(f"SELECT 1 AS one FROM op_roofline WHERE run_id = {int(run_id)} LIMIT 1")
+    return bool(len(found))
+
+
+def _kernels(store: Store, run_id: int) -> pd.DataFrame:
+    """Per kernel name of the run's timing dispatches: dispatches, timed ones, mean and spread of their time.
+
+    Summed in SQL (a run's 10^6 dispatches stay in the database): ``n``, ``timed``, ``mean_us``,
+    ``sd_us`` (sample standard deviation, from the sums of the times and of their squares) and
+    ``read_mb`` (mean DRAM read MB per dispatch where known).
+    """
+    df = store.query(
+        "SELECT kernel_name, COUNT(*) AS n, COUNT(duration_ns) AS timed, SUM(CAST(duration_ns AS REAL)) AS total_ns, "
+        "SUM(CAST(duration_ns AS REAL) * duration_ns) AS square_ns, AVG(CAST(dram_read_bytes AS REAL)) AS read_bytes "
+        f"FROM dispatch_dram WHERE run_id = {int(run_id)} GROUP BY kernel_name"
+    )
+    if not len(df):
+        raise InputError(f"run {run_id} has no timing dispatches to compare")
+    timed = pd.to_numeric(df["timed"], errors="coerce").astype(float)
+    total = pd.to_numeric(df["total_ns"], errors="coerce").astype(float)
+    mean = total / timed.where(timed > 0)
+    square = pd.to_numeric(df["square_ns"], errors="coerce").astype(float)
+    variance = ((square - timed * mean**2) / (timed - 1).where(timed > 1)).clip(lower=0)
+    return pd.DataFrame(
+        {
+            "kernel": df["kernel_name"].astype(object),
+            "n": pd.to_numeric(df["n"]).astype(int),
+            "timed": timed.fillna(0).astype(int),
+            "mean_us": mean / 1e3,
+            "sd_us": np.sqrt(variance).fillna(0.0) / 1e3,
+            "total_us": total / 1e3,
+            "read_mb": pd.to_numeric(df["read_bytes"], errors="coerce").astype(float) / 1e6,
+        }
+    )
+
+
+def diff_kernels(
+    store: Store,
+    run_a: int,
+    run_b: int,
+    *,
+    min_change: float = MIN_RELATIVE_CHANGE,
+    min_change_us: float = MIN_ABSOLUTE_CHANGE_US,
+) -> Diff:
+    """Compare two stored runs per kernel name: for runs without ggml ops (any rocprof or Nsight capture).
+
+    Each kernel's dispatches are its samples: the verdicts follow the same rules as the nodes of
+    :func:`diff_runs` (noise under twice the standard error of the difference of the mean times per
+    dispatch, under ``min_change`` of A's mean or under ``min_change_us``). Totals compare the GPU
+    time of every timing dispatch (µs) and of the kernels in both runs.
+
+    Raises:
+        InputError: a run without timing dispatches, or thresholds as in :func:`diff_runs`.
+    """
+    if not 0 <= min_change < 1:
+        raise InputError(f"minimum change {min_change:g}: expected a fraction in [0, 1), e.g. 0.05 for 5%")
+    if not min_change_us >= 0:
+        raise InputError(f"minimum change {min_change_us:g} µs: expected 0 or more")
+    a, b = _kernels(store, run_a), _kernels(store, run_b)
+    notes = [f"A and B are the same run ({run_a}): every difference is zero by construction"] if run_a == run_b else []
+    m = a.set_index("kernel").add_suffix("_a").join(b.set_index("kernel").add_suffix("_b"), how="outer")
+    m = m.reset_index()
+    for side in ("a", "b"):
+        m[f"dispatches_{side}"] = m[f"n_{side}"].fillna(0).astype(int)
+        m[f"n_{side}"] = m[f"timed_{side}"].fillna(0).astype(int)  # the samples: dispatches with a time
+    m["delta_us"] = m["mean_us_b"] - m["mean_us_a"]
+    m["delta_pct"] = 100 * m["delta_us"] / m["mean_us_a"]
+    present_a, present_b = m["dispatches_a"] > 0, m["dispatches_b"] > 0
+    m["verdict"] = [
+        "only in B"
+        if not in_a
+        else "only in A"
+        if not in_b
+        else _verdict(row, min_change=min_change, min_change_us=min_change_us)
+        for in_a, in_b, (_, row) in zip(present_a, present_b, m.iterrows(), strict=True)
+    ]
+    only_a, only_b = int((~present_b).sum()), int((~present_a).sum())
+    if only_a or only_b:
+        notes.append(f"{only_a} kernel(s) only in run {run_a}, {only_b} only in run {run_b}")
+    by_kernel = (
+        m[
+            [
+                "kernel",
+                "dispatches_a",
+                "dispatches_b",
+                "mean_us_a",
+                "mean_us_b",
+                "delta_us",
+                "delta_pct",
+                "total_us_a",
+                "total_us_b",
+                "read_mb_a",
+                "read_mb_b",
+                "verdict",
+            ]
+        ]
+        # the largest change of GPU time first: the change per dispatch times A's dispatches (B's when only in B)
+        .assign(
+            _weight=(m["delta_us"] * m["dispatches_a"])
+            .abs()
+            .where(present_a & present_b, m["total_us_a"].fillna(0))
+            .where(present_a, m["total_us_b"].fillna(0))
+        )
+        .sort_values("_weight", ascending=False, na_position="last", kind="stable")
+        .drop(columns="_weight")
+        .reset_index(drop=True)
+    )
+    both = m[present_a & present_b]
+    # NaN (unknown) where no dispatch of a side has a time: not 0
+    all_a, all_b = float(m["total_us_a"].sum(min_count=1)), float(m["total_us_b"].sum(min_count=1))
+    ta, tb = float(both["total_us_a"].sum(min_count=1)), float(both["total_us_b"].sum(min_count=1))
+    total = pd.DataFrame(
+        [
+            {
+                "min_change": min_change,
+                "min_change_us": min_change_us,
+                "kernels_a": int(present_a.sum()),
+                "kernels_b": int(present_b.sum()),
+                "dispatches_a": int(m["dispatches_a"].sum()),
+                "dispatches_b": int(m["dispatches_b"].sum()),
+                "us_all_a": all_a,
+                "us_all_b": all_b,
+                "delta_pct_all": 100 * (all_b - all_a) / all_a if all_a else np.nan,
+                "matched_kernels": len(both),
+                "us_matched_a": ta if len(both) else np.nan,
+                "us_matched_b": tb if len(both) else np.nan,
+                "delta_pct": 100 * (tb - ta) / ta if ta else np.nan,
+                "kernels_faster": int(both["verdict"].eq("faster").sum()),
+                "kernels_slower": int(both["verdict"].eq("slower").sum()),
+                "kernels_noise": int(both["verdict"].eq("noise").sum()),
+                "kernels_unclear": int(both["verdict"].str.startswith("unclear").sum()),
+                "only_in_a": only_a,
+                "only_in_b": only_b,
+            }
+        ]
+    )
+    return Diff(
+        run_a=run_a, run_b=run_b, by_node=by_kernel, by_op=pd.DataFrame(), total=total, notes=notes, kind="kernel"
+    )
+
+
 #: Column pairs a compact Markdown diff shows in one cell, ``A → B``: (A column, B column, the cell's header).
 _PAIRS = (
     ("µs/eval A", "µs/eval B", "µs/eval A → B"),
@@ -261,6 +407,8 @@ _PAIRS = (
     ("n A", "n B", "n A → B"),
     ("µs A", "µs B", "µs A → B"),
     ("only A", "only B", "only in A / B"),
+    ("dispatches A", "dispatches B", "dispatches A → B"),
+    ("total µs A", "total µs B", "total µs A → B"),
 )
 #: The verdict counts of a per-op row, shown in one cell ``faster / slower / noise / unclear``.
 _VERDICT_COUNTS = ("faster", "slower", "noise", "unclear")
@@ -306,6 +454,8 @@ def render_diff(
     """
     from .tables import json_records, render_frame
 
+    if d.kind == "kernel" and fmt not in ("csv", "json"):
+        return _render_kernel_diff(d, fmt, top, names, all_columns=all_columns)
     if fmt == "csv":
         return render_frame(d.by_node, "csv", raw=raw)
     if fmt == "json":
@@ -319,6 +469,8 @@ def render_diff(
             "nodes": json_records(d.by_node),
             "notes": d.notes,
         }
+        if d.kind == "kernel":  # per kernel: no op types, one row per kernel name
+            doc = {**{k: v for k, v in doc.items() if k not in ("by_op", "nodes")}, "kernels": doc["nodes"]}
         return json.dumps(doc, indent=2, allow_nan=False) + "\n"
     md = fmt == "markdown"
     t = d.total.iloc[0]
@@ -421,4 +573,85 @@ def render_diff(
         title = f"Nodes that changed beyond noise (largest first, {min(top, len(changed))} of {len(changed)})"
         parts.append(f"**{title}**\n" if md else title)
         parts.append(render_frame(nodes, kind, width=200, max_columns=20))  # type: ignore[arg-type]
+    return "\n".join(parts)
+
+
+def _us(value: float) -> str:
+    """µs for a sentence: ``1,234.5 µs``, or ``unknown time`` for NaN."""
+    return "unknown time" if pd.isna(value) else f"{value:,.1f} µs"
+
+
+def _render_kernel_diff(d: Diff, fmt: str, top: int, names: tuple[str, str], *, all_columns: bool) -> str:
+    """A :func:`diff_kernels` diff as Markdown or a terminal table (see :func:`render_diff`)."""
+    from .render import distinct_short_names
+    from .tables import render_frame
+
+    md = fmt == "markdown"
+    t = d.total.iloc[0]
+    a_name = f" ({names[0]})" if names[0] else ""
+    b_name = f" ({names[1]})" if names[1] else ""
+    bold = "**" if md else ""
+    title = f"{bold}rocroof diff{bold} per kernel: A = run {d.run_a}{a_name}, B = run {d.run_b}{b_name}"
+    if md and not all_columns:
+        title = f"**rocroof diff** per kernel: run {d.run_a} → run {d.run_b}"
+        if any(names):
+            runs = f"A = run {d.run_a}{a_name}  \nB = run {d.run_b}{b_name}"
+            title += f"\n\n<details><summary>the runs</summary>\n\n{runs}\n\n</details>"
+    pct_all = "" if pd.isna(t["delta_pct_all"]) else f" ({t['delta_pct_all']:+.1f}%)"
+    pct = "" if pd.isna(t["delta_pct"]) else f" ({t['delta_pct']:+.1f}%)"
+    head = [
+        title,
+        "",
+        f"GPU time of the timed dispatches: {_us(t['us_all_a'])} in {int(t['dispatches_a']):,} dispatch(es) of "
+        f"{int(t['kernels_a'])} kernel(s) → {_us(t['us_all_b'])} in {int(t['dispatches_b']):,} dispatch(es) of "
+        f"{int(t['kernels_b'])} kernel(s){pct_all}.",
+    ]
+    if t["matched_kernels"]:
+        head.append(
+            f"The {int(t['matched_kernels'])} kernel(s) in both runs: {_us(t['us_matched_a'])} → "
+            f"{_us(t['us_matched_b'])}{pct}. Kernels faster {int(t['kernels_faster'])}, slower "
+            f"{int(t['kernels_slower'])}, within noise {int(t['kernels_noise'])}"
+            + (f", unclear (one dispatch) {int(t['kernels_unclear'])}" if t["kernels_unclear"] else "")
+            + (
+                f"; only in A {int(t['only_in_a'])}, only in B {int(t['only_in_b'])}"
+                if t["only_in_a"] or t["only_in_b"]
+                else ""
+            )
+            + "."
+        )
+    else:
+        head.append("No kernel name is in both runs: only the totals compare.")
+    head.append(
+        f"Noise: under 2 standard errors of the difference of the mean time per dispatch, under "
+        f"{100 * t['min_change']:g}% of A's mean or under {t['min_change_us']:g} µs per dispatch."
+    )
+    head += [f"Note: {n}" for n in d.notes]
+    changed = d.by_node[d.by_node["verdict"].isin(["faster", "slower", "only in A", "only in B"])]
+    if not len(changed):
+        return "\n".join([*head, "", "No change beyond run-to-run noise."]) + "\n"
+    shown = changed.head(top).copy()
+    shown["kernel"] = distinct_short_names(shown["kernel"].tolist(), width=60)
+    for c in shown.columns:
+        if shown[c].dtype.kind == "f":
+            shown[c] = shown[c].map(lambda v: "—" if pd.isna(v) else f"{round(v, 2) + 0.0:,.2f}")
+    shown = shown.drop(columns=["read_mb_a", "read_mb_b"]).rename(
+        columns={
+            "dispatches_a": "dispatches A",
+            "dispatches_b": "dispatches B",
+            "mean_us_a": "µs A",
+            "mean_us_b": "µs B",
+            "delta_us": "Δ µs",
+            "delta_pct": "Δ %",
+            "total_us_a": "total µs A",
+            "total_us_b": "total µs B",
+        }
+    )
+    if md and not all_columns:
+        shown = _paired(shown)
+    label = (
+        f"Kernels that changed beyond noise (largest change of GPU time first, {len(shown)} of {len(changed)}; "
+        "µs per dispatch)"
+    )
+    parts = ["\n".join(head), "", f"**{label}**\n" if md else label]
+    parts.append(render_frame(shown, "markdown" if md else "table", width=200, max_columns=20))
     return "\n".join(parts)

@@ -462,9 +462,16 @@ def distinct_short_names(names: list[Any], width: int = 72) -> list[str]:
         wholes.setdefault(cut, set()).add(whole)
     head = (width - 1) // 2
     tail = width - 1 - head
-    return [
+    out = [
         whole[:head] + "…" + whole[-tail:] if len(wholes[cut]) > 1 and len(whole) > width else cut
         for cut, whole in zip(shown, full, strict=True)
+    ]
+    # names that differ in their middle only: numbered in order of appearance (#1, #2...)
+    seen: dict[str, dict[str, int]] = {}
+    for text, whole in zip(out, full, strict=True):
+        seen.setdefault(text, {}).setdefault(whole, len(seen.get(text, {})) + 1)
+    return [
+        f"{text} #{seen[text][whole]}" if len(seen[text]) > 1 else text for text, whole in zip(out, full, strict=True)
     ]
 
 
