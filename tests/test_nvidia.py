@@ -1208,6 +1208,16 @@ def test_a_byte_counter_with_a_unit_rocroof_does_not_know_is_refused(tmp_path: P
     if unit == "":  # no unit: bytes, as ncu writes for a plain count
         assert read_capture(path).passes[0].counters["counter_name"].eq("dram__bytes_read.sum").any()
         return
+    # a byte metric rocroof does not read, in a unit it does not scale: left out, as before
+    ratio = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio"
+    wider = [[*r, ratio if i == 0 else unit if i == 1 else "32"] for i, r in enumerate(rows)]
+    wider[1][col] = rows[1][col] = "Mbyte"
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(wider)
+    assert not read_capture(path).passes[0].counters["counter_name"].eq(ratio).any()
+    rows[1][col] = unit
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(rows)
     with pytest.raises(ParseError) as err:
         read_capture(path)
     text = str(err.value)

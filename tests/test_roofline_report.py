@@ -444,6 +444,22 @@ def test_the_longest_invocations_are_cut_by_the_database_as_the_whole_report_wou
         store.close()
 
 
+@pytest.mark.parametrize("by", ["invocation", "dispatch"])
+def test_a_top_beyond_what_sql_can_limit_keeps_every_row(db: Path, by: str) -> None:
+    """``--top`` larger than a 64-bit LIMIT: every row, as a --top of the row count would give, not a traceback."""
+    huge = CliRunner().invoke(cli, ["report", "--db", str(db), "--run", "1", "--by", by, "--top", str(10**20)])
+    assert huge.exit_code == 0, huge.output
+    store = Store(db, read_only=True)
+    try:
+        n = build_report(store, 1, by=by).total_rows
+        every = build_report(store, 1, by=by, top=n)  # the longest n: every row, longest first
+        huge_rows = build_report(store, 1, by=by, top=10**20)
+        assert huge_rows.total_rows == n == len(huge_rows.rows)
+        pd.testing.assert_frame_equal(huge_rows.rows, every.rows, check_dtype=False)
+    finally:
+        store.close()
+
+
 def test_op_verdict_falls_back_to_the_fp16_peak_when_int8_is_unknown(db: Path, tmp_path: Path) -> None:
     import sqlite3
 

@@ -127,10 +127,15 @@ def test_paths_with_a_newline_stay_on_one_line(tmp_path: Path) -> None:
     """A capture path with a newline: the stored line and an error each stay one line, the newline escaped."""
     cap = tmp_path / "run\n2"
     write_pass(cap, 77, kernels=[Kernel(1, "k", 2, T0 + 1_000, T0 + 2_000)])
+    trace = cap / "77_kernel_trace.csv"
+    trace.write_bytes(trace.read_bytes().rstrip(b"\n"))  # cut inside its last row: a warning names the file
     result = run("ingest", cap, "--db", tmp_path / "r.db")
     assert result.exit_code == 0, result.output
     first = result.output.splitlines()[0]
     assert first.startswith("Stored run 1 from ") and first.split(" (")[0].endswith("run\\x0a2")
+    cut = [line for line in result.output.splitlines() if "ends inside its last row" in line]
+    assert len(cut) == 1 and cut[0].startswith("  - ") and "run\\x0a2/77_kernel_trace.csv" in cut[0]
+    assert not any(line.startswith("2/") for line in result.output.splitlines())
     missing = run("ingest", tmp_path / "gone\nhere", "--db", tmp_path / "r.db")
     assert missing.exit_code == 1
     lines = missing.output.strip().splitlines()

@@ -270,7 +270,7 @@ def test_attach_refuses_files_that_are_neither_metadata_nor_a_fused_log(tmp_path
     )
     garbage = tmp_path / "garbage.json"
     garbage.write_bytes(bytes(range(256)))
-    assert "this file is not JSON" in one_line_error(
+    assert "this file is not a JSON object" in one_line_error(
         "ingest", EXAMPLE_H200, "--attach", garbage, "--db", tmp_path / "r.db"
     )
     assert not (tmp_path / "r.db").exists() or run("runs", "--db", tmp_path / "r.db")[1].count("examples") == 0

@@ -127,7 +127,7 @@ def _summary(run_id: int, path: Path, facts: dict[str, Any], db: str = DEFAULT_D
         parts.append(f"{len(warnings)} warning(s):")
     text = "\n".join(parts)
     for note in warnings:
-        text += f"\n  - {note.message}"
+        text += f"\n  - {one_line(note.message)}"  # a path in a note (a newline in it) stays on its line
     text += "\n" + _next_command(run_id, db, facts["ops"] > 0)
     return text
 

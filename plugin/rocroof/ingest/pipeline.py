@@ -470,10 +470,13 @@ def build_run(
                 )
             )
     fused: dict[int, tuple[str, list[str]]] = dict(capture.fused_groups)
+    own: set[int] = set()  # the groups of the capture's own ggml-fused marks (they win over a log's)
     for attr in attrs:
         fused.update(attr.fused)
+        own.update(attr.fused)
+    from_logs = frozenset(capture.fused_groups) - own
     release_free_memory()  # the joins' and the ranges' temporaries, before the op tables are built
-    ops, nodes, operands = _op_tables(passes, attrs, timing, capture, fused, notes)
+    ops, nodes, operands = _op_tables(passes, attrs, timing, capture, _FusedGroups(fused, from_logs), notes)
     if release and copied:  # the ranges above are a copy of every pass's markers: let those go
         for p in every_pass:
             p.markers = p.markers.iloc[:0].copy()
@@ -1227,7 +1230,7 @@ def _op_tables(
     attrs: list[PassAttribution],
     timing: int | None,
     capture: Capture,
-    fused: dict[int, tuple[str, list[str]]],
+    fused: _FusedGroups,
     notes: list[Note],
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     # every ggml invocation seen: per pass (the timing pass first) its ranges, then its dispatches'
@@ -1342,14 +1345,14 @@ def _op_tables(
             )
     nodes = meta.nodes.copy()
     operands = meta.operands.copy()
-    _fused_note(fused, set(records), notes)
-    other = _OtherRunsFused()
-    for inv, (op_list, names) in fused.items():
-        rec = records.get(inv)
-        if rec is not None and other.agrees(inv, op_list, rec.get("op")):
+    _fused_note(fused.groups, set(records), notes)
+    found = [(inv, rec) for inv in fused.groups if (rec := records.get(inv)) is not None]
+    applied = fused.applied([(inv, rec.get("op")) for inv, rec in found], notes)
+    for inv, rec in found:
+        if inv in applied:
+            op_list, names = fused.groups[inv]
             rec["op_list"] = op_list
             rec["node_names"] = "|".join(names)
-    other.note(len(fused), notes)
     ops = pd.DataFrame(sorted(records.values(), key=lambda r: r["invocation"]))
     if not len(ops):
         return pd.DataFrame(), pd.DataFrame(), pd.DataFrame()
@@ -1397,68 +1400,85 @@ def _fused_note(fused: dict[int, tuple[str, list[str]]], known: set[int] | np.nd
         )
 
 
-class _OtherRunsFused:
-    """``ggml-fused:`` groups whose first op is not the op of their invocation's range: not applied, and noted.
+@dataclass
+class _FusedGroups:
+    """A run's ``ggml-fused:`` groups, ``{invocation: (op_list, node_names)}``, and which came from logs.
 
     The hook's range around a fused group carries the group's first node, so its op is the first
-    op of the group's list (``shared/reference``: the marker grammar). A group that names another op
-    comes from another run or model: a second log in the capture folder, or a log of an earlier
-    build whose invocation numbers differ.
+    op of the group's list (the marker grammar, ``tools/llama.cpp``). A group that names another op
+    comes from another run or model: a log of another capture in the folder, or of an earlier build
+    whose invocation numbers differ. Such a log is not applied at all (its groups that happen to
+    agree are as unfounded as the others); a group of the capture's own marks that disagrees is
+    left out alone.
+
+    Attributes:
+        groups: every group, the capture's own marks over a log's.
+        from_logs: the invocations whose group came from a log (``*.log`` beside the capture or
+            ``--attach``), not from the capture's own marks.
     """
 
-    def __init__(self) -> None:
-        self.count = 0
-        self.example: tuple[int, str, str] | None = None
+    groups: dict[int, tuple[str, list[str]]]
+    from_logs: frozenset[int] = frozenset()
 
-    def agrees(self, invocation: int, op_list: str, op: object) -> bool:
-        """True when ``op_list`` starts with ``op`` (or the op is unknown); counts the disagreements."""
-        if not isinstance(op, str) or op_list.split("+", 1)[0] == op:
-            return True
-        self.count += 1
-        if self.example is None:
-            self.example = (invocation, op_list, op)
-        return False
+    def applied(self, ops: list[tuple[int, object]], notes: list[Note]) -> set[int]:
+        """The invocations among ``ops`` (``(invocation, op of its range)``) whose group applies; notes the others.
 
-    def note(self, total: int, notes: list[Note]) -> None:
-        """Add the ``fused-mismatch`` warning when some groups disagreed."""
-        if not self.count or self.example is None:
-            return
-        inv, op_list, op = self.example
+        Adds the ``fused-mismatch`` warning when a group's first op is not its invocation's op.
+        """
+        bad = [(inv, op) for inv, op in ops if isinstance(op, str) and self.groups[inv][0].split("+", 1)[0] != op]
+        if not bad:
+            return {inv for inv, _ in ops}
+        rejected = {inv for inv, _ in bad}
+        log_bad = [inv for inv in rejected if inv in self.from_logs]
+        if log_bad:
+            rejected |= self.from_logs
+        inv, op = next(((i, o) for i, o in bad if i in self.from_logs), bad[0])
+        example = (
+            f"e.g. invocation {inv}: {printable(self.groups[inv][0][:80])!r} but its range is {printable(str(op))!r}"
+        )
+        what = (
+            f"the log(s) are of another run or model: none of their {len(self.from_logs)} group(s) is applied "
+            "(two runs' logs in one folder? ingest each run's files on their own, or pass the right log with --attach)"
+            if log_bad
+            else "the capture's own marks disagree with its ranges there: those groups are not applied"
+        )
         notes.append(
             Note(
                 "warning",
                 "fused-mismatch",
-                f"{self.count} of {total} ggml-fused group(s) name other ops than the ranges of their invocations "
-                f"(e.g. invocation {inv}: {printable(op_list[:80])!r} but its range is {printable(op)!r}): "
-                "not applied; "
-                "the log is of another run or model (two runs' logs in one folder? ingest each run's files on "
-                "their own, or pass the right log with --attach)",
+                f"{len(bad)} of {len(self.groups)} ggml-fused group(s) name other ops than the ranges of their "
+                f"invocations ({example}); {what}",
             )
         )
+        return {i for i, _ in ops} - rejected
 
 
 def _op_frame(
     invocations: np.ndarray,
     op: np.ndarray,
     node_name: np.ndarray,
-    fused: dict[int, tuple[str, list[str]]],
+    fused: _FusedGroups,
     notes: list[Note],
 ) -> pd.DataFrame:
     """``op_invocation`` rows of a run without op metadata, from its sorted distinct invocations."""
-    _fused_note(fused, invocations, notes)
+    _fused_note(fused.groups, invocations, notes)
     if not len(invocations):
         return pd.DataFrame()
     op_list = op.copy()
     node_names = np.full(len(invocations), None, dtype=object)
-    if fused:  # parse_fused keeps invocations within int64
-        keys = np.fromiter(fused, dtype=np.int64, count=len(fused))
+    if fused.groups:  # parse_fused keeps invocations within int64
+        keys = np.fromiter(fused.groups, dtype=np.int64, count=len(fused.groups))
         at = np.searchsorted(invocations, keys)
-        other = _OtherRunsFused()
-        for pos, inv in zip(at.tolist(), keys.tolist(), strict=True):
-            if pos < len(invocations) and invocations[pos] == inv and other.agrees(inv, fused[inv][0], op[pos]):
-                op_list[pos], names = fused[inv]
+        found = [
+            (pos, inv)
+            for pos, inv in zip(at.tolist(), keys.tolist(), strict=True)
+            if pos < len(invocations) and invocations[pos] == inv
+        ]
+        applied = fused.applied([(inv, op[pos]) for pos, inv in found], notes)
+        for pos, inv in found:
+            if inv in applied:
+                op_list[pos], names = fused.groups[inv]
                 node_names[pos] = "|".join(names)
-        other.note(len(fused), notes)
     columns: dict[str, Any] = {
         "invocation": invocations.astype(np.int64),
         "op": op,

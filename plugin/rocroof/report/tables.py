@@ -155,6 +155,10 @@ def run_notes(store: Store, run_id: int) -> list[Note]:
     return [Note(r["severity"], r["code"], r["message"]) for r in rows.to_dict("records")]
 
 
+#: The largest N that ``--top N`` passes to an SQL ``LIMIT`` (SQLite and PostgreSQL take 64-bit integers).
+_SQL_LIMIT_MAX = 2**63 - 1
+
+
 def build_report(store: Store, run_id: int, by: By = "op", top: int | None = None) -> Report:
     """Query one run's report.
 
@@ -169,6 +173,8 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
         The :class:`Report`.
     """
     rows = pd.DataFrame()
+    if top is not None:
+        top = min(int(top), _SQL_LIMIT_MAX)  # what an SQL LIMIT takes (a larger N keeps every row anyway)
     if by == "op":  # stored with the run (the op_summary view sums every dispatch: seconds for 10^6)
         stored = ", ".join(schema.OP_TOTAL_COLUMNS)
         rows = store.frame(

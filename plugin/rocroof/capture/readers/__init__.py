@@ -493,7 +493,7 @@ def read_capture(
                 raise InputError(
                     f"{extra}: --attach expects ggml op metadata JSON (rows with invocation and ggml_op, from "
                     "GGML_CUDA_OP_META or GGML_ROOFLINE_OUT); this file "
-                    + ("is JSON of something else" if ggml_meta.starts_like_json(extra) else "is not JSON")
+                    + ("is JSON of something else" if ggml_meta.starts_like_json(extra) else "is not a JSON object")
                 )
             meta_files.append(extra)
         elif file_has_fused_lines(extra):
@@ -527,8 +527,8 @@ def read_capture(
                 # two runs' logs (another model, another build): which one is this capture's cannot be told
                 raise InputError(
                     f"{first_log[k]} and {log} give ggml invocation {k} different fused groups "
-                    f"({earlier[0][:60]!r} vs {g.op_list[:60]!r}): they are logs of different runs; keep the "
-                    "capture's own log beside it (or name it with --attach) and move the other away"
+                    f"({earlier[0][:60]!r} vs {g.op_list[:60]!r}): they are logs of different runs; keep only the "
+                    "capture's own log in its folder (move the other away) or among --attach"
                 )
             capture.fused_groups[k] = fused_group
             first_log.setdefault(k, log)

@@ -332,10 +332,11 @@ class _NcuLayout:
     dur_col: str | None
 
 
-#: Metrics whose values are bytes or times (``dram__bytes_read.sum``, ``gpu__time_duration.sum``):
-#: their unit must be known. Others in units rocroof does not scale (``pass``, ``SM``, ``cluster``
-#: in the recorded exports) are facts of the launch, not read.
-_MEASURES_BYTES_OR_TIME = re.compile(r"bytes|__time")
+#: The byte and time metrics rocroof computes with: DRAM bytes (``dram__bytes_read.sum``...), L2
+#: bytes (``lts__t_bytes``) and the kernel time (``gpu__time_duration``). Their unit must be one
+#: rocroof scales. Other metrics in units it does not scale (``pass``, ``SM``, ``cluster`` in the
+#: recorded exports, ``byte/sector`` ratios) are left out, as before.
+_MEASURES_BYTES_OR_TIME = re.compile(r"^(dram__bytes|lts__t_bytes|gpu__time_duration)")
 
 
 def _ncu_layout(path: Path) -> _NcuLayout:
