@@ -219,11 +219,19 @@ def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Se
                 exact.append(ok)
         if failures:
             raise min(failures, key=lambda exc: exc.row if exc.row is not None else 2**63)
-        out["kernel_name"] = parse_str(chunk[name])
         exact_parts.append(exact[0] & exact[1])
         agent = pick(cols, "Agent_Id")
-        out["agent_label"] = parse_str(chunk[agent]) if agent else pd.Series([None] * len(chunk))
-        frames.append(_dispatch_chunk(pd.DataFrame(out), pid))
+        texts = {
+            "kernel_name": parse_str(chunk[name]),
+            "agent_label": parse_str(chunk[agent]) if agent else pd.Series([None] * len(chunk)),
+        }
+        # the columns in the typed path's order (dispatch id, name, times, agent, the other integers)
+        leading: tuple[str, ...] = ("dispatch_id", "kernel_name", "start_ns", "end_ns", "agent_label")
+        columns: dict[str, pd.Series] = {
+            c: texts[c] if c in texts else out[c] for c in leading if c in out or c in texts
+        }
+        columns.update({c: v for c, v in out.items() if c not in columns})
+        frames.append(_dispatch_chunk(pd.DataFrame(columns), pid))
     if not frames:
         return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
     df = pd.concat(frames, ignore_index=True)
