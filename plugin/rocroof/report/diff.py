@@ -105,6 +105,14 @@ def _verdict(
     return "slower" if delta > 0 else "faster"
 
 
+def _check_thresholds(min_change: float, min_change_us: float) -> None:
+    """Refuse noise thresholds outside their ranges (InputError): a fraction in [0, 1) and µs >= 0."""
+    if not 0 <= min_change < 1:
+        raise InputError(f"minimum change {min_change:g}: expected a fraction in [0, 1), e.g. 0.05 for 5%")
+    if not min_change_us >= 0:
+        raise InputError(f"minimum change {min_change_us:g} µs: expected 0 or more")
+
+
 def diff_runs(
     store: Store,
     run_a: int,
@@ -126,10 +134,7 @@ def diff_runs(
         InputError: a run without op invocations, ``min_change`` outside [0, 1) or a negative
             ``min_change_us``.
     """
-    if not 0 <= min_change < 1:
-        raise InputError(f"minimum change {min_change:g}: expected a fraction in [0, 1), e.g. 0.05 for 5%")
-    if not min_change_us >= 0:
-        raise InputError(f"minimum change {min_change_us:g} µs: expected 0 or more")
+    _check_thresholds(min_change, min_change_us)
     a, b = _invocations(store, run_a), _invocations(store, run_b)
     notes = []
     if run_a == run_b:
@@ -312,10 +317,7 @@ def diff_kernels(
     Raises:
         InputError: a run without timing dispatches, or thresholds as in :func:`diff_runs`.
     """
-    if not 0 <= min_change < 1:
-        raise InputError(f"minimum change {min_change:g}: expected a fraction in [0, 1), e.g. 0.05 for 5%")
-    if not min_change_us >= 0:
-        raise InputError(f"minimum change {min_change_us:g} µs: expected 0 or more")
+    _check_thresholds(min_change, min_change_us)
     a, b = _kernels(store, run_a), _kernels(store, run_b)
     notes = [f"A and B are the same run ({run_a}): every difference is zero by construction"] if run_a == run_b else []
     m = a.set_index("kernel").add_suffix("_a").join(b.set_index("kernel").add_suffix("_b"), how="outer")
@@ -475,15 +477,7 @@ def render_diff(
     md = fmt == "markdown"
     t = d.total.iloc[0]
     pct = "" if pd.isna(t["delta_pct"]) else f" ({t['delta_pct']:+.1f}%)"
-    a_name = f" ({names[0]})" if names[0] else ""
-    b_name = f" ({names[1]})" if names[1] else ""
-    bold = "**" if md else ""
-    title = f"{bold}rocroof diff{bold}: A = run {d.run_a}{a_name}, B = run {d.run_b}{b_name}"
-    if md and not all_columns:  # the runs' paths and labels folded: the title stays one short line
-        title = f"**rocroof diff**: run {d.run_a} → run {d.run_b}"
-        if any(names):
-            runs = f"A = run {d.run_a}{a_name}  \nB = run {d.run_b}{b_name}"
-            title += f"\n\n<details><summary>the runs</summary>\n\n{runs}\n\n</details>"
+    title = _title(d, names, md=md, all_columns=all_columns)
     regrouped = bool(t["only_in_a"] or t["only_in_b"])
     pct_all = "" if pd.isna(t["delta_pct_all"]) else f" ({t['delta_pct_all']:+.1f}%)"
     whole = (
@@ -576,6 +570,25 @@ def render_diff(
     return "\n".join(parts)
 
 
+def _title(d: Diff, names: tuple[str, str], *, md: bool, all_columns: bool) -> str:
+    """The diff's heading: ``rocroof diff[ per kernel]: A = run 3 (path [labels]), B = run 4 (...)``.
+
+    Compact Markdown folds the runs' paths and labels into a ``<details>`` block, so that the title
+    stays one short line.
+    """
+    what = " per kernel" if d.kind == "kernel" else ""
+    a_name = f" ({names[0]})" if names[0] else ""
+    b_name = f" ({names[1]})" if names[1] else ""
+    if md and not all_columns:
+        title = f"**rocroof diff**{what}: run {d.run_a} → run {d.run_b}"
+        if any(names):
+            runs = f"A = run {d.run_a}{a_name}  \nB = run {d.run_b}{b_name}"
+            title += f"\n\n<details><summary>the runs</summary>\n\n{runs}\n\n</details>"
+        return title
+    bold = "**" if md else ""
+    return f"{bold}rocroof diff{bold}{what}: A = run {d.run_a}{a_name}, B = run {d.run_b}{b_name}"
+
+
 def _us(value: float) -> str:
     """µs for a sentence: ``1,234.5 µs``, or ``unknown time`` for NaN."""
     return "unknown time" if pd.isna(value) else f"{value:,.1f} µs"
@@ -588,15 +601,7 @@ def _render_kernel_diff(d: Diff, fmt: str, top: int, names: tuple[str, str], *, 
 
     md = fmt == "markdown"
     t = d.total.iloc[0]
-    a_name = f" ({names[0]})" if names[0] else ""
-    b_name = f" ({names[1]})" if names[1] else ""
-    bold = "**" if md else ""
-    title = f"{bold}rocroof diff{bold} per kernel: A = run {d.run_a}{a_name}, B = run {d.run_b}{b_name}"
-    if md and not all_columns:
-        title = f"**rocroof diff** per kernel: run {d.run_a} → run {d.run_b}"
-        if any(names):
-            runs = f"A = run {d.run_a}{a_name}  \nB = run {d.run_b}{b_name}"
-            title += f"\n\n<details><summary>the runs</summary>\n\n{runs}\n\n</details>"
+    title = _title(d, names, md=md, all_columns=all_columns)
     pct_all = "" if pd.isna(t["delta_pct_all"]) else f" ({t['delta_pct_all']:+.1f}%)"
     pct = "" if pd.isna(t["delta_pct"]) else f" ({t['delta_pct']:+.1f}%)"
     head = [
