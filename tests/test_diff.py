@@ -194,3 +194,24 @@ def test_runs_with_ggml_ops_can_be_compared_per_kernel_too(store: tuple[Store, P
     result = CliRunner().invoke(cli, ["diff", "1", "1", "--db", str(db), "--by", "kernel", "--format", "table"])
     assert result.exit_code == 0, result.output
     assert "rocroof diff per kernel" in result.output and "No change beyond run-to-run noise." in result.output
+
+
+def test_a_kernel_without_a_timed_dispatch_on_one_side_is_time_unknown(tmp_path: Path) -> None:
+    """Its dispatches are there on both sides: neither "only in A" nor "only in B"."""
+    import json
+
+    a = _kernel_run(tmp_path, "a", {"gemm": [1000, 1000], "copy": [200, 200]})
+    b = _kernel_run(tmp_path, "b", {"gemm": [1000, 1001], "copy": [200, 200]})  # not the same content as A
+    db = tmp_path / "r.db"
+    for cap in (a, b):
+        assert CliRunner().invoke(cli, ["ingest", str(cap), "--db", str(db)]).exit_code == 0
+    with sqlite3.connect(db) as conn:  # as a capture with rounded timestamps stores them: time unknown
+        conn.execute(
+            "UPDATE dispatch_record SET duration_ns = NULL WHERE run_id = 1 AND kernel_index = "
+            "(SELECT kernel_index FROM kernel_symbol WHERE run_id = 1 AND kernel_name = 'copy')"
+        )
+    result = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["kernel"]: r for r in json.loads(result.output)["kernels"]}
+    assert rows["copy"]["verdict"] == "time unknown" and rows["copy"]["dispatches_a"] == 2
+    assert rows["gemm"]["verdict"] == "noise"
