@@ -467,9 +467,10 @@ def distinct_short_names(names: list[Any], width: int = 72) -> list[str]:
         for cut, whole in zip(shown, full, strict=True)
     ]
     # names that differ in their middle only: numbered in order of appearance (#1, #2...)
-    seen: dict[str, dict[str, int]] = {}
+    seen: dict[str, dict[str, int]] = {}  # shown text -> {whole name: its number}
     for text, whole in zip(out, full, strict=True):
-        seen.setdefault(text, {}).setdefault(whole, len(seen.get(text, {})) + 1)
+        numbers = seen.setdefault(text, {})
+        numbers.setdefault(whole, len(numbers) + 1)
     return [
         f"{text} #{seen[text][whole]}" if len(seen[text]) > 1 else text for text, whole in zip(out, full, strict=True)
     ]

@@ -197,7 +197,6 @@ def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Se
     exact_parts = []
     for chunk, first in read_csv_chunks(path):
         cols = column_map(chunk.columns)
-        out: dict[str, pd.Series] = {}
         name = require(path, cols, "kernel name", "Kernel_Name")
         start = require(path, cols, "kernel start time", "Start_Timestamp")
         end = require(path, cols, "kernel end time", "End_Timestamp")
@@ -205,33 +204,26 @@ def _kernel_trace_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Se
         # every integer column is read before a bad cell is reported: the message names the first bad row
         wanted = [("dispatch_id", did, True), ("start_ns", start, True), ("end_ns", end, True)]
         wanted += [(target, pick(cols, *aliases), False) for target, aliases in _KERNEL_TRACE_INTS.items()]
+        ints: dict[str, pd.Series] = {}
+        exact: dict[str, pd.Series] = {}
         failures: list[ParseError] = []
-        exact = []
         for target, col, required in wanted:
-            if col is None:
-                continue
-            try:
-                out[target], ok = parse_int(path, chunk[col], first, col, required=required)
-            except ParseError as exc:
-                failures.append(exc)
-                continue
-            if target in ("start_ns", "end_ns"):
-                exact.append(ok)
+            if col is not None:
+                try:
+                    ints[target], exact[target] = parse_int(path, chunk[col], first, col, required=required)
+                except ParseError as exc:
+                    failures.append(exc)
         if failures:
             raise min(failures, key=lambda exc: exc.row if exc.row is not None else 2**63)
-        exact_parts.append(exact[0] & exact[1])
+        exact_parts.append(exact["start_ns"] & exact["end_ns"])
         agent = pick(cols, "Agent_Id")
-        texts = {
-            "kernel_name": parse_str(chunk[name]),
-            "agent_label": parse_str(chunk[agent]) if agent else pd.Series([None] * len(chunk)),
-        }
-        # the columns in the typed path's order (dispatch id, name, times, agent, the other integers)
-        leading: tuple[str, ...] = ("dispatch_id", "kernel_name", "start_ns", "end_ns", "agent_label")
-        columns: dict[str, pd.Series] = {
-            c: texts[c] if c in texts else out[c] for c in leading if c in out or c in texts
-        }
-        columns.update({c: v for c, v in out.items() if c not in columns})
-        frames.append(_dispatch_chunk(pd.DataFrame(columns), pid))
+        # the columns in the typed path's order: dispatch id, name, times, agent, the other integers
+        out: dict[str, pd.Series] = {"dispatch_id": ints["dispatch_id"]} if "dispatch_id" in ints else {}
+        out["kernel_name"] = parse_str(chunk[name])
+        out["start_ns"], out["end_ns"] = ints["start_ns"], ints["end_ns"]
+        out["agent_label"] = parse_str(chunk[agent]) if agent else pd.Series([None] * len(chunk))
+        out.update({target: ints[target] for target in _KERNEL_TRACE_INTS if target in ints})
+        frames.append(_dispatch_chunk(pd.DataFrame(out), pid))
     if not frames:
         return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
     df = pd.concat(frames, ignore_index=True)
