@@ -331,3 +331,14 @@ def test_a_database_that_refuses_writes_is_one_line_naming_it(tmp_path: Path, mo
     url = "postgresql://alice:s3cret@127.0.0.1:1/x"
     result = CliRunner().invoke(cli, ["ingest", str(capture)], env={"ROCROOF_DB": url})
     assert "s3cret" not in result.output
+
+
+def test_a_database_path_under_a_file_says_the_file_is_not_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    db = tmp_path / "notes.txt" / "r.db"
+    capture = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense-prefill"
+    result = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(db)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {db}: cannot open the database ({tmp_path / 'notes.txt'} is not a folder)"
+    )

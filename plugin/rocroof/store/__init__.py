@@ -1377,7 +1377,9 @@ def _why_not_created(path: Path) -> str | None:
     if path.exists():
         return None
     folder = path.parent
-    if not folder.is_dir():
+    if folder.exists() and not folder.is_dir():
+        return f"{folder} is not a folder"
+    if not folder.exists():  # gone since the store was opened
         return f"its folder {folder} does not exist; create it first"
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"a new database cannot be created: its folder {folder} is not writable"
