@@ -553,3 +553,32 @@ def test_damaged_stored_values_are_unknown_not_nonsense(tmp_path: Path) -> None:
     assert advice.moe_layers["max_imbalance"].max() < 8
     page = CliRunner().invoke(cli, ["report", "--db", str(db), "--format", "html"])
     assert page.exit_code == 0, page.output
+
+
+def test_counter_sums_read_from_the_wide_rows_equal_the_long_form_view(flops: tuple[Store, int, Path]) -> None:
+    # advise reads counter_reading's columns directly; the documented counter_value view, grouped
+    # here in plain SQL, must give the same sums, counts and times per invocation, pass and counter
+    from rocroof.report.advise import _counter_sums
+
+    store, run_id, db = flops
+    con = sqlite3.connect(db)
+    names = [n for (n,) in con.execute("SELECT counter_name FROM counter WHERE run_id = ?", (run_id,))]
+    assert len(names) >= 3
+    asked = [*names[:3], "not_a_counter"]
+    expected = con.execute(
+        "SELECT d.op_index, d.pass_index, c.counter_name, SUM(c.value), COUNT(c.value), "
+        "SUM(c.value * d.duration_ns), SUM(CASE WHEN c.value IS NOT NULL THEN d.duration_ns END) "
+        "FROM counter_value c JOIN dispatch_record d ON d.run_id = c.run_id AND d.dispatch_index = c.dispatch_index "
+        f"WHERE c.run_id = ? AND d.op_index IS NOT NULL AND c.counter_name IN ({', '.join('?' * len(asked))}) "
+        "GROUP BY d.op_index, d.pass_index, c.counter_name ORDER BY 1, 2, 3",
+        (run_id, *asked),
+    ).fetchall()
+    con.close()
+    assert len(expected) > 100
+    got = _counter_sums(store, run_id, asked)
+    assert [tuple(r) for r in got[["op_index", "pass_index", "counter_name"]].itertuples(index=False)] == [
+        tuple(r[:3]) for r in expected
+    ]
+    for k, column in enumerate(("total", "kernels", "timed", "time"), start=3):
+        np.testing.assert_allclose(got[column].astype(float).to_numpy(), [float(r[k]) for r in expected], rtol=1e-12)
+    assert _counter_sums(store, run_id, ["not_a_counter"]).empty

@@ -244,9 +244,12 @@ def build_advice(store: Store, run_id: int) -> Advice:
         "SELECT v.op_index, v.op, v.op_list, v.evaluation, v.dispatches, v.duration_ns, v.dram_bytes, "
         "v.time_at_roof_ns, v.time_over_roof_ns, v.pct_of_ceiling, v.bound, v.governing_ceiling, v.flops, "
         "v.compute_ceiling, "
-        "r.model_bytes, r.node_name, r.layer, i.quant, i.ne, i.src_ne, i.m, i.top_k, i.n_experts, i.tokens_per_expert "
-        "FROM op_verdict v JOIN op_roofline r ON r.run_id = v.run_id AND r.op_index = v.op_index "
-        "JOIN op_invocation i ON i.run_id = v.run_id AND i.op_index = v.op_index WHERE v.run_id = :rid",
+        # op_roofline's model_bytes, node_name and layer from their tables: op_verdict is built on
+        # op_roofline, and joining the view again sums every dispatch twice (7 s at 10^6)
+        "md.model_read_bytes + md.model_write_bytes AS model_bytes, i.node_name, i.layer, "
+        "i.quant, i.ne, i.src_ne, i.m, i.top_k, i.n_experts, i.tokens_per_expert "
+        "FROM op_verdict v JOIN op_invocation i ON i.run_id = v.run_id AND i.op_index = v.op_index "
+        "LEFT JOIN op_model md ON md.run_id = v.run_id AND md.op_index = v.op_index WHERE v.run_id = :rid",
         run_id,
     )
     if len(evaluations) and len(inv):
@@ -259,28 +262,15 @@ def build_advice(store: Store, run_id: int) -> Advice:
         evaluations["tokens"] = evaluations["evaluation"].map(tokens)
     else:
         evaluations["tokens"] = pd.Series(dtype="float64")
-    # SQLite keeps whatever a damaged row holds: text counts as unknown, not as 0
-    value = (
-        "CASE WHEN typeof(c.value) IN ('integer', 'real') THEN c.value END"
-        if store.engine.dialect.name == "sqlite"
-        else "c.value"
-    )
-    counters = _frame(
-        store,
-        f"SELECT d.op_index, d.pass_index, c.counter_name, SUM({value}) AS total, COUNT({value}) AS kernels, "
-        f"SUM({value} * d.duration_ns) AS timed, SUM(CASE WHEN {value} IS NOT NULL THEN d.duration_ns END) AS time "
-        "FROM counter_value c JOIN dispatch_record d ON d.run_id = c.run_id AND d.dispatch_index = c.dispatch_index "
-        "WHERE c.run_id = :rid AND d.op_index IS NOT NULL AND c.counter_name IN ("
-        + ", ".join(f"'{n}'" for n in (*_L2, *_OCCUPANCY, *_TCC, *_op_counters(run.get("gpu_arch"))))
-        + ") GROUP BY d.op_index, d.pass_index, c.counter_name",
-        run_id,
-    )
+    counters = _counter_sums(store, run_id, [*_L2, *_OCCUPANCY, *_TCC, *_op_counters(run.get("gpu_arch"))])
     counters["total"] = _measure(counters["total"])
     # a counter several passes collected (rocprofiler-compute repeats some in each pass) counts once:
     # the first pass's values
     counters = counters.sort_values(["pass_index", "op_index"], kind="stable").drop_duplicates(
         ["op_index", "counter_name"], keep="first"
     )
+    # the MoE view first: _groups then takes the invocations as its own (no copy of ~0.3 GB at 10^6)
+    moe_layers = layer_skew(expert_loads(inv[inv["op"] == "MUL_MAT_ID"]))
     groups = _groups(
         inv,
         counters,
@@ -290,8 +280,9 @@ def build_advice(store: Store, run_id: int) -> Advice:
         flushed=flushed,
         arch=run.get("gpu_arch"),
         l2_gbps=ceilings.get("l2_gbps"),
+        own=True,
     )
-    moe_layers = layer_skew(expert_loads(inv[inv["op"] == "MUL_MAT_ID"]))
+    del inv
     return Advice(
         run=run,
         labels=run_labels(store, run_id),
@@ -303,6 +294,69 @@ def build_advice(store: Store, run_id: int) -> Advice:
         flushed=flushed,
         whole_run=whole_run,
         notes=[n for n in notes if n.severity != "info"],
+    )
+
+
+def _counter_sums(store: Store, run_id: int, names: list[str]) -> pd.DataFrame:
+    """Per op invocation, pass and counter of ``names``: the sum of the readings and of their times.
+
+    Columns ``op_index, pass_index, counter_name, total, kernels, timed, time``: ``total`` the sum of
+    the counter's numeric readings over the pass's dispatches of the invocation, ``kernels`` how many
+    there are, ``timed`` the sum of reading x ``duration_ns``, ``time`` the ``duration_ns`` of those
+    dispatches (ns). A row for each (invocation, pass, counter) with at least one stored reading,
+    as a GROUP BY over the ``counter_value`` view gives; read from ``counter_reading``'s columns
+    directly, one scan per block of 16 counters (through the view: 16 s at 10^6 dispatches, 8 counters).
+    """
+    cr, ct = schema.counter_reading, schema.counter
+    found = store.frame(
+        sa.select(ct.c.counter_index, ct.c.counter_name).where(
+            ct.c.run_id == run_id, ct.c.counter_name.in_(sorted(set(names)))
+        )
+    ).itertuples(index=False)
+    frames = []
+    by_block: dict[int, list[tuple[int, str]]] = {}
+    for index, name in found:
+        by_block.setdefault(int(index) // schema.COUNTERS_PER_READING, []).append((int(index), str(name)))
+    sqlite = store.engine.dialect.name == "sqlite"
+    d = schema.dispatch_record
+    for block, counters in sorted(by_block.items()):
+        columns: list[Any] = [d.c.op_index, d.c.pass_index]
+        for k, (index, _) in enumerate(counters):
+            raw = cr.c[f"value_{index % schema.COUNTERS_PER_READING}"]
+            # SQLite keeps whatever a damaged row holds: text counts as unknown, not as 0
+            value = sa.case((sa.func.typeof(raw).in_(("integer", "real")), raw)) if sqlite else raw
+            columns += [
+                sa.func.count(raw).label(f"stored_{k}"),
+                sa.func.sum(value).label(f"total_{k}"),
+                sa.func.count(value).label(f"kernels_{k}"),
+                sa.func.sum(value * d.c.duration_ns).label(f"timed_{k}"),
+                sa.func.sum(sa.case((value.is_not(None), d.c.duration_ns))).label(f"time_{k}"),
+            ]
+        wide = store.frame(
+            sa.select(*columns)
+            .select_from(cr.join(d, sa.and_(d.c.run_id == cr.c.run_id, d.c.dispatch_index == cr.c.dispatch_index)))
+            .where(cr.c.run_id == run_id, cr.c.block == block, d.c.op_index.is_not(None))
+            .group_by(d.c.op_index, d.c.pass_index)
+        )
+        for k, (_, name) in enumerate(counters):
+            part = wide[wide[f"stored_{k}"].astype("int64") > 0]
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "op_index": part["op_index"],
+                        "pass_index": part["pass_index"],
+                        "counter_name": name,
+                        **{c: part[f"{c}_{k}"] for c in ("total", "kernels", "timed", "time")},
+                    }
+                )
+            )
+    columns_out = ["op_index", "pass_index", "counter_name", "total", "kernels", "timed", "time"]
+    if not frames:
+        return pd.DataFrame(columns=columns_out)
+    return (
+        pd.concat(frames, ignore_index=True)
+        .sort_values(["op_index", "pass_index", "counter_name"], kind="stable")
+        .reset_index(drop=True)[columns_out]
     )
 
 
@@ -338,11 +392,13 @@ def _groups(
     flushed: bool,
     arch: Any = None,
     l2_gbps: float | None = None,
+    own: bool = False,
 ) -> pd.DataFrame:
-    """The ranked op groups with their evidence (:data:`GROUP_COLUMNS`)."""
+    """The ranked op groups with their evidence (:data:`GROUP_COLUMNS`); ``own``: ``inv`` may be changed."""
     if not len(inv):
         return pd.DataFrame(columns=GROUP_COLUMNS)
-    inv = inv.copy()
+    if not own:
+        inv = inv.copy()
     for c in (
         "duration_ns",
         "dram_bytes",
@@ -394,9 +450,10 @@ def _groups(
     inv["idle_share"] = pd.to_numeric(inv["evaluation"], errors="coerce").map(idle)
     gap = gaps.set_index("op_index")["host_gap_ns"] if len(gaps) else pd.Series(dtype=float)
     inv["host_gap_ns"] = inv["op_index"].map(gap)
+    shapes: dict[tuple[Any, ...], str] = {}  # a few hundred distinct shapes over 10^6 invocations
     inv["group"] = [
-        _shape(str(o), n, s, q)
-        for o, n, s, q in zip(inv["op_list"], inv["ne"], inv["src_ne"], inv["quant"], strict=True)
+        shapes[key] if key in shapes else shapes.setdefault(key, _shape(str(key[0]), *key[1:]))
+        for key in zip(inv["op_list"], inv["ne"], inv["src_ne"], inv["quant"], strict=True)
     ]
     rows = []
     total_time = float(inv["duration_ns"].sum())

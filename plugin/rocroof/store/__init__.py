@@ -19,7 +19,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -1046,11 +1046,9 @@ class Store:
     def frame(self, stmt: sa.Select[Any] | sa.TextClause, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Run a select and return a DataFrame (inside :meth:`write_run`'s transaction while it builds reports)."""
         if self._within is not None:
-            result = self._within.execute(stmt, params or {})
-            return _to_frame(result.fetchall(), list(result.keys()))
+            return _frame_of_result(self._within.execute(stmt, params or {}))
         with self.engine.connect() as conn:
-            result = conn.execute(stmt, params or {})
-            return _to_frame(result.fetchall(), list(result.keys()))
+            return _frame_of_result(conn.execute(stmt, params or {}))
 
     def runs_with_labels(self, selector: dict[str, str]) -> list[int]:
         """Ids of the runs whose labels match every ``key: pattern`` of ``selector``, oldest first.
@@ -1391,22 +1389,136 @@ def _reason(exc: sa.exc.DBAPIError) -> str:
     return str(exc.orig).strip().splitlines()[0] if exc.orig is not None and str(exc.orig).strip() else str(exc)
 
 
-def _to_frame(rows: Sequence[Any], columns: list[str]) -> pd.DataFrame:
-    """Rows as a DataFrame; a column of integers (and NULLs) becomes exact nullable ``Int64``.
+#: Rows typed at a time by :meth:`Store.frame`: the driver's Python objects (~40 bytes a cell) are
+#: held for one batch, not the whole result (10^6 dispatch rows of 35 columns: ~1.3 GB as objects,
+#: ~0.3 GB as typed columns).
+FRAME_BATCH_ROWS = 1 << 16
 
-    Without this, one NULL turns an integer column into float64, which prints ``5.0`` for ``5``
-    and loses digits of nanosecond timestamps beyond 2**53.
+_NONE = type(None)
+
+
+def _is_int(kind: type) -> bool:
+    return issubclass(kind, int) and not issubclass(kind, bool)
+
+
+class _Column:
+    """One result column, gathered a batch of rows at a time and typed as a whole by :meth:`result`.
+
+    A batch of integers (and NULLs) is kept as int64 values with a NULL mask, a batch of floats
+    (and NULLs) as float64 values with a NULL mask, a batch of NULLs as its length; any other batch
+    as its Python objects. The column is then what :func:`frame_of_batches` documents, exactly as
+    if its values had been seen at once: a column whose batches differ in kind (integers in one,
+    floats or text in another) is rebuilt as objects first.
     """
-    df = pd.DataFrame([tuple(r) for r in rows], columns=columns, dtype=object)
-    for i in range(len(columns)):
-        values = [_from_decimal(v) if isinstance(v, decimal.Decimal) else v for v in df.iloc[:, i].tolist()]
-        present = [v for v in values if v is not None]
-        exact_int = all(isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 for v in present)
-        if present and exact_int:
-            df.isetitem(i, pd.array(values, dtype="Int64"))
-        elif present:
-            df.isetitem(i, pd.Series(values))
+
+    __slots__ = ("kinds", "length", "pieces", "texts")
+
+    def __init__(self) -> None:
+        self.kinds: set[type] = set()  # the Python types of the column's non-NULL values
+        self.length = 0
+        # one object per distinct text (the driver makes one per cell: 10^6 rows naming a few dozen
+        # ops or shapes); None once the column's texts are mostly distinct (the table costs more)
+        self.texts: dict[str, str] | None = {}
+        # ("null", None, None) | ("int" | "float", values, NULL mask or None) | ("object", list, None)
+        self.pieces: list[tuple[str, Any, np.ndarray | None]] = []
+
+    def add(self, values: list[Any]) -> None:
+        kinds = set(map(type, values))
+        if decimal.Decimal in kinds:
+            values = [_from_decimal(v) if isinstance(v, decimal.Decimal) else v for v in values]
+            kinds = set(map(type, values))
+        has_null = _NONE in kinds
+        kinds.discard(_NONE)
+        self.kinds |= kinds
+        self.length += len(values)
+        if not kinds:
+            self.pieces.append(("null", len(values), None))
+            return
+        if kinds == {float} or all(_is_int(k) for k in kinds):
+            kind, dtype = ("float", np.float64) if kinds == {float} else ("int", np.int64)
+            try:
+                if not has_null:
+                    self.pieces.append((kind, np.array(values, dtype=dtype), None))
+                    return
+                cells = np.array(values, dtype=object)
+                null = np.equal(cells, None)  # type: ignore[call-overload]  # elementwise "is NULL"
+                cells[null] = 0
+                self.pieces.append((kind, cells.astype(dtype), null))
+                return
+            except OverflowError:  # an integer beyond int64: kept as it is
+                pass
+        if self.texts is not None and kinds == {str}:
+            texts = self.texts
+            values = [texts.setdefault(v, v) if v is not None else None for v in values]
+            if len(texts) > self.length // 2:
+                self.texts = None
+        self.pieces.append(("object", values, None))
+
+    def result(self) -> Any:
+        """The column: ``Int64``, float64, or ``pd.Series`` of the objects (NULLs only: ``object`` Nones)."""
+        kinds = {kind for kind, _, _ in self.pieces if kind != "null"}
+        if not kinds:
+            return pd.Series(np.full(self.length, None, dtype=object), dtype=object)
+        if kinds <= {"int", "float"}:
+            values, nulls = [], []
+            for kind, cells, null in self.pieces:
+                if kind == "null":
+                    values.append(np.zeros(cells, dtype=np.int64))
+                    nulls.append(np.ones(cells, dtype=bool))
+                else:
+                    values.append(cells)
+                    nulls.append(null if null is not None else np.zeros(len(cells), dtype=bool))
+            mask = np.concatenate(nulls)
+            if kinds == {"int"}:
+                return pd.arrays.IntegerArray(np.concatenate(values), mask)
+            floats = np.concatenate([v.astype(np.float64, copy=False) for v in values])
+            floats[mask] = np.nan
+            return pd.Series(floats)
+        objects: list[Any] = []
+        for kind, cells, null in self.pieces:
+            if kind == "null":
+                objects.extend([None] * cells)
+            elif kind == "object":
+                objects.extend(cells)
+            else:
+                boxed = cells.astype(object)
+                if null is not None:
+                    boxed[null] = None
+                objects.extend(boxed.tolist())
+        return pd.Series(objects)
+
+
+def _frame_of_result(result: sa.CursorResult[Any]) -> pd.DataFrame:
+    """A result's rows as a DataFrame, fetched :data:`FRAME_BATCH_ROWS` at a time (:func:`frame_of_batches`)."""
+    columns = list(result.keys())
+    return frame_of_batches(iter(lambda: result.fetchmany(FRAME_BATCH_ROWS), []), columns)
+
+
+def frame_of_batches(batches: Iterable[Sequence[Any]], columns: list[str]) -> pd.DataFrame:
+    """Batches of rows as one DataFrame, each column typed over all of its values.
+
+    A column of integers (and NULLs) becomes exact nullable ``Int64`` (without this, one NULL turns
+    an integer column into float64, which prints ``5.0`` for ``5`` and loses digits of nanosecond
+    timestamps beyond 2**53); a column of NULLs only stays ``object``; any other column is what
+    ``pd.Series`` of its values gives (floats and NULLs: float64 with NaN; text: ``str``). A
+    PostgreSQL ``NUMERIC`` is read as SQLite would give it (:func:`_from_decimal`). Each batch's
+    cells are typed, and its Python objects can go, before the next batch is read.
+    """
+    gathered = [_Column() for _ in columns]
+    for batch in batches:
+        if len(batch):
+            for column, values in zip(gathered, zip(*batch, strict=True), strict=True):
+                column.add(list(values))
+    if not gathered or not gathered[0].length:
+        return pd.DataFrame([], columns=columns, dtype=object)
+    df = pd.DataFrame({i: c.result() for i, c in enumerate(gathered)})
+    df.columns = columns
     return df
+
+
+def _to_frame(rows: Sequence[Any], columns: list[str]) -> pd.DataFrame:
+    """Rows as a DataFrame, each column typed over all of its values (:func:`frame_of_batches`)."""
+    return frame_of_batches([rows], columns)
 
 
 def _from_decimal(value: decimal.Decimal) -> int | float:

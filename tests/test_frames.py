@@ -1,0 +1,113 @@
+"""Query results as DataFrames, typed a batch of rows at a time (``rocroof.store.frame_of_batches``).
+
+The expected columns are written out by hand from the typing rule the store documents: integers
+and NULLs -> exact ``Int64``; NULLs only -> ``object`` Nones; anything else -> what ``pd.Series``
+makes of the values (floats -> float64 with NaN for NULL; text -> ``str``). A column must come out
+the same however its rows are cut into batches.
+"""
+
+from __future__ import annotations
+
+import decimal
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+import rocroof.store as store_mod
+from rocroof.store import Store, frame_of_batches
+
+COLUMNS = ["ints", "floats", "texts", "nulls", "mixed"]
+ROWS = [
+    (1, None, "MUL_MAT", None, 1),
+    (None, 2.5, None, None, 2.5),
+    (-(2**63), None, "MUL_MAT", None, None),
+    (2**63 - 1, 0.0, "ADD", None, "x"),
+]
+
+
+def _cut(rows: list[tuple[object, ...]], size: int) -> list[list[tuple[object, ...]]]:
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_each_column_is_typed_over_all_its_batches(size: int) -> None:
+    df = frame_of_batches(_cut(ROWS, size), COLUMNS)
+    assert list(df.columns) == COLUMNS
+    assert str(df["ints"].dtype) == "Int64"
+    assert df["ints"].tolist() == [1, pd.NA, -(2**63), 2**63 - 1]
+    assert df["floats"].dtype == np.float64
+    np.testing.assert_array_equal(df["floats"].to_numpy(), [np.nan, 2.5, np.nan, 0.0])
+    assert df["texts"].tolist()[0] == "MUL_MAT" and df["texts"].tolist()[3] == "ADD"
+    assert df["texts"].isna().tolist() == [False, True, False, False]
+    assert df["nulls"].dtype == object and df["nulls"].tolist() == [None] * 4
+    # an integer in one batch and a float or text in another: the objects as they were read
+    assert df["mixed"].dtype == object
+    assert [type(v) for v in df["mixed"]] == [int, float, type(None), str]
+    assert df["mixed"].tolist() == [1, 2.5, None, "x"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_integers_and_floats_over_batches_become_float64(size: int) -> None:
+    df = frame_of_batches(_cut([(1,), (None,), (2.5,)], size), ["v"])
+    assert df["v"].dtype == np.float64
+    np.testing.assert_array_equal(df["v"].to_numpy(), [1.0, np.nan, 2.5])
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_an_integer_beyond_int64_is_left_to_pandas_as_read(size: int) -> None:
+    # not an exact Int64 column: what pd.Series makes of the values as read (here float64)
+    df = frame_of_batches(_cut([(2**63,), (None,), (5,)], size), ["v"])
+    pd.testing.assert_series_equal(df["v"], pd.Series([2**63, None, 5], name="v"))
+    assert str(df["v"].dtype) != "Int64"
+
+
+def test_a_postgres_numeric_reads_as_sqlite_gives_it() -> None:
+    # SUM of integers on PostgreSQL is NUMERIC: a whole one is an integer, a fraction a float
+    df = frame_of_batches([[(decimal.Decimal("5"), decimal.Decimal("2.5"))], [(None, None)]], ["a", "b"])
+    assert str(df["a"].dtype) == "Int64" and df["a"].tolist() == [5, pd.NA]
+    assert df["b"].dtype == np.float64 and df["b"].tolist()[0] == 2.5
+
+
+def test_no_rows_give_the_named_columns() -> None:
+    df = frame_of_batches([], ["a", "b"])
+    assert list(df.columns) == ["a", "b"] and len(df) == 0
+
+
+def test_duplicate_column_names_are_kept() -> None:
+    df = frame_of_batches([[(1, "x"), (2, "y")]], ["v", "v"])
+    assert list(df.columns) == ["v", "v"]
+    assert df.iloc[:, 0].tolist() == [1, 2] and df.iloc[:, 1].tolist() == ["x", "y"]
+
+
+def test_repeated_texts_share_one_object() -> None:
+    names = ["mul_mat_q4_K_kernel_" + "x" * 100, "rms_norm_f32"]
+    rows = [(names[i % 2] + "",) for i in range(1000)]  # a new string object per row, as a driver makes
+    df = frame_of_batches(_cut(rows, 64), ["kernel_name"])
+    values = df["kernel_name"].tolist()
+    assert values == [names[i % 2] for i in range(1000)]
+    assert len({id(v) for v in values}) == 2
+
+
+def test_store_frame_reads_in_batches_and_gives_the_whole_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "t.db"
+    Store(db)  # a rocroof database; the table below is our own
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (a INTEGER, b REAL, c TEXT)")
+    rows = [(i if i % 3 else None, i / 4 if i % 5 else None, f"k{i % 2}" if i % 7 else None) for i in range(50)]
+    con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    monkeypatch.setattr(store_mod, "FRAME_BATCH_ROWS", 4)
+    df = Store(db, read_only=True).frame(sa.text("SELECT a, b, c FROM t ORDER BY rowid"))
+    assert len(df) == 50
+    assert str(df["a"].dtype) == "Int64"
+    assert df["a"].tolist() == [i if i % 3 else pd.NA for i in range(50)]
+    assert df["b"].dtype == np.float64
+    np.testing.assert_array_equal(df["b"].to_numpy(), [i / 4 if i % 5 else np.nan for i in range(50)])
+    assert [v if isinstance(v, str) else None for v in df["c"]] == [f"k{i % 2}" if i % 7 else None for i in range(50)]
