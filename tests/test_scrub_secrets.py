@@ -263,3 +263,34 @@ def test_committed_examples_hold_no_identifier(example: Path) -> None:
     for table in ("META_DATA_CAPTURE", "TARGET_INFO_SYSTEM_ENV", "ProcessStreams", "META_DATA_EXPORT"):
         assert f'CREATE TABLE "{table}"' not in text and f"CREATE TABLE {table}" not in text, table
     assert not re.search(r"(?m)^\s*export [A-Z_]+=", text)
+
+
+def test_gpu_uuids_header_tokens_passwords_and_url_users_go(tmp_path: Path) -> None:
+    # as nvidia-smi and CUDA_VISIBLE_DEVICES write a GPU (GPU-<uuid>, MIG-<uuid>), an HTTP header in a
+    # curl command, a YAML-style password, a proxy URL with a user, an address: all identify or unlock
+    gpu = "8f3c2a1b-1234-4cde-9abc-0123456789ab"
+    bearer = "sk-live-ab12cd34ef56"
+    password = "hunter2-correct-horse"
+    proxy_user, proxy_pw = "bob-the-proxy-user", "pr0xy-pw"
+    address = "10.20.30.40"
+    cap = tmp_path / "cap"
+    shutil.copytree(REPO / "examples" / "h200" / "dense-prefill", cap)
+    manifest = cap / "rocroof-collect.json"
+    data = json.loads(manifest.read_text())
+    data["passes"][0]["env"]["CUDA_VISIBLE_DEVICES"] = f"GPU-{gpu}"
+    data["passes"][0]["env"]["GGML_CUDA_API_KEY"] = "kept-name-but-secret-json-key"
+    data["api_key"] = "a-json-secret-value"
+    manifest.write_text(json.dumps(data))
+    (cap / "run.log").write_text(
+        f"GPU 0: NVIDIA H200 (UUID: GPU-{gpu})\nMIG-{gpu}\n"
+        f'curl -H "Authorization: Bearer {bearer}" https://example.org/x\n'
+        f"password: {password}\nexport https_proxy=http://{proxy_user}:{proxy_pw}@proxy.lan:3128\n"
+        f"server at {address}:8080\n"
+        "llama_perf_context_print: n_tokens: 512\n"
+    )
+    scrub_capture(cap, tmp_path / "clean")
+    text = dump(tmp_path / "clean")
+    for secret in (gpu, bearer, password, proxy_user, proxy_pw, address, "a-json-secret-value"):
+        assert secret not in text, f"{secret!r} left in the scrubbed copy"
+    # what is not a secret stays: a llama.cpp count that has "token" in its name
+    assert "n_tokens: 512" in text

@@ -20,8 +20,9 @@ reads or will read for timelines, and passing every string that stays through on
 * **CSV columns** that name the host are replaced; identifier columns of ``agent_info.csv`` are
   emptied;
 * **every remaining string** goes through the redactor: secret-looking ``NAME=value`` pairs and
-  ``--flag value`` pairs, host and user names, UUIDs, e-mail addresses, absolute paths (cut to
-  their last part).
+  ``--flag value`` pairs, ``Authorization:``/``password:``-style fields and bearer tokens, the user
+  of a URL, host and user names, UUIDs (``GPU-``/``MIG-`` forms included), IPv4 and e-mail
+  addresses, absolute paths (cut to their last part).
 
 Measurements are left as they are: ``rocroof ingest`` of the copy stores the same numbers.
 """
@@ -71,9 +72,33 @@ _ASSIGNMENT = re.compile(rf"(?<![\w./=-])((?:[A-Z][A-Z0-9_]+|(?i:{_SECRET_NAME})
 #: ``--flag value`` / ``--flag=value`` / ``-flag value`` where the flag names a secret (llama.cpp's
 #: ``--api-key``, ``--hf-token``).
 _SECRET_FLAG = re.compile(rf"(?<![\w-])(--?(?i:{_SECRET_NAME}))(=|\s+)(?!-)({_VALUE})")
+#: ``Name: value`` (an HTTP header, a YAML or log line) where the name says the value is a secret:
+#: ``Authorization: Bearer ...``, ``password: ...``, ``hf_token: ...`` (a narrower set of names than
+#: :data:`_SECRET_NAME`: llama.cpp's logs print ``n_tokens: 512``). The scheme word goes too.
+_FIELD_NAME = (
+    r"(?:proxy-)?authorization|(?:set-)?cookie|[\w-]*(?:passw(?:or)?d|passphrase|secret|api[_-]?key|access[_-]?key"
+    r"|credentials?)[\w-]*|(?:[\w-]*[_-])?token"
+)
+_SECRET_FIELD = re.compile(
+    rf"(?i)(?<![\w.-])({_FIELD_NAME})([\"']?\s*:[ \t]*)(?!{re.escape('<redacted>')})"
+    rf"((?:(?:bearer|basic|token|digest)[ \t]+)?{_VALUE})"
+)
+#: A JSON key whose text value is a secret (the same names).
+_SECRET_KEY = re.compile(rf"(?i)(?:{_FIELD_NAME})")
+#: ``Bearer <token>`` wherever it stands (a curl command line, a log).
+_BEARER = re.compile(r"(?i)(?<![\w-])(bearer)[ \t]+(?!<redacted>)[A-Za-z0-9._~+/=-]{8,}")
+#: The user (and password) of a URL: ``https://bob:pw@proxy``.
+_URL_USER = re.compile(r"(?i)(?<![\w+.-])([a-z][a-z0-9+.-]*://)[^/\s:@]+(?::[^/\s@]*)?@")
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+#: A UUID, also as nvidia-smi and CUDA_VISIBLE_DEVICES write it (``GPU-<uuid>``, ``MIG-<uuid>``,
+#: ``MIG-GPU-<uuid>``), or an AMD ``GPU-<16 hex digits>`` unique id.
 _UUID = re.compile(
-    r"(?i)(?<![0-9a-f-])(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|GPU-[0-9a-f]{16})(?![0-9a-f-])"
+    r"(?i)(?<![0-9a-f-])(?:(?:MIG-)?GPU-|MIG-)?"
+    r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|(?<=GPU-)[0-9a-f]{16})(?![0-9a-f-])"
+)
+#: An IPv4 address (each part 0-255), not part of a longer dotted number (a version 1.2.3.4.5).
+_IPV4 = re.compile(
+    r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w.])"
 )
 _HOME = re.compile(r"(?:/home|/Users|/export/home|/u)/([A-Za-z0-9._-]+)")
 
@@ -117,10 +142,11 @@ class Redactor:
 
     In order: a NUL-separated environment block keeps only :data:`KEEP_ENV` entries; ``NAME=value``
     pairs with an environment-style or secret-looking name lose their value (the kept variables
-    excepted); ``--flag value`` pairs whose flag names a secret lose the value; e-mail addresses
-    and UUIDs are replaced; host names (those of :data:`SHORT_HOST` characters or more; a full
-    name's first label too) become ``host`` and user names ``user``; absolute paths are cut to
-    their last part.
+    excepted); ``--flag value`` pairs whose flag names a secret lose the value, as do
+    ``Authorization:``/``password:``-style fields and ``Bearer`` tokens; a URL's user goes;
+    e-mail addresses, UUIDs and IPv4 addresses are replaced; host names (those of
+    :data:`SHORT_HOST` characters or more; a full name's first label too) become ``host`` and user
+    names ``user``; absolute paths are cut to their last part.
     """
 
     def __init__(self, report: ScrubReport, hosts: Iterable[str] = (), users: Iterable[str] = ()) -> None:
@@ -159,8 +185,12 @@ class Redactor:
 
         text = _ASSIGNMENT.sub(assignment, text)
         text = self._sub(_SECRET_FLAG, text, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", "secret flag value")
+        text = self._sub(_SECRET_FIELD, text, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", "secret field value")
+        text = self._sub(_BEARER, text, lambda m: f"{m.group(1)} {REDACTED}", "bearer token")
+        text = self._sub(_URL_USER, text, lambda m: f"{m.group(1)}user@", "user of a URL")
         text = self._sub(_EMAIL, text, "<email>", "e-mail address")
         text = self._sub(_UUID, text, "<uuid>", "UUID")
+        text = self._sub(_IPV4, text, "<ip>", "IP address")
         if self._host_re is not None:
             text = self._sub(self._host_re, text, "host", "host name")
         if self._user_re is not None:
@@ -579,6 +609,9 @@ def _scrub_json(path: Path, text: str, redact: Redactor, *, manifest: bool) -> s
         if isinstance(obj, list):
             return redact.argv(obj) if manifest and key in ("command", "argv") else [walk(v, key) for v in obj]
         if isinstance(obj, str):
+            if _SECRET_KEY.fullmatch(key) and obj:
+                redact.report.count("secret field value")
+                return REDACTED
             return "host" if manifest and key == "host" else redact(obj)
         return obj
 
