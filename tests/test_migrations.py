@@ -268,3 +268,22 @@ def test_0008_decides_the_compute_ceiling_of_stored_ops_as_an_ingest_does(tmp_pa
     assert again == written
     # the decode's Q8_0/Q4_K matmuls run ggml's int8 kernels on sm_90, attention on FP16, the rest FP32
     assert set(kinds) == {"int8_matrix_tops", "fp16_matrix_tflops", "fp32_vector_tflops"}
+
+
+def test_ingest_into_an_older_database_says_it_upgraded_it(tmp_path: Path) -> None:
+    # a shared file upgraded by a write is then refused by teammates' older rocroof: the write says so
+    from click.testing import CliRunner
+
+    from rocroof.cli import cli
+
+    db = tmp_path / "old.db"
+    db.write_bytes(gzip.decompress(next(p for p in OLD if p.name.startswith("schema7")).read_bytes()))
+    capture = Path(__file__).resolve().parent.parent / "examples" / "h200" / "moe-prefill"
+    out = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    line = next(x for x in out.output.splitlines() if x.startswith("Upgraded"))
+    assert f"schema version {len(MIGRATIONS)}" in line
+    assert "0008_compute_ceiling, 0009_stored_report" in line  # schema 7 lacked exactly these two
+    # a new database is created, not upgraded: nothing to say
+    fresh = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(tmp_path / "new.db")])
+    assert fresh.exit_code == 0 and "Upgraded" not in fresh.output

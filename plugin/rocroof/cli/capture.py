@@ -67,7 +67,19 @@ def _ingest_one(
             )
     finally:
         store.close()
-    return _summary(run_id, path, facts, db)
+    return _summary(run_id, path, facts, db) + _upgrade_line(store.upgraded, db)
+
+
+def _upgrade_line(applied: list[str], db: str) -> str:
+    """A line saying that the write upgraded an older database's schema ('' when it did not)."""
+    if not applied:
+        return ""
+    from ..store.migrations import SCHEMA_VERSION
+
+    return (
+        f"\nUpgraded {one_line(db)} to schema version {SCHEMA_VERSION} (applied {', '.join(applied)}): "
+        "an older rocroof can no longer read it"
+    )
 
 
 def _next_command(run_id: int, db: str, has_ops: bool) -> str:

@@ -587,6 +587,9 @@ class Store:
     def __init__(self, target: str | Path, *, read_only: bool = False) -> None:
         self.target = str(target)
         self.read_only = read_only
+        #: Migrations this object applied to a database that held runs of an older schema (not the
+        #: creation of a new one): what a write command tells the user it changed.
+        self.upgraded: list[str] = []
         #: The write transaction that :meth:`frame` reads through while :meth:`write_run` builds a
         #: run's stored reports (they see the run's rows before the commit); None otherwise.
         self._within: sa.Connection | None = None
@@ -675,10 +678,13 @@ class Store:
                 migrations.refuse_foreign_or_newer(conn, self.location)
             if self.engine.dialect.name == "sqlite" and not self.read_only:
                 self._use_wal()
-            return migrations.upgrade(self.engine, self.location, recreate_views=recreate_views)
+            ran = migrations.upgrade(self.engine, self.location, recreate_views=recreate_views)
         except sa.exc.DatabaseError as exc:
             why = None if is_url(self.target) else _why_not_created(Path(self.location))
             raise SchemaError(f"{self.location}: cannot open the database ({why or _reason(exc)})") from exc
+        if ran and ran[0] != migrations.MIGRATIONS[0][0]:  # not a new database
+            self.upgraded += ran
+        return ran
 
     def _use_wal(self) -> None:
         """Put the SQLite file in WAL mode (readers do not block the writer; writers queue).
