@@ -529,6 +529,23 @@ def test_a_replayed_capture_stored_before_without_labels_is_skipped_not_failed(t
     assert outcome.results[1].detail == "the same capture is already stored as run 1 (other labels)"
 
 
+def test_sweep_status_gives_the_reason_a_replay_point_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a replay sweep creates no out folder while it succeeds; a failure is recorded there all the same
+    monkeypatch.chdir(tmp_path)
+    text = (
+        "version: 1\nmatrix: {case: [moe-prefill, nonexistent]}\n"
+        f"profiler: {{name: replay, capture: '{EXAMPLES}/{{case}}'}}\ndb: {tmp_path / 'r.db'}\non_error: skip\n"
+    )
+    spec = write(tmp_path / "s.yaml", text)
+    ran = CliRunner().invoke(cli, ["sweep", str(spec)])
+    assert ran.exit_code != 0 or "1 failed" in ran.output
+    status = CliRunner().invoke(cli, ["sweep", "status", str(spec)])
+    assert status.exit_code == 0, status.output
+    failed = [line for line in status.output.splitlines() if "failed" in line and "nonexistent" in line]
+    assert failed, status.output
+    assert "no such file or directory" in failed[0].lower()
+
+
 # ---- profiling sweeps with a fake rocprofv3 ---------------------------------------------------------
 
 Call = tuple[str, tuple[str, ...], dict[str, str]]

@@ -17,8 +17,9 @@ logs stay there) and the point starts afresh.
 **One process per point.** A lock file ``<out>/.locks/<id>`` (``flock``) keeps two sweeps (or
 batch jobs) from running the same point at once; the database is checked again under it.
 Replay points take no lock (the database's content hash already refuses a capture stored
-twice) and do not create ``out``: they write their status file only where ``out`` exists
-(a batch executor creates it for its scripts and logs, and reads the files back).
+twice) and create ``out`` only to record a failure (``sweep status`` then gives the reason);
+otherwise they write their status file only where ``out`` exists (a batch executor creates it
+for its scripts and logs, and reads the files back).
 """
 
 from __future__ import annotations
@@ -185,9 +186,13 @@ def read_status(sweep: Sweep, point: Point) -> dict[str, Any]:
 def _write_status(sweep: Sweep, point: Point, **fields: Any) -> None:
     """Replace the status file atomically; a status that cannot be written does not fail the point.
 
-    Nothing is written when ``out`` does not exist (a replay sweep run here does not create it).
+    Nothing is written when ``out`` does not exist (a replay sweep run here does not create it),
+    except a failure: ``out`` is then created, so that ``sweep status`` can say why.
     """
     path = status_path(sweep, point)
+    if fields.get("state") == "failed":
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "point": point.id,
         **fields,
