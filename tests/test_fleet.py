@@ -152,3 +152,13 @@ def test_fleet_heat_map_holds_each_runs_op_shares(db: Path, tmp_path: Path) -> N
     )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "f.png").stat().st_size > 0 and (tmp_path / "f.svg").read_text().startswith("<?xml")
+
+
+@pytest.mark.parametrize(("plot", "written"), [("f.v1", ["f.v1.png", "f.v1.svg"]), ("f.svg", ["f.png", "f.svg"])])
+def test_fleet_plot_name_with_a_dot_keeps_it(db: Path, tmp_path: Path, plot: str, written: list[str]) -> None:
+    # --plot f.v1 wrote f.png and f.svg (Path.with_suffix replaced ".v1")
+    args = ["fleet", "--db", str(db), "--sweep", "replay-h200-sweep", "--plot", str(tmp_path / plot), "--format", "csv"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == written
+    assert f"Wrote {tmp_path / written[0]}, {tmp_path / written[1]}" in result.output

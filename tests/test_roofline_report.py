@@ -217,6 +217,51 @@ def test_plot_html_and_graph_commands(db: Path, tmp_path: Path) -> None:
     assert bad.exit_code == 1 and bad.output.startswith("Error: ")
 
 
+@pytest.mark.parametrize(
+    ("given", "base"),
+    [
+        ("moe.v2", "moe.v2"),  # a dot inside the name is kept: the extensions are appended
+        ("x/r3.png", "x/r3"),  # the files' own extension given: dropped, not doubled
+        ("r3.SVG", "r3"),
+        ("a.png.png", "a.png"),  # only the last one
+        ("run.3.svg.bak", "run.3.svg.bak"),
+    ],
+)
+def test_plot_base_appends_to_the_whole_name(given: str, base: str) -> None:
+    from rocroof.report.plot import plot_base
+
+    assert plot_base(Path(given)) == Path(base)
+
+
+@pytest.mark.parametrize("bad", [".png", ".SVG", "x/.svg"])
+def test_plot_base_refuses_an_extension_alone(bad: str) -> None:
+    from rocroof.errors import InputError
+    from rocroof.report.plot import plot_base
+
+    with pytest.raises(InputError, match="expected a file name without extension"):
+        plot_base(Path(bad), "--plot")
+
+
+@pytest.mark.parametrize(
+    ("out", "written"),
+    [
+        # Path.with_suffix made moe.v2 into moe.png and the heat map overwrote the roofline there
+        ("moe.v2", ["moe.v2.png", "moe.v2.svg", "moe.v2-experts.png", "moe.v2-experts.svg"]),
+        ("r3.png", ["r3.png", "r3.svg", "r3-experts.png", "r3-experts.svg"]),
+    ],
+)
+def test_plot_out_with_a_dot_writes_four_distinct_files(db: Path, tmp_path: Path, out: str, written: list[str]) -> None:
+    # run 2 is moe-prefill: the roofline and the experts heat map, each as PNG and SVG
+    res = CliRunner().invoke(cli, ["plot", "--db", str(db), "--run", "2", "--out", str(tmp_path / out)])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == "Wrote " + ", ".join(str(tmp_path / name) for name in written)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written)
+    png = [(tmp_path / name).read_bytes() for name in written if name.endswith(".png")]
+    assert all(b[:8] == b"\x89PNG\r\n\x1a\n" for b in png) and png[0] != png[1]  # two plots, not one twice
+    svg = [(tmp_path / name).read_text() for name in written if name.endswith(".svg")]
+    assert "tokens routed" not in svg[0] and "tokens routed" in svg[1]
+
+
 NAN = float("nan")
 
 

@@ -286,7 +286,8 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
     "plot_out",
     type=click.Path(path_type=Path),
     default=None,
-    help="Also draw the heat map (ops x runs, % of each run's GPU time) as PLOT.png and PLOT.svg.",
+    help="Also draw the heat map (ops x runs, % of each run's GPU time) as PLOT.png and PLOT.svg. A dot in PLOT "
+    "stays (f.v1: f.v1.png, f.v1.svg); a trailing .png or .svg is dropped (f.png: f.png, f.svg).",
 )
 @click.pass_context
 def fleet(
@@ -325,14 +326,13 @@ def fleet(
     df = fleet_view(store, runs)
     if plot_out is not None:
         from ..report.fleet import fleet_matrix
-        from ..report.plot import save_fleet_heatmap
+        from ..report.plot import plot_base, save_fleet_heatmap
 
-        if not plot_out.name or plot_out.is_dir():
-            raise InputError(f"--plot {str(plot_out)!r}: expected a file name without extension, e.g. docs/fleet")
+        base = plot_base(plot_out, "--plot", "docs/fleet")
         matrix = fleet_matrix(store, runs)
         kept = f"the {len(matrix)} ops with the most time of {len(df)}" if len(matrix) < len(df) else "every op"
         title = f"{sweep_name or 'runs'}: % of each run's GPU time per ggml op ({kept})"
-        paths = save_fleet_heatmap(matrix, title, plot_out)
+        paths = save_fleet_heatmap(matrix, title, base)
         stderr_console().print("Wrote " + ", ".join(str(p) for p in paths), markup=False, highlight=False)
     echo(render_fleet(df, fmt, runs=len(runs)), nl=False)
 
@@ -414,7 +414,9 @@ def _html_report(rep: Any, store: Any = None) -> str:
     "out",
     type=click.Path(path_type=Path),
     default=None,
-    help="File name without extension, in an existing folder; writes OUT.png and OUT.svg (default: roofline-run<N>).",
+    help="File name in an existing folder; writes OUT.png and OUT.svg (default: roofline-run<N>), and for MoE runs "
+    "OUT-experts.png and OUT-experts.svg. A dot in OUT stays (moe.v2: moe.v2.png, moe.v2.svg); a trailing .png or "
+    ".svg is dropped (r3.png: r3.png, r3.svg).",
 )
 def plot(db: str, run_spec: str, out: Path | None) -> None:
     """Draw the run's roofline: ceilings, and one point per ggml op type (and the MoE heat map).
@@ -431,12 +433,11 @@ def plot(db: str, run_spec: str, out: Path | None) -> None:
       rocroof plot --run 3 --out docs/decode-roofline
     """
     from ..errors import InputError as _InputError
-    from ..report.plot import save_roofline
+    from ..report.plot import plot_base, save_roofline
     from ..report.tables import build_report, plot_ceilings, plot_title, roofline_points
     from ..store import Store
 
-    if out is not None and (not out.name or out.name in (".", "..") or out.is_dir()):
-        raise _InputError(f"--out {str(out)!r}: expected a file name without extension, e.g. docs/decode-roofline")
+    given = plot_base(out) if out is not None else None
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
     rep = build_report(store, rid, by="op")
@@ -452,7 +453,7 @@ def plot(db: str, run_spec: str, out: Path | None) -> None:
             f"run {rid}: no modelled FLOPs (the run has no op metadata); collect with the llama.cpp hook's sidecar "
             "or --attach the op metadata JSON when ingesting"
         )
-    base = out or Path(f"roofline-run{rid}")
+    base = given or Path(f"roofline-run{rid}")
     paths = save_roofline(points, ceilings, plot_title(rep), base)
     from ..report.advise import expert_tokens
     from ..report.plot import save_expert_heatmap

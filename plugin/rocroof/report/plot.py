@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import OutputError
+from ..errors import InputError, OutputError
 
+#: Extensions of the files a plot is written as; a name given with one of them (any case) has it dropped.
+IMAGE_SUFFIXES = (".png", ".svg")
 #: Columns :func:`roofline_figure` reads from its ``points`` frame.
 POINT_COLUMNS = ("label", "ai_measured", "ai_model", "flops_per_s", "time_share")
 #: Points (the ops with the most time) named beside their marker; the legend names them all.
@@ -209,8 +211,35 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
+def plot_base(name: Path, option: str = "--out", example: str = "docs/decode-roofline") -> Path:
+    """The base name of a plot's files, from the name the user gave (``--out``, ``--plot``).
+
+    The rule: a trailing ``.png`` or ``.svg`` (any case) is dropped, since each plot is written
+    as both; any other dot stays part of the name, and the extensions are appended to the whole
+    name by the ``save_*`` functions. ``moe.v2`` -> ``moe.v2`` (``moe.v2.png``, ``moe.v2.svg``);
+    ``r3.png`` and ``r3.SVG`` -> ``r3`` (``r3.png``, ``r3.svg``); ``a.png.png`` -> ``a.png``.
+
+    Args:
+        name: the path as given (relative to the working folder, or absolute).
+        option: the option's name, for the error message.
+        example: a good name, for the error message.
+
+    Raises:
+        InputError: no file name is left (``""``, ``.``, ``..``, ``.png``) or ``name`` is a folder.
+    """
+    stem = name.name
+    if stem.lower().endswith(IMAGE_SUFFIXES):
+        stem = stem[: -len(".png")]  # both suffixes have four characters
+    if not stem or stem in (".", "..") or name.is_dir():
+        raise InputError(f"{option} {str(name)!r}: expected a file name without extension, e.g. {example}")
+    return name.with_name(stem)
+
+
 def save_roofline(points: pd.DataFrame, ceilings: PlotCeilings, title: str, base: Path) -> list[Path]:
-    """Write ``base.png`` and ``base.svg``; return the paths (no timestamps in the files).
+    """Write ``<base>.png`` and ``<base>.svg``; return the paths (no timestamps in the files).
+
+    The extensions are appended to the whole name: ``moe.v2`` gives ``moe.v2.png`` (see
+    :func:`plot_base` for a name given with ``.png`` or ``.svg``).
 
     Raises:
         OutputError: ``base``'s folder does not exist or is a file, or a file cannot be written
@@ -284,7 +313,10 @@ def fleet_heatmap_figure(share: pd.DataFrame, title: str) -> object:
 
 
 def save_fleet_heatmap(share: pd.DataFrame, title: str, base: Path) -> list[Path]:
-    """Write the fleet heat map as ``base.png`` and ``base.svg``; return the paths.
+    """Write the fleet heat map as ``<base>.png`` and ``<base>.svg``; return the paths.
+
+    The extensions are appended to the whole name, as by :func:`save_roofline`.
+
 
     Raises:
         OutputError: as :func:`save_roofline`.
@@ -294,7 +326,10 @@ def save_fleet_heatmap(share: pd.DataFrame, title: str, base: Path) -> list[Path
 
 
 def save_expert_heatmap(tokens: pd.DataFrame, title: str, base: Path) -> list[Path]:
-    """Write the MoE routing heat map as ``base.png`` and ``base.svg``; return the paths.
+    """Write the MoE routing heat map as ``<base>.png`` and ``<base>.svg``; return the paths.
+
+    The extensions are appended to the whole name, as by :func:`save_roofline`.
+
 
     Raises:
         OutputError: as :func:`save_roofline`.
@@ -324,13 +359,17 @@ def _check_folder(base: Path) -> None:
 
 
 def _save(fig: Any, base: Path) -> list[Path]:
-    """Write ``fig`` as ``base.png`` and ``base.svg`` through ``.part`` files (no timestamps)."""
+    """Write ``fig`` as ``<base>.png`` and ``<base>.svg`` through ``.part`` files (no timestamps).
+
+    The extension is appended to the whole name (``Path.with_suffix`` would replace the part
+    after a dot in it: ``moe.v2`` would become ``moe.png``).
+    """
     import matplotlib.pyplot as plt
 
     out = []
     try:
         for ext, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
-            path = base.with_suffix(f".{ext}")
+            path = base.with_name(f"{base.name}.{ext}")
             part = path.with_name(path.name + ".part")
             try:
                 fig.savefig(part, format=ext, metadata=meta)
