@@ -200,3 +200,48 @@ def test_a_run_without_timestamps_has_nothing_to_draw(tmp_path: Path) -> None:
     Store(db).write_run(build_run(read_capture(fixture_path("h200-trial", "dense_ncu_raw.csv.gz"))))
     result = CliRunner().invoke(cli, ["export", "--db", str(db)])
     assert result.exit_code == 1 and "nothing to draw" in result.output and "Traceback" not in result.output
+
+
+def test_rounded_timestamps_are_unknown_not_a_zero_length_trace(tmp_path: Path) -> None:
+    # rocprofiler-compute's timestamps.csv holds 3 dispatches, each started and ended at 8.1097E+14:
+    # rounded, so their durations are NULL; they were drawn at ts 0 with dur 0
+    from .conftest import fixture_path
+
+    db = tmp_path / "r.db"
+    Store(db).write_run(build_run(read_capture(fixture_path("rocprof-compute", "vcopy", "MI300X_A1"))))
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(out)])
+    assert result.exit_code == 1 and not out.exists(), result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert result.output.startswith("Error: run 1: none of its 3 dispatches has a known start and duration")
+    assert "3 whose timestamps give no duration: rounded by the profiler" in result.output
+
+
+def test_dispatches_without_a_duration_are_left_out_and_counted(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    Store(db).write_run(build_run(read_capture(EXAMPLES / "h200" / "moe-prefill")))
+    con = sqlite3.connect(db)
+    timed = (
+        "FROM dispatch_record d JOIN pass p ON p.run_id = d.run_id AND p.pass_index = d.pass_index "
+        "WHERE p.is_timing_pass"
+    )
+    stored = con.execute(f"SELECT COUNT(*) {timed}").fetchone()[0]
+    unknown = {0, 5, 7}  # three kernels whose GPU time is unknown (as when a profiler rounds them)
+    con.execute(f"UPDATE dispatch_record SET duration_ns = NULL WHERE dispatch_index IN {tuple(unknown)}")
+    con.commit()
+    stamps = dict(con.execute(f"SELECT d.dispatch_index, d.end_ns - d.start_ns {timed}").fetchall())
+    con.close()
+    result = CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(tmp_path / "run.json")])
+    assert result.exit_code == 0, result.output
+    assert "warning: 3 dispatch(es) left out of the timeline, their time unknown (3 whose timestamps give no" in (
+        result.output.replace("\n", " ")
+    )
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert check_trace(doc) == []
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(kernels) == stored - 3 and not unknown & {e["args"]["dispatch_index"] for e in kernels}
+    for e in kernels:  # each drawn kernel keeps its stored time, µs
+        assert e["dur"] == pytest.approx(stamps[e["args"]["dispatch_index"]] / 1e3, abs=1e-3)
+    other = doc["otherData"]
+    assert (other["dispatches_left_out"], other["dispatches_without_timestamps"]) == (3, 0)
+    assert other["dispatches_without_duration"] == 3

@@ -236,7 +236,9 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
     ranges of the ggml ops, and counter tracks for DRAM GB/s and cumulative DRAM MB. Each kernel
     carries its op, node, invocation, kernel ordinal and measured and modelled bytes; open the
     file at https://ui.perfetto.dev (it stays in your browser) or chrome://tracing. Times are the
-    trace pass's, from the run's first event.
+    trace pass's, from the run's first event. Dispatches whose start or duration is unknown
+    (no timestamps, or timestamps the profiler rounded) are left out, with a warning that counts
+    them; a run with none known is an error.
 
     \b
     Examples:
@@ -251,16 +253,18 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
     doc = trace_document(store, rid)
-    left = int(doc["otherData"]["dispatches_left_out"])
+    other = doc["otherData"]
+    left = int(other["dispatches_left_out"])
     drawn = sum(1 for e in doc["traceEvents"] if e["ph"] != "M")
+    why = _left_out_why(int(other["dispatches_without_timestamps"]), int(other["dispatches_without_duration"]))
     if left and not drawn:
         raise InputError(
-            f"run {rid}: none of its {left:,} dispatches has start and end timestamps (an Nsight Compute replay "
-            "records durations only): nothing to draw; export a run with a trace pass (nsys, rocprofv3 --kernel-trace)"
+            f"run {rid}: none of its {left:,} dispatches has a known start and duration ({why}): nothing to draw; "
+            "export a run with a trace pass (nsys, rocprofv3 --kernel-trace)"
         )
     if left:
         stderr_console().print(
-            f"warning: {left:,} dispatch(es) without start and end timestamps left out of the timeline",
+            f"warning: {left:,} dispatch(es) left out of the timeline, their time unknown ({why})",
             markup=False,
             soft_wrap=True,
         )
@@ -274,6 +278,16 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
         raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from exc
     events = len(doc["traceEvents"])
     echo(f"Wrote {out}: {events:,} trace events (open it at https://ui.perfetto.dev or chrome://tracing)")
+
+
+def _left_out_why(no_stamps: int, no_duration: int) -> str:
+    """Why ``export`` left dispatches out, in words: the counts of :func:`rocroof.report.perfetto.trace_document`."""
+    parts = []
+    if no_stamps:
+        parts.append(f"{no_stamps:,} without start and end timestamps: an Nsight Compute replay records durations only")
+    if no_duration:
+        parts.append(f"{no_duration:,} whose timestamps give no duration: rounded by the profiler, or end before start")
+    return "; ".join(parts)
 
 
 @cli.group(invoke_without_command=True)

@@ -6,6 +6,8 @@ Perfetto's JSON importer reads it. Events used:
 * ``M`` (metadata): ``process_name`` / ``thread_name`` / ``process_sort_index`` naming the tracks;
 * ``X`` (complete): ``ts`` and ``dur`` in µs (floats with ns precision), one per kernel dispatch on
   its GPU queue/stream track, one per roctx/NVTX range on its host thread track;
+  a dispatch whose start, end or duration is unknown (NULL) is left out and counted, never drawn
+  at 0 (unknown is not zero): e.g. rocprofiler-compute's rounded timestamps give no duration;
 * ``i`` (instant, thread scope): roctx/NVTX marks;
 * ``C`` (counter): per GPU, ``DRAM GB/s`` (the kernel's measured read + write bytes over its
   time, set at its start and back to 0 at its end) and ``DRAM MB`` (the run's cumulative bytes).
@@ -59,15 +61,18 @@ def trace_document(store: Store, run_id: int) -> dict[str, Any]:
 
     Returns:
         ``{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}``; ``otherData``
-        names the run, the GPU and how many dispatches and ranges were left out (no timestamps).
+        names the run, the GPU and how many dispatches and ranges were left out:
+        ``dispatches_left_out`` (all of them) = ``dispatches_without_timestamps`` (no start or
+        end timestamp) + ``dispatches_without_duration`` (timestamps stored but the GPU time
+        unknown: rounded by the profiler, or an end before the start); ``ranges_left_out``.
     """
     run = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
     params = {"rid": run_id}
     kernels = store.frame(
         sa.text(
-            "SELECT d.dispatch_index, d.kernel_name, d.start_ns, d.end_ns, d.dram_read_bytes, d.dram_write_bytes, "
-            "d.achieved_gbps, d.op, d.op_list, d.node_name, d.invocation, d.kernel_ordinal, r.agent_index, "
-            "r.queue_id, r.stream_id, m.model_read_bytes, m.model_write_bytes, m.flops "
+            "SELECT d.dispatch_index, d.kernel_name, d.start_ns, d.end_ns, d.duration_ns, d.dram_read_bytes, "
+            "d.dram_write_bytes, d.achieved_gbps, d.op, d.op_list, d.node_name, d.invocation, d.kernel_ordinal, "
+            "r.agent_index, r.queue_id, r.stream_id, m.model_read_bytes, m.model_write_bytes, m.flops "
             "FROM dispatch_dram d "
             "JOIN dispatch_record r ON r.run_id = d.run_id AND r.dispatch_index = d.dispatch_index "
             "LEFT JOIN op_model m ON m.run_id = d.run_id AND m.op_index = d.op_index WHERE d.run_id = :rid"
@@ -88,7 +93,10 @@ def trace_document(store: Store, run_id: int) -> dict[str, Any]:
 
     k_start = pd.to_numeric(kernels["start_ns"], errors="coerce")
     k_end = pd.to_numeric(kernels["end_ns"], errors="coerce")
-    k_ok = k_start.notna() & k_end.notna() & (k_end >= k_start)
+    k_stamped = k_start.notna() & k_end.notna()
+    # the duration is the store's verdict on the timestamps: NULL where they were rounded or end
+    # before they start, so such a kernel has no place on a timeline (not 0 µs at the run's start)
+    k_ok = k_stamped & pd.to_numeric(kernels["duration_ns"], errors="coerce").notna() & (k_end >= k_start)
     r_start = pd.to_numeric(ranges["start_ns"], errors="coerce")
     r_end = pd.to_numeric(ranges["end_ns"], errors="coerce")
     r_ok = r_start.notna() & r_end.notna() & (r_end >= r_start)
@@ -216,6 +224,8 @@ def trace_document(store: Store, run_id: int) -> dict[str, Any]:
             "source_path": storable(str(run.get("source_path") or "")),
             "time_zero_ns": t0,
             "dispatches_left_out": int((~k_ok).sum()),
+            "dispatches_without_timestamps": int((~k_stamped).sum()),
+            "dispatches_without_duration": int((k_stamped & ~k_ok).sum()),
             "ranges_left_out": int((~r_ok).sum()),
         },
     }
