@@ -628,3 +628,41 @@ def test_graphviz_reads_the_dot(tmp_path: Path) -> None:
     done = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "<svg" in done.stdout
+
+
+@pytest.mark.parametrize("extra", [[], ["--evaluation", "0"], ["--format", "json"]])
+def test_graph_of_a_run_without_op_metadata_is_one_error(tmp_path: Path, extra: list[str]) -> None:
+    # the H200 trial's nsys + ncu exports and its ggml-fused: log: op invocations from the log lines,
+    # no op metadata, so no edges and no evaluations; plain `graph` printed the nodes with 0 edges
+    from click.testing import CliRunner
+
+    from rocroof.capture.readers import read_capture
+    from rocroof.cli import cli
+    from rocroof.ingest.pipeline import build_run
+    from rocroof.store import Store
+
+    from .conftest import fixture_path
+
+    capture = tmp_path / "dense"
+    capture.mkdir()
+    for f in fixture_path("h200-trial").glob("dense_*"):
+        shutil.copy(f, capture / f.name)
+    db = tmp_path / "r.db"
+    Store(db).write_run(build_run(read_capture(capture)))
+    result = CliRunner().invoke(cli, ["graph", "--db", str(db), *extra])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output == "Error: run 1: no op graph (it needs op metadata: the hook's sidecar or the fork's JSON)\n"
+
+
+def test_stored_graph_without_evaluations_raises() -> None:
+    from rocroof.errors import InputError
+    from rocroof.report.graph import stored_graph
+
+    class NoGraph:  # op invocations without evaluations (no op metadata) and no edges
+        def query(self, sql: str) -> pd.DataFrame:
+            if "op_edge" in sql:
+                return pd.DataFrame(columns=["src_op_index", "dst_op_index", "storage_id", "tensor_name"])
+            return pd.DataFrame({"op_index": [0, 1], "evaluation": [None, None], "op_list": ["ADD", "MUL"]})
+
+    with pytest.raises(InputError, match=r"^run 4: no op graph"):
+        stored_graph(NoGraph(), 4, None)

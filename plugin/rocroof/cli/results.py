@@ -549,7 +549,8 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
 
     Edges come from the op metadata's storage ids (the last writer of a storage feeds its
     readers). Nodes carry op, name, GPU time and DRAM bytes; the critical path (the longest
-    chain by time in its evaluation) is red in DOT.
+    chain by time in its evaluation) is red in DOT. A run without op metadata has no graph: an
+    error, whether or not --evaluation is given.
 
     \b
     Examples:
@@ -563,13 +564,7 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
 
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
-    nodes, edges = stored_graph(store, rid, evaluation)
-    if not len(nodes):
-        every, _ = stored_graph(store, rid, None)
-        evals = sorted({int(e) for e in every["evaluation"].dropna()}) if len(every) else []
-        if evaluation is not None and evals:
-            raise InputError(f"run {rid}: no evaluation {evaluation}; it has evaluations {evals[0]}–{evals[-1]}")
-        raise InputError(f"run {rid}: no op graph (it needs op metadata: the hook's sidecar or the fork's JSON)")
+    nodes, edges = stored_graph(store, rid, evaluation)  # InputError: no op graph, no such evaluation
     if fmt == "dot":
         echo(graph_dot(nodes, edges, f"run {rid}").rstrip("\n"))
         return

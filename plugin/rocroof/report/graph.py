@@ -11,14 +11,23 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.graph import dot_quote
+from ..errors import InputError
 
 
 def stored_graph(store: Any, run_id: int, evaluation: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(nodes, edges)`` of a stored run's op graph, optionally one graph evaluation only.
 
     nodes: op_index, invocation, op_list, node_name, layer, evaluation, block_part,
-    on_critical_path, duration_ns, dram_bytes, model_bytes, flops. edges: src_op_index,
-    dst_op_index, storage_id, tensor_name.
+    on_critical_path, duration_ns (ns), dram_bytes, model_bytes (bytes), flops. edges:
+    src_op_index, dst_op_index, storage_id, tensor_name.
+
+    A run has an op graph when its op metadata was read: the metadata gives the edges and puts
+    every invocation in a graph evaluation. Op invocations without it (from ``ggml-fused:`` log
+    lines or host markers alone) have no evaluation and no edges: they are not a graph.
+
+    Raises:
+        InputError: the run has no op graph (no invocation in a graph evaluation), or it has no
+            evaluation ``evaluation`` (the message names the range it has).
     """
     nodes = store.query(
         "SELECT op_index, invocation, op_list, node_name, layer, evaluation, block_part, on_critical_path, "
@@ -27,8 +36,13 @@ def stored_graph(store: Any, run_id: int, evaluation: int | None) -> tuple[pd.Da
     edges = store.query(
         f"SELECT src_op_index, dst_op_index, storage_id, tensor_name FROM op_edge WHERE run_id = {int(run_id)}"
     )
+    evals = sorted({int(e) for e in nodes["evaluation"].dropna()})
+    if not evals:
+        raise InputError(f"run {run_id}: no op graph (it needs op metadata: the hook's sidecar or the fork's JSON)")
     if evaluation is not None:
         nodes = nodes[nodes["evaluation"] == evaluation]
+        if not len(nodes):
+            raise InputError(f"run {run_id}: no evaluation {evaluation}; it has evaluations {evals[0]}–{evals[-1]}")
         keep = set(nodes["op_index"])
         edges = edges[edges["src_op_index"].isin(keep) & edges["dst_op_index"].isin(keep)]
     return nodes.reset_index(drop=True), edges.reset_index(drop=True)
