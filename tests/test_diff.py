@@ -91,6 +91,23 @@ def test_cli_diff(store: tuple[Store, Path]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--min-change-us", "inf"),  # every change under an infinite floor: all noise, exit 0
+        ("--min-change-us", "1e999"),  # inf once read
+        ("--min-change-us", "nan"),
+        ("--min-change", "nan"),
+        ("--min-change", "inf"),
+    ],
+)
+def test_a_noise_floor_must_be_finite(store: tuple[Store, Path], option: str, value: str) -> None:
+    # runs 1 and 2 differ by the slowed matvecs (x1.5), beyond any finite floor under 100%
+    result = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(store[1]), option, value])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert f"Error: Invalid value for '{option}': " in result.output
+
+
+@pytest.mark.parametrize(
     ("delta_us", "floor_us", "verdict"),
     [
         (0.20, 0.25, "noise"),  # 15% of a 1.3 µs kernel, but under the per-call floor

@@ -162,3 +162,25 @@ def test_fleet_plot_name_with_a_dot_keeps_it(db: Path, tmp_path: Path, plot: str
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == written
     assert f"Wrote {tmp_path / written[0]}, {tmp_path / written[1]}" in result.output
+
+
+@pytest.mark.parametrize("pct", ["nan", "NaN", "inf", "+inf", "1e999", "-inf", "-1"])
+def test_a_threshold_that_would_pass_every_pair_is_a_usage_error(db: Path, pct: str) -> None:
+    # fusion off slows the decode pairs by 41%: nan and inf passed as thresholds and the gate said exit 0
+    result = CliRunner().invoke(
+        cli, ["fleet", "diff", "env=fusion", "env=no-fusion", "--db", str(db), "--fail-on-regression", pct]
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "Error: Invalid value for '--fail-on-regression': " in result.output
+    assert result.output.rstrip().splitlines()[-1].startswith("Error: ")
+
+
+@pytest.mark.parametrize("pct", [float("nan"), float("inf"), -1.0])
+def test_regressions_refuses_a_threshold_that_is_not_a_finite_percentage(db: Path, pct: float) -> None:
+    from rocroof.errors import InputError
+    from rocroof.report.fleet import regressions
+
+    store = Store(db, read_only=True)
+    d = fleet_diff(store, select_runs(store, "env=fusion"), select_runs(store, "env=no-fusion"))
+    with pytest.raises(InputError, match="expected a finite percentage >= 0"):
+        regressions(d, pct)

@@ -8,6 +8,7 @@ user errors too.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -122,6 +123,24 @@ def db_arg(db: str) -> str:
     from ..store import shown_db
 
     return "" if db == (os.environ.get("ROCROOF_DB") or DEFAULT_DB) else f" --db {shlex.quote(shown_db(db))}"
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan``, ``inf`` and ``-inf``: a usage error (exit status 2).
+
+    NaN passes any range check (every comparison with it is false), and an infinite threshold
+    (``--fail-on-regression inf``, ``--min-change-us inf``) turns the check it sets off without a
+    word; a threshold is a finite number.
+    """
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """``value`` as a float within the range; fails on a non-number, one out of range or not finite."""
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
 
 
 def db_option(fn: Any) -> Any:

@@ -10,6 +10,7 @@ import click
 from ..errors import InputError
 from .app import (
     FORMATS,
+    FiniteFloatRange,
     all_columns_option,
     cli,
     db_option,
@@ -359,7 +360,7 @@ def fleet(
 @click.option(
     "--fail-on-regression",
     "fail_pct",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=None,
     metavar="PCT",
     help="Exit with status 1 when a pair's GPU time per graph evaluation grew by more than PCT percent (for CI).",
@@ -593,7 +594,7 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
 @click.option("--top", type=click.IntRange(min=0), default=15, show_default=True, help="Largest node changes to list.")
 @click.option(
     "--min-change",
-    type=click.FloatRange(0, 100, max_open=True),
+    type=FiniteFloatRange(0, 100, max_open=True),
     default=5.0,
     show_default=True,
     metavar="PCT",
@@ -601,7 +602,7 @@ def graph(db: str, run_spec: str, evaluation: int | None, fmt: str) -> None:
 )
 @click.option(
     "--min-change-us",
-    type=click.FloatRange(0),
+    type=FiniteFloatRange(0),
     default=0.25,
     show_default=True,
     metavar="US",
@@ -669,9 +670,6 @@ def diff(
 
     la, lb = run_labels(store, a), run_labels(store, b)
     names = (describe(a, la, lb), describe(b, lb, la))
-    for name, value in (("--min-change", min_change), ("--min-change-us", min_change_us)):
-        if value != value:  # NaN passes click's range check
-            raise click.BadParameter("expected a number, not nan", param_hint=name)
     without_ops = [rid for rid in dict.fromkeys((a, b)) if not has_op_invocations(store, rid)] if by == "auto" else []
     if by == "kernel" or without_ops:
         d = diff_kernels(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)

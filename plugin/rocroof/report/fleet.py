@@ -331,7 +331,12 @@ def regressions(d: FleetDiff, fail_pct: float) -> tuple[list[str], bool]:
 
     One warning per side with runs left uncompared, one line per pair whose GPU time per graph
     evaluation grew by more than ``fail_pct`` percent.
+
+    Raises:
+        InputError: ``fail_pct`` is negative or not finite (NaN or infinite would pass every pair).
     """
+    if not np.isfinite(fail_pct) or fail_pct < 0:
+        raise InputError(f"--fail-on-regression {fail_pct}: expected a finite percentage >= 0")
     lines = [
         f"warning: {len(names)} run(s) {what} were not compared: {'; '.join(names)}"
         for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b))
