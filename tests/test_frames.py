@@ -111,3 +111,33 @@ def test_store_frame_reads_in_batches_and_gives_the_whole_result(
     assert df["b"].dtype == np.float64
     np.testing.assert_array_equal(df["b"].to_numpy(), [i / 4 if i % 5 else np.nan for i in range(50)])
     assert [v if isinstance(v, str) else None for v in df["c"]] == [f"k{i % 2}" if i % 7 else None for i in range(50)]
+
+
+@pytest.mark.parametrize("batch", [50, 2000])
+def test_the_streamed_dispatch_csv_is_the_whole_reports_csv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    # `report --by dispatch --format csv` writes a batch of dispatches at a time; at any batch size the
+    # text is the one the whole report renders (NULL-heavy RPD rows, formula-like kernel names included)
+    from click.testing import CliRunner
+
+    from rocroof.capture.readers import read_capture
+    from rocroof.cli import cli
+    from rocroof.ingest.pipeline import build_run
+    from rocroof.report.tables import build_report, render
+
+    from .conftest import REPO, fixture_path
+
+    db = tmp_path / "r.db"
+    for capture in (REPO / "examples" / "h200" / "dense-prefill", fixture_path("rpd")):
+        Store(db).write_run(build_run(read_capture(capture)))
+    monkeypatch.setattr(store_mod, "FRAME_BATCH_ROWS", batch)
+    store = Store(db, read_only=True)
+    for run_id in (1, 2):
+        for raw in (False, True):
+            whole = render(build_report(store, run_id, by="dispatch"), "csv", raw=raw)
+            args = ["report", "--db", str(db), "--run", str(run_id), "--by", "dispatch", "--format", "csv"]
+            out = CliRunner().invoke(cli, args + (["--raw"] if raw else []))
+            assert out.exit_code == 0, out.output
+            assert out.output == whole
+            assert out.output.count("\n") == 1 + len(build_report(store, run_id, by="dispatch").rows)

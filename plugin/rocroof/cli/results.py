@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..errors import InputError
+from ..text import one_line
 from .app import (
     FORMATS,
     FiniteFloatRange,
@@ -155,6 +156,12 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
 
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
+    if by == "dispatch" and fmt == "csv" and top is None:  # every dispatch: written as it is read
+        from ..report.tables import dispatch_csv_chunks
+
+        for chunk in dispatch_csv_chunks(store, rid, raw=raw):
+            echo(chunk, nl=False)
+        return
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
     if fmt == "html":
         echo(_html_report(rep, store), nl=False)
@@ -348,7 +355,9 @@ def fleet(
         kept = f"the {len(matrix)} ops with the most time of {len(df)}" if len(matrix) < len(df) else "every op"
         title = f"{sweep_name or 'runs'}: % of each run's GPU time per ggml op ({kept})"
         paths = save_fleet_heatmap(matrix, title, base)
-        stderr_console().print("Wrote " + ", ".join(str(p) for p in paths), markup=False, highlight=False)
+        stderr_console().print(
+            "Wrote " + ", ".join(one_line(str(p)) for p in paths), markup=False, highlight=False, soft_wrap=True
+        )
     echo(render_fleet(df, fmt, runs=len(runs)), nl=False)
 
 
@@ -478,7 +487,7 @@ def plot(db: str, run_spec: str, out: Path | None) -> None:
         paths += save_expert_heatmap(
             tokens, f"run {rid}: tokens routed per expert and layer", base.with_name(base.name + "-experts")
         )
-    echo("Wrote " + ", ".join(str(p) for p in paths))
+    echo("Wrote " + ", ".join(one_line(str(p)) for p in paths))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})  # SQL may begin with a "-- comment"

@@ -1056,6 +1056,31 @@ class Store:
         with self.engine.connect() as conn:
             return _frame_of_result(conn.execute(stmt, params or {}))
 
+    def frame_batches(
+        self, stmt: sa.Select[Any] | sa.TextClause, params: dict[str, Any] | None = None, batch_rows: int | None = None
+    ) -> Iterator[pd.DataFrame]:
+        """Run a select and yield its rows as DataFrames of ``batch_rows`` rows at a time.
+
+        ``batch_rows`` defaults to :data:`FRAME_BATCH_ROWS`; at least one frame comes (an empty
+        one for no rows). Each frame is typed on its own rows (:func:`frame_of_batches`): a column of integers in
+        one batch and of floats in another comes as ``Int64`` and float64 frames, where
+        :meth:`frame` would give float64 for all. The result is read as it is consumed, so its
+        rows are never all held at once.
+        """
+        size = batch_rows or FRAME_BATCH_ROWS
+        with contextlib.ExitStack() as stack:
+            conn = self._within if self._within is not None else stack.enter_context(self.engine.connect())
+            result = conn.execute(stmt, params or {})
+            columns = list(result.keys())
+            first = True
+            while True:
+                rows = result.fetchmany(size)
+                if rows or first:
+                    yield frame_of_batches([rows], columns)
+                first = False
+                if len(rows) < size:
+                    return
+
     def runs_with_labels(self, selector: dict[str, str]) -> list[int]:
         """Ids of the runs whose labels match every ``key: pattern`` of ``selector``, oldest first.
 
