@@ -131,7 +131,9 @@ def test_the_streamed_dispatch_csv_is_the_whole_reports_csv(
     db = tmp_path / "r.db"
     for capture in (REPO / "examples" / "h200" / "dense-prefill", fixture_path("rpd")):
         Store(db).write_run(build_run(read_capture(capture)))
-    monkeypatch.setattr(store_mod, "FRAME_BATCH_ROWS", batch)
+    import rocroof.report.tables as tables_mod
+
+    monkeypatch.setattr(tables_mod, "CSV_BATCH_ROWS", batch)
     store = Store(db, read_only=True)
     for run_id in (1, 2):
         for raw in (False, True):

@@ -669,12 +669,16 @@ def render(
     return render_text(report, fmt, width, all_columns=all_columns)
 
 
+#: Dispatches read, typed and written at a time by :func:`dispatch_csv_chunks` (~3 MB of CSV text).
+CSV_BATCH_ROWS = 8192
+
+
 def dispatch_csv_chunks(store: Store, run_id: int, *, raw: bool = False) -> Iterator[str]:
     """The whole dispatch report of a run as CSV, a batch of dispatches at a time.
 
     The text of ``render(build_report(store, run_id, by="dispatch"), "csv", raw=raw)`` (one row
     per timing dispatch in ``dispatch_index`` order, the same columns, header first), read and
-    written :data:`rocroof.store.FRAME_BATCH_ROWS` rows at a time: a run of 10^6 dispatches is
+    written :data:`CSV_BATCH_ROWS` rows at a time: a run of 10^6 dispatches is
     never held whole (44 s and 1.4 GB that way, benchmarks/RESULTS.md). The view's columns are
     type-stable (integers, floats or text throughout), so a batch prints its values as the whole
     frame would.
@@ -683,7 +687,7 @@ def dispatch_csv_chunks(store: Store, run_id: int, *, raw: bool = False) -> Iter
     present = set(store.frame(sa.text(f"SELECT * FROM {view} WHERE 0")).columns)
     cols = [c for c in _COLUMNS["dispatch"] if c in present and c not in _NOT_EXPORTED]
     sql = sa.text(f"SELECT {', '.join(cols)} FROM {view} WHERE run_id = :rid ORDER BY dispatch_index")
-    for i, frame in enumerate(store.frame_batches(sql, {"rid": run_id})):
+    for i, frame in enumerate(store.frame_batches(sql, {"rid": run_id}, CSV_BATCH_ROWS)):
         yield csv_text(frame, raw, header=i == 0)
 
 
