@@ -736,3 +736,26 @@ def test_markdown_reports_show_the_longest_100_rows_by_default(tmp_path: Path) -
     assert len(md) < 65_536  # a GitHub comment's limit
     md_all = ok("report", "--db", db, "--by", "dispatch", "--format", "markdown", "--top", "5000")
     assert "showing 5,000 of" in md_all
+
+
+def test_an_interrupted_read_only_command_does_not_speak_of_storing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C in a report: exit status 130 and "Aborted: interrupted." — nothing was being stored
+    import rocroof.report.tables as tables_mod
+
+    db = tmp_path / "r.db"
+    assert (
+        CliRunner()
+        .invoke(cli, ["ingest", str(REPO / "examples" / "h200" / "dense-prefill"), "--db", str(db)])
+        .exit_code
+        == 0
+    )
+
+    def interrupted(*_a: object, **_k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tables_mod, "build_report", interrupted)
+    out = CliRunner().invoke(cli, ["report", "--by", "kernel", "--db", str(db)])
+    assert out.exit_code == 130
+    assert out.output.strip().splitlines()[-1] == "Aborted: interrupted."

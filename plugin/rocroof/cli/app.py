@@ -31,6 +31,10 @@ DB_HELP = (
 FORMATS = ("table", "csv", "json", "markdown")
 
 
+#: The commands that write runs into a database (an interrupted one says what became of them).
+_STORING_COMMANDS = frozenset({"ingest", "collect", "sweep", "merge", "db"})
+
+
 class RocroofGroup(click.Group):
     """A click group that turns :class:`RocroofError` into one-line messages."""
 
@@ -42,7 +46,9 @@ class RocroofGroup(click.Group):
         except KeyboardInterrupt:
             # Ctrl-C, or SIGTERM (rocroof.cli.main): a run being stored rolled back, a profiler stopped
             # with rocroof; exit status 130 as a shell gives a job stopped by SIGINT (and as a sweep does)
-            click.echo("Aborted: interrupted; nothing is stored half (a run being stored was rolled back).", err=True)
+            stores = ctx.invoked_subcommand in _STORING_COMMANDS
+            why = "; nothing is stored half (a run being stored was rolled back)" if stores else ""
+            click.echo(f"Aborted: interrupted{why}.", err=True)
             raise click.exceptions.Exit(130) from None
         except RocroofError as exc:
             if ctx.params.get("traceback") or os.environ.get("ROCROOF_TRACEBACK"):
