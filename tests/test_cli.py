@@ -759,3 +759,17 @@ def test_an_interrupted_read_only_command_does_not_speak_of_storing(
     out = CliRunner().invoke(cli, ["report", "--by", "kernel", "--db", str(db)])
     assert out.exit_code == 130
     assert out.output.strip().splitlines()[-1] == "Aborted: interrupted."
+
+
+def test_runs_notes_with_a_label_selection_is_refused(tmp_path: Path) -> None:
+    # --notes shows one run; a --label beside it used to be ignored without a word
+    db = tmp_path / "r.db"
+    assert (
+        CliRunner()
+        .invoke(cli, ["ingest", str(REPO / "examples" / "h200" / "dense-prefill"), "--db", str(db)])
+        .exit_code
+        == 0
+    )
+    out = CliRunner().invoke(cli, ["runs", "--notes", "1", "--label", "model=x", "--db", str(db)])
+    assert out.exit_code == 1
+    assert out.output.startswith("Error: --notes shows one run's notes") and out.output.count("\n") == 1

@@ -617,7 +617,7 @@ def test_a_replay_sweep_runs_as_a_job_array_under_slurmd(
     assert status.exit_code == 0, status.output
     run_of = {d["sweep_point"]: rid for rid, d in by_run.items()}
     assert [(r["point"], r["state"], r["run"], r["job"]) for r in json.loads(status.stdout)] == [
-        (p.id, "done", str(run_of[p.id]), f"{sub.job}_{i}") for i, p in enumerate(points)
+        (p.id, "done", run_of[p.id], f"{sub.job}_{i}") for i, p in enumerate(points)
     ]
     table = CliRunner().invoke(cli, ["sweep", "status", "replay.yaml"])
     assert table.stdout.splitlines()[0].startswith(f"Sweep replay: Slurm job {sub.job}, 3 array task(s) submitted ")
@@ -649,8 +649,8 @@ def test_a_failing_point_shows_failed_with_its_reason(
         time.sleep(0.5)
     assert seen <= {"pending", "running", "done", "failed"}
     assert [(r["point"], r["state"], r["run"], r["job"], r["detail"]) for r in rows] == [
-        (points[0].id, "done", "1", f"{sub.job}_0", ""),
-        (points[1].id, "failed", "", f"{sub.job}_1", f"{EXAMPLES}/missing: no such file or directory"),
+        (points[0].id, "done", 1, f"{sub.job}_0", ""),
+        (points[1].id, "failed", None, f"{sub.job}_1", f"{EXAMPLES}/missing: no such file or directory"),
     ]
     assert task_states(sub.job) == {0: "COMPLETED", 1: "FAILED"}  # the failed point's task exits 1
     table = CliRunner().invoke(cli, ["sweep", "status", "replay.yaml"])

@@ -544,6 +544,9 @@ def test_sweep_status_gives_the_reason_a_replay_point_failed(tmp_path: Path, mon
     failed = [line for line in status.output.splitlines() if "failed" in line and "nonexistent" in line]
     assert failed, status.output
     assert "no such file or directory" in failed[0].lower()
+    # JSON gives the stored point's run as a number, the failed one's as null
+    rows = json.loads(CliRunner().invoke(cli, ["sweep", "status", str(spec), "--format", "json"]).stdout)
+    assert sorted((r["state"], r["run"]) for r in rows) == [("done", 1), ("failed", None)]
 
 
 # ---- profiling sweeps with a fake rocprofv3 ---------------------------------------------------------

@@ -63,6 +63,10 @@ def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...
     store = Store(db, read_only=True)
     store.check()
     if notes_for is not None:
+        if label_filters:  # one run's notes: a label selection has nothing to select
+            raise InputError(
+                "--notes shows one run's notes: give the run to --notes (labels too: --notes model=x), not --label"
+            )
         rid = store.resolve_run(notes_for)
         df = store.frame(
             sa.select(schema.run_note.c.severity, schema.run_note.c.code, schema.run_note.c.message)

@@ -584,14 +584,16 @@ class SweepStatus:
             {
                 "point": s.point.id,
                 "state": s.state,
-                "run": "" if s.run_id is None else str(s.run_id),
+                "run": s.run_id,  # a number (JSON, CSV), or unknown: null in JSON, blank in tables
                 "job": s.job,
                 "values": " ".join(f"{k}={v}" for k, v in s.point.params.items()),
                 "detail": s.detail,
             }
             for s in self.states
         ]
-        return pd.DataFrame(rows, columns=["point", "state", "run", "job", "values", "detail"])
+        df = pd.DataFrame(rows, columns=["point", "state", "run", "job", "values", "detail"])
+        df["run"] = df["run"].astype("Int64")
+        return df
 
     def heading(self) -> str:
         """One or two lines: which submission, when, its script and logs, the database."""
