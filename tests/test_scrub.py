@@ -113,7 +113,7 @@ def test_scrub_refuses_bad_destinations_and_leaves_nothing_on_failure(dirty: Pat
     (tmp_path / "full" / "f").write_text("x")
     with pytest.raises(InputError, match="not an empty directory"):
         scrub_capture(dirty, tmp_path / "full")
-    with pytest.raises(InputError, match="not a directory"):
+    with pytest.raises(InputError, match="a manifest file, one part of a capture; scrub takes a capture directory"):
         scrub_capture(dirty / "rocroof-collect.json", tmp_path / "o")
     (dirty / "trace" / "nsys.sqlite").write_bytes(b"not a database at all" * 100)
     with pytest.raises(InputError, match="nsys.sqlite: not a readable SQLite database"):

@@ -21,6 +21,7 @@ import pytest
 
 from rocroof.capture.readers import read_capture
 from rocroof.capture.scrub import scrub_capture
+from rocroof.errors import InputError
 from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
@@ -294,3 +295,26 @@ def test_gpu_uuids_header_tokens_passwords_and_url_users_go(tmp_path: Path) -> N
         assert secret not in text, f"{secret!r} left in the scrubbed copy"
     # what is not a secret stays: a llama.cpp count that has "token" in its name
     assert "n_tokens: 512" in text
+
+
+def test_a_one_file_capture_is_scrubbed_into_the_folder(tmp_path: Path) -> None:
+    # `rocroof ingest trace.rpd` reads a one-file capture; scrub takes the same file (it refused
+    # anything but a directory)
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    calls = [
+        Call("hipLaunchKernel", 100 * i, 100 * i + 50, ops=[("k", 9_000 + 10 * i, 9_005 + 10 * i, "KernelExecution")])
+        for i in range(1, 5)
+    ]
+    write_rpd(cap / "trace.rpd", calls, [Marker(f"ggml:ADD:x:1 {EMAIL} HF_TOKEN={TOKEN}", 50, 1_000)])
+    (cap / "beside.log").write_text(f"not part of the one-file capture {TOKEN}")
+    report = scrub_capture(cap / "trace.rpd", tmp_path / "clean")
+    assert sorted(p.name for p in (tmp_path / "clean").iterdir()) == ["trace.rpd"]
+    assert report.written == ["trace.rpd"]
+    assert_clean(tmp_path / "clean")
+    assert numbers(tmp_path / "clean" / "trace.rpd", tmp_path / "b.db", "gfx942") == numbers(
+        cap / "trace.rpd", tmp_path / "a.db", "gfx942"
+    )
+    (cap / "notes.txt.bin").write_text("x")
+    with pytest.raises(InputError, match="notes.txt.bin: a file rocroof does not read; scrub takes a capture"):
+        scrub_capture(cap / "notes.txt.bin", tmp_path / "clean2")

@@ -368,7 +368,9 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
 
     Args:
         src: a capture directory (rocroof collect output, rocprofv3 / rocpd / rocprof-compute /
-            legacy rocprof / RPD / Nsight output).
+            legacy rocprof / RPD / Nsight output), or a capture that is one file (an RPD or rocpd
+            database, an Nsight Systems SQLite export, plain or gzip): ``dst`` then holds its
+            scrubbed copy under the same name.
         dst: the destination; must not exist or be empty.
         compress: gzip ``.sqlite``, ``.db``, ``.rpd``, ``.csv`` and ``.json`` files
             (``name.ext.gz``), all but the ``rocroof-collect.json`` manifest.
@@ -378,18 +380,30 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
         A :class:`ScrubReport`.
 
     Raises:
-        InputError: ``src`` is not a directory, ``dst`` is not empty or lies inside ``src``,
-            or a kept file cannot be read as its type.
+        InputError: ``src`` is neither a directory nor a file, ``dst`` is not empty or lies inside
+            ``src``, a one-file capture is of no kind scrub keeps, or a kept file cannot be read
+            as its type.
     """
-    if not src.is_dir():
-        raise InputError(f"{src}: not a directory (scrub copies a capture directory)")
+    single = src.is_file() and not src.is_symlink()
+    if not src.is_dir() and not single:
+        raise InputError(f"{src}: not a capture directory or file")
     if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
         raise InputError(f"{dst}: destination exists and is not an empty directory")
     if dst.resolve().is_relative_to(src.resolve()):
         raise InputError(f"{dst}: destination lies inside the capture {src}")
     report = ScrubReport()
     files: list[Path] = []
-    for folder, dirs, names in os.walk(src, followlinks=False):
+    if single:
+        kind, why = _kind(src)
+        if kind != "sqlite":  # a CSV, a manifest, a log: one part of a capture directory
+            what = why if kind is None else f"a {why} file, one part of a capture"
+            raise InputError(
+                f"{src}: {what}; scrub takes a capture directory, or a capture that is one file (an RPD, rocpd "
+                "or Nsight Systems SQLite file)"
+            )
+        files.append(src)
+        src = src.parent  # the file's name is kept, relative to its folder
+    for folder, dirs, names in os.walk(src, followlinks=False) if not single else ():
         here = Path(folder)
         for d in sorted(dirs):
             if (here / d).is_symlink():  # os.walk lists a link to a directory without following it

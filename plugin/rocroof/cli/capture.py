@@ -551,11 +551,14 @@ def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> N
     host name, the working directory and every path on the command line. The copy keeps the
     measurements (ingest it: same numbers), drops binary reports (.ncu-rep, .nsys-rep; their
     exports stay), keeps GGML_* variables, and shortens absolute paths to their last part.
+    CAPTURE is a capture directory, or a capture that is one file (an RPD, rocpd or Nsight
+    Systems SQLite file, plain or .gz): OUT then holds its copy under the same name.
 
     \b
     Examples:
       rocroof scrub rocroof-out/20261130-1225 --out share/dense-prefill --gzip
       rocroof scrub cap/ --out cap-clean --host gpu-node-17
+      rocroof scrub mytrace.rpd.gz --out share/rpd
     """
     from ..capture.scrub import SHORT_HOST, scrub_capture
 
