@@ -738,19 +738,21 @@ def test_markdown_reports_show_the_longest_100_rows_by_default(tmp_path: Path) -
     assert "showing 5,000 of" in md_all
 
 
+def _dense_prefill_db(tmp_path: Path) -> Path:
+    """A database holding the dense prefill example as run 1."""
+    db = tmp_path / "r.db"
+    result = CliRunner().invoke(cli, ["ingest", str(REPO / "examples" / "h200" / "dense-prefill"), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    return db
+
+
 def test_an_interrupted_read_only_command_does_not_speak_of_storing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Ctrl-C in a report: exit status 130 and "Aborted: interrupted." — nothing was being stored
     import rocroof.report.tables as tables_mod
 
-    db = tmp_path / "r.db"
-    assert (
-        CliRunner()
-        .invoke(cli, ["ingest", str(REPO / "examples" / "h200" / "dense-prefill"), "--db", str(db)])
-        .exit_code
-        == 0
-    )
+    db = _dense_prefill_db(tmp_path)
 
     def interrupted(*_a: object, **_k: object) -> None:
         raise KeyboardInterrupt
@@ -763,13 +765,7 @@ def test_an_interrupted_read_only_command_does_not_speak_of_storing(
 
 def test_runs_notes_with_a_label_selection_is_refused(tmp_path: Path) -> None:
     # --notes shows one run; a --label beside it used to be ignored without a word
-    db = tmp_path / "r.db"
-    assert (
-        CliRunner()
-        .invoke(cli, ["ingest", str(REPO / "examples" / "h200" / "dense-prefill"), "--db", str(db)])
-        .exit_code
-        == 0
-    )
+    db = _dense_prefill_db(tmp_path)
     out = CliRunner().invoke(cli, ["runs", "--notes", "1", "--label", "model=x", "--db", str(db)])
     assert out.exit_code == 1
     assert out.output.startswith("Error: --notes shows one run's notes") and out.output.count("\n") == 1

@@ -238,14 +238,19 @@ def test_legacy_rocprof_capture(tmp_path: Path) -> None:
     scrub_and_check(cap, tmp_path)
 
 
-def test_rpd_capture(tmp_path: Path) -> None:
-    cap = tmp_path / "cap"
+def _rpd_with_secrets(cap: Path) -> None:
+    """``cap/trace.rpd``: four kernels launched by hipLaunchKernel, a ggml range carrying secrets."""
     cap.mkdir()
     calls = [
         Call("hipLaunchKernel", 100 * i, 100 * i + 50, ops=[("k", 9_000 + 10 * i, 9_005 + 10 * i, "KernelExecution")])
         for i in range(1, 5)
     ]
     write_rpd(cap / "trace.rpd", calls, [Marker(f"ggml:ADD:x:1 {EMAIL} HF_TOKEN={TOKEN}", 50, 1_000)])
+
+
+def test_rpd_capture(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    _rpd_with_secrets(cap)
     with sqlite3.connect(cap / "trace.rpd") as con:
         con.execute("CREATE TABLE rocpd_monitor (deviceType TEXT, value TEXT)")
         con.execute("INSERT INTO rocpd_monitor VALUES ('gpu', ?)", (UNKNOWN,))
@@ -301,12 +306,7 @@ def test_a_one_file_capture_is_scrubbed_into_the_folder(tmp_path: Path) -> None:
     # `rocroof ingest trace.rpd` reads a one-file capture; scrub takes the same file (it refused
     # anything but a directory)
     cap = tmp_path / "cap"
-    cap.mkdir()
-    calls = [
-        Call("hipLaunchKernel", 100 * i, 100 * i + 50, ops=[("k", 9_000 + 10 * i, 9_005 + 10 * i, "KernelExecution")])
-        for i in range(1, 5)
-    ]
-    write_rpd(cap / "trace.rpd", calls, [Marker(f"ggml:ADD:x:1 {EMAIL} HF_TOKEN={TOKEN}", 50, 1_000)])
+    _rpd_with_secrets(cap)
     (cap / "beside.log").write_text(f"not part of the one-file capture {TOKEN}")
     report = scrub_capture(cap / "trace.rpd", tmp_path / "clean")
     assert sorted(p.name for p in (tmp_path / "clean").iterdir()) == ["trace.rpd"]
