@@ -582,3 +582,25 @@ def test_counter_sums_read_from_the_wide_rows_equal_the_long_form_view(flops: tu
     for k, column in enumerate(("total", "kernels", "timed", "time"), start=3):
         np.testing.assert_allclose(got[column].astype(float).to_numpy(), [float(r[k]) for r in expected], rtol=1e-12)
     assert _counter_sums(store, run_id, ["not_a_counter"]).empty
+
+
+def test_an_overflowing_l2_reading_is_unknown_not_zero(tmp_path: Path) -> None:
+    # readings of 1e308 sum to infinity, which no measurement is: the group's L2 bytes are unknown
+    # (null), not 0, and no numpy warning reaches the user
+    db = tmp_path / "r.db"
+    store, run_id = _store(EXAMPLES / "h200-counters" / "dense28-decode-ops", db)
+    with sqlite3.connect(db) as con:
+        (index,) = con.execute("SELECT counter_index FROM counter WHERE counter_name = 'lts__t_bytes.sum'").fetchone()
+        con.execute(
+            f"UPDATE counter_reading SET value_{index % 16} = 1e308 WHERE block = ? AND value_{index % 16} IS NOT NULL",
+            (index // 16,),
+        )
+    con.close()
+    out = CliRunner().invoke(cli, ["advise", "--db", str(db), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert "RuntimeWarning" not in out.output
+    groups = json.loads(out.stdout)["groups"]
+    # unknown where a sum overflowed; a group of one reading keeps it (1e308 is finite)
+    assert groups and all(g["l2_bytes"] is None or g["l2_bytes"] >= 1e308 for g in groups)
+    assert sum(g["l2_bytes"] is None for g in groups) > len(groups) // 2
+    assert "Infinity" not in out.stdout

@@ -143,3 +143,64 @@ def test_the_streamed_dispatch_csv_is_the_whole_reports_csv(
             assert out.exit_code == 0, out.output
             assert out.output == whole
             assert out.output.count("\n") == 1 + len(build_report(store, run_id, by="dispatch").rows)
+
+
+def test_a_hand_changed_dispatch_cell_keeps_the_text_of_the_whole_report_or_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite keeps any value in any column: a real in the integer duration column makes the whole
+    # column print as floats (3296.0), which a report written batch by batch cannot know in advance;
+    # text there is no measurement at all
+    from click.testing import CliRunner
+
+    import rocroof.report.tables as tables_mod
+    from rocroof.capture.readers import read_capture
+    from rocroof.cli import cli
+    from rocroof.ingest.pipeline import build_run
+    from rocroof.report.tables import build_report, render
+
+    from .conftest import REPO
+
+    db = tmp_path / "r.db"
+    Store(db).write_run(build_run(read_capture(REPO / "examples" / "h200" / "dense-prefill")))
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE dispatch_record SET duration_ns = 3296.5 WHERE run_id = 1 AND dispatch_index = 100")
+    con.close()
+    monkeypatch.setattr(tables_mod, "CSV_BATCH_ROWS", 16)
+    args = ["report", "--db", str(db), "--by", "dispatch", "--format", "csv"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    assert out.output == render(build_report(Store(db, read_only=True), 1, by="dispatch"), "csv")
+    assert ",3296.5," in out.output and out.output.count(".0,") > 0
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE dispatch_record SET duration_ns = 'junk' WHERE run_id = 1 AND dispatch_index = 100")
+    con.close()
+    for fmt in ("csv", "json"):
+        bad = CliRunner().invoke(cli, ["report", "--db", str(db), "--by", "dispatch", "--format", fmt])
+        assert bad.exit_code == 1
+        assert bad.output == (
+            "Error: run 1, dispatch 100: duration_ns holds text, not a number (the database was changed outside "
+            "rocroof); correct or delete that row\n"
+        )
+
+
+def test_a_closed_pipe_ends_the_streamed_csv_quietly_with_status_0(tmp_path: Path) -> None:
+    # `rocroof report --by dispatch --format csv | head -1`: as the whole report did, no error, status 0
+    import subprocess
+    import sys
+
+    from rocroof.capture.readers import read_capture
+    from rocroof.ingest.pipeline import build_run
+
+    from .conftest import REPO
+
+    db = tmp_path / "r.db"
+    Store(db).write_run(build_run(read_capture(REPO / "examples" / "h200-counters" / "dense28-decode-flops")))
+    argv = [sys.executable, "-m", "rocroof", "report", "--db", str(db), "--by", "dispatch", "--format", "csv"]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().startswith(b"run_id,dispatch_id,kernel_name,")
+        proc.stdout.close()  # the reader goes away with ~3 MB of CSV still to come
+        err = proc.stderr.read()
+        assert proc.wait(timeout=120) == 0
+    assert err == b""

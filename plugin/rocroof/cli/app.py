@@ -83,6 +83,19 @@ def _db_in_args(args: Sequence[str]) -> str | None:
     return shown_db(env) if env else None
 
 
+def stop_writing_stdout() -> None:
+    """After a closed pipe (``| head``): point stdout at the null device.
+
+    Nothing more is written, and the interpreter's last flush does not fail (the recipe of the
+    Python documentation's ``signal`` page, "Note on SIGPIPE").
+    """
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's captured stdout)
+        sys.stdout = _Silenced(sys.stdout)
+
+
 class _Silenced:
     """Standard output after it failed: the interpreter's last flush must not fail again."""
 

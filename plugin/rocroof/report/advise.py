@@ -271,17 +271,18 @@ def build_advice(store: Store, run_id: int) -> Advice:
     )
     # the MoE view first: _groups then takes the invocations as its own (no copy of ~0.3 GB at 10^6)
     moe_layers = layer_skew(expert_loads(inv[inv["op"] == "MUL_MAT_ID"]))
-    groups = _groups(
-        inv,
-        counters,
-        evaluations,
-        gaps,
-        sampled=sampled,
-        flushed=flushed,
-        arch=run.get("gpu_arch"),
-        l2_gbps=ceilings.get("l2_gbps"),
-        own=True,
-    )
+    with np.errstate(over="ignore", invalid="ignore"):  # damaged readings (1e308 summed): unknown, not a warning
+        groups = _groups(
+            inv,
+            counters,
+            evaluations,
+            gaps,
+            sampled=sampled,
+            flushed=flushed,
+            arch=run.get("gpu_arch"),
+            l2_gbps=ceilings.get("l2_gbps"),
+            own=True,
+        )
     del inv
     return Advice(
         run=run,
@@ -427,6 +428,11 @@ def _groups(
         names = {**_L2, **_OCCUPANCY, **_TCC}
         c = counters.assign(fact=counters["counter_name"].astype(str).map(names)).dropna(subset=["fact"])
         total = c.pivot_table(index="op_index", columns="fact", values="total", aggfunc="sum", dropna=False)
+        # a sum of unknowns (an infinite or damaged reading, NaN after _measure) is unknown, not 0
+        known = c.assign(known=c["total"].notna()).pivot_table(
+            index="op_index", columns="fact", values="known", aggfunc="sum", dropna=False
+        )
+        total = total.where(known.reindex_like(total) > 0)
         kernels = c.pivot_table(index="op_index", columns="fact", values="kernels", aggfunc="sum")
         timed = c.pivot_table(index="op_index", columns="fact", values="timed", aggfunc="sum", dropna=False)
         time = c.pivot_table(index="op_index", columns="fact", values="time", aggfunc="sum", dropna=False)
@@ -546,6 +552,9 @@ def _groups(
         row["causes"] = "; ".join(causes(row, flushed=flushed))
         rows.append(row)
     out = pd.DataFrame(rows)
+    # a group's sum that overflowed (damaged readings of ~1e308) is no measurement: unknown
+    numbers = out.select_dtypes("number").columns
+    out[numbers] = out[numbers].replace([np.inf, -np.inf], np.nan)
     out = out.sort_values(["recoverable_ns", "duration_ns"], ascending=[False, False], na_position="last")
     out.insert(0, "rank", np.arange(1, len(out) + 1))
     return out[GROUP_COLUMNS].reset_index(drop=True)

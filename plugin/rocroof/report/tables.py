@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
+from ..errors import InputError
 from ..records import Note
 from ..store import Store, schema, views
 from ..text import cell_text
@@ -181,6 +182,8 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
             sa.text(f"SELECT {stored} FROM op_total WHERE run_id = :rid ORDER BY row_index"), {"rid": run_id}
         )
     counted: tuple[int, Any] | None = None  # (rows, their total time) counted in SQL, for top dispatches
+    if by == "dispatch":
+        dispatch_cells_typed(store, run_id)  # text in a number column: one line, not a traceback below
     if by == "dispatch" and top is not None:
         # the N longest of 10^6 dispatches: sorted and cut by the database, not loaded whole (~20 s)
         view = _VIEW[by]
@@ -671,6 +674,49 @@ def render(
 
 #: Dispatches read, typed and written at a time by :func:`dispatch_csv_chunks` (~3 MB of CSV text).
 CSV_BATCH_ROWS = 8192
+#: ``dispatch_record``'s integer and real columns that the dispatch report prints (or derives from).
+_DISPATCH_INTEGERS = ("dispatch_id", "duration_ns", "kernel_ordinal")
+_DISPATCH_REALS = tuple(f"dram_{d}_bytes{b}" for d in ("read", "write") for b in ("", "_min", "_max"))
+
+
+def dispatch_cells_typed(store: Store, run_id: int) -> bool:
+    """Whether each stored number the run's dispatch report prints has its column's type.
+
+    SQLite keeps any value in any column: rocroof writes integers and reals, but a database
+    changed by hand may hold a real in an integer column (then that column prints as floats, as
+    a whole: the report cannot be written a batch at a time) or text in a number column.
+
+    Returns:
+        False when an integer column (:data:`_DISPATCH_INTEGERS`) holds a real number; True
+        otherwise (always on PostgreSQL, whose columns are typed).
+
+    Raises:
+        InputError: a number column holds text or bytes: not a measurement (the message names the
+            dispatch and the column).
+    """
+    if store.engine.dialect.name != "sqlite":
+        return True
+    cols = (*_DISPATCH_INTEGERS, *_DISPATCH_REALS)
+    text = " OR ".join(f"typeof({c}) IN ('text', 'blob')" for c in cols)
+    found = store.frame(
+        sa.text(
+            f"SELECT dispatch_index, {', '.join(f'typeof({c}) AS {c}' for c in cols)} FROM dispatch_record "
+            f"WHERE run_id = :rid AND ({text}) LIMIT 1"
+        ),
+        {"rid": run_id},
+    )
+    if len(found):
+        row = found.iloc[0]
+        column = next(c for c in cols if row[c] in ("text", "blob"))
+        raise InputError(
+            f"run {run_id}, dispatch {int(row['dispatch_index'])}: {column} holds {row[column]}, not a number "
+            "(the database was changed outside rocroof); correct or delete that row"
+        )
+    reals = " OR ".join(f"typeof({c}) = 'real'" for c in _DISPATCH_INTEGERS)
+    mixed = store.frame(
+        sa.text(f"SELECT 1 AS one FROM dispatch_record WHERE run_id = :rid AND ({reals}) LIMIT 1"), {"rid": run_id}
+    )
+    return not len(mixed)
 
 
 def dispatch_csv_chunks(store: Store, run_id: int, *, raw: bool = False) -> Iterator[str]:
@@ -683,6 +729,9 @@ def dispatch_csv_chunks(store: Store, run_id: int, *, raw: bool = False) -> Iter
     type-stable (integers, floats or text throughout), so a batch prints its values as the whole
     frame would.
     """
+    if not dispatch_cells_typed(store, run_id):  # a real number in an integer column: typed as a whole
+        yield render(build_report(store, run_id, by="dispatch"), "csv", raw=raw)
+        return
     view = _VIEW["dispatch"]
     present = set(store.frame(sa.text(f"SELECT * FROM {view} WHERE 0")).columns)
     cols = [c for c in _COLUMNS["dispatch"] if c in present and c not in _NOT_EXPORTED]
