@@ -286,6 +286,9 @@ def test_gpu_uuids_header_tokens_passwords_and_url_users_go(tmp_path: Path) -> N
     data["passes"][0]["env"]["CUDA_VISIBLE_DEVICES"] = f"GPU-{gpu}"
     data["passes"][0]["env"]["GGML_CUDA_API_KEY"] = "kept-name-but-secret-json-key"
     data["api_key"] = "a-json-secret-value"
+    data["credentials"] = {"accessToken": "camel-token-1", "private_key": "pk-json-2", "pass": "pass-json-3"}
+    data["password"] = 12345678
+    data["passes"][0]["command"] = ["llama-cli", "-hft", "hf-short-flag-4"]
     manifest.write_text(json.dumps(data))
     (cap / "run.log").write_text(
         f"GPU 0: NVIDIA H200 (UUID: GPU-{gpu})\nMIG-{gpu}\n"
@@ -293,13 +296,23 @@ def test_gpu_uuids_header_tokens_passwords_and_url_users_go(tmp_path: Path) -> N
         f"password: {password}\nexport https_proxy=http://{proxy_user}:{proxy_pw}@proxy.lan:3128\n"
         f"server at {address}:8080\n"
         "llama_perf_context_print: n_tokens: 512\n"
+        "print_info: BOS token        = 151643\n"
+        "password = spaced-pw-444\ndb_pass: pw-666-x\nprivate_key: pk-2323-x\naccessToken: at-1313-x\n"
+        "ghp_abcdefghijklmnopqrstuvwxyz0123 sk-proj-abcdefghijklmnop1234 hf_abcdefghijklmnopqrstuvwxyz\n"
+        "https://carol:pa/ss1616@proxy.example\nmac aa:bb:cc:dd:ee:0f\n"
     )
     scrub_capture(cap, tmp_path / "clean")
     text = dump(tmp_path / "clean")
-    for secret in (gpu, bearer, password, proxy_user, proxy_pw, address, "a-json-secret-value"):
+    for secret in (
+        *(gpu, bearer, password, proxy_user, proxy_pw, address, "a-json-secret-value"),
+        *("spaced-pw-444", "pw-666-x", "pk-2323-x", "at-1313-x", "ghp_abcdefghij", "sk-proj-abcdef", "hf_abcdefghij"),
+        *("carol", "ss1616", "aa:bb:cc:dd:ee:0f", "camel-token-1", "pk-json-2", "pass-json-3", "12345678"),
+        "hf-short-flag-4",
+    ):
         assert secret not in text, f"{secret!r} left in the scrubbed copy"
     # what is not a secret stays: a llama.cpp count that has "token" in its name
     assert "n_tokens: 512" in text
+    assert "BOS token        = 151643" in text  # a token id in llama.cpp's log, not a secret
 
 
 def test_a_one_file_capture_is_scrubbed_into_the_folder(tmp_path: Path) -> None:

@@ -71,24 +71,38 @@ _VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;]+)"
 _ASSIGNMENT = re.compile(rf"(?<![\w./=-])((?:[A-Z][A-Z0-9_]+|(?i:{_SECRET_NAME})))=(?!=)({_VALUE})")
 #: ``--flag value`` / ``--flag=value`` / ``-flag value`` where the flag names a secret (llama.cpp's
 #: ``--api-key``, ``--hf-token``).
-_SECRET_FLAG = re.compile(rf"(?<![\w-])(--?(?i:{_SECRET_NAME}))(=|\s+)(?!-)({_VALUE})")
+#: Short flags whose value is a secret (llama.cpp's ``-hft`` is ``--hf-token``).
+_SHORT_SECRET_FLAGS = ("-hft",)
+_SECRET_FLAG = re.compile(rf"(?<![\w-])(--?(?i:{_SECRET_NAME})|-hft)(=|\s+)(?!-)({_VALUE})")
 #: ``Name: value`` (an HTTP header, a YAML or log line) where the name says the value is a secret:
 #: ``Authorization: Bearer ...``, ``password: ...``, ``hf_token: ...`` (a narrower set of names than
 #: :data:`_SECRET_NAME`: llama.cpp's logs print ``n_tokens: 512``). The scheme word goes too.
-_FIELD_NAME = (
+_NAMED_SECRET = (
     r"(?:proxy-)?authorization|(?:set-)?cookie|[\w-]*(?:passw(?:or)?d|passphrase|secret|api[_-]?key|access[_-]?key"
-    r"|credentials?)[\w-]*|(?:[\w-]*[_-])?token"
+    r"|private[_-]?key|credentials?)[\w-]*|[\w-]*[_-]pass|[\w-]*[_-]token|[a-z]+Token"
 )
+#: ...and ``token`` alone, but only before a colon (llama.cpp logs ``BOS token        = 151643``).
+_FIELD_NAME = rf"{_NAMED_SECRET}|token"
 _SECRET_FIELD = re.compile(
-    rf"(?i)(?<![\w.-])({_FIELD_NAME})([\"']?\s*:[ \t]*)(?!{re.escape('<redacted>')})"
-    rf"((?:(?:bearer|basic|token|digest)[ \t]+)?{_VALUE})"
+    rf"(?i)(?<![\w.-])(?:({_NAMED_SECRET})([\"']?[ \t]*[:=][ \t]*)|(token)([\"']?[ \t]*:[ \t]*))"
+    rf"(?!{re.escape('<redacted>')})((?:(?:bearer|basic|token|digest)[ \t]+)?{_VALUE})"
 )
-#: A JSON key whose text value is a secret (the same names).
-_SECRET_KEY = re.compile(rf"(?i)(?:{_FIELD_NAME})")
+#: A JSON key whose value is a secret: the names above, and a few that are too short to look for in
+#: free text (``auth``, ``pass``, ``bearer``). A number under a password-like key goes too.
+_SECRET_KEY = re.compile(rf"(?i)(?:{_FIELD_NAME}|auth|pass|bearer|pin)")
+_PASSWORD_KEY = re.compile(r"(?i)[\w-]*(?:passw(?:or)?d|passphrase|pass|pin)")
+#: Tokens recognisable by their prefix wherever they stand: GitHub (``ghp_``..., ``github_pat_``),
+#: Hugging Face (``hf_``), OpenAI-style (``sk-``), Slack (``xox?-``), GitLab (``glpat-``), AWS key ids.
+_KNOWN_TOKEN = re.compile(
+    r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{16,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|glpat-[\w-]{20,}|AKIA[0-9A-Z]{16})(?![\w-])"
+)
+#: A MAC address (six pairs of hex digits).
+_MAC = re.compile(r"(?<![\w:-])(?:[0-9A-Fa-f]{2}([:-]))(?:[0-9A-Fa-f]{2}\1){4}[0-9A-Fa-f]{2}(?![\w:-])")
 #: ``Bearer <token>`` wherever it stands (a curl command line, a log).
 _BEARER = re.compile(r"(?i)(?<![\w-])(bearer)[ \t]+(?!<redacted>)[A-Za-z0-9._~+/=-]{8,}")
 #: The user (and password) of a URL: ``https://bob:pw@proxy``.
-_URL_USER = re.compile(r"(?i)(?<![\w+.-])([a-z][a-z0-9+.-]*://)[^/\s:@]+(?::[^/\s@]*)?@")
+_URL_USER = re.compile(r"(?i)(?<![\w+.-])([a-z][a-z0-9+.-]*://)[^/\s:@]+(?::[^\s@]*)?@")
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 #: A UUID, also as nvidia-smi and CUDA_VISIBLE_DEVICES write it (``GPU-<uuid>``, ``MIG-<uuid>``,
 #: ``MIG-GPU-<uuid>``), or an AMD ``GPU-<16 hex digits>`` unique id.
@@ -185,12 +199,19 @@ class Redactor:
 
         text = _ASSIGNMENT.sub(assignment, text)
         text = self._sub(_SECRET_FLAG, text, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", "secret flag value")
-        text = self._sub(_SECRET_FIELD, text, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", "secret field value")
+        text = self._sub(
+            _SECRET_FIELD,
+            text,
+            lambda m: f"{m.group(1) or m.group(3)}{m.group(2) or m.group(4)}{REDACTED}",
+            "secret field value",
+        )
         text = self._sub(_BEARER, text, lambda m: f"{m.group(1)} {REDACTED}", "bearer token")
         text = self._sub(_URL_USER, text, lambda m: f"{m.group(1)}user@", "user of a URL")
         text = self._sub(_EMAIL, text, "<email>", "e-mail address")
         text = self._sub(_UUID, text, "<uuid>", "UUID")
         text = self._sub(_IPV4, text, "<ip>", "IP address")
+        text = self._sub(_MAC, text, "<mac>", "MAC address")
+        text = self._sub(_KNOWN_TOKEN, text, REDACTED, "token")
         if self._host_re is not None:
             text = self._sub(self._host_re, text, "host", "host name")
         if self._user_re is not None:
@@ -207,7 +228,9 @@ class Redactor:
                 self.report.count("secret flag value")
                 hide_next = False
                 continue
-            hide_next = isinstance(item, str) and re.fullmatch(rf"--?(?i:{_SECRET_NAME})", item) is not None
+            hide_next = isinstance(item, str) and (
+                re.fullmatch(rf"--?(?i:{_SECRET_NAME})", item) is not None or item in _SHORT_SECRET_FLAGS
+            )
             out.append(self(item) if isinstance(item, str) else item)
         return out
 
@@ -627,6 +650,9 @@ def _scrub_json(path: Path, text: str, redact: Redactor, *, manifest: bool) -> s
                 redact.report.count("secret field value")
                 return REDACTED
             return "host" if manifest and key == "host" else redact(obj)
+        if isinstance(obj, int | float) and not isinstance(obj, bool) and _PASSWORD_KEY.fullmatch(key):
+            redact.report.count("secret field value")
+            return REDACTED
         return obj
 
     try:
