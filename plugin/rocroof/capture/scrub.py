@@ -90,7 +90,7 @@ _SECRET_FIELD = re.compile(
 #: A JSON key whose value is a secret: the names above, and a few that are too short to look for in
 #: free text (``auth``, ``pass``, ``bearer``). A number under a password-like key goes too.
 _SECRET_KEY = re.compile(rf"(?i)(?:{_FIELD_NAME}|auth|pass|bearer|pin)")
-_PASSWORD_KEY = re.compile(r"(?i)[\w-]*(?:passw(?:or)?d|passphrase|pass|pin)")
+_PASSWORD_KEY = re.compile(r"(?i)(?:[\w-]*[_-])?(?:passw(?:or)?d|passphrase|pass|pin)")  # not "bypass", "spin"
 #: Tokens recognisable by their prefix wherever they stand: GitHub (``ghp_``..., ``github_pat_``),
 #: Hugging Face (``hf_``), OpenAI-style (``sk-``), Slack (``xox?-``), GitLab (``glpat-``), AWS key ids.
 _KNOWN_TOKEN = re.compile(
