@@ -331,3 +331,13 @@ def test_a_one_file_capture_is_scrubbed_into_the_folder(tmp_path: Path) -> None:
     (cap / "notes.txt.bin").write_text("x")
     with pytest.raises(InputError, match="notes.txt.bin: a file rocroof does not read; scrub takes a capture"):
         scrub_capture(cap / "notes.txt.bin", tmp_path / "clean2")
+
+
+def test_a_symbolic_link_to_a_capture_file_is_named_as_one(tmp_path: Path) -> None:
+    # scrub never follows links (a link could lead out of what the user meant to share): it says so
+    _rpd_with_secrets(tmp_path / "cap")
+    (tmp_path / "link.rpd").symlink_to(tmp_path / "cap" / "trace.rpd")
+    with pytest.raises(InputError, match=r"link.rpd: a symbolic link \(scrub never follows one: give its target\)"):
+        scrub_capture(tmp_path / "link.rpd", tmp_path / "clean")
+    with pytest.raises(InputError, match=r"missing.rpd: no such file; expected a capture directory"):
+        scrub_capture(tmp_path / "missing.rpd", tmp_path / "clean")

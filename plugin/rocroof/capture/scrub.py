@@ -409,7 +409,8 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
     """
     single = src.is_file() and not src.is_symlink()
     if not src.is_dir() and not single:
-        raise InputError(f"{src}: not a capture directory or file")
+        what = "a symbolic link (scrub never follows one: give its target)" if src.is_symlink() else "no such file"
+        raise InputError(f"{src}: {what}; expected a capture directory or a one-file capture")
     if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
         raise InputError(f"{dst}: destination exists and is not an empty directory")
     if dst.resolve().is_relative_to(src.resolve()):

@@ -231,7 +231,9 @@ def plot_base(name: Path, option: str = "--out", example: str = "docs/decode-roo
     if stem.lower().endswith(IMAGE_SUFFIXES):
         stem = stem[: -len(".png")]  # both suffixes have four characters
     if not stem or stem in (".", "..") or name.is_dir():
-        raise InputError(f"{option} {str(name)!r}: expected a file name without extension, e.g. {example}")
+        raise InputError(
+            f"{option} {str(name)!r}: expected a file name (the .png and .svg files are named after it), e.g. {example}"
+        )
     return name.with_name(stem)
 
 
