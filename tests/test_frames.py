@@ -196,11 +196,25 @@ def test_a_closed_pipe_ends_the_streamed_csv_quietly_with_status_0(tmp_path: Pat
 
     db = tmp_path / "r.db"
     Store(db).write_run(build_run(read_capture(REPO / "examples" / "h200-counters" / "dense28-decode-flops")))
-    argv = [sys.executable, "-m", "rocroof", "report", "--db", str(db), "--by", "dispatch", "--format", "csv"]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
-        assert proc.stdout is not None and proc.stderr is not None
-        assert proc.stdout.readline().startswith(b"run_id,dispatch_id,kernel_name,")
-        proc.stdout.close()  # the reader goes away with ~3 MB of CSV still to come
-        err = proc.stderr.read()
-        assert proc.wait(timeout=120) == 0
-    assert err == b""
+    # the streamed report, and a query's batches (written a batch at a time too, status 1 before)
+    for args, head in (
+        (["report", "--by", "dispatch", "--format", "csv"], b"run_id,dispatch_id,kernel_name,"),
+        # 400,000 rows: eight of the query's batches of 50,000
+        (
+            [
+                "query",
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400000) SELECT i FROM n",
+                "--format",
+                "csv",
+            ],
+            b"i",
+        ),
+    ):
+        argv = [sys.executable, "-m", "rocroof", *args, "--db", str(db)]
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            assert proc.stdout.readline().startswith(head)
+            proc.stdout.close()  # the reader goes away with megabytes of CSV still to come
+            err = proc.stderr.read()
+            assert proc.wait(timeout=120) == 0, (args, err)
+        assert err == b"", args

@@ -43,6 +43,8 @@ class RocroofGroup(click.Group):
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]  # the subcommand line, to name the database
         try:
             return super().invoke(ctx)
+        except StdoutClosed:  # `| head`: the reader has what it wants; exit 0, however the output was written
+            return None
         except KeyboardInterrupt:
             # Ctrl-C, or SIGTERM (rocroof.cli.main): a run being stored rolled back, a profiler stopped
             # with rocroof; exit status 130 as a shell gives a job stopped by SIGINT (and as a sweep does)
@@ -83,7 +85,7 @@ def _db_in_args(args: Sequence[str]) -> str | None:
     return shown_db(env) if env else None
 
 
-def stop_writing_stdout() -> None:
+def _stop_writing_stdout() -> None:
     """After a closed pipe (``| head``): point stdout at the null device.
 
     Nothing more is written, and the interpreter's last flush does not fail (the recipe of the
@@ -112,18 +114,25 @@ class _Silenced:
         return getattr(self.stream, name)
 
 
+class StdoutClosed(Exception):
+    """The reader of stdout went away (``| head``): :class:`RocroofGroup` ends the command with status 0."""
+
+
 def echo(text: str, nl: bool = True) -> None:
     """Print ``text`` to stdout, made printable (:func:`printable`).
 
     Raises:
-        OutputError: stdout cannot be written (a full disk, ``> /dev/full``); a closed pipe
-            (``| head``) is left to click, which exits quietly.
+        OutputError: stdout cannot be written (a full disk, ``> /dev/full``).
+        StdoutClosed: a closed pipe (``| head``); stdout then goes to the null device
+            (:func:`_stop_writing_stdout`), and the command ends quietly with status 0, whether its
+            output was one write or many (a streamed CSV, a query's batches).
     """
     try:
         click.echo(printable(text), nl=nl)  # click flushes: a full disk shows here, not at exit
     except OSError as exc:
         if exc.errno == errno.EPIPE:
-            raise
+            _stop_writing_stdout()
+            raise StdoutClosed() from exc
         sys.stdout = _Silenced(sys.stdout)
         raise OutputError(f"cannot write the output: {exc.strerror or exc}") from exc
 

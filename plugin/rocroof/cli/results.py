@@ -20,7 +20,6 @@ from .app import (
     label_option,
     raw_option,
     stderr_console,
-    stop_writing_stdout,
 )
 
 #: Rows ``rocroof report`` shows in a table or Markdown without --top (the longest; the count of the
@@ -164,11 +163,8 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
     if by == "dispatch" and fmt == "csv" and top is None:  # every dispatch: written as it is read
         from ..report.tables import dispatch_csv_chunks
 
-        try:
-            for chunk in dispatch_csv_chunks(store, rid, raw=raw):
-                echo(chunk, nl=False)
-        except BrokenPipeError:  # `| head`: the reader has what it wants; exit 0, as the whole report did
-            stop_writing_stdout()
+        for chunk in dispatch_csv_chunks(store, rid, raw=raw):
+            echo(chunk, nl=False)
         return
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
     if fmt == "html":
