@@ -1067,19 +1067,10 @@ class Store:
         :meth:`frame` would give float64 for all. The result is read as it is consumed, so its
         rows are never all held at once.
         """
-        size = batch_rows or FRAME_BATCH_ROWS
         with contextlib.ExitStack() as stack:
             conn = self._within if self._within is not None else stack.enter_context(self.engine.connect())
             result = conn.execute(stmt, params or {})
-            columns = list(result.keys())
-            first = True
-            while True:
-                rows = result.fetchmany(size)
-                if rows or first:
-                    yield frame_of_batches([rows], columns)
-                first = False
-                if len(rows) < size:
-                    return
+            yield from _frames(result, list(result.keys()), batch_rows or FRAME_BATCH_ROWS)
 
     def runs_with_labels(self, selector: dict[str, str]) -> list[int]:
         """Ids of the runs whose labels match every ``key: pattern`` of ``selector``, oldest first.
@@ -1250,7 +1241,10 @@ _LEADING_WORD = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/|\()*([A-Za-z_]*)", re.S)
 
 
 def _frames(cursor: Any, columns: list[str], batch_rows: int | None) -> Iterator[pd.DataFrame]:
-    """Frames of ``batch_rows`` rows from a DB-API cursor (None: one frame of all); at least one."""
+    """Frames of ``batch_rows`` rows (None: one frame of all); at least one.
+
+    ``cursor``: a DB-API cursor or an SQLAlchemy result (anything with ``fetchmany``/``fetchall``).
+    """
     first = True
     while True:
         rows = cursor.fetchmany(batch_rows) if batch_rows else cursor.fetchall()
