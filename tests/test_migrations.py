@@ -287,3 +287,11 @@ def test_ingest_into_an_older_database_says_it_upgraded_it(tmp_path: Path) -> No
     # a new database is created, not upgraded: nothing to say
     fresh = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(tmp_path / "new.db")])
     assert fresh.exit_code == 0 and "Upgraded" not in fresh.output
+
+
+def test_the_upgrade_line_masks_a_database_urls_password() -> None:
+    from rocroof.cli.capture import _upgrade_line
+
+    line = _upgrade_line(["0008_compute_ceiling"], "postgresql://team:s3cret-pw@db.lan/rocroof")
+    assert "s3cret-pw" not in line and "postgresql://team:***@db.lan/rocroof" in line
+    assert _upgrade_line([], "x.db") == ""

@@ -20,9 +20,9 @@ reads or will read for timelines, and passing every string that stays through on
 * **CSV columns** that name the host are replaced; identifier columns of ``agent_info.csv`` are
   emptied;
 * **every remaining string** goes through the redactor: secret-looking ``NAME=value`` pairs and
-  ``--flag value`` pairs, ``Authorization:``/``password:``-style fields and bearer tokens, the user
-  of a URL, host and user names, UUIDs (``GPU-``/``MIG-`` forms included), IPv4 and e-mail
-  addresses, absolute paths (cut to their last part).
+  ``--flag value`` pairs, ``Authorization:``/``password:``-style fields, bearer tokens and tokens
+  known by their prefix, the user of a URL, host and user names, UUIDs (``GPU-``/``MIG-`` forms
+  included), IPv4, MAC and e-mail addresses, absolute paths (cut to their last part).
 
 Measurements are left as they are: ``rocroof ingest`` of the copy stores the same numbers.
 """
@@ -73,7 +73,9 @@ _ASSIGNMENT = re.compile(rf"(?<![\w./=-])((?:[A-Z][A-Z0-9_]+|(?i:{_SECRET_NAME})
 #: ``--api-key``, ``--hf-token``).
 #: Short flags whose value is a secret (llama.cpp's ``-hft`` is ``--hf-token``).
 _SHORT_SECRET_FLAGS = ("-hft",)
-_SECRET_FLAG = re.compile(rf"(?<![\w-])(--?(?i:{_SECRET_NAME})|-hft)(=|\s+)(?!-)({_VALUE})")
+_SECRET_FLAG = re.compile(
+    rf"(?<![\w-])(--?(?i:{_SECRET_NAME})|{'|'.join(map(re.escape, _SHORT_SECRET_FLAGS))})(=|\s+)(?!-)({_VALUE})"
+)
 #: ``Name: value`` (an HTTP header, a YAML or log line) where the name says the value is a secret:
 #: ``Authorization: Bearer ...``, ``password: ...``, ``hf_token: ...`` (a narrower set of names than
 #: :data:`_SECRET_NAME`: llama.cpp's logs print ``n_tokens: 512``). The scheme word goes too.

@@ -74,10 +74,11 @@ def _upgrade_line(applied: list[str], db: str) -> str:
     """A line saying that the write upgraded an older database's schema ('' when it did not)."""
     if not applied:
         return ""
+    from ..store import shown_db  # a URL's password masked
     from ..store.migrations import SCHEMA_VERSION
 
     return (
-        f"\nUpgraded {one_line(db)} to schema version {SCHEMA_VERSION} (applied {', '.join(applied)}): "
+        f"\nUpgraded {one_line(shown_db(db))} to schema version {SCHEMA_VERSION} (applied {', '.join(applied)}): "
         "an older rocroof can no longer read it"
     )
 
