@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from rocroof.capture.readers import read_capture
-from rocroof.ingest.pipeline import build_run
+from rocroof.ingest.pipeline import build_run, with_range_messages
 from rocroof.store import Store
 
 from .rocprof_csv import T0, Kernel, Recorder, api, rng, write_pass
@@ -467,7 +467,7 @@ def test_two_processes_in_one_pass_match_their_own_launch_calls(tmp_path: Path) 
     d = frames.tables["dispatch"].set_index("process_id")
     assert d.loc[111, "launch_ns"] == t + 150
     assert d.loc[222, "launch_ns"] == t + 5150
-    ranges = frames.tables["marker_range"].set_index("range_index")
+    ranges = with_range_messages(frames.tables["marker_range"]).set_index("range_index")
     assert ranges.loc[d.loc[222, "range_index"], "message"] == "ggml:MUL:x-0:0"
 
 

@@ -6,6 +6,7 @@ import gzip
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rocroof.capture.markers import (
@@ -250,3 +251,97 @@ def test_parse_ranges_in_polars_equals_the_python_parser(monkeypatch: pytest.Mon
     # a lone surrogate cannot go to polars: the Python loop reads the column
     assert markers._parse_ranges_polars(np.array(["ggml:A:\udc80:1"], dtype=object)) is None
     assert markers.parse_ranges(np.array(["ggml:A:\udc80:1"], dtype=object))[3].tolist() == ["\udc80"]
+
+
+# ---- ggml ranges' messages split into their parts as read (compact_ranges, split_ranges) ------------
+
+# (message, what split_ranges keeps of its text, op, node name, invocation): worked out by hand from
+# the grammar: a message is let go only when ggml:<op>:<node>:<invocation> writes it back exactly
+SPLIT_CASES = [
+    ("ggml:MUL_MAT:Qcur-0:5", None, "MUL_MAT", "Qcur-0", 5),
+    ("ggml:ADD:l_out-0:007", "ggml:ADD:l_out-0:007", None, None, None),  # leading zeros: kept as recorded
+    ("llama_decode", "llama_decode", None, None, None),
+    ("", "", None, None, None),
+    ("ggml:CPY::8", None, "CPY", "", 8),  # an empty node name
+    ("ggml:ROPE:a:b c (view):6", None, "ROPE", "a:b c (view)", 6),  # colons and spaces in the node name
+    ("ggml:ADD:x:9223372036854775808", "ggml:ADD:x:9223372036854775808", None, None, None),  # past int64
+    ("ggml:MUL:x:12\n", "ggml:MUL:x:12\n", None, None, None),  # a trailing newline is not a digit
+]
+
+
+@pytest.mark.parametrize("as_polars", [False, True], ids=["object-array", "polars-series"])
+def test_split_ranges_lets_go_of_exactly_the_messages_its_parts_write_back(as_polars: bool) -> None:
+    import numpy as np
+
+    from rocroof.capture.markers import split_ranges
+
+    texts = np.array([c[0] for c in SPLIT_CASES], dtype=object)
+    if as_polars:
+        import polars as pl
+
+        column = pl.Series("Function", texts.tolist(), dtype=pl.String)
+        kept, parts = split_ranges(column)
+    else:
+        kept, parts = split_ranges(texts)
+    assert kept.tolist() == [c[1] for c in SPLIT_CASES]
+    assert parts["range_op"].tolist() == [c[2] for c in SPLIT_CASES]
+    assert parts["range_node"].tolist() == [c[3] for c in SPLIT_CASES]
+    assert [None if v is pd.NA else int(v) for v in parts["range_invocation"]] == [c[4] for c in SPLIT_CASES]
+
+
+def test_a_mark_keeps_its_text_and_both_forms_read_the_same() -> None:
+    """A mark (start == end) is never a ggml range: its ggml-like text stays; ggml_fields reads either form alike."""
+    import numpy as np
+
+    from rocroof.capture.markers import compact_ranges, ggml_fields, marker_messages, split_ranges
+
+    texts = ["ggml:MUL_MAT:Qcur-0:5", "ggml:ADD:x-0:6", "ggml reset", "ggml:CPY:v:007"]
+    kinds = ["range", "mark", "mark", "range"]
+    plain = pd.DataFrame({"message": pd.Series(texts, dtype=object), "kind": kinds})
+    kept, parts = split_ranges(np.array(texts, dtype=object))
+    columns = {k: pd.Series(v, dtype=object) if k != "range_invocation" else pd.Series(v) for k, v in parts.items()}
+    split = pd.DataFrame({"message": pd.Series(kept, dtype=object), "kind": kinds, **columns})
+    compact_ranges(split)  # the mark gets its text back
+    assert split["message"].tolist() == [None, "ggml:ADD:x-0:6", "ggml reset", "ggml:CPY:v:007"]
+    assert split["range_op"].tolist() == ["MUL_MAT", None, None, None]
+    whole = compact_ranges(plain.copy())  # the same frame, compacted in one step
+    pd.testing.assert_frame_equal(whole, split)
+    assert marker_messages(split).tolist() == texts
+    for got, want in zip(ggml_fields(split)[:4], ggml_fields(plain)[:4], strict=True):
+        assert got.tolist() == want.tolist()
+    is_ggml, invocation, op, node, compacted = ggml_fields(split)
+    assert is_ggml.tolist() == [True, False, False, True]  # the leading-zero range is parsed from its text
+    assert invocation.tolist() == [5, 0, 0, 7] and op.tolist() == ["MUL_MAT", None, None, "CPY"]
+    assert compacted.tolist() == [True, False, False, False]
+
+
+@pytest.mark.parametrize("parser", ["polars", "pandas"])
+def test_a_marker_trace_split_as_read_stores_every_message_as_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str
+) -> None:
+    """Both CSV parsers split the ranges' messages as read; the store writes back each recorded text."""
+    import rocroof.fileio as fileio
+    from rocroof.capture.readers import read_capture
+    from rocroof.ingest.pipeline import build_run
+    from rocroof.store import Store
+
+    from .rocprof_csv import T0, Kernel, mark, rng, write_pass
+    from .store_rows import table_rows
+
+    if parser == "polars":
+        monkeypatch.setattr(fileio, "SPLIT_POLARS_MIN_BYTES", 0)
+    else:
+        monkeypatch.setattr(fileio, "USE_POLARS", False)
+    texts = [c[0] for c in SPLIT_CASES if c[0]]  # an empty Function cell is not a marker rocprofv3 writes
+    markers = [rng(text, 9 + 3 * i, T0 + 100 * i, T0 + 100 * i + 50) for i, text in enumerate(texts)]
+    markers.append(mark("ggml:ADD:x-0:6", 40, T0 + 5000))
+    capture = write_pass(tmp_path / "cap", 1234, kernels=[Kernel(1, "k", 10, T0 + 1000, T0 + 1200)], markers=markers)
+    read = read_capture(capture)
+    m = read.passes[0].markers
+    # the three ranges that write back exactly are let go as read; the rest keep their text
+    assert int(m["message"].isna().sum()) == 3
+    store = Store(tmp_path / "r.db")
+    store.write_run(build_run(read, release=True))
+    store.close()
+    stored = table_rows(str(tmp_path / "r.db"))["marker_range"]
+    assert sorted(stored["message"].tolist()) == sorted([*texts, "ggml:ADD:x-0:6"])

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from rocroof import fileio
+from rocroof.capture.markers import marker_messages
 from rocroof.capture.readers import read_capture, rocprofv3_csv
 from rocroof.capture.readers.rocprofv3_csv import classify, group_pass_files, read_pass
 from rocroof.errors import ParseError
@@ -461,7 +462,7 @@ def test_marker_domains_without_user_messages_are_dropped(tmp_path: Path) -> Non
     ]
     write_pass(tmp_path / "cap", 1234, kernels=[Kernel(1, "k", 5, T0 + 100, T0 + 200)], markers=rows)
     m = _pass(tmp_path / "cap").markers
-    assert m["message"].tolist() == ["ggml reset", "ggml:ADD:x-0:0"]
+    assert marker_messages(m).tolist() == ["ggml reset", "ggml:ADD:x-0:0"]
     assert m["kind"].tolist() == ["mark", "range"]
 
 

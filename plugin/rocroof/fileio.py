@@ -15,7 +15,7 @@ import shutil
 import sqlite3
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -377,6 +377,7 @@ def read_csv_plain(
     strings: Iterable[str] = (),
     chunk_rows: int = CHUNK_ROWS,
     columns: Iterable[str] | None = None,
+    split: Mapping[str, Callable[[Any], tuple[np.ndarray, dict[str, Any]]]] | None = None,
 ) -> Iterator[tuple[pd.DataFrame, int]]:
     """Read a CSV file whose numbers are all plain, typed by the C parser (the fast path of big files).
 
@@ -399,6 +400,11 @@ def read_csv_plain(
         columns: header names of the columns to read (the others are skipped by the C parser, not
             typed: a 2.4 GB counter file of 8x10^6 rows reads in 4.6 s instead of 11.7 s when its
             kernel names are skipped); None reads every column. The chunks hold them in file order.
+        split: ``{name: fn}`` for columns of ``strings``: each chunk's column goes to ``fn`` as read
+            (a polars String Series on the polars path, an object array of the cell text on the
+            other), and ``fn`` returns ``(texts, columns)``: the column's texts (object, one per
+            row) and more columns for the chunk (e.g. :func:`rocroof.capture.markers.split_ranges`,
+            which keeps most marker messages from ever becoming Python strings).
 
     Yields:
         ``(chunk, first_row)``, as :func:`read_csv_chunks`.
@@ -414,8 +420,12 @@ def read_csv_plain(
     wanted = set(header) if columns is None else set(columns) | numeric | texts
     if not wanted <= set(header):
         raise NotPlain(f"{path}: missing header names")
-    plan = _Plan(header, [name for name in header if name in wanted], ints, floats, texts)
-    if not is_gzip(path) and path.stat().st_size >= POLARS_MIN_BYTES and _polars() is not None:
+    plan = _Plan(header, [name for name in header if name in wanted], ints, floats, texts, dict(split or {}))
+    # a file with split columns goes to polars whatever its size: the texts split away never become
+    # Python strings (on the pandas path each cell does, and the memory of those freed stays with the
+    # allocator, interleaved with the kept ones)
+    big = path.stat().st_size >= (SPLIT_POLARS_MIN_BYTES if split else POLARS_MIN_BYTES)
+    if not is_gzip(path) and big and _polars() is not None:
         fast = _polars_chunks(path, plan)
         try:
             head = [chunk for chunk in (next(fast, None),) if chunk is not None]
@@ -451,6 +461,8 @@ USE_POLARS = True
 #: the 10^6 one (19.8-19.9 s, 1,152 MB) with its 95-98 MB marker and HIP API traces on either
 #: parser (2026-12-05).
 POLARS_MIN_BYTES = 256 << 20
+#: The smallest file with ``split`` columns read with polars (:func:`read_csv_plain`), bytes.
+SPLIT_POLARS_MIN_BYTES = 1 << 20
 
 
 class _Plan(NamedTuple):
@@ -461,6 +473,7 @@ class _Plan(NamedTuple):
     ints: set[str]
     floats: set[str]
     texts: set[str]
+    split: Mapping[str, Callable[[Any], tuple[np.ndarray, dict[str, Any]]]] = {}  # noqa: RUF012 (never changed)
 
 
 #: Bytes of CSV text handed to polars at a time (whole records): a read holds one block's text and
@@ -534,7 +547,7 @@ def _polars_chunks(path: Path, plan: _Plan) -> Iterator[pd.DataFrame]:
         NotPlain: see above; chunks already yielded are to be discarded.
     """
     pl = _polars()
-    header, selected, ints, floats, texts = plan
+    header, selected, ints, floats, texts, split = plan
     last = header[-1]
     schema: dict[str, Any] = {name: pl.String for name in header}
     schema.update({name: pl.Int64 for name in ints})
@@ -569,6 +582,10 @@ def _polars_chunks(path: Path, plan: _Plan) -> Iterator[pd.DataFrame]:
                     if name in floats and not bool(np.isfinite(values).all()):
                         raise NotPlain(f"{path}: column {name!r} is not all finite numbers")
                     out[name] = values
+                elif name in split:
+                    texts_kept, more = split[name](col)
+                    out[name] = _as_column(texts_kept)
+                    out.update({extra: _as_column(values) for extra, values in more.items()})
                 elif name in texts:
                     out[name] = np.array(col.to_list(), dtype=object)
                 else:
@@ -585,7 +602,7 @@ def _polars_chunks(path: Path, plan: _Plan) -> Iterator[pd.DataFrame]:
 
 def _pandas_chunks(path: Path, plan: _Plan, chunk_rows: int, some_columns: bool) -> Iterator[tuple[pd.DataFrame, int]]:
     """:func:`read_csv_plain`'s chunks through pandas' C parser (any plain file, gzip included)."""
-    header, selected, ints, floats, texts = plan
+    header, selected, ints, floats, texts, split = plan
     numeric = ints | floats
     dtypes: dict[str, Any] = {name: "category" for name in selected if name not in numeric}
     dtypes.update({name: object for name in texts if name in dtypes})
@@ -614,13 +631,13 @@ def _pandas_chunks(path: Path, plan: _Plan, chunk_rows: int, some_columns: bool)
                 if col.dtype.kind not in "if" or not bool(np.isfinite(col.to_numpy(dtype=np.float64)).all()):
                     raise NotPlain(f"{path}: column {name!r} is not all finite numbers")
             if pending is not None:
-                yield pending, first
+                yield _split_chunk(pending, split), first
                 first += len(pending)
             pending = chunk
         if pending is not None:
             if len(pending) and tail.last_row_is_short(len(header)):
                 raise NotPlain(f"{path}: the last row is cut short")
-            yield pending, first
+            yield _split_chunk(pending, split), first
     except NotPlain:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
@@ -629,6 +646,25 @@ def _pandas_chunks(path: Path, plan: _Plan, chunk_rows: int, some_columns: bool)
         raise NotPlain(f"{path}: {exc}") from exc
     finally:
         fh.close()
+
+
+def _split_chunk(
+    chunk: pd.DataFrame, split: Mapping[str, Callable[[Any], tuple[np.ndarray, dict[str, Any]]]]
+) -> pd.DataFrame:
+    """``chunk`` with each ``split`` column replaced by what its function returns (see :func:`read_csv_plain`)."""
+    for name, fn in split.items():
+        if name in chunk.columns:
+            texts, more = fn(chunk[name].to_numpy(dtype=object))
+            chunk[name] = _as_column(texts, chunk.index)
+            for extra, values in more.items():
+                chunk[extra] = _as_column(values, chunk.index)
+    return chunk
+
+
+def _as_column(values: Any, index: pd.Index | None = None) -> pd.Series:
+    """``values`` as a chunk's column, not copied; an object array stays object (pandas would infer text)."""
+    dtype = object if isinstance(values, np.ndarray) and values.dtype.kind == "O" else None
+    return pd.Series(values, dtype=dtype, index=index, copy=False)
 
 
 def categorical_text(column: pd.Series) -> np.ndarray:

@@ -39,7 +39,10 @@ never 0.
 ``MARKER_COLUMNS`` — roctx/NVTX ranges and marks on host threads:
     process_id, thread_id: Int64; start_ns, end_ns: Int64 (host ns, profiler clock; a mark
     has ``start_ns == end_ns``); message: str; kind: ``"range"`` or ``"mark"``;
-    correlation_id: Int64 (the roctx call's internal correlation id, when recorded).
+    correlation_id: Int64 (the roctx call's internal correlation id, when recorded);
+    range_op, range_node: str; range_invocation: Int64 — a ggml range's op, node name and
+    invocation where a reader let go of its message (None there; see
+    :func:`rocroof.capture.markers.compact_ranges`), None / ``<NA>`` on every other row.
 
 ``LAUNCH_COLUMNS`` — host API calls that enqueued kernels (HIP/CUDA runtime trace):
     correlation_id, process_id, thread_id: Int64; start_ns, end_ns: Int64 (host ns);
@@ -115,6 +118,9 @@ MARKER_COLUMNS: dict[str, str] = {
     "message": "object",
     "kind": "object",
     "correlation_id": "Int64",
+    "range_op": "object",
+    "range_node": "object",
+    "range_invocation": "Int64",
 }
 
 LAUNCH_COLUMNS: dict[str, str] = {
@@ -234,6 +240,7 @@ SPILLED_AFTER_READ = (
     "duration_ns",
     "invocation",
     "launch_ns",
+    "range_invocation",
 )
 
 #: Dispatch columns a reader may spill as it reads (:class:`ChunkStacker`): :data:`PAYLOAD_COLUMNS`,

@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ def _fits(digits: str) -> bool:
     return len(digits) < 19 or int(digits) <= _INT64_MAX
 
 
-def parse_ranges(messages: Sequence[object]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def parse_ranges(messages: Sequence[object] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`parse_range` of many messages at once.
 
     Args:
@@ -158,7 +159,9 @@ def parse_ranges(messages: Sequence[object]) -> tuple[np.ndarray, np.ndarray, np
 POLARS_MIN_MESSAGES = 50_000
 
 
-def _parse_ranges_polars(messages: Sequence[object]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+def _parse_ranges_polars(
+    messages: Sequence[object] | np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`parse_ranges` through polars' string kernels; None when polars cannot hold the texts.
 
     The grammar is split into what the Python expression ``ggml:([A-Za-z0-9_]+):(.*):([0-9]+)``
@@ -179,6 +182,19 @@ def _parse_ranges_polars(messages: Sequence[object]) -> tuple[np.ndarray, np.nda
     except Exception:  # a lone surrogate (not UTF-8) or any value polars refuses: the Python loop decides
         return None
     del texts
+    is_ggml, invocation, op, node, _ = _split_series(column)
+    return is_ggml, invocation, op, node
+
+
+def _split_series(column: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`parse_ranges` of a polars String Series, and whether :func:`range_messages` gives each back.
+
+    Returns ``(is_ggml, invocation, op, node_name, exact)``; ``exact`` (bool, per row) is True
+    where the row is a ggml range whose parts written back are its message byte for byte.
+    """
+    import polars as pl
+
+    column = column.alias("m")
     parts = pl.DataFrame([column]).select(
         op=pl.col("m").str.extract(f"^{re.escape(RANGE_PREFIX)}([A-Za-z0-9_]+):", 1),
         digits=pl.col("m").str.extract(r":([0-9]+)$", 1),
@@ -195,9 +211,17 @@ def _parse_ranges_polars(messages: Sequence[object]) -> tuple[np.ndarray, np.nda
     node_start = parts["node_start"].fill_null(0).clip(0)
     node_chars = parts["node_chars"].fill_null(0).clip(0)
     nodes = column.str.slice(node_start, node_chars)
+    written = pl.DataFrame([column, parts["op"], nodes.alias("node"), parts["invocation"].cast(pl.String)]).select(
+        same=pl.concat_str(
+            [pl.lit(RANGE_PREFIX), pl.col("op"), pl.lit(":"), pl.col("node"), pl.lit(":"), pl.col("invocation")]
+        )
+        == pl.col("m")
+    )
+    exact = written["same"].fill_null(False).to_numpy().astype(bool, copy=True) & is_ggml
+    del written
     op = _shared_strings(parts["op"], is_ggml)
     node = _shared_strings(nodes, is_ggml)
-    return is_ggml, invocation, op, node
+    return is_ggml, invocation, op, node, exact
 
 
 #: Messages per polars call of :func:`parse_ranges`.
@@ -284,3 +308,163 @@ def read_fused_log(path: Path) -> dict[int, FusedGroup]:
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
             raise ParseError(path, f"compressed data is damaged or truncated after line {line} ({exc})") from exc
     return groups
+
+
+#: Marker frame columns that hold a ggml range's parts once its message is let go (see
+#: :func:`compact_ranges`): the op, the node name and the invocation; None / ``<NA>`` elsewhere.
+RANGE_PART_COLUMNS = ("range_op", "range_node", "range_invocation")
+
+
+def compact_ranges(markers: Any, names: dict[str, str] | None = None) -> Any:
+    """Let go of the text of each ggml range that its parts give back exactly (in place; returned).
+
+    ``markers``: a frame of :data:`rocroof.records.MARKER_COLUMNS` (``message``, ``kind``, ...),
+    a reader's whole marker table or a chunk of it. Each ``range`` row whose message parses
+    (:func:`parse_ranges`) and is written back byte for byte by :func:`range_messages` gets its
+    op, node name and invocation in :data:`RANGE_PART_COLUMNS` and its ``message`` set to None;
+    other rows keep their message and get None / ``<NA>`` there. :func:`ggml_fields` reads the
+    ranges of either form, and the store writes the message back (:func:`range_messages`).
+
+    A ggml message is ~80 bytes of Python string per range (868,422 ranges at 10^6 dispatches:
+    ~70 MB); its parts are two pointers to shared strings and an integer.
+
+    Args:
+        markers: the frame (changed in place).
+        names: strings already seen, shared across the chunks of one reader (one object per
+            distinct op and node name).
+    """
+    import pandas as pd
+
+    n = len(markers)
+    if RANGE_PART_COLUMNS[0] in markers.columns:  # split as read (split_ranges): a mark keeps its text
+        marks = np.flatnonzero(
+            (markers["kind"] != "range").to_numpy(dtype=bool) & markers["range_op"].notna().to_numpy(dtype=bool)
+        )
+        if len(marks):
+            messages = marker_messages(markers)
+            kept = markers["message"].to_numpy(dtype=object).copy()
+            kept[marks] = messages[marks]
+            markers["message"] = pd.Series(kept, dtype=object, index=markers.index, copy=False)
+            for name in RANGE_PART_COLUMNS[:2]:
+                values = markers[name].to_numpy(dtype=object).copy()
+                values[marks] = None
+                markers[name] = pd.Series(values, dtype=object, index=markers.index, copy=False)
+            inv = markers["range_invocation"].astype("Int64").array.copy()
+            inv[marks] = pd.NA
+            markers["range_invocation"] = pd.Series(inv, index=markers.index)
+        return markers
+    op = np.full(n, None, dtype=object)
+    node = np.full(n, None, dtype=object)
+    invocation = np.zeros(n, dtype=np.int64)
+    done = np.zeros(n, dtype=bool)
+    if n:
+        messages = markers["message"].to_numpy(dtype=object)
+        rows = np.flatnonzero((markers["kind"] == "range").to_numpy(dtype=bool))
+        is_ggml, inv, r_op, r_node = parse_ranges(messages[rows])
+        rows, inv, r_op, r_node = rows[is_ggml], inv[is_ggml], r_op[is_ggml], r_node[is_ggml]
+        again = range_messages(r_op, r_node, inv)
+        same = np.fromiter((a == b for a, b in zip(again, messages[rows].tolist(), strict=True)), bool, len(rows))
+        del again
+        rows = rows[same]
+        seen = {} if names is None else names
+        op[rows] = [seen.setdefault(x, x) for x in r_op[same].tolist()]
+        node[rows] = [seen.setdefault(x, x) for x in r_node[same].tolist()]
+        invocation[rows] = inv[same]
+        done[rows] = True
+        if len(rows):
+            kept = messages.copy()
+            kept[rows] = None
+            markers["message"] = pd.Series(kept, dtype=object, index=markers.index, copy=False)
+    markers["range_op"] = pd.Series(op, dtype=object, index=markers.index, copy=False)
+    markers["range_node"] = pd.Series(node, dtype=object, index=markers.index, copy=False)
+    markers["range_invocation"] = pd.Series(pd.arrays.IntegerArray(invocation, ~done), index=markers.index)
+    return markers
+
+
+def ggml_fields(markers: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(is_ggml, invocation, op, node_name, compacted)`` per marker row, from either form of a range.
+
+    A range let go by :func:`compact_ranges` gives its :data:`RANGE_PART_COLUMNS`; every other
+    ``range`` row is parsed from its message (:func:`parse_ranges`). ``compacted`` is True where
+    the message was let go (None in the frame; :func:`range_messages` gives it back).
+    Shapes: (rows,) each; int64 invocation (0 where not a ggml range), object op and node name.
+    """
+    n = len(markers)
+    kinds = markers["kind"].to_numpy(dtype=object)
+    is_range = kinds == "range"
+    compacted = np.zeros(n, dtype=bool)
+    if RANGE_PART_COLUMNS[0] in markers.columns:
+        compacted = is_range & markers["range_op"].notna().to_numpy(dtype=bool)
+    if not compacted.any():
+        is_ggml, inv, op, node = parse_ranges(np.where(is_range, markers["message"].to_numpy(dtype=object), None))
+        return is_ggml, inv, op, node, compacted
+    op = np.full(n, None, dtype=object)
+    node = np.full(n, None, dtype=object)
+    inv = np.zeros(n, dtype=np.int64)
+    op[compacted] = markers["range_op"].to_numpy(dtype=object)[compacted]
+    node[compacted] = markers["range_node"].to_numpy(dtype=object)[compacted]
+    inv[compacted] = markers["range_invocation"].to_numpy(dtype=np.int64, na_value=0)[compacted]
+    is_ggml = compacted.copy()
+    rest = np.flatnonzero(is_range & ~compacted)
+    if len(rest):
+        r_ggml, r_inv, r_op, r_node = parse_ranges(markers["message"].to_numpy(dtype=object)[rest])
+        is_ggml[rest] = r_ggml
+        inv[rest] = r_inv
+        op[rest] = r_op
+        node[rest] = r_node
+    return is_ggml, inv, op, node, compacted
+
+
+def marker_messages(markers: Any) -> np.ndarray:
+    """Every marker row's message text, those let go by :func:`compact_ranges` written back.
+
+    Shape (rows,), object: str, or None where the marker has no text.
+    """
+    messages: np.ndarray = markers["message"].to_numpy(dtype=object).copy()
+    if RANGE_PART_COLUMNS[0] in markers.columns:
+        rows = np.flatnonzero(markers["range_op"].notna().to_numpy(dtype=bool))
+        if len(rows):
+            messages[rows] = range_messages(
+                markers["range_op"].to_numpy(dtype=object)[rows],
+                markers["range_node"].to_numpy(dtype=object)[rows],
+                markers["range_invocation"].to_numpy(dtype=np.int64, na_value=0)[rows],
+            )
+    return messages
+
+
+def split_ranges(texts: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    """A column of marker texts with the ggml ranges' messages let go: ``(texts, parts)``.
+
+    For :func:`rocroof.fileio.read_csv_plain`'s ``split``: ``texts`` is a chunk's column, a polars
+    String Series (its fast path: the messages let go never become Python strings, whose freed
+    memory the allocator would keep) or an object array. Returns the texts (object, None where
+    let go) and the :data:`RANGE_PART_COLUMNS` (object, object, nullable Int64), as
+    :func:`compact_ranges` makes them; the caller gives the rows that are marks their text back
+    (:func:`compact_ranges` on the chunk does).
+    """
+    import pandas as pd
+
+    if not isinstance(texts, np.ndarray):
+        _, invocation, op, node, exact = _split_series(texts)
+        kept = np.full(len(texts), None, dtype=object)
+        rest = np.flatnonzero(~exact)
+        if len(rest):
+            kept[rest] = texts.gather(rest).to_list()
+        op[~exact] = None
+        node[~exact] = None
+    else:
+        is_ggml, invocation, op, node = parse_ranges(texts)
+        rows = np.flatnonzero(is_ggml)
+        again = range_messages(op[rows], node[rows], invocation[rows])
+        exact = np.zeros(len(texts), dtype=bool)
+        exact[rows] = np.fromiter((a == b for a, b in zip(again, texts[rows].tolist(), strict=True)), bool, len(rows))
+        kept = texts.copy()
+        kept[exact] = None
+        op[~exact] = None
+        node[~exact] = None
+    parts = {
+        "range_op": op,
+        "range_node": node,
+        "range_invocation": pd.arrays.IntegerArray(np.where(exact, invocation, 0), ~exact),
+    }
+    return kept, parts

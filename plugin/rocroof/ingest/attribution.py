@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..capture.markers import is_reset, parse_fused, parse_ranges, range_messages
+from ..capture.markers import ggml_fields, is_reset, parse_fused, parse_ranges, range_messages
 from ..memory import release_free_memory
 from ..records import Note, PassData, match_rows
 
@@ -420,7 +420,8 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
     kinds = m["kind"].to_numpy(dtype=object)
     is_range_row = kinds == "range"
     messages = m["message"].to_numpy(dtype=object)
-    is_ggml, m_inv_values, m_op, m_name = parse_ranges(np.where(is_range_row, messages, None))
+    # a reader may have let go of the ranges' messages already (compact_ranges): their parts are columns
+    is_ggml, m_inv_values, m_op, m_name, compacted = ggml_fields(m)
     m_inv = _int64_or_na(m_inv_values, is_ggml)
     depth = np.zeros(len(m), dtype=np.int64)
     fused: dict[int, tuple[str, list[str]]] = {}
@@ -434,11 +435,11 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
                 [names.setdefault(x, x) for x in grp.node_names],
             )
 
-    rebuilt: np.ndarray | None = None
-    if release and is_ggml.any():
+    rebuilt: np.ndarray | None = compacted if compacted.any() else None
+    if release and (is_ggml & ~compacted).any():
         # the ranges' messages, where op, node name and invocation give them back exactly, are let
         # go: the pass's marker frame and this function hold the only references to the strings
-        ggml_rows = np.flatnonzero(is_ggml)
+        ggml_rows = np.flatnonzero(is_ggml & ~compacted)
         same = np.zeros(len(ggml_rows), dtype=bool)
         for lo in range(0, len(ggml_rows), _REBUILD_BLOCK):  # a block of rebuilt strings at a time
             rows = ggml_rows[lo : lo + _REBUILD_BLOCK]
@@ -446,7 +447,7 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
             same[lo : lo + len(rows)] = [a == b for a, b in zip(again, messages[rows].tolist(), strict=True)]
             del again
         if same.any():
-            rebuilt = np.zeros(len(messages), dtype=bool)
+            rebuilt = compacted.copy()
             rebuilt[ggml_rows[same]] = True
             kept = messages.copy()
             kept[rebuilt] = None

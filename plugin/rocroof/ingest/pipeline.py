@@ -22,7 +22,7 @@ from ..analysis.dram import BYTE_COLUMNS as DRAM_BYTE_COLUMNS
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
 from ..analysis.peaks import choose_dram_ceiling
-from ..capture.markers import RANGE_PREFIX, is_reset, parse_ranges, range_messages
+from ..capture.markers import RANGE_PREFIX, ggml_fields, is_reset, range_messages
 from ..errors import InputError
 from ..memory import release_free_memory
 from ..records import (
@@ -417,9 +417,7 @@ def build_run(
         m = p.markers.reset_index(drop=True)
         inv = attr.marker_invocation
         if inv is None:  # an attribution made elsewhere: read the ggml ranges here
-            is_ggml, values, _, _ = parse_ranges(
-                np.where(m["kind"].to_numpy(dtype=object) == "range", m["message"], None)
-            )
+            is_ggml, values, _, _, _ = ggml_fields(m)
             inv = pd.Series(pd.arrays.IntegerArray(values, ~is_ggml))
         malformed = _malformed_ranges(p.label, m, inv)
         if malformed is not None:
@@ -1219,10 +1217,7 @@ def _marker_ggml(p: PassData, a: PassAttribution) -> tuple[np.ndarray, np.ndarra
             np.asarray(a.marker_op, dtype=object),
             np.asarray(a.marker_node, dtype=object),
         )
-    m = p.markers
-    return parse_ranges(
-        np.where(m["kind"].to_numpy(dtype=object) == "range", m["message"].to_numpy(dtype=object), None)
-    )
+    return ggml_fields(p.markers)[:4]
 
 
 def _op_tables(

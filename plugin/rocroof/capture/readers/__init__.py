@@ -870,8 +870,10 @@ def has_op_attribution(p: PassData) -> bool:
         return True
     if not len(p.markers):
         return False
-    ranges = p.markers[p.markers["kind"].astype(str) == "range"]["message"].dropna().astype(str)
-    return bool(ranges.str.startswith("ggml").any())
+    ranges = p.markers[p.markers["kind"].astype(str) == "range"]
+    if "range_op" in ranges.columns and bool(ranges["range_op"].notna().any()):  # messages let go (compact_ranges)
+        return True
+    return bool(ranges["message"].dropna().astype(str).str.startswith("ggml").any())
 
 
 def _pass_from_metadata_kernels(meta: object, source: str) -> PassData:

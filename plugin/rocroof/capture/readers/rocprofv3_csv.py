@@ -63,7 +63,7 @@ from ...records import (
     take_rows,
 )
 from ...spill import ColumnWriter, release_pages
-from ..markers import parse_range
+from ..markers import RANGE_PART_COLUMNS, compact_ranges, parse_range, split_ranges
 
 DOMAINS = ("kernel_trace", "counter_collection", "marker_api_trace", "hip_api_trace", "agent_info")
 _NAME_RE = re.compile(r"^(?:(?P<prefix>.*)_)?(?P<domain>" + "|".join(DOMAINS) + r")\.csv$")
@@ -316,7 +316,7 @@ def _marker_chunk(path: Path, df: pd.DataFrame, domains: pd.Series | None, first
         pos = int(df.index[np.flatnonzero(bad.to_numpy())[0]])
         raise ParseError(path, "marker ends before it starts (End_Timestamp < Start_Timestamp)", first + pos)
     df["kind"] = marker_kinds(df["start_ns"] == df["end_ns"])
-    return df
+    return compact_ranges(df)  # the ggml ranges' texts as their parts: ~70 MB less at 10^6 ranges
 
 
 def _markers_text(path: Path) -> pd.DataFrame:
@@ -650,9 +650,16 @@ def _markers_plain(path: Path) -> pd.DataFrame:
         {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid"), "correlation_id": ("Correlation_Id",)},
     )
     with ChunkStacker(spill=SPILLED_AFTER_READ) as frames:
-        for chunk, first in read_csv_plain(path, ints=[start, end, *optional.values()], strings=[func]):
+        # the ggml ranges' messages split into their parts as read: ~70 MB of strings never made at 10^6
+        chunks = read_csv_plain(path, ints=[start, end, *optional.values()], strings=[func], split={func: split_ranges})
+        for chunk, first in chunks:
             df = pd.DataFrame(
-                {"message": _texts(chunk[func]), "start_ns": _ints(chunk[start]), "end_ns": _ints(chunk[end])},
+                {
+                    "message": _texts(chunk[func]),
+                    "start_ns": _ints(chunk[start]),
+                    "end_ns": _ints(chunk[end]),
+                    **{name: chunk[name].reset_index(drop=True) for name in RANGE_PART_COLUMNS},
+                },
                 copy=False,
             )
             for target, col in optional.items():
