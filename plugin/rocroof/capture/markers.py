@@ -398,20 +398,21 @@ def ggml_fields(markers: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     if not compacted.any():
         is_ggml, inv, op, node = parse_ranges(np.where(is_range, markers["message"].to_numpy(dtype=object), None))
         return is_ggml, inv, op, node, compacted
-    op = np.full(n, None, dtype=object)
-    node = np.full(n, None, dtype=object)
-    inv = np.zeros(n, dtype=np.int64)
-    op[compacted] = markers["range_op"].to_numpy(dtype=object)[compacted]
-    node[compacted] = markers["range_node"].to_numpy(dtype=object)[compacted]
-    inv[compacted] = markers["range_invocation"].to_numpy(dtype=np.int64, na_value=0)[compacted]
-    is_ggml = compacted.copy()
+    # the ranges with their text (not ggml ranges, or ones whose parts do not write them back) are parsed
     rest = np.flatnonzero(is_range & ~compacted)
-    if len(rest):
-        r_ggml, r_inv, r_op, r_node = parse_ranges(markers["message"].to_numpy(dtype=object)[rest])
-        is_ggml[rest] = r_ggml
-        inv[rest] = r_inv
-        op[rest] = r_op
-        node[rest] = r_node
+    r_ggml, r_inv, r_op, r_node = parse_ranges(markers["message"].to_numpy(dtype=object)[rest])
+    rest = rest[r_ggml]
+    inv = np.where(compacted, markers["range_invocation"].to_numpy(dtype=np.int64, na_value=0), 0)
+    is_ggml = compacted.copy()
+    op = markers["range_op"].to_numpy(dtype=object)
+    node = markers["range_node"].to_numpy(dtype=object)
+    if not len(rest):  # every ggml range let go: the frame's own columns (None on every other row), not copies
+        return is_ggml, inv, op, node, compacted
+    op, node = op.copy(), node.copy()
+    is_ggml[rest] = True
+    inv[rest] = r_inv[r_ggml]
+    op[rest] = r_op[r_ggml]
+    node[rest] = r_node[r_ggml]
     return is_ggml, inv, op, node, compacted
 
 

@@ -443,8 +443,11 @@ def build_run(
         if attr.message_rebuilt is not None and attr.marker_op is not None and attr.marker_node is not None:
             # the ranges whose messages the attribution let go: rebuilt as they are written
             for hidden, values in zip(RANGE_REBUILD_COLUMNS, (attr.marker_op, attr.marker_node), strict=True):
-                kept = np.full(len(values), None, dtype=object)
-                kept[attr.message_rebuilt] = values[attr.message_rebuilt]
+                if np.array_equal(pd.notna(values), attr.message_rebuilt):  # None elsewhere already: shared
+                    kept = values
+                else:
+                    kept = np.full(len(values), None, dtype=object)
+                    kept[attr.message_rebuilt] = values[attr.message_rebuilt]
                 range_frames[-1][hidden] = pd.Series(kept, index=range_frames[-1].index, copy=False)  # not copied
                 del kept
         r_offset += len(m)
