@@ -341,3 +341,81 @@ def test_a_symbolic_link_to_a_capture_file_is_named_as_one(tmp_path: Path) -> No
         scrub_capture(tmp_path / "link.rpd", tmp_path / "clean")
     with pytest.raises(InputError, match=r"missing.rpd: no such file; expected a capture directory"):
         scrub_capture(tmp_path / "missing.rpd", tmp_path / "clean")
+
+
+def test_ipv6_addresses_and_database_and_sshpass_passwords_go(tmp_path: Path) -> None:
+    # IPv6 in its full and ::-compressed forms, and passwords on a MySQL client's or sshpass's command
+    # line, are redacted; C++ kernel names with ::, times, llama.cpp's -p (the prompt) and ssh's -p
+    # (a port) are not addresses or passwords, and stay byte for byte
+    cap = tmp_path / "cap"
+    shutil.copytree(REPO / "examples" / "h200" / "dense-prefill", cap)
+    for f in cap.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    # two kernels renamed to C++ names with namespaces, in both passes (ncu's names and nsys's)
+    ncu = cap / "ncu" / "ncu_raw.csv.gz"
+    text = gzip.decompress(ncu.read_bytes()).decode()
+    assert text.count('"void rms_norm_f32<') == 18 and text.count('"void mul_mat_q<') == 50
+    text = text.replace('"void rms_norm_f32<', '"void at::native::rms_norm_f32<')
+    ncu.write_bytes(gzip.compress(text.replace('"void mul_mat_q<', '"void c10::ggml_cuda::mul_mat_q<').encode()))
+    nsys = cap / "trace" / "nsys.sqlite.gz"
+    plain = tmp_path / "nsys.sqlite"
+    plain.write_bytes(gzip.decompress(nsys.read_bytes()))
+    with sqlite3.connect(plain) as con:
+        for old, new in (
+            ("void rms_norm_f32<", "void at::native::rms_norm_f32<"),
+            ("void mul_mat_q<", "void c10::ggml_cuda::mul_mat_q<"),
+        ):
+            n = con.execute(
+                "UPDATE StringIds SET value = replace(value, ?, ?) WHERE value LIKE ?", (old, new, old + "%")
+            )
+            assert n.rowcount == 1
+    con.close()
+    nsys.write_bytes(gzip.compress(plain.read_bytes()))
+    manifest = cap / "rocroof-collect.json"
+    data = json.loads(manifest.read_text())
+    assert data["command"][3:5] == ["-p", "512"]  # llama-bench's prompt length
+    data["passes"][0]["command"] = ["sshpass", "-p", "pw-sshpass-4", "ssh", "-p", "2222", "gpu-box"]
+    data["passes"][1]["command"] = ["/usr/bin/mysql", "-u", "bench", "-ppw-mysql-5", "results"]
+    manifest.write_text(json.dumps(data))
+    (cap / "run.log").write_text(
+        "inet6 fe80::1ff:fe23:4567:890a%eth0 prefixlen 64\n"
+        "connecting to [2001:db8::8a2e:370:7334]:443\n"
+        "listening on ::1 port 8080, ::ffff:10.20.30.41 and 2001:0db8:85a3:0000:0000:8a2e:0370:7334.\n"
+        "mysql -u bench -ppw-mysql-1 results < dump.sql\n"
+        "mysqldump --password=pw-mysql-2 results; mysql -p results\n"
+        "sshpass -p 'pw sshpass 3' ssh -p 2222 gpu-box\n"
+        "12:34:56.789 launch void at::native::vectorized_elementwise_kernel<4>(int) after ggml_cuda::mul_mat\n"
+        "void c10::cuda::foo<cafe::f16>(c10::Half *, add::f16 *) at 12:34:56\n"
+        'llama-completion -m m.gguf -p "tell me about 2001:" -n 16\n'
+        "mac aa:bb:cc:dd:ee:0f\n"
+    )
+    scrub_capture(cap, tmp_path / "clean")
+    assert (tmp_path / "clean" / "run.log").read_text() == (
+        "inet6 <ip> prefixlen 64\n"
+        "connecting to [<ip>]:443\n"
+        "listening on <ip> port 8080, <ip> and <ip>.\n"
+        "mysql -u bench -p<redacted> results < dump.sql\n"
+        "mysqldump --password=<redacted> results; mysql -p results\n"
+        "sshpass -p <redacted> ssh -p 2222 gpu-box\n"
+        "12:34:56.789 launch void at::native::vectorized_elementwise_kernel<4>(int) after ggml_cuda::mul_mat\n"
+        "void c10::cuda::foo<cafe::f16>(c10::Half *, add::f16 *) at 12:34:56\n"
+        'llama-completion -m m.gguf -p "tell me about 2001:" -n 16\n'
+        "mac <mac>\n"
+    )
+    clean = json.loads((tmp_path / "clean" / "rocroof-collect.json").read_text())
+    assert clean["command"] == data["command"]  # llama-bench ... -p 512 ...
+    assert clean["passes"][0]["command"] == ["sshpass", "-p", "<redacted>", "ssh", "-p", "2222", "gpu-box"]
+    assert clean["passes"][1]["command"] == ["mysql", "-u", "bench", "-p<redacted>", "results"]
+
+    def kernels(capture: Path, db: Path) -> list[tuple[object, ...]]:
+        Store(db).write_run(build_run(read_capture(capture)))
+        rows = Store(db, read_only=True).query(
+            "SELECT dispatch_index, kernel_name, duration_ns, dram_read_bytes FROM dispatch_dram "
+            "ORDER BY dispatch_index"
+        )
+        return [tuple(r) for r in rows.itertuples(index=False)]
+
+    before, after = kernels(cap, tmp_path / "a.db"), kernels(tmp_path / "clean", tmp_path / "b.db")
+    assert after == before
+    names = {str(r[1]).split("<")[0] for r in after}
+    assert {"void at::native::rms_norm_f32", "void c10::ggml_cuda::mul_mat_q"} <= names

@@ -21,8 +21,9 @@ reads or will read for timelines, and passing every string that stays through on
   emptied;
 * **every remaining string** goes through the redactor: secret-looking ``NAME=value`` pairs and
   ``--flag value`` pairs, ``Authorization:``/``password:``-style fields, bearer tokens and tokens
-  known by their prefix, the user of a URL, host and user names, UUIDs (``GPU-``/``MIG-`` forms
-  included), IPv4, MAC and e-mail addresses, absolute paths (cut to their last part).
+  known by their prefix, the password of a ``mysql -pSECRET``-style or ``sshpass -p SECRET``
+  command, the user of a URL, host and user names, UUIDs (``GPU-``/``MIG-`` forms included), IPv4,
+  IPv6, MAC and e-mail addresses, absolute paths (cut to their last part).
 
 Measurements are left as they are: ``rocroof ingest`` of the copy stores the same numbers.
 """
@@ -33,6 +34,7 @@ import csv
 import getpass
 import gzip
 import io
+import ipaddress
 import json
 import os
 import re
@@ -41,7 +43,7 @@ import socket
 import sqlite3
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +118,73 @@ _UUID = re.compile(
 _IPV4 = re.compile(
     r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w.])"
 )
+#: A candidate IPv6 address: hex groups and colons (two colons at least: ``::1``), an IPv4 tail
+#: (``::ffff:10.0.0.1``) and a zone (``fe80::1%eth0``) allowed; not inside a word, a longer run of
+#: colons or a dotted number. :func:`_is_ipv6` keeps the valid addresses that are no C++ name.
+_IPV6 = re.compile(
+    r"(?<![\w:.%])(?:[0-9A-Fa-f]{0,4}:){2,8}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?"
+    r"(?:%[A-Za-z0-9_.-]*[A-Za-z0-9_])?(?![\w:%]|\.\w)"
+)
+#: Programs whose short ``-p`` carries a password: MySQL's and MariaDB's clients take it attached
+#: (``-pSECRET``; ``-p`` alone asks for it, and a word after it is the database), ``sshpass`` attached
+#: or as the next argument. Elsewhere ``-p`` is something else (llama.cpp's prompt, ssh's port).
+_PASSWORD_PROGRAM = re.compile(
+    r"(?<![\w.-])(?:(mysql(?:dump|admin|import|show|check|pump|slap|binlog|sh)?"
+    r"|mariadb(?:-(?:dump|admin|import|show|check|slap|binlog))?)|(sshpass))(?![\w.-])"
+)
+#: sshpass's options that take an argument (the password file, descriptor, prompt): not the password.
+_SSHPASS_ARG_OPTIONS = ("-f", "-d", "-P")
+#: One shell word after a program on the same line (quoted parts kept together); a command
+#: separator, a redirection or a newline ends the words.
+_SHELL_WORD = re.compile(r"[ \t]+((?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"';|&<>()`])+)")
 _HOME = re.compile(r"(?:/home|/Users|/export/home|/u)/([A-Za-z0-9._-]+)")
+
+
+def _is_ipv6(text: str) -> bool:
+    """Whether ``text`` is a valid IPv6 address (zone allowed) that cannot be a C++ name.
+
+    A C++ name joins identifiers with ``::`` and never holds a single ``:``, and an identifier never
+    starts with a digit; an address holds ``::`` once at most. So ``c10::cuda::foo`` is no address,
+    and of the two-part forms (``X::Y``, ``X::``, ``::Y``) only those with a part that starts with a
+    digit are addresses (``fe80::1``, ``::1``, ``2001::``; not ``cafe::f16``, ``c10::``, nor a bare
+    ``::``). A time (``12:34:56``) or a MAC address (``aa:bb:cc:dd:ee:0f``) is no valid address.
+    """
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    address = text.split("%")[0]
+    if ":" in address.replace("::", ""):  # a single colon: three groups or more
+        return True
+    return any(part[:1].isdigit() for part in address.split("::"))
+
+
+def _password_args(sshpass: bool, args: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """Where a password stands among the words after a mysql-like program or sshpass.
+
+    Args:
+        sshpass: True after ``sshpass``, False after a MySQL or MariaDB client.
+        args: the words that follow the program, quotes left on.
+
+    Yields:
+        (index of the word, offset of the password in it): 2 for ``-pSECRET``, 0 for the word after
+        sshpass's ``-p``. sshpass's options end at the command it runs (``ssh -p 22``: a port).
+    """
+    take_next = skip_next = False
+    for i, word in enumerate(args):
+        if take_next:
+            yield i, 0
+            take_next = False
+        elif skip_next:
+            skip_next = False
+        elif sshpass and (not word.startswith("-") or word == "--"):
+            return
+        elif word.startswith("-p") and len(word) > 2:
+            yield i, 2
+        elif sshpass and word == "-p":
+            take_next = True
+        elif sshpass and word in _SSHPASS_ARG_OPTIONS:
+            skip_next = True
 
 
 def shorten_paths(text: str) -> str:
@@ -159,8 +227,9 @@ class Redactor:
     In order: a NUL-separated environment block keeps only :data:`KEEP_ENV` entries; ``NAME=value``
     pairs with an environment-style or secret-looking name lose their value (the kept variables
     excepted); ``--flag value`` pairs whose flag names a secret lose the value, as do
-    ``Authorization:``/``password:``-style fields and ``Bearer`` tokens; a URL's user goes;
-    e-mail addresses, UUIDs and IPv4 addresses are replaced; host names (those of
+    ``Authorization:``/``password:``-style fields and ``Bearer`` tokens, and the password of a
+    mysql-like (``-pSECRET``) or ``sshpass`` (``-p SECRET``) command; a URL's user goes; e-mail
+    addresses, UUIDs, IPv6 and IPv4 addresses are replaced; host names (those of
     :data:`SHORT_HOST` characters or more; a full name's first label too) become ``host`` and user
     names ``user``; absolute paths are cut to their last part.
     """
@@ -208,9 +277,11 @@ class Redactor:
             "secret field value",
         )
         text = self._sub(_BEARER, text, lambda m: f"{m.group(1)} {REDACTED}", "bearer token")
+        text = self._program_passwords(text)
         text = self._sub(_URL_USER, text, lambda m: f"{m.group(1)}user@", "user of a URL")
         text = self._sub(_EMAIL, text, "<email>", "e-mail address")
         text = self._sub(_UUID, text, "<uuid>", "UUID")
+        text = self._ipv6(text)
         text = self._sub(_IPV4, text, "<ip>", "IP address")
         text = self._sub(_MAC, text, "<mac>", "MAC address")
         text = self._sub(_KNOWN_TOKEN, text, REDACTED, "token")
@@ -220,11 +291,54 @@ class Redactor:
             text = self._sub(self._user_re, text, "user", "user name")
         return shorten_paths(text)
 
+    def _ipv6(self, text: str) -> str:
+        """``text`` with each IPv6 address (:data:`_IPV6`, checked by :func:`_is_ipv6`) replaced by ``<ip>``."""
+
+        def repl(m: re.Match[str]) -> str:
+            if not _is_ipv6(m.group(0)):
+                return m.group(0)
+            self.report.count("IP address")
+            return "<ip>"
+
+        return _IPV6.sub(repl, text)
+
+    def _program_passwords(self, text: str) -> str:
+        """``text`` with the password of each mysql-like or sshpass command line redacted (:func:`_password_args`)."""
+        cuts: list[tuple[int, int]] = []  # (start, end) of each password in text
+        for m in _PASSWORD_PROGRAM.finditer(text):
+            spans: list[tuple[int, int]] = []
+            pos = m.end()
+            while (w := _SHELL_WORD.match(text, pos)) is not None:
+                spans.append(w.span(1))
+                pos = w.end()
+            words = [text[a:b] for a, b in spans]
+            for i, offset in _password_args(m.group(2) is not None, words):
+                if words[i][offset:] != REDACTED:
+                    cuts.append((spans[i][0] + offset, spans[i][1]))
+        for start, end in sorted(set(cuts), reverse=True):
+            text = text[:start] + REDACTED + text[end:]
+            self.report.count("secret flag value")
+        return text
+
     def argv(self, items: list[Any]) -> list[Any]:
-        """A command line as a list: the value after a secret flag redacted, every item redacted."""
+        """A command line as a list: the value after a secret flag redacted, every item redacted.
+
+        The password after a mysql-like program or sshpass (:func:`_password_args`) goes too.
+        """
         out: list[Any] = []
+        hidden: dict[int, int] = {}  # item -> offset of the password in it (mysql -pSECRET, sshpass -p SECRET)
+        for n, item in enumerate(items):
+            if isinstance(item, str) and (m := _PASSWORD_PROGRAM.fullmatch(item.rsplit("/", 1)[-1])) is not None:
+                rest = items[n + 1 :]
+                words = [w if isinstance(w, str) else "" for w in rest]  # a number is no option
+                hidden.update((n + 1 + i, offset) for i, offset in _password_args(m.group(2) is not None, words))
         hide_next = False
-        for item in items:
+        for n, item in enumerate(items):
+            if n in hidden and item != REDACTED and (not isinstance(item, str) or item[hidden[n] :] != REDACTED):
+                out.append(item[: hidden[n]] + REDACTED if isinstance(item, str) else REDACTED)
+                self.report.count("secret flag value")
+                hide_next = False
+                continue
             if hide_next and isinstance(item, str):
                 out.append(REDACTED)
                 self.report.count("secret flag value")
