@@ -264,6 +264,25 @@ def test_plot_out_with_a_dot_writes_four_distinct_files(db: Path, tmp_path: Path
     assert "tokens routed" not in svg[0] and "tokens routed" in svg[1]
 
 
+@pytest.mark.parametrize("typed", ["/", "/."])
+def test_plot_out_and_fleet_plot_naming_a_folder_are_refused(db: Path, tmp_path: Path, typed: str) -> None:
+    # --out is a file name (its help: "File name in an existing folder"), and an existing folder is refused;
+    # a folder that does not exist yet, typed as one, lost its "/" to pathlib: --out plots/ wrote plots.png
+    # and plots.svg beside it
+    out = str(tmp_path / "plots") + typed
+    for args, option, name in (
+        (["plot", "--db", str(db), "--run", "1", "--out", out], "--out", "decode-roofline"),
+        (["fleet", "--db", str(db), "--plot", out], "--plot", "fleet"),
+    ):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 1, res.output
+        assert res.output == (
+            f"Error: {option} '{out}' names a folder: expected a file name (the .png and .svg files are named "
+            f"after it), e.g. {tmp_path}/plots/{name}\n"
+        )
+        assert list(tmp_path.iterdir()) == []  # no plots.png, plots.svg
+
+
 NAN = float("nan")
 
 

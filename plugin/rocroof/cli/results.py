@@ -310,7 +310,7 @@ def _left_out_why(no_stamps: int, no_duration: int) -> str:
 @click.option(
     "--plot",
     "plot_out",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=str),  # as typed: a Path drops the trailing "/" of a folder
     default=None,
     help="Also draw the heat map (ops x runs, % of each run's GPU time) as PLOT.png and PLOT.svg. A dot in PLOT "
     "stays (f.v1: f.v1.png, f.v1.svg); a trailing .png or .svg is dropped (f.png: f.png, f.svg).",
@@ -322,7 +322,7 @@ def fleet(
     sweep_name: str | None,
     label_filters: tuple[str, ...],
     fmt: str,
-    plot_out: Path | None,
+    plot_out: str | None,
 ) -> None:
     """Per ggml op across many runs (a sweep): share of time, % of roof, furthest runs.
 
@@ -440,13 +440,13 @@ def _html_report(rep: Any, store: Any = None) -> str:
 @click.option(
     "--out",
     "out",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=str),  # as typed: a Path drops the trailing "/" of a folder
     default=None,
     help="File name in an existing folder; writes OUT.png and OUT.svg (default: roofline-run<N>), and for MoE runs "
     "OUT-experts.png and OUT-experts.svg. A dot in OUT stays (moe.v2: moe.v2.png, moe.v2.svg); a trailing .png or "
     ".svg is dropped (r3.png: r3.png, r3.svg).",
 )
-def plot(db: str, run_spec: str, out: Path | None) -> None:
+def plot(db: str, run_spec: str, out: str | None) -> None:
     """Draw the run's roofline: ceilings, and one point per ggml op type (and the MoE heat map).
 
     Filled markers sit at the arithmetic intensity from measured DRAM bytes, hollow ones at the

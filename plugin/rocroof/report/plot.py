@@ -211,7 +211,7 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
-def plot_base(name: Path, option: str = "--out", example: str = "docs/decode-roofline") -> Path:
+def plot_base(name: str | Path, option: str = "--out", example: str = "docs/decode-roofline") -> Path:
     """The base name of a plot's files, from the name the user gave (``--out``, ``--plot``).
 
     The rule: a trailing ``.png`` or ``.svg`` (any case) is dropped, since each plot is written
@@ -220,21 +220,31 @@ def plot_base(name: Path, option: str = "--out", example: str = "docs/decode-roo
     ``r3.png`` and ``r3.SVG`` -> ``r3`` (``r3.png``, ``r3.svg``); ``a.png.png`` -> ``a.png``.
 
     Args:
-        name: the path as given (relative to the working folder, or absolute).
+        name: the path as typed (relative to the working folder, or absolute); give the string:
+            a :class:`~pathlib.Path` has already lost a trailing ``/`` (``plots/`` is ``plots``).
         option: the option's name, for the error message.
         example: a good name, for the error message.
 
     Raises:
-        InputError: no file name is left (``""``, ``.``, ``..``, ``.png``) or ``name`` is a folder.
+        InputError: no file name is left (``""``, ``.png``, ``..png``), or ``name`` names a folder: an
+            existing one, or one written as a folder (ending in ``/``, ``/.`` or ``..``).
     """
-    stem = name.name
+    text = os.fspath(name)
+    path = Path(text)
+    typed_last = text.replace(os.sep, "/").rsplit("/", 1)[-1]  # Path("plots/") and Path("plots/.") are "plots"
+    if text and (typed_last in ("", ".", "..") or path.is_dir()):
+        raise InputError(
+            f"{option} {text!r} names a folder: expected a file name (the .png and .svg files are named after it), "
+            f"e.g. {path / Path(example).name}"
+        )
+    stem = path.name
     if stem.lower().endswith(IMAGE_SUFFIXES):
         stem = stem[: -len(".png")]  # both suffixes have four characters
-    if not stem or stem in (".", "..") or name.is_dir():
+    if stem in ("", ".", ".."):  # ".png", "..png"
         raise InputError(
-            f"{option} {str(name)!r}: expected a file name (the .png and .svg files are named after it), e.g. {example}"
+            f"{option} {text!r}: expected a file name (the .png and .svg files are named after it), e.g. {example}"
         )
-    return name.with_name(stem)
+    return path.with_name(stem)
 
 
 def save_roofline(points: pd.DataFrame, ceilings: PlotCeilings, title: str, base: Path) -> list[Path]:
