@@ -417,6 +417,42 @@ def test_points_queued_in_the_last_array_are_not_submitted_again(
     ]
 
 
+def test_status_gives_no_job_for_a_point_outside_the_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a point that is in no submitted array has no Slurm job: null in JSON (as its unknown run), blank in
+    # CSV and tables; it was the empty string, which a script reads as a job named ""
+    monkeypatch.chdir(tmp_path)
+    no_slurm_path(
+        monkeypatch,
+        tmp_path,
+        sbatch='echo "41;cluster"\n',
+        squeue='[ "$6" = 41 ] || exit 1\nprintf "41|0|PENDING|Priority||0:00\\n"\n',
+    )
+    path = replay_file(tmp_path, CASES)
+    points = expand(load_sweep(path))
+    sent = CliRunner().invoke(cli, ["sweep", "replay.yaml", "--executor", "slurm", "--point", points[0].id])
+    assert sent.exit_code == 0, sent.output
+    status = CliRunner().invoke(cli, ["sweep", "status", "replay.yaml", "--format", "json"])
+    assert status.exit_code == 0, status.output
+    assert [(r["point"], r["state"], r["run"], r["job"]) for r in json.loads(status.stdout)] == [
+        (points[0].id, "pending", None, "41_0"),
+        (points[1].id, "not submitted", None, None),
+        (points[2].id, "not submitted", None, None),
+    ]
+    csv_rows = CliRunner().invoke(cli, ["sweep", "status", "replay.yaml", "--format", "csv"]).stdout.splitlines()
+    assert [row.split(",")[:4] for row in csv_rows] == [
+        ["point", "state", "run", "job"],
+        [points[0].id, "pending", "", "41_0"],
+        [points[1].id, "not submitted", "", ""],
+        [points[2].id, "not submitted", "", ""],
+    ]
+    table = CliRunner().invoke(cli, ["sweep", "status", "replay.yaml"]).stdout.splitlines()
+    for point, cells in zip(points, (["pending", "41_0"], ["not", "submitted"], ["not", "submitted"]), strict=True):
+        (line,) = [ln for ln in table if ln.startswith(point.id)]
+        # run and job are blank where unknown: the values follow at once
+        assert line.split()[:4] == [point.id, *cells, f"case={point.params['case']}"], line
+        assert "None" not in line and '""' not in line
+
+
 def test_status_asks_sacct_for_tasks_squeue_has_forgotten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     no_slurm_path(monkeypatch, tmp_path, sbatch="echo 63\n")

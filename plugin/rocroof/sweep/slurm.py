@@ -460,14 +460,15 @@ class PointState:
             stop`` kept its task from running it), ``not submitted`` (not in the last array and not
             stored) or ``unknown`` (submitted, but Slurm cannot be asked here).
         run_id: its stored run (done, or skipped because the capture is stored as another run).
-        job: ``<job>_<task>`` in the last array ('' when not in it).
+        job: ``<job>_<task>`` in the last array; None when the point is not in it (or nothing was
+            submitted): null in JSON, blank in tables and CSV, as :attr:`run_id`.
         detail: Slurm's reason, the node, the error or the log to read; one line.
     """
 
     point: Point
     state: State
     run_id: int | None = None
-    job: str = ""
+    job: str | None = None
     detail: str = ""
 
 
@@ -585,7 +586,7 @@ class SweepStatus:
                 "point": s.point.id,
                 "state": s.state,
                 "run": s.run_id,  # a number (JSON, CSV), or unknown: null in JSON, blank in tables
-                "job": s.job,
+                "job": s.job,  # Slurm's <job>_<task>, or none (not in the last array): null in JSON, blank in tables
                 "values": " ".join(f"{k}={v}" for k, v in s.point.params.items()),
                 "detail": s.detail,
             }
@@ -671,13 +672,13 @@ def sweep_status(sweep: Sweep, points: Sequence[Point], *, db: str | None, defau
         elif p.id in stored:
             states.append(PointState(p, "done", stored[p.id]))
         elif status.get("state") == "failed":
-            states.append(PointState(p, "failed", None, "", str(status.get("error") or "failed")))
+            states.append(PointState(p, "failed", None, None, str(status.get("error") or "failed")))
         elif status.get("state") == "interrupted":
-            states.append(PointState(p, "not run", None, "", "interrupted; a rerun resumes it"))
+            states.append(PointState(p, "not run", None, None, "interrupted; a rerun resumes it"))
         elif status.get("state") in ("profiling", "captured"):
             when = status.get("updated") or "?"
             states.append(
-                PointState(p, "unknown", None, "", f"{status['state']} since {when} and not stored (still running?)")
+                PointState(p, "unknown", None, None, f"{status['state']} since {when} and not stored (still running?)")
             )
         else:
             states.append(PointState(p, "not submitted" if sub is not None else "not run"))
