@@ -214,7 +214,7 @@ def test_rounded_timestamps_are_unknown_not_a_zero_length_trace(tmp_path: Path) 
     assert result.exit_code == 1 and not out.exists(), result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert result.output.startswith("Error: run 1: none of its 3 dispatches has a known start and duration")
-    assert "3 whose timestamps give no duration: rounded by the profiler" in result.output
+    assert "has a known start and duration (3 whose timestamps the profiler rounded: no duration)" in result.output
 
 
 def test_dispatches_without_a_duration_are_left_out_and_counted(tmp_path: Path) -> None:
@@ -226,22 +226,32 @@ def test_dispatches_without_a_duration_are_left_out_and_counted(tmp_path: Path) 
         "WHERE p.is_timing_pass"
     )
     stored = con.execute(f"SELECT COUNT(*) {timed}").fetchone()[0]
-    unknown = {0, 5, 7}  # three kernels whose GPU time is unknown (as when a profiler rounds them)
+    # three kernels whose GPU time is unknown though their timestamps are stored and in order (the pass's
+    # timestamps are exact, so no rounding), and one that ends before it starts
+    unknown, backwards = {0, 5, 7}, 9
     con.execute(f"UPDATE dispatch_record SET duration_ns = NULL WHERE dispatch_index IN {tuple(unknown)}")
+    con.execute("UPDATE dispatch_record SET end_ns = start_ns - 1 WHERE dispatch_index = ?", (backwards,))
     con.commit()
+    assert con.execute(f"SELECT COUNT(*) {timed} AND NOT p.timestamps_exact").fetchone()[0] == 0
+    assert con.execute(f"SELECT COUNT(*) {timed} AND d.end_ns <= d.start_ns").fetchone()[0] == 1
     stamps = dict(con.execute(f"SELECT d.dispatch_index, d.end_ns - d.start_ns {timed}").fetchall())
     con.close()
     result = CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(tmp_path / "run.json")])
     assert result.exit_code == 0, result.output
-    assert "warning: 3 dispatch(es) left out of the timeline, their time unknown (3 whose timestamps give no" in (
-        result.output.replace("\n", " ")
+    # the reason of each: not "rounded by the profiler, or end before start" for all four
+    assert result.stderr == (
+        "warning: 4 dispatch(es) left out of the timeline, their time unknown (1 that end before they start; 3 with "
+        "a start and a later end but no stored duration (duration_ns is NULL; if the ingest refused the profiler's "
+        "duration, 'rocroof runs --notes 1' says so))\n"
     )
     doc = json.loads((tmp_path / "run.json").read_text())
     assert check_trace(doc) == []
     kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
-    assert len(kernels) == stored - 3 and not unknown & {e["args"]["dispatch_index"] for e in kernels}
+    assert len(kernels) == stored - 4 and not (unknown | {backwards}) & {e["args"]["dispatch_index"] for e in kernels}
     for e in kernels:  # each drawn kernel keeps its stored time, µs
         assert e["dur"] == pytest.approx(stamps[e["args"]["dispatch_index"]] / 1e3, abs=1e-3)
     other = doc["otherData"]
-    assert (other["dispatches_left_out"], other["dispatches_without_timestamps"]) == (3, 0)
-    assert other["dispatches_without_duration"] == 3
+    assert (other["dispatches_left_out"], other["dispatches_without_timestamps"]) == (4, 0)
+    assert other["dispatches_without_duration"] == 4
+    assert other["dispatches_ending_before_start"] == 1
+    assert (other["dispatches_with_rounded_timestamps"], other["dispatches_without_stored_duration"]) == (0, 3)

@@ -249,8 +249,9 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
     carries its op, node, invocation, kernel ordinal and measured and modelled bytes; open the
     file at https://ui.perfetto.dev (it stays in your browser) or chrome://tracing. Times are the
     trace pass's, from the run's first event. Dispatches whose start or duration is unknown
-    (no timestamps, or timestamps the profiler rounded) are left out, with a warning that counts
-    them; a run with none known is an error.
+    (no timestamps, timestamps the profiler rounded or that end before they start, no stored
+    duration) are left out, with a warning that counts them by reason; a run with none known is
+    an error.
 
     \b
     Examples:
@@ -268,7 +269,7 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
     other = doc["otherData"]
     left = int(other["dispatches_left_out"])
     drawn = sum(1 for e in doc["traceEvents"] if e["ph"] != "M")
-    why = _left_out_why(int(other["dispatches_without_timestamps"]), int(other["dispatches_without_duration"]))
+    why = _left_out_why(other)
     if left and not drawn:
         raise InputError(
             f"run {rid}: none of its {left:,} dispatches has a known start and duration ({why}): nothing to draw; "
@@ -292,14 +293,23 @@ def export(db: str, run_spec: str, fmt: str, out: Path | None) -> None:
     echo(f"Wrote {out}: {events:,} trace events (open it at https://ui.perfetto.dev or chrome://tracing)")
 
 
-def _left_out_why(no_stamps: int, no_duration: int) -> str:
+def _left_out_why(other: dict[str, Any]) -> str:
     """Why ``export`` left dispatches out, in words: the counts of :func:`rocroof.report.perfetto.trace_document`."""
-    parts = []
-    if no_stamps:
-        parts.append(f"{no_stamps:,} without start and end timestamps: an Nsight Compute replay records durations only")
-    if no_duration:
-        parts.append(f"{no_duration:,} whose timestamps give no duration: rounded by the profiler, or end before start")
-    return "; ".join(parts)
+    rid = other["rocroof_run_id"]
+    reasons = (
+        (
+            "dispatches_without_timestamps",
+            "without start and end timestamps: an Nsight Compute replay records durations only",
+        ),
+        ("dispatches_ending_before_start", "that end before they start"),
+        ("dispatches_with_rounded_timestamps", "whose timestamps the profiler rounded: no duration"),
+        (
+            "dispatches_without_stored_duration",
+            "with a start and a later end but no stored duration (duration_ns is NULL; if the ingest refused the "
+            f"profiler's duration, 'rocroof runs --notes {rid}' says so)",
+        ),
+    )
+    return "; ".join(f"{n:,} {text}" for key, text in reasons if (n := int(other[key])))
 
 
 @cli.group(invoke_without_command=True)

@@ -63,8 +63,12 @@ def trace_document(store: Store, run_id: int) -> dict[str, Any]:
         ``{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}``; ``otherData``
         names the run, the GPU and how many dispatches and ranges were left out:
         ``dispatches_left_out`` (all of them) = ``dispatches_without_timestamps`` (no start or
-        end timestamp) + ``dispatches_without_duration`` (timestamps stored but the GPU time
-        unknown: rounded by the profiler, or an end before the start); ``ranges_left_out``.
+        end timestamp) + ``dispatches_without_duration`` (both timestamps stored, but no GPU time
+        to draw), which is ``dispatches_ending_before_start`` + ``dispatches_with_rounded_timestamps``
+        (no stored duration, in a timing pass whose profiler rounded timestamps) +
+        ``dispatches_without_stored_duration`` (a start and a later end, in a pass with exact
+        timestamps, yet ``duration_ns`` NULL: the ingest refused the profiler's duration, see the
+        run's notes, or the database was changed); ``ranges_left_out``.
     """
     run = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
     params = {"rid": run_id}
@@ -72,9 +76,11 @@ def trace_document(store: Store, run_id: int) -> dict[str, Any]:
         sa.text(
             "SELECT d.dispatch_index, d.kernel_name, d.start_ns, d.end_ns, d.duration_ns, d.dram_read_bytes, "
             "d.dram_write_bytes, d.achieved_gbps, d.op, d.op_list, d.node_name, d.invocation, d.kernel_ordinal, "
-            "r.agent_index, r.queue_id, r.stream_id, m.model_read_bytes, m.model_write_bytes, m.flops "
+            "r.agent_index, r.queue_id, r.stream_id, m.model_read_bytes, m.model_write_bytes, m.flops, "
+            "p.timestamps_exact AS pass_timestamps_exact "
             "FROM dispatch_dram d "
             "JOIN dispatch_record r ON r.run_id = d.run_id AND r.dispatch_index = d.dispatch_index "
+            "LEFT JOIN pass p ON p.run_id = r.run_id AND p.pass_index = r.pass_index "
             "LEFT JOIN op_model m ON m.run_id = d.run_id AND m.op_index = d.op_index WHERE d.run_id = :rid"
         ),
         params,
@@ -96,7 +102,11 @@ def trace_document(store: Store, run_id: int) -> dict[str, Any]:
     k_stamped = k_start.notna() & k_end.notna()
     # the duration is the store's verdict on the timestamps: NULL where they were rounded or end
     # before they start, so such a kernel has no place on a timeline (not 0 µs at the run's start)
-    k_ok = k_stamped & pd.to_numeric(kernels["duration_ns"], errors="coerce").notna() & (k_end >= k_start)
+    k_ordered = k_stamped & (k_end >= k_start)
+    k_ok = k_ordered & pd.to_numeric(kernels["duration_ns"], errors="coerce").notna()
+    # why a dispatch with both timestamps has no time: the pass's rounding, or none the store can tell
+    rounding_pass = (pd.to_numeric(kernels["pass_timestamps_exact"], errors="coerce") == 0).fillna(False).astype(bool)
+    k_rounded = k_ordered & ~k_ok & rounding_pass
     r_start = pd.to_numeric(ranges["start_ns"], errors="coerce")
     r_end = pd.to_numeric(ranges["end_ns"], errors="coerce")
     r_ok = r_start.notna() & r_end.notna() & (r_end >= r_start)
@@ -226,6 +236,9 @@ def trace_document(store: Store, run_id: int) -> dict[str, Any]:
             "dispatches_left_out": int((~k_ok).sum()),
             "dispatches_without_timestamps": int((~k_stamped).sum()),
             "dispatches_without_duration": int((k_stamped & ~k_ok).sum()),
+            "dispatches_ending_before_start": int((k_stamped & ~k_ordered).sum()),
+            "dispatches_with_rounded_timestamps": int(k_rounded.sum()),
+            "dispatches_without_stored_duration": int((k_ordered & ~k_ok & ~k_rounded).sum()),
             "ranges_left_out": int((~r_ok).sum()),
         },
     }
