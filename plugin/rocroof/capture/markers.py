@@ -315,7 +315,7 @@ def read_fused_log(path: Path) -> dict[int, FusedGroup]:
 RANGE_PART_COLUMNS = ("range_op", "range_node", "range_invocation")
 
 
-def compact_ranges(markers: Any, names: dict[str, str] | None = None) -> Any:
+def compact_ranges(markers: Any) -> Any:
     """Let go of the text of each ggml range that its parts give back exactly (in place; returned).
 
     ``markers``: a frame of :data:`rocroof.records.MARKER_COLUMNS` (``message``, ``kind``, ...),
@@ -328,10 +328,11 @@ def compact_ranges(markers: Any, names: dict[str, str] | None = None) -> Any:
     A ggml message is ~80 bytes of Python string per range (868,422 ranges at 10^6 dispatches:
     ~70 MB); its parts are two pointers to shared strings and an integer.
 
+    A frame that has the part columns already (split as read, :func:`split_ranges`) only gives
+    its marks their text back: a mark is never a ggml range.
+
     Args:
         markers: the frame (changed in place).
-        names: strings already seen, shared across the chunks of one reader (one object per
-            distinct op and node name).
     """
     import pandas as pd
 
@@ -366,9 +367,8 @@ def compact_ranges(markers: Any, names: dict[str, str] | None = None) -> Any:
         same = np.fromiter((a == b for a, b in zip(again, messages[rows].tolist(), strict=True)), bool, len(rows))
         del again
         rows = rows[same]
-        seen = {} if names is None else names
-        op[rows] = [seen.setdefault(x, x) for x in r_op[same].tolist()]
-        node[rows] = [seen.setdefault(x, x) for x in r_node[same].tolist()]
+        op[rows] = r_op[same]  # parse_ranges shares one string per distinct name
+        node[rows] = r_node[same]
         invocation[rows] = inv[same]
         done[rows] = True
         if len(rows):
