@@ -184,6 +184,128 @@ def test_a_hand_changed_dispatch_cell_keeps_the_text_of_the_whole_report_or_is_r
         )
 
 
+@pytest.fixture(scope="module")
+def invocation_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two H200 runs with op metadata (decode; MoE prefill, flagged ops), the second with unknown times.
+
+    In run 2 every dispatch of each fifth invocation has no duration: those invocations have no
+    known time (listed last, no share of time) and fill whole batches of their own at the end.
+    """
+    from rocroof.capture.readers import read_capture
+    from rocroof.ingest.pipeline import build_run
+
+    from .conftest import REPO
+
+    db = tmp_path_factory.mktemp("inv") / "r.db"
+    for case in ("dense500m-decode", "moe-prefill"):
+        Store(db).write_run(build_run(read_capture(REPO / "examples" / "h200" / case)))
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE dispatch_record SET duration_ns = NULL WHERE run_id = 2 AND op_index % 5 = 0")
+    con.close()
+    return db
+
+
+@pytest.mark.parametrize("batch", [16, 8192])
+def test_the_streamed_invocation_csv_is_the_whole_reports_csv(
+    invocation_db: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    # `report --by invocation --format csv` sorts, computes and writes a batch of invocations at a time:
+    # the text is the one the whole report renders, and its rows are checked here against the tables
+    import csv
+    import io
+
+    from click.testing import CliRunner
+
+    import rocroof.report.tables as tables_mod
+    from rocroof.cli import cli
+    from rocroof.report.tables import build_report, invocation_csv_chunks, render
+
+    monkeypatch.setattr(tables_mod, "CSV_BATCH_ROWS", batch)
+    store = Store(invocation_db, read_only=True)
+    con = sqlite3.connect(f"file:{invocation_db}?mode=ro", uri=True)
+    try:
+        for run_id in (1, 2):
+            for raw in (False, True):
+                whole = render(build_report(store, run_id, by="invocation"), "csv", raw=raw)
+                args = ["report", "--db", str(invocation_db), "--run", str(run_id), "--by", "invocation"]
+                out = CliRunner().invoke(cli, [*args, "--format", "csv", *(["--raw"] if raw else [])])
+                assert out.exit_code == 0, out.output
+                assert out.output == whole
+            # one row per invocation with a timing dispatch, counted by the database
+            (invocations,) = con.execute(
+                "SELECT COUNT(DISTINCT op_index) FROM dispatch_record WHERE run_id = ? "
+                "AND timing_dispatch_index = dispatch_index AND op_index IS NOT NULL",
+                (run_id,),
+            ).fetchone()
+            rows = list(csv.DictReader(io.StringIO(out.output)))
+            assert len(rows) == invocations > 2 * 16
+            assert len(list(invocation_csv_chunks(store, run_id))) == -(-invocations // batch)  # written in batches
+            # longest first, unknown times last
+            times = [int(r["duration_ns"]) for r in rows if r["duration_ns"]]
+            assert times == sorted(times, reverse=True)
+            assert all(not r["duration_ns"] for r in rows[len(times) :])
+            assert (len(times) < invocations) == (run_id == 2)
+            # an invocation's time and share by hand: its timing dispatches' durations, over the known total
+            known: dict[int, int] = {}
+            unknown: set[int] = set()
+            for op_index, duration in con.execute(
+                "SELECT op_index, duration_ns FROM dispatch_record WHERE run_id = ? "
+                "AND timing_dispatch_index = dispatch_index AND op_index IS NOT NULL",
+                (run_id,),
+            ):
+                if duration is None:
+                    unknown.add(op_index)
+                known[op_index] = known.get(op_index, 0) + (duration or 0)
+            total = sum(d for i, d in known.items() if i not in unknown)
+            for row in (rows[0], rows[len(times) // 2], rows[len(times) - 1]):
+                (op_index,) = con.execute(
+                    "SELECT op_index FROM op_invocation WHERE run_id = ? AND invocation = ?",
+                    (run_id, int(row["invocation"])),
+                ).fetchone()
+                assert int(row["duration_ns"]) == known[op_index]
+                assert float(row["share_of_time_pct"]) == pytest.approx(100.0 * known[op_index] / total, rel=1e-12)
+            # the per-row roofline columns are filled in every batch, and some rows are flagged
+            assert all(r["compute_peak"] and r["governing_ceiling"] for r in rows)
+            assert any(r["flag"] for r in rows)
+    finally:
+        con.close()
+        store.close()
+
+
+def test_a_hand_changed_invocation_cell_keeps_the_text_of_the_whole_report(
+    invocation_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a real among the integers of model_read_bytes prints that whole column as floats (4096.0): a
+    # batch cannot know it before the last one, so the whole report is written
+    from click.testing import CliRunner
+
+    import rocroof.report.tables as tables_mod
+    from rocroof.cli import cli
+    from rocroof.report.tables import build_report, invocation_cells_typed, render
+
+    db = tmp_path / "changed.db"
+    src, con = sqlite3.connect(invocation_db), sqlite3.connect(db)
+    src.backup(con)  # a copy of the file would miss what is still in its write-ahead log
+    src.close()
+    with con:
+        con.execute("UPDATE op_model SET model_read_bytes = model_read_bytes + 0.5 WHERE run_id = 1 AND op_index = 3")
+    con.close()
+    monkeypatch.setattr(tables_mod, "CSV_BATCH_ROWS", 16)
+    store = Store(db, read_only=True)
+    try:
+        assert not invocation_cells_typed(store, 1) and invocation_cells_typed(store, 2)
+        args = ["report", "--db", str(db), "--run", "1", "--by", "invocation", "--format", "csv"]
+        out = CliRunner().invoke(cli, args)
+        assert out.exit_code == 0, out.output
+        assert out.output == render(build_report(store, 1, by="invocation"), "csv")
+        header = out.output.split("\n", 1)[0].split(",")
+        column = header.index("model_read_bytes")
+        read_bytes = [line.split(",")[column] for line in out.output.splitlines()[1:]]
+        assert any(v.endswith(".5") for v in read_bytes) and any(v.endswith(".0") for v in read_bytes)
+    finally:
+        store.close()
+
+
 def test_a_closed_pipe_ends_the_streamed_csv_quietly_with_status_0(tmp_path: Path) -> None:
     # `rocroof report --by dispatch --format csv | head -1`: as the whole report did, no error, status 0
     import subprocess

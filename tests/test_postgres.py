@@ -9,7 +9,9 @@ a throw-away server for them (``.ci/postgres``). Without the variable they skip,
 from __future__ import annotations
 
 import contextlib
+import csv
 import importlib.util
+import io
 import json
 import math
 import os
@@ -29,7 +31,7 @@ from rocroof.cli import cli
 from rocroof.errors import DuplicateRunError, InputError, QueryError, SchemaError
 from rocroof.ingest.pipeline import RunFrames, build_run
 from rocroof.report.diff import diff_runs, render_diff
-from rocroof.report.tables import build_report, render, stored_reports
+from rocroof.report.tables import build_report, invocation_csv_chunks, render, stored_reports
 from rocroof.store import Store, schema, views
 from rocroof.store.merge import merge
 from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -165,6 +167,18 @@ def _assert_same_values(a: Any, b: Any, where: str) -> None:
         assert a == b and type(a) is type(b), f"{where}: {a!r} != {b!r}"
 
 
+def _csv_cells(text: str) -> list[list[Any]]:
+    """CSV text as rows of cells: integers, floats (for :func:`_assert_same_values`) or text."""
+
+    def cell(v: str) -> Any:
+        for kind in (int, float):
+            with contextlib.suppress(ValueError):
+                return kind(v)
+        return v
+
+    return [[cell(v) for v in row] for row in csv.reader(io.StringIO(text))]
+
+
 def _assert_same_store(sqlite_db: str, pg: str, run_ids: list[int]) -> None:
     """Tables, views and reports of the two stores hold the same rows and values, NULLs included."""
     lite, post = table_rows(sqlite_db), table_rows(pg)
@@ -188,6 +202,9 @@ def _assert_same_store(sqlite_db: str, pg: str, run_ids: list[int]) -> None:
                 a = json.loads(render(build_report(ro_lite, rid, by=by, top=5), "json"))["rows"]
                 b = json.loads(render(build_report(ro_pg, rid, by=by, top=5), "json"))["rows"]
                 _assert_same_values(a, b, f"run {rid} by {by} top 5")
+            # the whole invocation CSV, sorted by each database and written a batch at a time
+            a, b = (_csv_cells("".join(invocation_csv_chunks(ro, rid))) for ro in (ro_lite, ro_pg))
+            _assert_same_values(a, b, f"run {rid} invocation CSV")
             assert render(build_report(ro_lite, rid, by="op"), "markdown") == render(
                 build_report(ro_pg, rid, by="op"), "markdown"
             )

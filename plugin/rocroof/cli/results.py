@@ -160,10 +160,11 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
 
     store = Store(db, read_only=True)
     rid = store.resolve_run(run_spec)
-    if by == "dispatch" and fmt == "csv" and top is None:  # every dispatch: written as it is read
-        from ..report.tables import dispatch_csv_chunks
+    if by in ("dispatch", "invocation") and fmt == "csv" and top is None:  # every row: written as it is read
+        from ..report.tables import dispatch_csv_chunks, invocation_csv_chunks
 
-        for chunk in dispatch_csv_chunks(store, rid, raw=raw):
+        chunks = dispatch_csv_chunks if by == "dispatch" else invocation_csv_chunks
+        for chunk in chunks(store, rid, raw=raw):
             echo(chunk, nl=False)
         return
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]

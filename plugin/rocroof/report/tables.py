@@ -217,7 +217,7 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
         rows = rows.drop(columns=["_all_rows", "_all_duration_ns"])
     elif not len(rows):  # a run without them (or no dispatches at all): the view
         rows = store.frame(sa.text(f"SELECT * FROM {_VIEW[by]} WHERE run_id = :rid"), {"rid": run_id})
-    run_row = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
+    run_row = _run_row(store, run_id)
     notes = run_notes(store, run_id)
     if counted is not None:
         total_ns = counted[1]  # NULL (no known time) comes back None or NaN: both are unknown below
@@ -228,9 +228,7 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     else:
         known_total = pd.to_numeric(rows["duration_ns"], errors="coerce").sum() if "duration_ns" in rows else 0
     if by != "dispatch":
-        rows["share_of_time_pct"] = (
-            100.0 * pd.to_numeric(rows["duration_ns"], errors="coerce") / known_total if known_total else float("nan")
-        )
+        rows["share_of_time_pct"] = _time_shares(rows["duration_ns"], known_total)
         rows = rows.sort_values(["duration_ns", "dispatches"], ascending=[False, False], na_position="last")
     elif top is not None:
         rows = rows.sort_values(["duration_ns", "dispatch_index"], ascending=[False, True], na_position="last")
@@ -244,8 +242,7 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
         unattributed = rows[rows["op"].isna()]
         totals["unattributed_dispatches"] = int(unattributed["dispatches"].sum()) if len(unattributed) else 0
         totals["dispatches"] = int(rows["dispatches"].sum()) if len(rows) else 0
-    ceil_df = store.frame(sa.select(schema.run_ceiling).where(schema.run_ceiling.c.run_id == run_id))
-    ceilings = {r["name"]: r for r in ceil_df.to_dict("records")}
+    ceilings = _ceiling_rows(store, run_id)
     sampled = any(n.code == "counter-sample" for n in notes)
     if by in ("op", "invocation") and len(rows):
         ceiling_values = {k: v["value"] for k, v in ceilings.items()}
@@ -283,6 +280,23 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
         labels=labels,
         fused=fused,
     )
+
+
+def _time_shares(durations: pd.Series, known_total: Any) -> Any:
+    """Each row's % of ``known_total`` ns (the run's known time); NaN for all when it is 0 or unknown."""
+    return 100.0 * pd.to_numeric(durations, errors="coerce") / known_total if known_total else float("nan")
+
+
+def _run_row(store: Store, run_id: int) -> dict[str, Any]:
+    """The run's ``run`` row, column -> value."""
+    row: dict[str, Any] = store.frame(sa.select(schema.run).where(schema.run.c.run_id == run_id)).to_dict("records")[0]
+    return row
+
+
+def _ceiling_rows(store: Store, run_id: int) -> dict[str, dict[str, Any]]:
+    """The run's ``run_ceiling`` rows by name (``value`` in the unit the name ends with)."""
+    ceil_df = store.frame(sa.select(schema.run_ceiling).where(schema.run_ceiling.c.run_id == run_id))
+    return {r["name"]: r for r in ceil_df.to_dict("records")}
 
 
 #: Groupings whose report is stored with the run (``stored_report``), read back by :mod:`.quick`.
@@ -356,8 +370,7 @@ def _with_roofline(
 
     arch = run.get("gpu_arch")
     if by == "invocation" and "op_index" in rows:
-        rows = rows.merge(shapes(), on="op_index", how="left")
-        rows = rows.join(compute_peaks(rows, arch, ceilings))
+        return _invocation_roofline(rows.merge(shapes(), on="op_index", how="left"), run, ceilings)
     if by == "op":
         modelled = store.frame(sa.text("SELECT 1 AS one FROM op_model WHERE run_id = :rid LIMIT 1"), {"rid": run_id})
         attributed = rows[rows["op"].notna()] if "op" in rows else rows
@@ -383,13 +396,32 @@ def _with_roofline(
                 per_op = per_op_sums(inv, sampled=sampled).merge(peaks, on="op", how="left")
         if len(per_op):
             rows = rows.merge(per_op, on="op", how="left")
+    rows = _with_dram_bytes(rows)
+    if by == "op" and "bytes_basis" in rows:
+        return _roofline_by_basis(rows, run, ceilings)
+    return add_roofline_columns(rows, run, ceilings)
+
+
+def _with_dram_bytes(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with ``dram_bytes`` (read + write bytes; NaN when either is unknown) where they lack it."""
     if "dram_bytes" not in rows:
         rows["dram_bytes"] = pd.to_numeric(rows["dram_read_bytes"], errors="coerce") + pd.to_numeric(
             rows["dram_write_bytes"], errors="coerce"
         )
-    if by == "op" and "bytes_basis" in rows:
-        return _roofline_by_basis(rows, run, ceilings)
-    return add_roofline_columns(rows, run, ceilings)
+    return rows
+
+
+def _invocation_roofline(rows: pd.DataFrame, run: dict[str, Any], ceilings: dict[str, float]) -> pd.DataFrame:
+    """Invocation rows with their compute peak and roofline columns (times in ns, bytes, TFLOP/s).
+
+    ``rows``: ``op_roofline`` rows with ``op_invocation``'s ``quant``, ``m`` and ``n_experts``. Each
+    row's values depend on that row and the run alone (``run``, ``ceilings``), so rows may come a
+    batch at a time.
+    """
+    from ..analysis.roofline import add_roofline_columns, compute_peaks
+
+    rows = rows.join(compute_peaks(rows, run.get("gpu_arch"), ceilings))
+    return add_roofline_columns(_with_dram_bytes(rows), run, ceilings)
 
 
 def _first_notes(store: Store, run_id: int, groups: pd.DataFrame) -> dict[int, str]:
@@ -672,7 +704,8 @@ def render(
     return render_text(report, fmt, width, all_columns=all_columns)
 
 
-#: Dispatches read, typed and written at a time by :func:`dispatch_csv_chunks` (~3 MB of CSV text).
+#: Rows read, typed and written at a time by :func:`dispatch_csv_chunks` and :func:`invocation_csv_chunks`
+#: (~3 MB of CSV text).
 CSV_BATCH_ROWS = 8192
 #: ``dispatch_record``'s integer and real columns that the dispatch report prints (or derives from).
 _DISPATCH_INTEGERS = ("dispatch_id", "duration_ns", "kernel_ordinal")
@@ -738,6 +771,90 @@ def dispatch_csv_chunks(store: Store, run_id: int, *, raw: bool = False) -> Iter
     sql = sa.text(f"SELECT {', '.join(cols)} FROM {view} WHERE run_id = :rid ORDER BY dispatch_index")
     for i, frame in enumerate(store.frame_batches(sql, {"rid": run_id}, CSV_BATCH_ROWS)):
         yield csv_text(frame, raw, header=i == 0)
+
+
+#: ``op_invocation`` and ``op_model`` columns that the invocation report prints as they are stored, and
+#: the storage classes (besides NULL) each holds when rocroof wrote it.
+_INVOCATION_CELLS = {
+    "op_invocation": {
+        "invocation": "integer",
+        "layer": "integer",
+        "op": "text",
+        "op_list": "text",
+        "node_name": "text",
+    },
+    "op_model": {
+        "model_read_bytes": "integer",
+        "model_write_bytes": "integer",
+        "flops": "real",
+        "evaluation": "integer",
+        "block_part": "text",
+        "model_note": "text",
+    },
+}
+
+
+def invocation_cells_typed(store: Store, run_id: int) -> bool:
+    """Whether each stored value the run's invocation report prints as it is has its column's type.
+
+    A column is typed over all of its rows (:func:`rocroof.store.frame_of_batches`): a real number
+    among the integers of ``model_read_bytes`` prints every value of it as a float (``5.0``), which
+    a report written a batch at a time cannot know before its last batch. rocroof writes one type
+    per column (:data:`_INVOCATION_CELLS`); a database changed by hand may not. The report's other
+    columns are sums, casts and quotients computed in SQL, of one type whatever is stored.
+
+    Returns:
+        False when a column of :data:`_INVOCATION_CELLS` holds a value of another storage class than
+        its own (or NULL) in one of the run's rows; True otherwise (always on PostgreSQL, whose columns
+        are typed).
+    """
+    if store.engine.dialect.name != "sqlite":
+        return True
+    for table, cells in _INVOCATION_CELLS.items():
+        other = " OR ".join(f"typeof({c}) NOT IN ('{kind}', 'null')" for c, kind in cells.items())
+        found = store.frame(
+            sa.text(f"SELECT 1 AS one FROM {table} WHERE run_id = :rid AND ({other}) LIMIT 1"), {"rid": run_id}
+        )
+        if len(found):
+            return False
+    return True
+
+
+def invocation_csv_chunks(store: Store, run_id: int, *, raw: bool = False) -> Iterator[str]:
+    """The whole invocation report of a run as CSV, a batch of invocations at a time.
+
+    The text of ``render(build_report(store, run_id, by="invocation"), "csv", raw=raw)``, read,
+    computed and written :data:`CSV_BATCH_ROWS` invocations at a time: a run of 10^6 dispatches
+    (~8x10^5 invocations) is never held whole (53 s and 1.2 GB that way, benchmarks/RESULTS.md).
+
+    The database sorts the rows as the whole report does (time, longest first, unknown last; then
+    dispatches, most first; then ``op_index``, the order the whole report's view gives its ties).
+    Each row's roofline columns depend on that row and on the run's constants alone (its GPU,
+    DRAM peak, ceilings: read once), and ``share_of_time_pct`` on the run's known time, summed in
+    SQL before the first row (:func:`rocroof.store.views.invocation_time`). A run whose stored
+    cells are not of their column's type (:func:`invocation_cells_typed`) is written as the whole
+    report.
+    """
+    if not invocation_cells_typed(store, run_id):  # a real number among integers: typed as a whole
+        yield render(build_report(store, run_id, by="invocation"), "csv", raw=raw)
+        return
+    known_total = store.frame(views.invocation_time(run_id))["duration_ns"].iloc[0]
+    known_total = 0 if known_total is None or pd.isna(known_total) else known_total
+    run_row = _run_row(store, run_id)
+    ceilings = {k: v["value"] for k, v in _ceiling_rows(store, run_id).items()}
+    view = _VIEW["invocation"]
+    # op_invocation's shape columns decide each row's compute peak (the whole report merges them in)
+    sql = sa.text(
+        f"SELECT v.*, i.quant, i.m, i.n_experts FROM {view} v LEFT JOIN op_invocation i "
+        "ON i.run_id = v.run_id AND i.op_index = v.op_index WHERE v.run_id = :rid "
+        "ORDER BY v.duration_ns IS NULL, v.duration_ns DESC, v.dispatches DESC, v.op_index"
+    )
+    for i, rows in enumerate(store.frame_batches(sql, {"rid": run_id}, CSV_BATCH_ROWS)):
+        rows["share_of_time_pct"] = _time_shares(rows["duration_ns"], known_total)
+        if len(rows):  # (no rows: only the header, of the view's columns, as the whole report has)
+            rows = _invocation_roofline(rows, run_row, ceilings)
+        cols = [c for c in _COLUMNS["invocation"] if c in rows.columns and c not in _NOT_EXPORTED]
+        yield csv_text(rows[cols], raw, header=i == 0)
 
 
 def runs_frame(store: Store, *, labels_as_mapping: bool = False) -> pd.DataFrame:

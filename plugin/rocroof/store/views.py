@@ -418,6 +418,24 @@ def op_shape_sums(run_id: int) -> sa.Select[Any]:
     )
 
 
+def invocation_time(run_id: int) -> sa.Select[Any]:
+    """One row, one column ``duration_ns``: the sum of one run's known ``op_roofline.duration_ns``, ns.
+
+    An invocation's time is the strict sum of its timing dispatches' (NULL when any is unknown), as
+    in ``op_invocation_summary``; the invocations of unknown time add nothing, and NULL comes back
+    when none is known. Read from ``dispatch_record`` alone: a second of SQLite at 10^6 dispatches,
+    where summing the view evaluates every one of its columns (~5 s).
+    """
+    d = s.dispatch_record
+    per_invocation = (
+        sa.select(_strict_sum(d.c.duration_ns).label("duration_ns"))
+        .where(d.c.run_id == run_id, d.c.timing_dispatch_index == d.c.dispatch_index, d.c.op_index.is_not(None))
+        .group_by(d.c.op_index)
+        .subquery("inv")
+    )
+    return sa.select(sa.func.sum(per_invocation.c.duration_ns).label("duration_ns"))
+
+
 #: The roofline's verdict rules, as rocroof.analysis.roofline.add_roofline_columns applies them.
 LATENCY_PCT = 10.0
 LATENCY_US = 20.0
