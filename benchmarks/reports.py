@@ -12,8 +12,9 @@ CSV capture (8 counters per dispatch, ggml op ranges, no op metadata)::
 The commands are those whose work grows with the run (every dispatch or invocation read):
 ``advise``, ``report --format html``, ``report --by kernel``, ``report --by invocation --top 20``,
 the whole invocation and dispatch reports as CSV, and ``report --by op`` (stored with the run) for
-scale. The machine (CPU, cores, RAM), the date, the git commit and the load average before and
-after go with the results; the section is appended to benchmarks/RESULTS.md unless ``--no-write``.
+scale (``--command`` picks some of them). The machine (CPU, cores, RAM), the date, the git commit and
+the load average before and after go with the results; the section is appended to
+benchmarks/RESULTS.md unless ``--no-write``.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", default="/tmp/rocroof-bench/reports-1000000.db", help="the database to report on")
     ap.add_argument("--no-write", action="store_true", help="print only; do not append to RESULTS.md")
+    ap.add_argument(
+        "--command",
+        action="append",
+        choices=COMMANDS,
+        help="measure only this command (repeatable; default: every command of COMMANDS)",
+    )
     args = ap.parse_args()
     if not Path(args.db).exists():
         sys.exit(f"{args.db}: no such database (see this script's docstring for how to make it)")
@@ -75,7 +82,7 @@ def main() -> None:
     con.close()
     started, load_before = dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), load()
     rows = []
-    for command in COMMANDS:
+    for command in args.command or COMMANDS:
         wall, rss, size, code = measure(args.db, command)
         rows.append(f"| `rocroof {command}` | {wall:.1f} | {rss:,.0f} | {size / 1e6:,.1f} | {code} |")
         print(rows[-1], flush=True)
@@ -86,7 +93,9 @@ def main() -> None:
         f"Machine: {machine()}. Commit {host.commit()}. Started {started}; load average (1 / 5 / 15 min) "
         f"{load_before} at the start, {load()} at the end (other processes share this machine).",
         "",
-        f"Command: `python benchmarks/reports.py --db {args.db}`: run {run}, {dispatches:,} timing dispatches, "
+        f"Command: `python benchmarks/reports.py --db {args.db}"
+        + "".join(f" --command '{c}'" for c in args.command or ())
+        + f"`: run {run}, {dispatches:,} timing dispatches, "
         f"{invocations:,} op invocations; each command in its own child process (wall time includes "
         "interpreter start and imports; peak RSS is the child's `ru_maxrss`).",
         "",
