@@ -8,6 +8,7 @@ them those tests skip with the reason.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import NoReturn
 
@@ -32,6 +33,15 @@ def fixture_path(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"recorded fixtures not found at {FIXTURES} (set ROCROOF_SHARED to the shared/ folder)")
     return path
+
+
+def writable_copy(source: Path, target: Path) -> Path:
+    """A copy of the capture ``source`` at ``target`` that the test may change (read-only sources: the
+    shared fixtures, a checkout's files); returns ``target``."""
+    shutil.copytree(source, target)
+    for f in target.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    return target
 
 
 @pytest.fixture

@@ -22,14 +22,14 @@ from rocroof.ingest.pipeline import build_run
 from rocroof.report.diff import diff_runs, render_diff
 from rocroof.store import Store
 
+from .conftest import writable_copy
+
 DECODE = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense500m-decode"
 
 
 def _slowed_copy(tmp_path: Path, factor: float) -> Path:
     cap = tmp_path / "slow"
-    shutil.copytree(DECODE, cap)
-    for f in cap.rglob("*"):
-        f.chmod(0o755 if f.is_dir() else 0o644)
+    writable_copy(DECODE, cap)
     gz = cap / "trace" / "nsys.sqlite.gz"
     db = cap / "trace" / "nsys.sqlite"
     db.write_bytes(gzip.decompress(gz.read_bytes()))

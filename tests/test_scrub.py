@@ -22,7 +22,7 @@ from rocroof.errors import InputError
 from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
-from .conftest import add_nsys_identity_tables
+from .conftest import add_nsys_identity_tables, writable_copy
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense-prefill"
 SECRETS = ("s3cr3t-token-value", "gpu-node-4711.example.org", "alice-the-user", "/home/alice-the-user/models")
@@ -41,9 +41,7 @@ def _all_bytes(root: Path) -> bytes:
 def dirty(tmp_path: Path) -> Path:
     """The example capture with an environment, a host, a user and paths planted in it."""
     cap = tmp_path / "dirty"
-    shutil.copytree(EXAMPLE, cap)
-    for f in cap.rglob("*"):
-        f.chmod(0o755 if f.is_dir() else 0o644)
+    writable_copy(EXAMPLE, cap)
     db = cap / "trace" / "nsys.sqlite"
     db.write_bytes(gzip.decompress((cap / "trace" / "nsys.sqlite.gz").read_bytes()))
     (cap / "trace" / "nsys.sqlite.gz").unlink()
@@ -210,9 +208,7 @@ def test_names_in_gzipped_exports_are_learned_and_damaged_files_are_named(tmp_pa
     """A host name only a gzipped nsys export records is still replaced in the capture's logs."""
     host = "gpu-node-4711.example.org"
     cap = tmp_path / "cap"
-    shutil.copytree(EXAMPLE, cap)
-    for f in cap.rglob("*"):
-        f.chmod(0o755 if f.is_dir() else 0o644)
+    writable_copy(EXAMPLE, cap)
     gz = cap / "trace" / "nsys.sqlite.gz"
     plain = tmp_path / "nsys.sqlite"
     plain.write_bytes(gzip.decompress(gz.read_bytes()))

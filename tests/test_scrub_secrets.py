@@ -26,7 +26,7 @@ from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
 from . import synthetic
-from .conftest import REPO, add_nsys_identity_tables, fixture_path
+from .conftest import REPO, add_nsys_identity_tables, fixture_path, writable_copy
 from .rocprof_legacy_files import Kernel, kernel_csv, results_db, sysinfo
 from .rpd_files import Call, Marker, write_rpd
 
@@ -106,9 +106,7 @@ def scrub_and_check(cap: Path, tmp_path: Path, arch: str | None = None) -> None:
 
 def test_nsight_capture(tmp_path: Path) -> None:
     cap = tmp_path / "cap"
-    shutil.copytree(REPO / "examples" / "h200" / "dense-prefill", cap)
-    for f in cap.rglob("*"):
-        f.chmod(0o755 if f.is_dir() else 0o644)
+    writable_copy(REPO / "examples" / "h200" / "dense-prefill", cap)
     db = cap / "trace" / "nsys.sqlite"
     db.write_bytes(gzip.decompress((cap / "trace" / "nsys.sqlite.gz").read_bytes()))
     (cap / "trace" / "nsys.sqlite.gz").unlink()
@@ -203,9 +201,7 @@ def test_rocpd_capture(tmp_path: Path) -> None:
 
 def test_rocprof_compute_workload(tmp_path: Path) -> None:
     cap = tmp_path / "cap"
-    shutil.copytree(fixture_path("rocprof-compute", "vcopy", "MI100"), cap)
-    for f in cap.rglob("*"):
-        f.chmod(0o755 if f.is_dir() else 0o644)
+    writable_copy(fixture_path("rocprof-compute", "vcopy", "MI100"), cap)
     info = (cap / "sysinfo.csv").read_text().splitlines()
     info[1] = (
         info[1]
@@ -348,9 +344,7 @@ def test_ipv6_addresses_and_database_and_sshpass_passwords_go(tmp_path: Path) ->
     # line, are redacted; C++ kernel names with ::, times, llama.cpp's -p (the prompt) and ssh's -p
     # (a port) are not addresses or passwords, and stay byte for byte
     cap = tmp_path / "cap"
-    shutil.copytree(REPO / "examples" / "h200" / "dense-prefill", cap)
-    for f in cap.rglob("*"):
-        f.chmod(0o755 if f.is_dir() else 0o644)
+    writable_copy(REPO / "examples" / "h200" / "dense-prefill", cap)
     # two kernels renamed to C++ names with namespaces, in both passes (ncu's names and nsys's)
     ncu = cap / "ncu" / "ncu_raw.csv.gz"
     text = gzip.decompress(ncu.read_bytes()).decode()
