@@ -345,3 +345,14 @@ def test_a_marker_trace_split_as_read_stores_every_message_as_recorded(
     store.close()
     stored = table_rows(str(tmp_path / "r.db"))["marker_range"]
     assert sorted(stored["message"].tolist()) == sorted([*texts, "ggml:ADD:x-0:6"])
+
+
+def test_parse_ranges_of_no_messages_on_either_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    import rocroof.capture.markers as markers
+
+    for threshold in (0, markers.POLARS_MIN_MESSAGES):
+        monkeypatch.setattr(markers, "POLARS_MIN_MESSAGES", threshold)
+        is_ggml, invocation, op, node = markers.parse_ranges(np.array([], dtype=object))
+        assert (len(is_ggml), len(invocation), len(op), len(node)) == (0, 0, 0, 0)

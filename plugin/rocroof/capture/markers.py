@@ -113,7 +113,7 @@ def parse_ranges(messages: Sequence[object] | np.ndarray) -> tuple[np.ndarray, n
         ggml range) and two object arrays (None where not a ggml range), one entry per message.
     """
     n = len(messages)
-    if n >= POLARS_MIN_MESSAGES:
+    if n and n >= POLARS_MIN_MESSAGES:
         # a block at a time: polars' string buffers stay the size of one block
         done = []
         for lo in range(0, n, _POLARS_BLOCK):
