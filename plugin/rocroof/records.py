@@ -39,9 +39,10 @@ never 0.
 ``MARKER_COLUMNS`` — roctx/NVTX ranges and marks on host threads:
     process_id, thread_id: Int64; start_ns, end_ns: Int64 (host ns, profiler clock; a mark
     has ``start_ns == end_ns``); message: str; kind: ``"range"`` or ``"mark"``;
-    correlation_id: Int64 (the roctx call's internal correlation id, when recorded);
-    range_op, range_node: str; range_invocation: Int64 — a ggml range's op, node name and
-    invocation where a reader let go of its message (None there; see
+    correlation_id: Int64 (the roctx call's internal correlation id, when recorded).
+    A reader that lets go of the ggml ranges' messages as it reads them adds
+    ``MARKER_PART_COLUMNS``: range_op, range_node: str; range_invocation: Int64 — the range's op,
+    node name and invocation where its message is None (see
     :func:`rocroof.capture.markers.compact_ranges`), None / ``<NA>`` on every other row.
 
 ``LAUNCH_COLUMNS`` — host API calls that enqueued kernels (HIP/CUDA runtime trace):
@@ -118,6 +119,12 @@ MARKER_COLUMNS: dict[str, str] = {
     "message": "object",
     "kind": "object",
     "correlation_id": "Int64",
+}
+
+#: Marker columns a reader adds when it lets go of the ggml ranges' messages as it reads them
+#: (:func:`rocroof.capture.markers.split_ranges`); a reader that keeps every message leaves them
+#: out (no column of None per row).
+MARKER_PART_COLUMNS: dict[str, str] = {
     "range_op": "object",
     "range_node": "object",
     "range_invocation": "Int64",

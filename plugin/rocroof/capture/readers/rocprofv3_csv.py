@@ -48,6 +48,7 @@ from ...records import (
     DISPATCH_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
+    MARKER_PART_COLUMNS,
     SPILLED_AFTER_READ,
     SPILLED_ON_READ,
     ChunkStacker,
@@ -299,6 +300,10 @@ def _counter_file_text(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Da
     return counters, merged.drop(columns="_exact"), merged["_exact"]
 
 
+#: The markers this reader gives: their ggml ranges' messages split into parts as read.
+_MARKER_COLUMNS = {**MARKER_COLUMNS, **MARKER_PART_COLUMNS}
+
+
 def _marker_chunk(path: Path, df: pd.DataFrame, domains: pd.Series | None, first: int) -> pd.DataFrame:
     """A chunk of markers, checked and given its ``kind``, without the rows of excluded domains.
 
@@ -344,8 +349,8 @@ def _markers_text(path: Path) -> pd.DataFrame:
                 df[target] = parse_int(path, chunk[col], first, col)[0]
         frames.append(_marker_chunk(path, df, parse_str(chunk[domain]) if domain is not None else None, first))
     if not frames:
-        return empty_frame(MARKER_COLUMNS)
-    return conform(pd.concat(frames, ignore_index=True), MARKER_COLUMNS)
+        return empty_frame(_MARKER_COLUMNS)
+    return conform(pd.concat(frames, ignore_index=True), _MARKER_COLUMNS)
 
 
 def _launches_text(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataFrame:
@@ -665,9 +670,9 @@ def _markers_plain(path: Path) -> pd.DataFrame:
             for target, col in optional.items():
                 df[target] = _ints(chunk[col])
             domains = _texts(chunk[domain]) if domain is not None else None
-            frames.add(conform(_marker_chunk(path, df, domains, first), MARKER_COLUMNS))
+            frames.add(conform(_marker_chunk(path, df, domains, first), _MARKER_COLUMNS))
         if not frames.chunks:
-            return empty_frame(MARKER_COLUMNS)
+            return empty_frame(_MARKER_COLUMNS)
         return frames.finish()
 
 
