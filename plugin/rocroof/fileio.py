@@ -586,9 +586,7 @@ def _polars_chunks(path: Path, plan: _Plan) -> Iterator[pd.DataFrame]:
                         raise NotPlain(f"{path}: column {name!r} is not all finite numbers")
                     out[name] = values
                 elif name in split:
-                    texts_kept, more = split[name](col)
-                    out[name] = _as_column(texts_kept)
-                    out.update({extra: _as_column(values) for extra, values in more.items()})
+                    out.update(_split_column(name, split[name], col))
                 elif name in texts:
                     out[name] = np.array(col.to_list(), dtype=object)
                 else:
@@ -657,17 +655,24 @@ def _split_chunk(
     """``chunk`` with each ``split`` column replaced by what its function returns (see :func:`read_csv_plain`)."""
     for name, fn in split.items():
         if name in chunk.columns:
-            texts, more = fn(chunk[name].to_numpy(dtype=object))
-            chunk[name] = _as_column(texts, chunk.index)
-            for extra, values in more.items():
-                chunk[extra] = _as_column(values, chunk.index)
+            for column, values in _split_column(name, fn, chunk[name].to_numpy(dtype=object), chunk.index).items():
+                chunk[column] = values
     return chunk
 
 
-def _as_column(values: Any, index: pd.Index | None = None) -> pd.Series:
-    """``values`` as a chunk's column, not copied; an object array stays object (pandas would infer text)."""
-    dtype = object if isinstance(values, np.ndarray) and values.dtype.kind == "O" else None
-    return pd.Series(values, dtype=dtype, index=index, copy=False)
+def _split_column(
+    name: str, fn: Callable[[Any], tuple[np.ndarray, dict[str, Any]]], values: Any, index: pd.Index | None = None
+) -> dict[str, pd.Series]:
+    """The chunk columns that ``fn`` makes of column ``name``'s ``values``: ``name`` itself and its extra ones.
+
+    Not copied; an object array stays object (pandas would infer text).
+    """
+    texts, more = fn(values)
+    out = {}
+    for column, array in {name: texts, **more}.items():
+        dtype = object if isinstance(array, np.ndarray) and array.dtype.kind == "O" else None
+        out[column] = pd.Series(array, dtype=dtype, index=index, copy=False)
+    return out
 
 
 def categorical_text(column: pd.Series) -> np.ndarray:

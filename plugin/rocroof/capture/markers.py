@@ -328,56 +328,36 @@ def compact_ranges(markers: Any) -> Any:
     A ggml message is ~80 bytes of Python string per range (868,422 ranges at 10^6 dispatches:
     ~70 MB); its parts are two pointers to shared strings and an integer.
 
-    A frame that has the part columns already (split as read, :func:`split_ranges`) only gives
-    its marks their text back: a mark is never a ggml range.
+    A frame that has the part columns already (split as read, :func:`split_ranges`) is not split
+    again; either way its marks get their text back: a mark is never a ggml range.
 
     Args:
         markers: the frame (changed in place).
     """
     import pandas as pd
 
-    n = len(markers)
-    if RANGE_PART_COLUMNS[0] in markers.columns:  # split as read (split_ranges): a mark keeps its text
-        marks = np.flatnonzero(
-            (markers["kind"] != "range").to_numpy(dtype=bool) & markers["range_op"].notna().to_numpy(dtype=bool)
-        )
-        if len(marks):
-            messages = marker_messages(markers)
-            kept = markers["message"].to_numpy(dtype=object).copy()
-            kept[marks] = messages[marks]
-            markers["message"] = pd.Series(kept, dtype=object, index=markers.index, copy=False)
-            for name in RANGE_PART_COLUMNS[:2]:
-                values = markers[name].to_numpy(dtype=object).copy()
-                values[marks] = None
-                markers[name] = pd.Series(values, dtype=object, index=markers.index, copy=False)
-            inv = markers["range_invocation"].astype("Int64").array.copy()
-            inv[marks] = pd.NA
-            markers["range_invocation"] = pd.Series(inv, index=markers.index)
-        return markers
-    op = np.full(n, None, dtype=object)
-    node = np.full(n, None, dtype=object)
-    invocation = np.zeros(n, dtype=np.int64)
-    done = np.zeros(n, dtype=bool)
-    if n:
-        messages = markers["message"].to_numpy(dtype=object)
-        rows = np.flatnonzero((markers["kind"] == "range").to_numpy(dtype=bool))
-        is_ggml, inv, r_op, r_node = parse_ranges(messages[rows])
-        rows, inv, r_op, r_node = rows[is_ggml], inv[is_ggml], r_op[is_ggml], r_node[is_ggml]
-        again = range_messages(r_op, r_node, inv)
-        same = np.fromiter((a == b for a, b in zip(again, messages[rows].tolist(), strict=True)), bool, len(rows))
-        del again
-        rows = rows[same]
-        op[rows] = r_op[same]  # parse_ranges shares one string per distinct name
-        node[rows] = r_node[same]
-        invocation[rows] = inv[same]
-        done[rows] = True
-        if len(rows):
-            kept = messages.copy()
-            kept[rows] = None
-            markers["message"] = pd.Series(kept, dtype=object, index=markers.index, copy=False)
-    markers["range_op"] = pd.Series(op, dtype=object, index=markers.index, copy=False)
-    markers["range_node"] = pd.Series(node, dtype=object, index=markers.index, copy=False)
-    markers["range_invocation"] = pd.Series(pd.arrays.IntegerArray(invocation, ~done), index=markers.index)
+    if RANGE_PART_COLUMNS[0] not in markers.columns:  # not split as read: split here, marks included
+        kept, parts = split_ranges(markers["message"].to_numpy(dtype=object))
+        markers["message"] = pd.Series(kept, dtype=object, index=markers.index, copy=False)
+        for name, values in parts.items():
+            dtype = object if name != "range_invocation" else None
+            markers[name] = pd.Series(values, dtype=dtype, index=markers.index, copy=False)
+    # a mark is never a ggml range: one whose text reads like one gets it back
+    marks = np.flatnonzero(
+        (markers["kind"] != "range").to_numpy(dtype=bool) & markers["range_op"].notna().to_numpy(dtype=bool)
+    )
+    if len(marks):
+        messages = marker_messages(markers)
+        kept = markers["message"].to_numpy(dtype=object).copy()
+        kept[marks] = messages[marks]
+        markers["message"] = pd.Series(kept, dtype=object, index=markers.index, copy=False)
+        for name in RANGE_PART_COLUMNS[:2]:
+            values = markers[name].to_numpy(dtype=object).copy()
+            values[marks] = None
+            markers[name] = pd.Series(values, dtype=object, index=markers.index, copy=False)
+        inv = markers["range_invocation"].astype("Int64").array.copy()
+        inv[marks] = pd.NA
+        markers["range_invocation"] = pd.Series(inv, index=markers.index)
     return markers
 
 
