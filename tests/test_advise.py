@@ -30,6 +30,7 @@ from click.testing import CliRunner
 from rocroof.capture.readers import read_capture
 from rocroof.cli import cli
 from rocroof.ingest.pipeline import build_run
+from rocroof.report import advise
 from rocroof.report.advise import (
     CACHED_RATIO,
     L2_OVER_DRAM,
@@ -38,11 +39,12 @@ from rocroof.report.advise import (
     SMALL_OP_BYTES,
     build_advice,
     causes,
+    launch_summary,
     render_advice,
 )
 from rocroof.store import Store
 
-from .conftest import overlapping_capture
+from .conftest import fixture_path, overlapping_capture
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FLOPS = EXAMPLES / "h200-counters" / "dense28-decode-flops"
@@ -501,6 +503,57 @@ def test_causes_from_planted_evidence() -> None:
     )
     low = {**base, "bound": "compute", "pct_of_ceiling": 20.0, "governing_ceiling": "int8_matrix_tops"}
     assert causes(low, flushed=False) == ["compute-bound at 20% of int8_matrix_tops"]
+
+
+def test_waves_of_kernels_that_all_read_a_hundredth_are_a_hundredth() -> None:
+    # Nsight prints waves per SM with two decimals: kernels that all read 0.01 average to 0.01, give or
+    # take the last bit of the time-weighted sum; a grid that reads 0.00 is a few blocks
+    base = {"mean_us_per_call": 50.0, "mean_us_per_kernel": 50.0, "idle_share": 0.1, "bound": "memory"}
+    for waves in (0.01, 0.009999999999999998, 0.010000000000000002):
+        assert causes({**base, "waves_per_sm": waves}, flushed=False) == ["under one wave: 0.01 waves per SM"]
+    assert causes({**base, "waves_per_sm": 0.0}, flushed=False) == ["under one wave: a few blocks"]
+    assert causes({**base, "waves_per_sm": 0.004}, flushed=False) == ["under one wave: a few blocks"]
+
+
+@pytest.mark.parametrize("batch", [13, 500])
+def test_advice_read_a_few_invocations_at_a_time_is_the_same(
+    batch: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the invocations are read and summed a batch at a time (memory holds one batch): the groups, their
+    # order and first names, the MoE view and the evaluations' tokens do not depend on the batch
+    for capture in (MOE, FLOPS):
+        db = tmp_path / f"{capture.name}.db"
+        store, run_id = _store(capture, db)
+        whole = build_advice(store, run_id)
+        monkeypatch.setattr(advise, "INVOCATION_BATCH_ROWS", batch)
+        parts = build_advice(store, run_id)
+        monkeypatch.undo()
+        assert len(whole.groups) > 5
+        # float sums in another order: equal to their last digits
+        pd.testing.assert_frame_equal(parts.groups, whole.groups, check_exact=False, rtol=1e-12)
+        pd.testing.assert_frame_equal(parts.evaluations, whole.evaluations)
+        pd.testing.assert_frame_equal(parts.moe_layers, whole.moe_layers)
+        # and the ranking is still the one worked by hand from the stored roofline
+        hand = _ranking_by_hand(db, run_id)
+        got = parts.groups[parts.groups["recoverable_ns"].notna()]
+        assert [tuple(k) for k in got[["op_list", "quant", "ne", "src_ne"]].to_numpy().tolist()] == [
+            k for k, _, _, _ in hand
+        ]
+        for (_, recoverable, _, _), (_, g) in zip(hand, got.iterrows(), strict=True):
+            assert g["recoverable_ns"] == pytest.approx(recoverable, rel=1e-9)
+    assert len(parts.moe_layers) == 0 and len(whole.evaluations) == 16  # FLOPS: a dense decode of 16 tokens
+
+
+def test_launch_overhead_of_rounded_timestamps_is_not_measurable(tmp_path: Path) -> None:
+    # rocprofiler-compute's timestamps.csv of this workload rounds every kernel's start and end to the
+    # same value (8.1097E+14): no window has a wall time, and nothing reads "0.0 µs" or "nan"
+    store, run_id = _store(fixture_path("rocprof-compute", "vcopy", "MI300X_A1"), tmp_path / "r.db")
+    advice = build_advice(store, run_id)
+    line = launch_summary(advice)
+    assert line is not None and line.startswith("Launch overhead: not measurable in this run")
+    for fmt in ("table", "markdown"):
+        text = render_advice(advice, fmt)
+        assert "nan" not in text.lower() and "0.0 µs" not in text
 
 
 @pytest.mark.parametrize("capture", [EXAMPLES / "h200-sampled" / "moe24-decode-sample", FLOPS], ids=lambda p: p.name)

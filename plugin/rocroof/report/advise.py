@@ -239,29 +239,6 @@ def build_advice(store: Store, run_id: int) -> Advice:
         kernels = kernels.assign(evaluation=0)
     evaluations = evaluation_timeline(kernels)
     gaps = host_gaps(kernels)
-    inv = _frame(
-        store,
-        "SELECT v.op_index, v.op, v.op_list, v.evaluation, v.dispatches, v.duration_ns, v.dram_bytes, "
-        "v.time_at_roof_ns, v.time_over_roof_ns, v.pct_of_ceiling, v.bound, v.governing_ceiling, v.flops, "
-        "v.compute_ceiling, "
-        # op_roofline's model_bytes, node_name and layer from their tables: op_verdict is built on
-        # op_roofline, and joining the view again sums every dispatch twice (7 s at 10^6)
-        "md.model_read_bytes + md.model_write_bytes AS model_bytes, i.node_name, i.layer, "
-        "i.quant, i.ne, i.src_ne, i.m, i.top_k, i.n_experts, i.tokens_per_expert "
-        "FROM op_verdict v JOIN op_invocation i ON i.run_id = v.run_id AND i.op_index = v.op_index "
-        "LEFT JOIN op_model md ON md.run_id = v.run_id AND md.op_index = v.op_index WHERE v.run_id = :rid",
-        run_id,
-    )
-    if len(evaluations) and len(inv):
-        tokens = (
-            inv[inv["op"].astype(str).str.startswith("MUL_MAT")]
-            .assign(m=lambda f: pd.to_numeric(f["m"], errors="coerce"))
-            .groupby("evaluation")["m"]
-            .max()
-        )
-        evaluations["tokens"] = evaluations["evaluation"].map(tokens)
-    else:
-        evaluations["tokens"] = pd.Series(dtype="float64")
     counters = _counter_sums(store, run_id, [*_L2, *_OCCUPANCY, *_TCC, *_op_counters(run.get("gpu_arch"))])
     counters["total"] = _measure(counters["total"])
     # a counter several passes collected (rocprofiler-compute repeats some in each pass) counts once:
@@ -269,20 +246,33 @@ def build_advice(store: Store, run_id: int) -> Advice:
     counters = counters.sort_values(["pass_index", "op_index"], kind="stable").drop_duplicates(
         ["op_index", "counter_name"], keep="first"
     )
-    # the MoE view first: _groups then takes the invocations as its own (no copy of ~0.3 GB at 10^6)
-    moe_layers = layer_skew(expert_loads(inv[inv["op"] == "MUL_MAT_ID"]))
-    with np.errstate(over="ignore", invalid="ignore"):  # damaged readings (1e308 summed): unknown, not a warning
-        groups = _groups(
-            inv,
-            counters,
-            evaluations,
-            gaps,
-            sampled=sampled,
-            flushed=flushed,
-            arch=run.get("gpu_arch"),
-            l2_gbps=ceilings.get("l2_gbps"),
-        )
-    del inv
+    facts = _counter_facts(counters, run.get("gpu_arch"))
+    del counters
+    totals = _GroupTotals()
+    tokens: list[pd.Series] = []  # per batch: the largest MUL_MAT* ``m`` of each evaluation
+    routed: list[pd.DataFrame] = []  # the MUL_MAT_ID invocations (the MoE view)
+    # the invocations a batch at a time: memory holds one batch and the groups' sums, not the run's
+    # ~10^6 invocations of 24 columns (0.9 GB at 10^6)
+    for inv in store.frame_batches(sa.text(_INVOCATIONS_SQL), {"rid": run_id}, batch_rows=INVOCATION_BATCH_ROWS):
+        if not len(inv):
+            continue
+        if len(evaluations):
+            mul_mat = inv[inv["op"].astype(str).str.startswith("MUL_MAT")]
+            tokens.append(pd.to_numeric(mul_mat["m"], errors="coerce").groupby(mul_mat["evaluation"]).max())
+        routed.append(inv[inv["op"] == "MUL_MAT_ID"])
+        with np.errstate(over="ignore", invalid="ignore"):  # damaged readings (1e308 summed): unknown, not a warning
+            _invocation_facts(inv, facts, evaluations, gaps)
+            totals.add(inv)
+        del inv
+    if len(evaluations) and totals.rows:
+        by_evaluation = pd.concat(tokens) if tokens else pd.Series(dtype="float64")
+        evaluations["tokens"] = evaluations["evaluation"].map(by_evaluation.groupby(level=0).max())
+    else:
+        evaluations["tokens"] = pd.Series(dtype="float64")
+    moe_layers = layer_skew(expert_loads(pd.concat(routed, ignore_index=True) if routed else _no_invocations()))
+    del routed
+    with np.errstate(over="ignore", invalid="ignore"):
+        groups = totals.groups(flushed=flushed, l2_gbps=ceilings.get("l2_gbps"))
     return Advice(
         run=run,
         labels=run_labels(store, run_id),
@@ -383,24 +373,110 @@ def _op_counters(arch: Any) -> list[str]:
     return [*names, *(f"{n}_sum" for n in names if not n.startswith(("sm__", "sass__")))]
 
 
-def _groups(
-    inv: pd.DataFrame,
-    counters: pd.DataFrame,
-    evaluations: pd.DataFrame,
-    gaps: pd.DataFrame,
-    *,
-    sampled: bool,
-    flushed: bool,
-    arch: Any = None,
-    l2_gbps: float | None = None,
-) -> pd.DataFrame:
-    """The ranked op groups with their evidence (:data:`GROUP_COLUMNS`).
+#: Invocations read at a time by :func:`build_advice` (each batch: ~40 columns once its facts are added).
+INVOCATION_BATCH_ROWS = 1 << 15
 
-    ``inv`` is taken: its columns are measured in place and more are added (not a copy of ~0.3 GB at
-    10^6 invocations); the caller does not use it afterwards.
+#: Each op invocation with its verdict and what the groups need of it (one row per ``op_verdict`` row).
+_INVOCATIONS_SQL = (
+    "SELECT v.op_index, v.op, v.op_list, v.evaluation, v.dispatches, v.duration_ns, v.dram_bytes, "
+    "v.time_at_roof_ns, v.time_over_roof_ns, v.pct_of_ceiling, v.bound, v.governing_ceiling, v.flops, "
+    "v.compute_ceiling, "
+    # op_roofline's model_bytes, node_name and layer from their tables: op_verdict is built on
+    # op_roofline, and joining the view again sums every dispatch twice (7 s at 10^6)
+    "md.model_read_bytes + md.model_write_bytes AS model_bytes, i.node_name, i.layer, "
+    "i.quant, i.ne, i.src_ne, i.m, i.top_k, i.n_experts, i.tokens_per_expert "
+    "FROM op_verdict v JOIN op_invocation i ON i.run_id = v.run_id AND i.op_index = v.op_index "
+    "LEFT JOIN op_model md ON md.run_id = v.run_id AND md.op_index = v.op_index WHERE v.run_id = :rid"
+)
+_INVOCATION_COLUMNS = [
+    "op_index",
+    "op",
+    "op_list",
+    "evaluation",
+    "dispatches",
+    "duration_ns",
+    "dram_bytes",
+    "time_at_roof_ns",
+    "time_over_roof_ns",
+    "pct_of_ceiling",
+    "bound",
+    "governing_ceiling",
+    "flops",
+    "compute_ceiling",
+    "model_bytes",
+    "node_name",
+    "layer",
+    "quant",
+    "ne",
+    "src_ne",
+    "m",
+    "top_k",
+    "n_experts",
+    "tokens_per_expert",
+]
+#: What groups the invocations: the op (or fused group), the weight type and the shapes.
+_GROUP_KEYS = ["op_list", "quant", "ne", "src_ne"]
+#: Per-invocation counter facts: L2 bytes, occupancy, AMD L2 hits and misses.
+_FACTS = [*_L2.values(), *_OCCUPANCY.values(), "l2_hits", "l2_misses"]
+#: The matrix units' parts of the measured operations, shown apart.
+_OP_PARTS = ("tensor_flop", "tensor_int_ops", "dp4a_ops")
+
+
+def _no_invocations() -> pd.DataFrame:
+    return pd.DataFrame([], columns=_INVOCATION_COLUMNS, dtype=object)
+
+
+def _counter_facts(counters: pd.DataFrame, arch: Any) -> dict[str, pd.Series]:
+    """Per ``op_index``: each counter fact and measured operation, for :func:`_invocation_facts`.
+
+    ``counters`` are :func:`_counter_sums` rows (one pass per counter, ``total`` measured). Keys:
+    a fact of :data:`_FACTS` (the sum over the invocation's kernels, unknown where one reading is),
+    ``<fact>_kernels`` (kernels counted), ``<fact>_timed`` (sum of reading x ``duration_ns``),
+    ``<fact>_time`` (ns), and ``measured_flop``, ``measured_int_ops`` and :data:`_OP_PARTS`
+    (:func:`rocroof.analysis.ops.measured_ops`). Only the facts the counters give are present.
     """
-    if not len(inv):
-        return pd.DataFrame(columns=GROUP_COLUMNS)
+    out: dict[str, pd.Series] = {}
+    if not len(counters):
+        return out
+    # an invocation's sum of a counter is known only when every counted kernel of it has the counter
+    # (Nsight Compute leaves the per-opcode metric at 0, without instances, for some kernels)
+    most = counters.groupby("op_index")["kernels"].transform("max")
+    counters = counters.assign(total=counters["total"].where(counters["kernels"] >= most))
+    names = {**_L2, **_OCCUPANCY, **_TCC}
+    c = counters.assign(fact=counters["counter_name"].astype(str).map(names)).dropna(subset=["fact"])
+    total = c.pivot_table(index="op_index", columns="fact", values="total", aggfunc="sum", dropna=False)
+    # a sum of unknowns (an infinite or damaged reading, NaN after _measure) is unknown, not 0
+    known = c.assign(known=c["total"].notna()).pivot_table(
+        index="op_index", columns="fact", values="known", aggfunc="sum", dropna=False
+    )
+    total = total.where(known.reindex_like(total) > 0)
+    kernels = c.pivot_table(index="op_index", columns="fact", values="kernels", aggfunc="sum")
+    timed = c.pivot_table(index="op_index", columns="fact", values="timed", aggfunc="sum", dropna=False)
+    time = c.pivot_table(index="op_index", columns="fact", values="time", aggfunc="sum", dropna=False)
+    for col in total.columns:
+        out[col] = total[col]
+        out[f"{col}_kernels"] = kernels[col]
+        out[f"{col}_timed"] = timed[col]
+        out[f"{col}_time"] = time[col]
+    ops_wide = counters.pivot(index="op_index", columns="counter_name", values="total")
+    ops_wide.columns = [str(c) for c in ops_wide.columns]
+    measured = measured_ops(ops_wide, arch if isinstance(arch, str) else None)
+    for col in ("measured_flop", "measured_int_ops", *_OP_PARTS):
+        if col in measured:
+            out[col] = measured[col]
+    return out
+
+
+def _invocation_facts(
+    inv: pd.DataFrame, facts: dict[str, pd.Series], evaluations: pd.DataFrame, gaps: pd.DataFrame
+) -> None:
+    """Measure a batch of :data:`_INVOCATIONS_SQL` rows in place and add what the groups sum.
+
+    Adds the counter facts of ``facts`` (:func:`_counter_facts`; NaN, and 0 kernels, where an
+    invocation has none), ``idle_share`` (of its evaluation, :func:`evaluation_timeline`) and
+    ``host_gap_ns`` (:func:`host_gaps`). A verdict built on a damaged value (negative or infinite
+    bytes, a roof time above the time) becomes unknown.
+    """
     for c in (
         "duration_ns",
         "dram_bytes",
@@ -411,194 +487,283 @@ def _groups(
         "flops",
     ):
         inv[c] = _measure(inv[c])
-    # a verdict built on a damaged value (negative or infinite bytes, a roof time above the time) is unknown
     bad = inv["dram_bytes"].isna() | (inv["time_at_roof_ns"] > inv["duration_ns"] * (1 + 1e-9))
     inv.loc[bad, ["time_at_roof_ns", "time_over_roof_ns"]] = np.nan
-    # an invocation's sum of a counter is known only when every counted kernel of it has the counter
-    # (Nsight Compute leaves the per-opcode metric at 0, without instances, for some kernels)
-    if len(counters):
-        most = counters.groupby("op_index")["kernels"].transform("max")
-        counters = counters.assign(total=counters["total"].where(counters["kernels"] >= most))
-    # per-invocation counter sums and counted kernels (group means are over kernels, sums over invocations)
-    facts = [*_L2.values(), *_OCCUPANCY.values(), "l2_hits", "l2_misses"]
-    for col in facts:
+    for col in _FACTS:
         inv[col] = np.nan
         inv[f"{col}_kernels"] = 0
         inv[f"{col}_timed"] = inv[f"{col}_time"] = np.nan
-    if len(counters):
-        names = {**_L2, **_OCCUPANCY, **_TCC}
-        c = counters.assign(fact=counters["counter_name"].astype(str).map(names)).dropna(subset=["fact"])
-        total = c.pivot_table(index="op_index", columns="fact", values="total", aggfunc="sum", dropna=False)
-        # a sum of unknowns (an infinite or damaged reading, NaN after _measure) is unknown, not 0
-        known = c.assign(known=c["total"].notna()).pivot_table(
-            index="op_index", columns="fact", values="known", aggfunc="sum", dropna=False
-        )
-        total = total.where(known.reindex_like(total) > 0)
-        kernels = c.pivot_table(index="op_index", columns="fact", values="kernels", aggfunc="sum")
-        timed = c.pivot_table(index="op_index", columns="fact", values="timed", aggfunc="sum", dropna=False)
-        time = c.pivot_table(index="op_index", columns="fact", values="time", aggfunc="sum", dropna=False)
-        for col in total.columns:
-            inv[col] = inv["op_index"].map(total[col])
-            inv[f"{col}_kernels"] = inv["op_index"].map(kernels[col]).fillna(0)
-            inv[f"{col}_timed"] = inv["op_index"].map(timed[col])
-            inv[f"{col}_time"] = inv["op_index"].map(time[col])
-    # measured operations per invocation (sums of the counted kernels: the formulas are linear)
-    parts = ("tensor_flop", "tensor_int_ops", "dp4a_ops")  # the matrix units' parts, shown apart
-    for col in ("measured_flop", "measured_int_ops", *parts):
+    for col in ("measured_flop", "measured_int_ops", *_OP_PARTS):
         inv[col] = np.nan
-    if len(counters):
-        ops_wide = counters.pivot(index="op_index", columns="counter_name", values="total")
-        ops_wide.columns = [str(c) for c in ops_wide.columns]
-        measured = measured_ops(ops_wide, arch if isinstance(arch, str) else None)
-        for col in ("measured_flop", "measured_int_ops", *parts):
-            if col in measured:
-                inv[col] = inv["op_index"].map(measured[col])
+    for col, by_op in facts.items():
+        values = inv["op_index"].map(by_op)
+        inv[col] = values.fillna(0) if col.endswith("_kernels") else values
     idle = evaluations.set_index("evaluation")["idle_share"] if len(evaluations) else pd.Series(dtype=float)
     inv["idle_share"] = pd.to_numeric(inv["evaluation"], errors="coerce").map(idle)
     gap = gaps.set_index("op_index")["host_gap_ns"] if len(gaps) else pd.Series(dtype=float)
     inv["host_gap_ns"] = inv["op_index"].map(gap)
-    shapes: dict[tuple[Any, ...], str] = {}  # a few hundred distinct shapes over 10^6 invocations
-    inv["group"] = [
-        shapes[key] if key in shapes else shapes.setdefault(key, _shape(str(key[0]), *key[1:]))
-        for key in zip(inv["op_list"], inv["ne"], inv["src_ne"], inv["quant"], strict=True)
-    ]
-    rows = []
-    total_time = float(inv["duration_ns"].sum())
-    keys = ["op_list", "quant", "ne", "src_ne"]
-    for key, g in inv.groupby(keys, dropna=False, sort=False):
-        measured = g[g["time_at_roof_ns"].notna() & g["duration_ns"].notna()]
-        duration = float(g["duration_ns"].sum())
-        m_dur = float(measured["duration_ns"].sum())
-        at_roof = float(measured["time_at_roof_ns"].sum())
-        over = float(measured["time_over_roof_ns"].sum())
-        if len(measured) and m_dur > 0:
-            recoverable = over if len(measured) == len(g) else duration * over / m_dur
-            pct = 100.0 * at_roof / m_dur
-        else:
-            recoverable = pct = float("nan")
-        # the bound and ceiling of most of the measured time
-        bound = governing = None
-        if len(measured):
-            by_bound = measured.groupby(["bound", "governing_ceiling"], dropna=True)["duration_ns"].sum()
-            if len(by_bound):
-                bound, governing = by_bound.idxmax()
-        known_model = measured[measured["model_bytes"].notna() & (measured["model_bytes"] > 0)]
-        model_per_call = float(known_model["model_bytes"].mean()) if len(known_model) else np.nan
-        ratio = (
-            float(known_model["dram_bytes"].sum() / known_model["model_bytes"].sum()) if len(known_model) else np.nan
+
+
+def _null_key(value: Any) -> Any:
+    """A group key's part as ``groupby(dropna=False)`` names it: NaN for any NULL."""
+    return np.nan if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)) else value
+
+
+class _GroupTotals:
+    """The op groups' sums, added a batch of invocations at a time (:func:`_invocation_facts` rows).
+
+    Each group keeps the sums and counts that its row of :data:`GROUP_COLUMNS` is made of, so the
+    rows are those a ``groupby`` over every invocation at once gives: groups in order of their first
+    invocation, each with its first invocation's name; sums over the same rows (a float sum's last
+    digits may differ with the order of its terms). Counts and integer sums are exact.
+    """
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[Any, ...], int] = {}  # group key (NULL as None) -> group id, first seen first
+        self.keys: list[tuple[Any, ...]] = []  # as groupby names them
+        self.first: list[tuple[str, Any]] = []  # group label and node name of the first invocation
+        self.sums = pd.DataFrame()  # group id -> sums and counts (:meth:`_sums`)
+        self.bound: dict[tuple[int, Any, Any], float] = {}  # (group, bound, ceiling) -> measured time (ns)
+        self.ceiling: dict[tuple[int, str], list[int]] = {}  # (group, compute ceiling) -> [counted, first row]
+        self.rows = 0  # invocations added
+
+    def add(self, inv: pd.DataFrame) -> None:
+        """Add a batch of invocations (rows of :func:`_invocation_facts`)."""
+        # the batch's groups (first seen first), then each one's id over the run: a few hundred keys
+        local = inv.groupby(_GROUP_KEYS, dropna=False, sort=False)
+        codes = local.ngroup().to_numpy(dtype=np.int64)
+        firsts = local.head(1)
+        to_run = np.empty(len(firsts), dtype=np.int64)
+        for code, (key, node) in enumerate(
+            zip(zip(*(firsts[k] for k in _GROUP_KEYS), strict=True), firsts["node_name"], strict=True)
+        ):
+            norm = tuple(None if pd.isna(_null_key(v)) else v for v in key)
+            gid = self.ids.get(norm)
+            if gid is None:
+                gid = self.ids[norm] = len(self.keys)
+                self.keys.append(tuple(_null_key(v) for v in key))
+                op_list, quant, ne, src_ne = key
+                self.first.append((_shape(str(op_list), ne, src_ne, quant), node))
+            to_run[code] = gid
+        ids = to_run[codes]
+        part = self._sums(inv).groupby(ids).sum()
+        self.sums = part if not len(self.sums) else self.sums.add(part, fill_value=0)
+        measured = self._measured(inv)
+        timed = pd.DataFrame(
+            {"id": ids, "bound": inv["bound"], "ceiling": inv["governing_ceiling"], "ns": inv["duration_ns"]}
+        )[measured]
+        for (gid, bound, ceiling), ns in timed.groupby(["id", "bound", "ceiling"], dropna=True)["ns"].sum().items():
+            self.bound[(gid, bound, ceiling)] = self.bound.get((gid, bound, ceiling), 0.0) + float(ns)
+        counted = inv["measured_flop"].notna().to_numpy() & inv["compute_ceiling"].notna().to_numpy()
+        units = pd.DataFrame(
+            {
+                "id": ids[counted],
+                "unit": inv["compute_ceiling"][counted].astype(str).to_numpy(),
+                "row": self.rows + np.flatnonzero(counted),
+            }
         )
-        with_l2 = measured[measured["l2_bytes"].notna()]
-        l2 = float(with_l2["l2_bytes"].sum()) if len(with_l2) else np.nan
-        l2_dram = float(with_l2["dram_bytes"].sum()) if len(with_l2) else np.nan
-        l2_over = l2 / l2_dram if len(with_l2) and l2_dram > 0 else np.nan
-        # the hierarchical roofline's L2 level: L2 bytes over the same invocations' time, against the
-        # L2 ceiling where one was measured (rocprofiler-compute's roofline.csv L2Bw)
-        l2_time = float(with_l2["duration_ns"].sum()) if len(with_l2) else np.nan
-        l2_achieved = l2 / l2_time if len(with_l2) and l2_time > 0 else np.nan  # bytes/ns = GB/s
-        l2_pct = 100.0 * l2_achieved / l2_gbps if l2_gbps and pd.notna(l2_achieved) else np.nan
-        hits, misses = g["l2_hits"].sum(min_count=1), g["l2_misses"].sum(min_count=1)
-        hit_pct = (
-            100.0 * hits / (hits + misses) if pd.notna(hits) and pd.notna(misses) and hits + misses > 0 else np.nan
-        )
-        # measured operations beside the modelled FLOPs of the same (counted) invocations
-        counted = g[g["measured_flop"].notna()]
-        m_flop = float(counted["measured_flop"].sum()) if len(counted) else np.nan
-        ints = counted["measured_int_ops"]
-        m_int = float(ints.sum()) if len(counted) and ints.notna().all() else np.nan
-        model_flop = (
-            float(pd.to_numeric(counted["flops"], errors="coerce").sum(min_count=1)) if len(counted) else np.nan
-        )
-        # the counted operations of the units the op runs on: integer (dp4a, IMMA) for ggml's int8
-        # matmuls on quantized weights, floating point otherwise
-        on_int8 = _mode(counted["compute_ceiling"]) == "int8_matrix_tops" if len(counted) else False
-        counted_ops = m_int if on_int8 else m_flop
-        ops_ratio = counted_ops / model_flop if pd.notna(counted_ops) and model_flop and model_flop > 0 else np.nan
-        # the idle share of the evaluations the group's time falls in, weighted by that time
-        idle_share = _weighted(g["idle_share"], g["duration_ns"].fillna(0))
-        row = {
-            "group": g["group"].iloc[0],
-            **dict(zip(keys, key, strict=True)),
-            "example_node": _node_stem(g["node_name"].iloc[0]),
-            "invocations": len(g),
-            "dispatches": int(g["dispatches"].sum()),
-            "duration_ns": duration,
-            "share_of_time_pct": 100.0 * duration / total_time if total_time else np.nan,
-            "mean_us_per_call": duration / len(g) / 1e3 if len(g) else np.nan,
-            "mean_us_per_kernel": duration / g["dispatches"].sum() / 1e3 if g["dispatches"].sum() else np.nan,
-            "measured_invocations": len(measured),
-            # scaled like the recoverable time, so that the two add up to the group's time
-            "time_at_roof_ns": duration - recoverable if pd.notna(recoverable) else np.nan,
-            "recoverable_ns": recoverable,
-            "pct_of_ceiling": pct,
-            "bound": bound,
-            "governing_ceiling": governing,
-            "measured_over_model": ratio,
-            "model_bytes_per_call": model_per_call,
-            "l2_bytes": l2,
-            "l2_over_dram": l2_over,
-            "l2_achieved_gbps": l2_achieved,
-            "pct_of_l2_ceiling": l2_pct,
-            "l2_hit_pct": hit_pct,
-            "occupancy_pct": _time_mean(g, "occupancy_pct"),
-            "waves_per_sm": _time_mean(g, "waves_per_sm"),
-            "measured_flop": m_flop,
-            "measured_int_ops": m_int,
-            **{col: _known_sum(counted[col]) for col in ("tensor_flop", "tensor_int_ops", "dp4a_ops")},
-            "model_flop": model_flop,
-            "measured_ops_over_model": ops_ratio,
-            "ops_counted_as": ("integer" if on_int8 else "floating point") if len(counted) else None,
-            "idle_share": idle_share,
-            "host_us_per_op": float(g["host_gap_ns"].mean()) / 1e3 if g["host_gap_ns"].notna().any() else np.nan,
+        for (gid, unit), (n, first) in units.groupby(["id", "unit"])["row"].agg(["count", "min"]).iterrows():
+            entry = self.ceiling.setdefault((int(gid), str(unit)), [0, int(first)])
+            entry[0] += int(n)
+        self.rows += len(inv)
+
+    @staticmethod
+    def _measured(inv: pd.DataFrame) -> pd.Series:
+        return inv["time_at_roof_ns"].notna() & inv["duration_ns"].notna()
+
+    @staticmethod
+    def _sums(inv: pd.DataFrame) -> pd.DataFrame:
+        """Per invocation, its terms of each group sum (0 where it does not count) and 0/1 counts."""
+
+        def where(values: pd.Series, mask: pd.Series) -> np.ndarray:
+            out: np.ndarray = np.where(mask.to_numpy(dtype=bool), values.to_numpy(dtype=np.float64), 0.0)
+            return out
+
+        def known(values: pd.Series) -> pd.Series:
+            return values.notna()
+
+        duration = inv["duration_ns"]
+        measured = _GroupTotals._measured(inv)
+        model = measured & inv["model_bytes"].notna() & (inv["model_bytes"] > 0)
+        l2 = measured & inv["l2_bytes"].notna()
+        counted = inv["measured_flop"].notna()
+        flops = pd.to_numeric(inv["flops"], errors="coerce").astype("float64")
+        idle = pd.to_numeric(inv["idle_share"], errors="coerce").astype("float64")
+        weight = duration.fillna(0)
+        weighed = idle.notna() & (weight > 0)
+        terms = {
+            "n": np.ones(len(inv)),
+            "dispatches": where(inv["dispatches"], known(inv["dispatches"])),
+            "duration": where(duration, known(duration)),
+            "m_n": measured.to_numpy(dtype=np.float64),
+            "m_duration": where(duration, measured),
+            "m_at_roof": where(inv["time_at_roof_ns"], measured),
+            "m_over_roof": where(inv["time_over_roof_ns"], measured),
+            "k_n": model.to_numpy(dtype=np.float64),
+            "k_model": where(inv["model_bytes"], model),
+            "k_dram": where(inv["dram_bytes"], model & known(inv["dram_bytes"])),
+            "l_n": l2.to_numpy(dtype=np.float64),
+            "l_l2": where(inv["l2_bytes"], l2),
+            "l_dram": where(inv["dram_bytes"], l2 & known(inv["dram_bytes"])),
+            "l_duration": where(duration, l2),
+            "c_n": counted.to_numpy(dtype=np.float64),
+            "c_flop": where(inv["measured_flop"], counted),
+            "c_int": where(inv["measured_int_ops"], counted & known(inv["measured_int_ops"])),
+            "c_int_n": (counted & known(inv["measured_int_ops"])).to_numpy(dtype=np.float64),
+            "c_model": where(flops, counted & known(flops)),
+            "c_model_n": (counted & known(flops)).to_numpy(dtype=np.float64),
+            "idle_w": where(idle * weight, weighed),
+            "idle_weight": where(weight, weighed),
+            "idle_weighed_n": weighed.to_numpy(dtype=np.float64),
+            "idle": where(idle, known(idle)),
+            "idle_n": known(idle).to_numpy(dtype=np.float64),
+            "host": where(inv["host_gap_ns"], known(inv["host_gap_ns"])),
+            "host_n": known(inv["host_gap_ns"]).to_numpy(dtype=np.float64),
         }
-        row["causes"] = "; ".join(causes(row, flushed=flushed))
-        rows.append(row)
-    out = pd.DataFrame(rows)
-    # a group's sum that overflowed (damaged readings of ~1e308) is no measurement: unknown
-    numbers = out.select_dtypes("number").columns
-    out[numbers] = out[numbers].replace([np.inf, -np.inf], np.nan)
-    out = out.sort_values(["recoverable_ns", "duration_ns"], ascending=[False, False], na_position="last")
-    out.insert(0, "rank", np.arange(1, len(out) + 1))
-    return out[GROUP_COLUMNS].reset_index(drop=True)
+        for col in _OP_PARTS:
+            values = pd.to_numeric(inv[col], errors="coerce").astype("float64")
+            terms[f"c_{col}"] = where(values, counted & known(values))
+            terms[f"c_{col}_n"] = (counted & known(values)).to_numpy(dtype=np.float64)
+        for col in ("l2_hits", "l2_misses"):
+            terms[col] = where(inv[col], known(inv[col]))
+            terms[f"{col}_n"] = known(inv[col]).to_numpy(dtype=np.float64)
+        for col in _OCCUPANCY.values():
+            for part in ("_timed", "_time", ""):
+                values = inv[col + part]
+                terms[col + part] = where(values, known(values))
+                terms[f"{col}{part}_n"] = known(values).to_numpy(dtype=np.float64)
+            terms[f"{col}_kernels"] = inv[f"{col}_kernels"].to_numpy(dtype=np.float64)
+        return pd.DataFrame(terms)
+
+    def groups(self, *, flushed: bool, l2_gbps: float | None) -> pd.DataFrame:
+        """The ranked op groups with their evidence (:data:`GROUP_COLUMNS`), most recoverable first."""
+        if not self.rows:
+            return pd.DataFrame(columns=GROUP_COLUMNS)
+        nan = float("nan")
+        s = self.sums.sort_index()
+        total_time = float(s["duration"].sum())
+        bounds: dict[int, list[tuple[Any, Any, float]]] = {}
+        for (gid, bound, ceiling), ns in self.bound.items():
+            bounds.setdefault(gid, []).append((bound, ceiling, ns))
+        units: dict[int, tuple[int, int, str]] = {}  # group -> (-counted, first row, compute ceiling)
+        for (gid, unit), (n, position) in self.ceiling.items():
+            best = units.get(gid)
+            if best is None or (-n, position) < best[:2]:
+                units[gid] = (-n, position, unit)
+        rows = []
+        for gid, key in enumerate(self.keys):
+            t = s.loc[gid]
+            n = int(t["n"])
+            duration, dispatches = float(t["duration"]), float(t["dispatches"])
+            m_n, m_dur = int(t["m_n"]), float(t["m_duration"])
+            at_roof, over = float(t["m_at_roof"]), float(t["m_over_roof"])
+            if m_n and m_dur > 0:
+                recoverable = over if m_n == n else duration * over / m_dur
+                pct = 100.0 * at_roof / m_dur
+            else:
+                recoverable = pct = nan
+            # the bound and ceiling of most of the measured time (the first in sorted order on a tie)
+            bound = governing = None
+            if gid in bounds:
+                ranked = sorted(bounds[gid], key=lambda b: (b[0], b[1]))
+                bound, governing, _ = max(ranked, key=lambda b: b[2])
+            k_n = int(t["k_n"])
+            model_per_call = float(t["k_model"]) / k_n if k_n else nan
+            ratio = float(t["k_dram"] / t["k_model"]) if k_n else nan
+            l_n = int(t["l_n"])
+            l2 = float(t["l_l2"]) if l_n else nan
+            l2_dram = float(t["l_dram"]) if l_n else nan
+            l2_over = l2 / l2_dram if l_n and l2_dram > 0 else nan
+            # the hierarchical roofline's L2 level: L2 bytes over the same invocations' time, against the
+            # L2 ceiling where one was measured (rocprofiler-compute's roofline.csv L2Bw)
+            l2_time = float(t["l_duration"]) if l_n else nan
+            l2_achieved = l2 / l2_time if l_n and l2_time > 0 else nan  # bytes/ns = GB/s
+            l2_pct = 100.0 * l2_achieved / l2_gbps if l2_gbps and pd.notna(l2_achieved) else nan
+            hits = t["l2_hits"] if t["l2_hits_n"] else nan
+            misses = t["l2_misses"] if t["l2_misses_n"] else nan
+            hit_pct = (
+                100.0 * hits / (hits + misses) if pd.notna(hits) and pd.notna(misses) and hits + misses > 0 else nan
+            )
+            # measured operations beside the modelled FLOPs of the same (counted) invocations
+            c_n = int(t["c_n"])
+            m_flop = float(t["c_flop"]) if c_n else nan
+            m_int = float(t["c_int"]) if c_n and int(t["c_int_n"]) == c_n else nan
+            model_flop = float(t["c_model"]) if c_n and t["c_model_n"] else nan
+            # the counted operations of the units the op runs on: integer (dp4a, IMMA) for ggml's int8
+            # matmuls on quantized weights, floating point otherwise
+            on_int8 = bool(c_n) and gid in units and units[gid][2] == "int8_matrix_tops"
+            counted_ops = m_int if on_int8 else m_flop
+            ops_ratio = counted_ops / model_flop if pd.notna(counted_ops) and model_flop and model_flop > 0 else nan
+            # the idle share of the evaluations the group's time falls in, weighted by that time
+            if t["idle_weighed_n"]:
+                idle_share = float(t["idle_w"] / t["idle_weight"])
+            else:
+                idle_share = float(t["idle"] / t["idle_n"]) if t["idle_n"] else nan
+            label, node = self.first[gid]
+            row = {
+                "group": label,
+                **dict(zip(_GROUP_KEYS, key, strict=True)),
+                "example_node": _node_stem(node),
+                "invocations": n,
+                "dispatches": int(dispatches),
+                "duration_ns": duration,
+                "share_of_time_pct": 100.0 * duration / total_time if total_time else nan,
+                "mean_us_per_call": duration / n / 1e3 if n else nan,
+                "mean_us_per_kernel": duration / dispatches / 1e3 if dispatches else nan,
+                "measured_invocations": m_n,
+                # scaled like the recoverable time, so that the two add up to the group's time
+                "time_at_roof_ns": duration - recoverable if pd.notna(recoverable) else nan,
+                "recoverable_ns": recoverable,
+                "pct_of_ceiling": pct,
+                "bound": bound,
+                "governing_ceiling": governing,
+                "measured_over_model": ratio,
+                "model_bytes_per_call": model_per_call,
+                "l2_bytes": l2,
+                "l2_over_dram": l2_over,
+                "l2_achieved_gbps": l2_achieved,
+                "pct_of_l2_ceiling": l2_pct,
+                "l2_hit_pct": hit_pct,
+                **{col: self._time_mean(t, col) for col in _OCCUPANCY.values()},
+                "measured_flop": m_flop,
+                "measured_int_ops": m_int,
+                **{col: float(t[f"c_{col}"]) if c_n and int(t[f"c_{col}_n"]) == c_n else nan for col in _OP_PARTS},
+                "model_flop": model_flop,
+                "measured_ops_over_model": ops_ratio,
+                "ops_counted_as": ("integer" if on_int8 else "floating point") if c_n else None,
+                "idle_share": idle_share,
+                "host_us_per_op": float(t["host"] / t["host_n"]) / 1e3 if t["host_n"] else nan,
+            }
+            row["causes"] = "; ".join(causes(row, flushed=flushed))
+            rows.append(row)
+        out = pd.DataFrame(rows)
+        # a group's sum that overflowed (damaged readings of ~1e308) is no measurement: unknown
+        numbers = out.select_dtypes("number").columns
+        out[numbers] = out[numbers].replace([np.inf, -np.inf], np.nan)
+        out = out.sort_values(["recoverable_ns", "duration_ns"], ascending=[False, False], na_position="last")
+        out.insert(0, "rank", np.arange(1, len(out) + 1))
+        return out[GROUP_COLUMNS].reset_index(drop=True)
+
+    @staticmethod
+    def _time_mean(t: pd.Series, col: str) -> float:
+        """A per-kernel counter's mean over the group's counted kernels, weighted by each kernel's time.
+
+        A quantize kernel of 3 µs at 0 waves beside a matmul of 10 µs at 1.16 waves is 0.89 waves: the
+        kernel that takes the time decides. Kernels without a time (none in a counter pass of Nsight
+        Compute) weigh nothing; without any, the plain mean over kernels.
+        """
+        timed = t[f"{col}_timed"] if t[f"{col}_timed_n"] else float("nan")
+        time = t[f"{col}_time"] if t[f"{col}_time_n"] else float("nan")
+        if pd.notna(timed) and pd.notna(time) and time > 0:
+            return float(timed / time)
+        n = float(t[f"{col}_kernels"])
+        return float(t[col]) / n if n > 0 else float("nan")
 
 
 def _measure(values: pd.Series) -> pd.Series:
     """Numbers as float64 with what no measurement can be (text, negative, infinite) as NaN (unknown)."""
     v = pd.to_numeric(values, errors="coerce").astype("float64")
     return v.where(np.isfinite(v) & (v >= 0))
-
-
-def _known_sum(values: pd.Series) -> float:
-    """The sum when every value is known, else NaN (one uncounted invocation makes the total unknown)."""
-    v = pd.to_numeric(values, errors="coerce")
-    return float(v.sum()) if len(v) and v.notna().all() else float("nan")
-
-
-def _mode(values: pd.Series) -> Any:
-    """The most frequent non-null value (None when there is none)."""
-    counts = values.dropna().astype(str).value_counts()
-    return counts.index[0] if len(counts) else None
-
-
-def _time_mean(g: pd.DataFrame, col: str) -> float:
-    """A per-kernel counter's mean over the group's counted kernels, weighted by each kernel's time.
-
-    A quantize kernel of 3 µs at 0 waves beside a matmul of 10 µs at 1.16 waves is 0.89 waves: the
-    kernel that takes the time decides. Kernels without a time (none in a counter pass of Nsight
-    Compute) weigh nothing; without any, the plain mean over kernels.
-    """
-    timed, time = g[f"{col}_timed"].sum(min_count=1), g[f"{col}_time"].sum(min_count=1)
-    if pd.notna(timed) and pd.notna(time) and time > 0:
-        return float(timed / time)
-    n = float(g[f"{col}_kernels"].sum())
-    return float(g[col].sum()) / n if n > 0 else float("nan")
-
-
-def _weighted(values: pd.Series, weights: pd.Series) -> float:
-    v = pd.to_numeric(values, errors="coerce")
-    ok = v.notna() & (weights > 0)
-    if not ok.any():
-        return float(v.mean()) if v.notna().any() else float("nan")
-    return float((v[ok] * weights[ok]).sum() / weights[ok].sum())
 
 
 def causes(row: dict[str, Any], *, flushed: bool) -> list[str]:
@@ -629,8 +794,9 @@ def causes(row: dict[str, Any], *, flushed: bool) -> list[str]:
     if _num(occ) and occ < LOW_OCCUPANCY_PCT:
         out.append(f"low occupancy: {occ:.0f}% theoretical")
     if _num(waves) and waves < 1.0:
-        # Nsight prints waves with two decimals: a grid of a few blocks reads 0.00
-        out.append(f"under one wave: {waves:.2g} waves per SM" if waves >= 0.01 else "under one wave: a few blocks")
+        # Nsight prints waves with two decimals: a grid of a few blocks reads 0.00. A mean of kernels
+        # that all read 0.01 is 0.01 give or take its sum's rounding: compared at half the last digit
+        out.append(f"under one wave: {waves:.2g} waves per SM" if waves >= 0.005 else "under one wave: a few blocks")
     ops = row.get("measured_ops_over_model")
     head = str(row.get("op_list") or "").split("+")[0]
     if head in _MATRIX_OPS and _num(ops) and not OPS_BAND[0] <= ops <= OPS_BAND[1]:
@@ -668,12 +834,18 @@ def launch_summary(advice: Advice) -> str | None:
     wall = float(part["wall_ns"].median())
     busy = float(part["busy_ns"].median())
     idle = float(part["idle_share"].median())
+    if not wall > 0:  # every window of zero length (or unknown): no kernel time to compare the host with
+        return (
+            "Launch overhead: not measurable in this run (its kernels' start and end times are missing or rounded "
+            "to the same value, so no evaluation has a wall time)"
+        )
     host = pd.to_numeric(part["host_ns_per_op"], errors="coerce").median()
     ops = float(part["ops"].median())
     gpu_per_op = busy / ops / 1e3 if ops else float("nan")
     scope = what if advice.whole_run else f"{what} of {len(ev)}; medians"
     text = (
-        f"Launch overhead ({scope}): wall {wall / 1e3:,.1f} µs, GPU busy {busy / 1e3:,.1f} µs, idle {100 * idle:.0f}%"
+        f"Launch overhead ({scope}): wall {wall / 1e3:,.1f} µs, GPU busy {_us(busy)} µs, "
+        f"idle {f'{100 * idle:.0f}' if _num(idle) else '?'}%"
     )
     if pd.notna(host):
         text += f"; the host launches an op every {host / 1e3:.1f} µs, the GPU runs one in {gpu_per_op:.1f} µs"
