@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rocroof.capture.readers import read_capture
-from rocroof.capture.scrub import scrub_capture
+from rocroof.capture.scrub import Redactor, ScrubReport, scrub_capture
 from rocroof.errors import InputError
 from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
@@ -413,3 +413,98 @@ def test_ipv6_addresses_and_database_and_sshpass_passwords_go(tmp_path: Path) ->
     assert after == before
     names = {str(r[1]).split("<")[0] for r in after}
     assert {"void at::native::rms_norm_f32", "void c10::ggml_cuda::mul_mat_q"} <= names
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # redis-cli (and redis-benchmark, valkey-cli): the word after -a or --pass, whatever it is
+        ("redis-cli -h db1 -p 6379 -a s3cr3t-redis ping", "redis-cli -h db1 -p 6379 -a <redacted> ping"),
+        ("redis-cli --pass 'pw with spaces' -n 0 GET k", "redis-cli --pass <redacted> -n 0 GET k"),
+        ("/usr/bin/valkey-cli -a pw-valkey-1 --no-auth-warning", "valkey-cli -a <redacted> --no-auth-warning"),
+        ("redis-benchmark -q -a pw-bench-2 -n 1000", "redis-benchmark -q -a <redacted> -n 1000"),
+        # redis-cli refuses -a=, but a mistyped one still holds the password; ls -a after it is ls's
+        ("redis-cli -a=pw-typo-3 ping; ls -a", "redis-cli -a=<redacted> ping; ls -a"),
+        # mongosh, the legacy mongo shell and the Database Tools: -p SECRET, -p=SECRET, -pSECRET
+        (
+            "mongosh mongodb://db0:27017/test -u bob -p pw-mongosh-4 --quiet",
+            "mongosh mongodb://db0:27017/test -u bob -p <redacted> --quiet",
+        ),
+        ("mongo -u bob -p=pw-mongo-5 test", "mongo -u bob -p=<redacted> test"),
+        ("mongo -u bob -ppw-mongo-6 test", "mongo -u bob -p<redacted> test"),
+        ("mongodump -u bob -p pw-dump-7 -d test", "mongodump -u bob -p <redacted> -d test"),
+        # IPv6 addresses of two letter-led parts, first group a ULA, link-local or multicast prefix
+        ("inet6 fe80::abcd%eth0 prefixlen 64", "inet6 <ip> prefixlen 64"),
+        ("peers fe80::1%eth0 fe80::beef%eth1", "peers <ip> <ip>"),  # with a digit, as before; letters too
+        ("route fd00::beef/64 via [FE80::ABCD]:22", "route <ip>/64 via [<ip>]:22"),
+        ("mdns to ff02::fb, prefix fe80::, ula fdab::c", "mdns to <ip>, prefix <ip>, ula <ip>"),
+    ],
+)
+def test_redis_mongo_passwords_and_letter_ipv6_addresses_go(text: str, expected: str) -> None:
+    redact = Redactor(ScrubReport())
+    assert redact(text) == expected
+    assert redact(expected) == expected  # a scrubbed text scrubbed again stays as it is
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # C++ names with two letter-led parts: no group of an address prefix, or a call or a template
+        "void foo<ab::cd>(int) calls std::abs, ggml::add and cuda::std",
+        "void k<dead::beef, cafe::f16>(add::f16 *) ::beef feed::beef ffee::f fec0::ab",
+        "fd00::beef(x) and fe80::abcd<int>",
+        # -p and -a of other programs: llama.cpp's prompt, ssh's port, ls's all, mongosh's prompt
+        'llama-completion -m m.gguf -p "hi there" -n 16; ssh -p 22 box; ls -a',
+        "mongosh -u bob -p --port 27017",
+        "mongosh -u bob -p",
+        "redis-cli -a= ping",
+    ],
+)
+def test_cpp_names_and_other_programs_short_options_stay(text: str) -> None:
+    assert Redactor(ScrubReport())(text) == text
+
+
+def test_redis_and_mongo_passwords_go_from_logs_and_commands_and_kernel_names_stay(tmp_path: Path) -> None:
+    # a capture whose log and manifest hold redis-cli and mongosh passwords and letter-led IPv6
+    # addresses, and whose kernel names hold letter-led C++ names: the secrets go, the names stay
+    cap = tmp_path / "cap"
+    writable_copy(REPO / "examples" / "h200" / "dense-prefill", cap)
+    old, new = '"void rms_norm_f32<', '"void rms_norm_f32<dead::beef, fd00::beef<ab::cd>, cafe::f16, '
+    ncu = cap / "ncu" / "ncu_raw.csv.gz"
+    text = gzip.decompress(ncu.read_bytes()).decode()
+    assert text.count(old) == 18
+    ncu.write_bytes(gzip.compress(text.replace(old, new).encode()))
+    nsys = cap / "trace" / "nsys.sqlite.gz"
+    plain = tmp_path / "nsys.sqlite"
+    plain.write_bytes(gzip.decompress(nsys.read_bytes()))
+    with sqlite3.connect(plain) as con:
+        n = con.execute(
+            "UPDATE StringIds SET value = replace(value, ?, ?) WHERE value LIKE ?",
+            (old[1:], new[1:], old[1:] + "%"),
+        )
+        assert n.rowcount == 1
+    con.close()
+    nsys.write_bytes(gzip.compress(plain.read_bytes()))
+    manifest = cap / "rocroof-collect.json"
+    data = json.loads(manifest.read_text())
+    data["passes"][0]["command"] = ["/usr/bin/redis-cli", "-p", "6380", "-a", "pw-redis-8", "ping"]
+    data["passes"][1]["command"] = ["mongosh", "-u", "bob", "-p", "pw-mongosh-9", "--port", "27018"]
+    manifest.write_text(json.dumps(data))
+    (cap / "run.log").write_text(
+        "redis-cli -p 6380 --pass pw-redis-10 ping && mongo -u bob -p pw-mongo-11 test\n"
+        "peer fe80::abcd%eth0 and fd00::beef up; ff02::fb joined\n"
+        "ggml::add at 12:34:56 in void k<dead::beef>(add::f16 *)\n"
+    )
+    scrub_capture(cap, tmp_path / "clean")
+    assert (tmp_path / "clean" / "run.log").read_text() == (
+        "redis-cli -p 6380 --pass <redacted> ping && mongo -u bob -p <redacted> test\n"
+        "peer <ip> and <ip> up; <ip> joined\n"
+        "ggml::add at 12:34:56 in void k<dead::beef>(add::f16 *)\n"
+    )
+    clean = json.loads((tmp_path / "clean" / "rocroof-collect.json").read_text())
+    assert clean["passes"][0]["command"] == ["redis-cli", "-p", "6380", "-a", "<redacted>", "ping"]
+    assert clean["passes"][1]["command"] == ["mongosh", "-u", "bob", "-p", "<redacted>", "--port", "27018"]
+    clean_ncu = gzip.decompress((tmp_path / "clean" / "ncu" / "ncu_raw.csv.gz").read_bytes()).decode()
+    assert clean_ncu.count(new) == 18
+    clean_nsys = dump(tmp_path / "clean" / "trace")
+    assert clean_nsys.count(new[1:]) == 1

@@ -21,9 +21,10 @@ reads or will read for timelines, and passing every string that stays through on
   emptied;
 * **every remaining string** goes through the redactor: secret-looking ``NAME=value`` pairs and
   ``--flag value`` pairs, ``Authorization:``/``password:``-style fields, bearer tokens and tokens
-  known by their prefix, the password of a ``mysql -pSECRET``-style or ``sshpass -p SECRET``
-  command, the user of a URL, host and user names, UUIDs (``GPU-``/``MIG-`` forms included), IPv4,
-  IPv6, MAC and e-mail addresses, absolute paths (cut to their last part).
+  known by their prefix, the password of a ``mysql -pSECRET``-style, ``sshpass -p SECRET``,
+  ``redis-cli -a SECRET`` or ``mongosh -p SECRET`` command, the user of a URL, host and user names,
+  UUIDs (``GPU-``/``MIG-`` forms included), IPv4, IPv6 (a C++ name with ``::`` stays: see
+  :func:`_is_ipv6`), MAC and e-mail addresses, absolute paths (cut to their last part).
 
 Measurements are left as they are: ``rocroof ingest`` of the copy stores the same numbers.
 """
@@ -125,29 +126,65 @@ _IPV6 = re.compile(
     r"(?<![\w:.%])(?:[0-9A-Fa-f]{0,4}:){2,8}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?"
     r"(?:%[A-Za-z0-9_.-]*[A-Za-z0-9_])?(?![\w:%]|\.\w)"
 )
-#: Programs whose short ``-p`` carries a password: MySQL's and MariaDB's clients take it attached
-#: (``-pSECRET``; ``-p`` alone asks for it, and a word after it is the database), ``sshpass`` attached
-#: or as the next argument. Elsewhere ``-p`` is something else (llama.cpp's prompt, ssh's port).
+#: Programs whose command line carries a password, by family (the group's name); elsewhere ``-p`` and
+#: ``-a`` are something else (llama.cpp's prompt, ssh's port, ``ls -a``):
+#:
+#: * ``mysql``: MySQL's and MariaDB's clients take it attached (``-pSECRET``; ``-p`` alone asks for it,
+#:   and a word after it is the database);
+#: * ``sshpass``: attached or as the next argument, among the options before the command it runs;
+#: * ``redis``: ``redis-cli`` and ``redis-benchmark`` (and Valkey's ``valkey-cli``, ``valkey-benchmark``)
+#:   take it as the word after ``-a`` or ``--pass``;
+#: * ``mongo``: ``mongosh``, the legacy ``mongo`` shell and the Database Tools (``mongodump``...) take it
+#:   after ``-p`` (``-p SECRET``, ``-pSECRET``, ``-p=SECRET``; ``-p`` last or before another option
+#:   asks for it). ``--password SECRET`` is a secret flag for every program (:data:`_SECRET_FLAG`).
 _PASSWORD_PROGRAM = re.compile(
-    r"(?<![\w.-])(?:(mysql(?:dump|admin|import|show|check|pump|slap|binlog|sh)?"
-    r"|mariadb(?:-(?:dump|admin|import|show|check|slap|binlog))?)|(sshpass))(?![\w.-])"
+    r"(?<![\w.-])(?:(?P<mysql>mysql(?:dump|admin|import|show|check|pump|slap|binlog|sh)?"
+    r"|mariadb(?:-(?:dump|admin|import|show|check|slap|binlog))?)|(?P<sshpass>sshpass)"
+    r"|(?P<redis>(?:redis|valkey)-(?:cli|benchmark))"
+    r"|(?P<mongo>mongo(?:sh|dump|restore|export|import|stat|top|files)?))(?![\w.-])"
 )
 #: sshpass's options that take an argument (the password file, descriptor, prompt): not the password.
 _SSHPASS_ARG_OPTIONS = ("-f", "-d", "-P")
+#: redis-cli's password options: the next word is the password.
+_REDIS_PASSWORD_OPTIONS = ("-a", "--pass")
 #: One shell word after a program on the same line (quoted parts kept together); a command
 #: separator, a redirection or a newline ends the words.
 _SHELL_WORD = re.compile(r"[ \t]+((?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"';|&<>()`])+)")
 _HOME = re.compile(r"(?:/home|/Users|/export/home|/u)/([A-Za-z0-9._-]+)")
 
 
-def _is_ipv6(text: str) -> bool:
+#: The first group of a two-part IPv6 address written with letters only (``fd00::beef``): a unique local
+#: address (``fc00::/7``), a link-local one (``fe80::/10``) or a multicast one (``ff00::/8``, flags 0-7).
+#: Each is 4 hex digits (the values are 0xfc00 or more, so no leading zero is dropped).
+_LETTER_ADDRESS_PREFIX = re.compile(r"(?i)f[cd][0-9a-f]{2}|fe[89ab][0-9a-f]|ff[0-7][0-9a-f]")
+
+
+def _is_ipv6(text: str, after: str = "") -> bool:
     """Whether ``text`` is a valid IPv6 address (zone allowed) that cannot be a C++ name.
 
     A C++ name joins identifiers with ``::`` and never holds a single ``:``, and an identifier never
     starts with a digit; an address holds ``::`` once at most. So ``c10::cuda::foo`` is no address,
-    and of the two-part forms (``X::Y``, ``X::``, ``::Y``) only those with a part that starts with a
-    digit are addresses (``fe80::1``, ``::1``, ``2001::``; not ``cafe::f16``, ``c10::``, nor a bare
-    ``::``). A time (``12:34:56``) or a MAC address (``aa:bb:cc:dd:ee:0f``) is no valid address.
+    and a two-part form (``X::Y``, ``X::``, ``::Y``) with a part that starts with a digit is one
+    (``fe80::1``, ``::1``, ``2001::``). A time (``12:34:56``) or a MAC address
+    (``aa:bb:cc:dd:ee:0f``) is no valid address.
+
+    The two-part forms whose parts start with letters are hex words that C++ names use too
+    (``cafe::f16``, ``add::f16``, ``dead::beef``, ``ab::cd``, ``::abs``-style global names). Of
+    those, only a first group of a prefix that addresses written this way have is an address
+    (:data:`_LETTER_ADDRESS_PREFIX`: ``fd00::beef``, ``fe80::abcd``, ``ff02::fb``, ``fe80::``),
+    and not where ``after`` (the character after the candidate) is ``(`` or ``<``: a call or a
+    template, C++ syntax. Global addresses (``2000::/3``) start with a digit already.
+
+    Known limits, chosen because a kernel name made wrong is worse than a rare address kept: a
+    ``::Y`` form with a letter part (``::beef``: C++'s global scope writes ``::add``) and a first
+    group outside those prefixes (``abcd::ef``, the deprecated site-local ``fec0::/10``, a multicast
+    group with reserved flags such as ``ffee::1``) stay; a C++ namespace spelled like such a prefix
+    and not followed by ``(`` or ``<`` (``fd00::beef``) would go. A broader rule, "every hex part of
+    1-4 digits", was rejected: it takes ``add::f16 *`` and ``cafe::f16`` from kernel names.
+
+    Args:
+        text: the candidate (:data:`_IPV6`).
+        after: the character that follows it in the text ("" at the end).
     """
     try:
         ipaddress.IPv6Address(text)
@@ -156,20 +193,35 @@ def _is_ipv6(text: str) -> bool:
     address = text.split("%")[0]
     if ":" in address.replace("::", ""):  # a single colon: three groups or more
         return True
-    return any(part[:1].isdigit() for part in address.split("::"))
+    parts = address.split("::")
+    if any(part[:1].isdigit() for part in parts):
+        return True
+    return _LETTER_ADDRESS_PREFIX.fullmatch(parts[0]) is not None and after not in ("(", "<")
 
 
-def _password_args(sshpass: bool, args: Sequence[str]) -> Iterator[tuple[int, int]]:
-    """Where a password stands among the words after a mysql-like program or sshpass.
+def _password_args(program: str, args: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """Where a password stands among the words after a program of :data:`_PASSWORD_PROGRAM`.
 
     Args:
-        sshpass: True after ``sshpass``, False after a MySQL or MariaDB client.
+        program: the family of the program (the name of the group that matched): ``mysql``,
+            ``sshpass``, ``redis`` or ``mongo``.
         args: the words that follow the program, quotes left on.
 
     Yields:
-        (index of the word, offset of the password in it): 2 for ``-pSECRET``, 0 for the word after
-        sshpass's ``-p``. sshpass's options end at the command it runs (``ssh -p 22``: a port).
+        (index of the word, offset of the password in it): 2 for ``-pSECRET``, 3 for mongosh's
+        ``-p=SECRET``, 0 for the word after sshpass's ``-p``, redis-cli's ``-a`` or mongosh's ``-p``.
+        sshpass's options end at the command it runs (``ssh -p 22``: a port). redis-cli's end at
+        the command it sends, but all the words are read: an option of a newer redis-cli that takes
+        a value would end the walk early, and a ``-a`` among a command's arguments is rare. It
+        takes no ``-a=SECRET``, but a mistyped one still holds the password: it goes too.
     """
+    if program == "redis":
+        yield from _redis_password_args(args)
+        return
+    if program == "mongo":
+        yield from _mongo_password_args(args)
+        return
+    sshpass = program == "sshpass"
     take_next = skip_next = False
     for i, word in enumerate(args):
         if take_next:
@@ -185,6 +237,33 @@ def _password_args(sshpass: bool, args: Sequence[str]) -> Iterator[tuple[int, in
             take_next = True
         elif sshpass and word in _SSHPASS_ARG_OPTIONS:
             skip_next = True
+
+
+def _redis_password_args(args: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """:func:`_password_args` for redis-cli: the word after ``-a``/``--pass``, whatever it is."""
+    take_next = False
+    for i, word in enumerate(args):
+        if take_next:
+            yield i, 0
+            take_next = False
+        elif word in _REDIS_PASSWORD_OPTIONS:
+            take_next = True
+        elif word.startswith(tuple(f"{o}=" for o in _REDIS_PASSWORD_OPTIONS)) and not word.endswith("="):
+            yield i, word.index("=") + 1
+
+
+def _mongo_password_args(args: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """:func:`_password_args` for mongosh and the MongoDB tools: ``-p SECRET``, ``-p=SECRET``, ``-pSECRET``.
+
+    A ``-p`` that ends the words or stands before another option asks for the password.
+    """
+    for i, word in enumerate(args):
+        if word == "-p" and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            yield i + 1, 0
+        elif word.startswith("-p=") and len(word) > 3:
+            yield i, 3
+        elif word.startswith("-p") and len(word) > 2 and not word.startswith("-p="):
+            yield i, 2
 
 
 def shorten_paths(text: str) -> str:
@@ -228,7 +307,8 @@ class Redactor:
     pairs with an environment-style or secret-looking name lose their value (the kept variables
     excepted); ``--flag value`` pairs whose flag names a secret lose the value, as do
     ``Authorization:``/``password:``-style fields and ``Bearer`` tokens, and the password of a
-    mysql-like (``-pSECRET``) or ``sshpass`` (``-p SECRET``) command; a URL's user goes; e-mail
+    mysql-like (``-pSECRET``), ``sshpass`` (``-p SECRET``), redis-cli (``-a SECRET``) or mongosh
+    (``-p SECRET``) command (:data:`_PASSWORD_PROGRAM`); a URL's user goes; e-mail
     addresses, UUIDs, IPv6 and IPv4 addresses are replaced; host names (those of
     :data:`SHORT_HOST` characters or more; a full name's first label too) become ``host`` and user
     names ``user``; absolute paths are cut to their last part.
@@ -295,7 +375,7 @@ class Redactor:
         """``text`` with each IPv6 address (:data:`_IPV6`, checked by :func:`_is_ipv6`) replaced by ``<ip>``."""
 
         def repl(m: re.Match[str]) -> str:
-            if not _is_ipv6(m.group(0)):
+            if not _is_ipv6(m.group(0), m.string[m.end() : m.end() + 1]):
                 return m.group(0)
             self.report.count("IP address")
             return "<ip>"
@@ -303,7 +383,7 @@ class Redactor:
         return _IPV6.sub(repl, text)
 
     def _program_passwords(self, text: str) -> str:
-        """``text`` with the password of each mysql-like or sshpass command line redacted (:func:`_password_args`)."""
+        """``text`` with the password of each :data:`_PASSWORD_PROGRAM` command redacted (:func:`_password_args`)."""
         cuts: list[tuple[int, int]] = []  # (start, end) of each password in text
         for m in _PASSWORD_PROGRAM.finditer(text):
             spans: list[tuple[int, int]] = []
@@ -312,7 +392,7 @@ class Redactor:
                 spans.append(w.span(1))
                 pos = w.end()
             words = [text[a:b] for a, b in spans]
-            for i, offset in _password_args(m.group(2) is not None, words):
+            for i, offset in _password_args(str(m.lastgroup), words):
                 if words[i][offset:] != REDACTED:
                     cuts.append((spans[i][0] + offset, spans[i][1]))
         for start, end in sorted(set(cuts), reverse=True):
@@ -323,15 +403,15 @@ class Redactor:
     def argv(self, items: list[Any]) -> list[Any]:
         """A command line as a list: the value after a secret flag redacted, every item redacted.
 
-        The password after a mysql-like program or sshpass (:func:`_password_args`) goes too.
+        The password after a program of :data:`_PASSWORD_PROGRAM` (:func:`_password_args`) goes too.
         """
         out: list[Any] = []
-        hidden: dict[int, int] = {}  # item -> offset of the password in it (mysql -pSECRET, sshpass -p SECRET)
+        hidden: dict[int, int] = {}  # item -> offset of the password in it (mysql -pSECRET, redis-cli -a SECRET)
         for n, item in enumerate(items):
             if isinstance(item, str) and (m := _PASSWORD_PROGRAM.fullmatch(item.rsplit("/", 1)[-1])) is not None:
                 rest = items[n + 1 :]
                 words = [w if isinstance(w, str) else "" for w in rest]  # a number is no option
-                hidden.update((n + 1 + i, offset) for i, offset in _password_args(m.group(2) is not None, words))
+                hidden.update((n + 1 + i, offset) for i, offset in _password_args(str(m.lastgroup), words))
         hide_next = False
         for n, item in enumerate(items):
             if n in hidden and item != REDACTED and (not isinstance(item, str) or item[hidden[n] :] != REDACTED):
