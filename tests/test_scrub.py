@@ -123,6 +123,26 @@ def test_scrub_refuses_bad_destinations_and_leaves_nothing_on_failure(dirty: Pat
     assert result.exit_code == 1 and result.output.startswith("Error: ") and "Traceback" not in result.output
 
 
+def test_scrub_refuses_a_folder_without_profiler_output(tmp_path: Path) -> None:
+    # an empty folder, or one of notes and a log, is no capture: refused as ingest refuses it, and no
+    # destination is written (it was: "Wrote 0 file(s)", exit status 0)
+    (tmp_path / "empty").mkdir()
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("how I ran it\n")
+    (notes / "run.log").write_text("llama-cli -m model.gguf\n")
+    (notes / "table.csv").write_text("a,b\n1,2\n")
+    for src, why in (
+        (tmp_path / "empty", "the directory is empty"),
+        (notes, "none of its 3 file(s) is one rocroof reads"),
+    ):
+        result = CliRunner().invoke(cli, ["scrub", str(src), "--out", str(tmp_path / f"{src.name}-out")])
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert result.output.startswith(f"Error: {src}: no profiler output to scrub ({why}); expected a capture")
+        assert not (tmp_path / f"{src.name}-out").exists()
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{src.name}-out")] == []
+
+
 def test_shorten_paths() -> None:
     assert shorten_paths("/tmp/rr/build/bin/llama-bench -m /data/m.gguf") == "llama-bench -m m.gguf"
     assert shorten_paths('GGML_CUDA_OP_META="/a/b/meta.json"') == 'GGML_CUDA_OP_META="meta.json"'

@@ -600,8 +600,9 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
 
     Raises:
         InputError: ``src`` is neither a directory nor a file, ``dst`` is not empty or lies inside
-            ``src``, a one-file capture is of no kind scrub keeps, or a kept file cannot be read
-            as its type.
+            ``src``, a one-file capture is of no kind scrub keeps, a directory holds no profiler
+            output (empty, or only files rocroof does not read and logs; nothing is written), or a
+            kept file cannot be read as its type.
     """
     single = src.is_file() and not src.is_symlink()
     if not src.is_dir() and not single:
@@ -643,6 +644,7 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
     except OSError as exc:
         raise InputError(f"{dst}: cannot create the destination ({exc.strerror})") from exc
     try:
+        measured = False  # a file of profiler output kept: logs alone are no capture
         for path in files:
             rel = path.relative_to(src)
             out = work / rel
@@ -668,8 +670,15 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
                 out.unlink()
                 out = packed
             report.written.append(str(out.relative_to(work)))
+            measured = measured or handler != "text"
             if changed:
                 report.rewritten.append(str(out.relative_to(work)))
+        if not measured:
+            what = f"none of its {len(files)} file(s) is one rocroof reads" if files else "the directory is empty"
+            raise InputError(
+                f"{src}: no profiler output to scrub ({what}); expected a capture directory (rocroof collect, "
+                "rocprofv3, rocpd, rocprofiler-compute, rocprof, RPD or Nsight output)"
+            )
         if dst.exists():
             dst.rmdir()  # checked empty above
         work.rename(dst)
