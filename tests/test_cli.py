@@ -256,6 +256,17 @@ def test_unknown_architecture_ingests_with_unknown_bytes_and_a_note_suggesting_a
     assert "--arch" in table and "DRAM ceiling: unknown" in table
 
 
+def test_arch_of_the_other_vendor_is_refused(tmp_path: Path) -> None:
+    # an NVIDIA architecture for a rocprofv3 capture (which records none here) would take the H200's
+    # ceiling and formulas: refused, and nothing stored
+    db = tmp_path / "r.db"
+    assert error("ingest", docs_csv(), "--db", db, "--arch", "sm_90") == (
+        "Error: --arch sm_90: an NVIDIA architecture, but this is an AMD capture (rocprofv3-csv); give its GPU's "
+        "own (gfx942, gfx90a... for AMD; sm_90, sm_89... for NVIDIA)"
+    )
+    assert not db.exists() or json.loads(ok("runs", "--db", db, "--format", "json")) == []
+
+
 def test_arch_option_removes_the_architecture_note(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     out = ok("ingest", docs_csv(), "--db", db, "--arch", "gfx942")

@@ -157,7 +157,12 @@ def _summary(run_id: int, path: Path, facts: dict[str, Any], db: str = DEFAULT_D
     type=click.Path(path_type=Path),
     help="Extra file of this run: ggml op metadata JSON, or a log with ggml-fused: lines.",
 )
-@click.option("--arch", metavar="GFX", help="GPU architecture when the capture does not record it (e.g. gfx942).")
+@click.option(
+    "--arch",
+    metavar="GFX",
+    help="GPU architecture when the capture does not record it (gfx942, gfx90a... for AMD captures; sm_90... "
+    "for Nsight ones).",
+)
 @click.option(
     "--replace",
     is_flag=True,

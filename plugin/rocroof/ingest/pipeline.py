@@ -147,6 +147,21 @@ MAX_DISPATCH_NS = 3600 * 10**9
 _ARCH_RE = re.compile(r"gfx[0-9]{2,4}[a-z]?(:[a-z0-9+\-]+)*|sm_[0-9]{2,3}[a-z]?", re.IGNORECASE)
 
 
+def _vendor(source_format: str) -> str | None:
+    """``"AMD"`` or ``"NVIDIA"`` for a capture format that only that vendor's profilers write, else None.
+
+    AMD: rocprofv3 (CSV, rocpd), rocprofiler-compute, rocprof v1/v2, RPD; NVIDIA: Nsight Systems and
+    Compute. The fork's ``GGML_ROOFLINE_OUT`` JSON names no vendor (None).
+    """
+    from ..capture.readers import rocprof_legacy, rpd
+
+    if source_format == "nvidia":
+        return "NVIDIA"
+    if source_format in ("rocprofv3-csv", "rocpd", "rocprof-compute", rocprof_legacy.FORMAT, rpd.FORMAT):
+        return "AMD"
+    return None
+
+
 def check_arch(arch: str) -> str:
     """Validate an architecture name given by the user (``gfx942``, ``gfx90a``, ``sm_90``).
 
@@ -242,6 +257,13 @@ def build_run(
         agent_idx_per_pass.append(idx)
     if arch_override:
         arch_override = check_arch(arch_override)
+        vendor = _vendor(capture.source_format)
+        given = "NVIDIA" if arch_override.startswith("sm_") else "AMD"
+        if vendor is not None and vendor != given:
+            raise InputError(
+                f"--arch {arch_override}: an {given} architecture, but this is an {vendor} capture "
+                f"({capture.source_format}); give its GPU's own (gfx942, gfx90a... for AMD; sm_90, sm_89... for NVIDIA)"
+            )
         gpu = ((agents["agent_type"] == "GPU") | agents["agent_type"].isna()).to_numpy(dtype=bool)
         recorded = {str(a) for a in agents.loc[gpu, "gfx_arch"].dropna() if str(a)}
         conflict = {a for a in recorded if base_arch(a) != base_arch(arch_override)}
