@@ -18,7 +18,7 @@ import click
 
 from .. import SCHEMA_VERSION, __version__
 from ..errors import InputError, OutputError, RocroofError
-from ..text import one_line, printable
+from ..text import one_line, printable, storable
 
 if TYPE_CHECKING:  # imported where used: rich and SQLAlchemy cost ~150 ms, more than `rocroof --help` may take
     from rich.console import Console
@@ -118,8 +118,12 @@ class StdoutClosed(Exception):
     """The reader of stdout went away (``| head``): :class:`RocroofGroup` ends the command with status 0."""
 
 
-def echo(text: str, nl: bool = True) -> None:
+def echo(text: str, nl: bool = True, *, exact: bool = False) -> None:
     """Print ``text`` to stdout, made printable (:func:`printable`).
+
+    ``exact`` (CSV with ``--raw``: the cells as stored) writes ``text`` as it is, control
+    characters included, into a file or a pipe, as JSON carries them (``\\u001b`` there); to a
+    terminal, which would act on them rather than keep them, it is made printable all the same.
 
     Raises:
         OutputError: stdout cannot be written (a full disk, ``> /dev/full``).
@@ -127,14 +131,25 @@ def echo(text: str, nl: bool = True) -> None:
             (:func:`_stop_writing_stdout`), and the command ends quietly with status 0, whether its
             output was one write or many (a streamed CSV, a query's batches).
     """
+    as_is = exact and not _stdout_is_terminal()
     try:
-        click.echo(printable(text), nl=nl)  # click flushes: a full disk shows here, not at exit
+        # click flushes: a full disk shows here, not at exit; color=True: click would strip what looks like
+        # a colour code from text going to a pipe, and exact text keeps every character
+        click.echo(storable(text) if as_is else printable(text), nl=nl, color=True if as_is else None)
     except OSError as exc:
         if exc.errno == errno.EPIPE:
             _stop_writing_stdout()
             raise StdoutClosed() from exc
         sys.stdout = _Silenced(sys.stdout)
         raise OutputError(f"cannot write the output: {exc.strerror or exc}") from exc
+
+
+def _stdout_is_terminal() -> bool:
+    """Whether standard output is a terminal (not a file or a pipe)."""
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
 
 
 def stderr_console() -> Console:
@@ -200,12 +215,14 @@ def label_option(fn: Any) -> Any:
 
 
 def raw_option(fn: Any) -> Any:
-    """The ``--raw`` flag: CSV text cells exactly as stored (no formula guard)."""
+    """The ``--raw`` flag: CSV text cells exactly as stored (no formula guard, control characters kept)."""
     return click.option(
         "--raw",
         is_flag=True,
-        help="CSV: write text cells exactly as stored. By default a cell starting with = + - @ (a formula to a "
-        "spreadsheet: =HYPERLINK(...), +cmd|...) gets a leading ' so that opening the file runs nothing.",
+        help="CSV: write text cells exactly as stored (as JSON carries them): formulas, and control characters "
+        "(ESC, CR...) when writing to a file or pipe; a terminal still shows those as escapes (\\x1b). By default "
+        "a cell starting with = + - @ (a formula to a spreadsheet: =HYPERLINK(...), +cmd|...) gets a leading ' so "
+        "that opening the file runs nothing, and control characters but tab and newline are written as escapes.",
     )(fn)
 
 

@@ -86,7 +86,7 @@ def runs(db: str, fmt: str, notes_for: str | None, label_filters: tuple[str, ...
         if fmt in ("table", "markdown"):
             df, common = runs_for_people(df)
             if common:  # labels every listed run shares (a sweep's name, its device...) once, above the table
-                echo(f"labels of every run below: {common}" + ("  " if fmt == "markdown" else ""))
+                echo(one_line(f"labels of every run below: {common}") + ("  " if fmt == "markdown" else ""))
             echo(render_frame(df, fmt, wrap=["labels"]), nl=False)  # type: ignore[arg-type]
             return
     echo(render_frame(df, fmt), nl=False)  # type: ignore[arg-type]
@@ -165,13 +165,14 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
 
         chunks = dispatch_csv_chunks if by == "dispatch" else invocation_csv_chunks
         for chunk in chunks(store, rid, raw=raw):
-            echo(chunk, nl=False)
+            echo(chunk, nl=False, exact=raw)
         return
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
     if fmt == "html":
         echo(_html_report(rep, store), nl=False)
         return
-    echo(render(rep, fmt, raw=raw, all_columns=all_columns), nl=False)  # type: ignore[arg-type]
+    text = render(rep, fmt, raw=raw, all_columns=all_columns)  # type: ignore[arg-type]
+    echo(text, nl=False, exact=raw and fmt == "csv")  # --raw: the CSV cells as stored
 
 
 @cli.command()
@@ -412,8 +413,8 @@ def fleet_diff_command(db: str, side_a: str, side_b: str, top: int, fail_pct: fl
     if fail_pct is not None:
         lines, failed = regressions(d, fail_pct)
         err = stderr_console()
-        for line in lines:
-            err.print(line, markup=False, highlight=False, soft_wrap=True)
+        for line in lines:  # the pairs are named by their labels: one line each, controls escaped
+            err.print(one_line(line), markup=False, highlight=False, soft_wrap=True)
         if failed:
             raise click.exceptions.Exit(1)
 
@@ -541,7 +542,8 @@ def query(sql: str, db: str, fmt: str, raw: bool, max_rows: int) -> None:
         if fmt in ("csv", "json"):  # streamed: memory holds one batch, whatever the result's size
             n = 0
             for i, frame in enumerate(batches):
-                echo(render_batch(frame, fmt, first=i == 0, raw=raw), nl=False)  # type: ignore[arg-type]
+                text = render_batch(frame, fmt, first=i == 0, raw=raw)  # type: ignore[arg-type]
+                echo(text, nl=False, exact=raw and fmt == "csv")  # --raw: the CSV cells as stored
                 n += len(frame)
             if fmt == "json":
                 echo("\n]" if n else "]")
@@ -702,4 +704,5 @@ def diff(
             d.notes.insert(0, f"{runs} {'has' if len(without_ops) == 1 else 'have'} no ggml ops: compared per kernel")
     else:
         d = diff_runs(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)
-    echo(render_diff(d, fmt, top=top, names=names, raw=raw, all_columns=all_columns).rstrip("\n"))
+    text = render_diff(d, fmt, top=top, names=names, raw=raw, all_columns=all_columns).rstrip("\n")
+    echo(text, exact=raw and fmt == "csv")  # --raw: the CSV cells as stored

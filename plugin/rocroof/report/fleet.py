@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from ..errors import InputError
 from ..labels import parse_selector
 from ..store import Store
+from ..text import one_line
 from .diff import MIN_ABSOLUTE_CHANGE_US, MIN_RELATIVE_CHANGE, diff_runs
 
 #: Labels every run of a sweep point has of its own (never pairing keys).
@@ -338,14 +339,16 @@ def regressions(d: FleetDiff, fail_pct: float) -> tuple[list[str], bool]:
     if not np.isfinite(fail_pct) or fail_pct < 0:
         raise InputError(f"--fail-on-regression {fail_pct}: expected a finite percentage >= 0")
     lines = [
-        f"warning: {len(names)} run(s) {what} were not compared: {'; '.join(names)}"
+        one_line(f"warning: {len(names)} run(s) {what} were not compared: {'; '.join(names)}")
         for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b))
         if names
     ]
     failing = d.pairs[d.pairs["delta_pct"] > fail_pct]
     lines += [
-        f"regression: {r.pair} (runs {r.run_a} → {r.run_b}) {r.delta_pct:+.1f}% GPU time per graph evaluation, "
-        f"above --fail-on-regression {fail_pct:g}%"
+        one_line(
+            f"regression: {r.pair} (runs {r.run_a} → {r.run_b}) {r.delta_pct:+.1f}% GPU time per graph evaluation, "
+            f"above --fail-on-regression {fail_pct:g}%"
+        )
         for r in failing.itertuples()
     ]
     return lines, bool(len(failing))
@@ -394,7 +397,7 @@ def render_fleet_diff(
             "Δ %": d.pairs["delta_pct"].map(lambda v: _num(v, True)),
         }
     )
-    head = f"{side_a} → {side_b}: {len(d.pairs)} pair(s), paired by {', '.join(d.keys) or 'nothing'}"
+    head = one_line(f"{side_a} → {side_b}: {len(d.pairs)} pair(s), paired by {', '.join(d.keys) or 'nothing'}")
     out = [f"**{head.replace('*', chr(92) + '*')}**\n" if md else head]
     out.append(render_frame(pairs, fmt).rstrip("\n"))  # type: ignore[arg-type]
 
@@ -424,5 +427,5 @@ def render_fleet_diff(
             out.append(render_frame(op_table(rows), fmt).rstrip("\n"))  # type: ignore[arg-type]
     for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b), ("ambiguous", d.ambiguous)):
         if names:
-            out.append(("\n" if md else "") + f"{what} (not compared): {'; '.join(names)}")
+            out.append(("\n" if md else "") + one_line(f"{what} (not compared): {'; '.join(names)}"))
     return "\n".join(out) + "\n"

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..analysis.graph import dot_quote
 from ..errors import InputError
+from ..text import one_line
 
 
 def stored_graph(store: Any, run_id: int, evaluation: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -49,14 +50,20 @@ def stored_graph(store: Any, run_id: int, evaluation: int | None) -> tuple[pd.Da
 
 
 def graph_dot(nodes: pd.DataFrame, edges: pd.DataFrame, title: str) -> str:
-    """Graphviz DOT of a stored op graph: a box per op (ops, name, µs, MB), critical path in red."""
+    """Graphviz DOT of a stored op graph: a box per op (ops, name, µs, MB), critical path in red.
+
+    Op, node and tensor names come from the capture: each is one line with its controls escaped
+    (:func:`one_line`: ``\\x1b``, ``\\x0a``), so that a name cannot add a line to a box or send a
+    control character to the terminal the DOT is printed on; the DOT quoting then keeps the backslash.
+    """
 
     def num(v: Any, scale: float, unit: str) -> str:
         return "?" if v is None or pd.isna(v) else f"{float(v) / scale:,.2f} {unit}"
 
     lines = [f"digraph {dot_quote(title)} {{", "  rankdir=TB; node [shape=box, fontsize=10];"]
     for r in nodes.itertuples(index=False):
-        label = f"{r.op_list}\n{r.node_name or ''}\n{num(r.duration_ns, 1e3, 'µs')}, {num(r.dram_bytes, 1e6, 'MB')}"
+        node = "" if r.node_name is None or pd.isna(r.node_name) else one_line(str(r.node_name))
+        label = f"{one_line(str(r.op_list))}\n{node}\n{num(r.duration_ns, 1e3, 'µs')}, {num(r.dram_bytes, 1e6, 'MB')}"
         color = ', color="red"' if bool(r.on_critical_path) else ""
         lines.append(f"  o{int(r.op_index)} [label={dot_quote(label)}{color}];")
     # the path is a chain: per evaluation, each critical op feeds the next critical op
@@ -67,7 +74,7 @@ def graph_dot(nodes: pd.DataFrame, edges: pd.DataFrame, title: str) -> str:
     lines.append('  label="red: the critical path (longest dependency chain by GPU time)"; labelloc=t;')
     for e in edges.itertuples(index=False):
         color = ', color="red"' if (int(e.src_op_index), int(e.dst_op_index)) in on_path else ""
-        name = "" if e.tensor_name is None or pd.isna(e.tensor_name) else str(e.tensor_name)
+        name = "" if e.tensor_name is None or pd.isna(e.tensor_name) else one_line(str(e.tensor_name))
         lines.append(f"  o{int(e.src_op_index)} -> o{int(e.dst_op_index)} [label={dot_quote(name)}{color}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -16,7 +16,8 @@ import contextlib
 import io
 import math
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, OutputError
+from ..text import one_line
 
 #: Extensions of the files a plot is written as; a name given with one of them (any case) has it dropped.
 IMAGE_SUFFIXES = (".png", ".svg")
@@ -52,15 +54,39 @@ class PlotCeilings:
     dram_mark: str = ""
 
 
+def plot_text(text: object) -> str:
+    """``text`` for matplotlib: one line, controls escaped (``\\x1b``), ``$`` literal (not mathtext).
+
+    A capture's path, op or run name drawn as is would draw nothing for ESC or BEL (matplotlib
+    warns that the font lacks the glyph, naming its own files) and break a title at a newline;
+    text between two ``$`` would be parsed as mathematics, and a bad formula fails the plot.
+    """
+    return one_line(str(text)).replace("$", r"\$")
+
+
+@contextlib.contextmanager
+def _no_glyph_warnings() -> Iterator[None]:
+    """Matplotlib's warnings about glyphs its font lacks, silenced (e.g. CJK in a path: 漢).
+
+    Control characters never get there (:func:`plot_text`); a printable character the font lacks is
+    drawn as a box, and the warning, naming matplotlib's files, would reach the user's terminal.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
+        yield
+
+
 def _pct(value: float) -> str:
     """A share of time for the legend: one decimal under 1%, none above."""
     return f"{value:.1f}%" if value < 1 else f"{value:.0f}%"
 
 
+@_no_glyph_warnings()
 def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) -> object:
     """A matplotlib Figure of the roofline with ``points`` (see :data:`POINT_COLUMNS`).
 
     Points without FLOPs or intensity are left out (ops that do no arithmetic, e.g. GET_ROWS).
+    Every text drawn (title, ceiling names, op labels) passes :func:`plot_text`.
 
     Raises:
         ValueError: a missing column in ``points`` or a non-positive bandwidth.
@@ -78,7 +104,7 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     # an op is drawn where measured bytes place it (filled), modelled bytes (hollow), or both
     plotted = (points["flops_per_s"] > 0) & ((points["ai_measured"] > 0) | (points["ai_model"] > 0))
     pts = points[plotted].copy()
-    left_out = points.loc[~plotted, "label"].astype(str).tolist()
+    left_out = [plot_text(v) for v in points.loc[~plotted, "label"]]
     fig, ax = plt.subplots(figsize=(10, 5.5), dpi=120)
     # the x range covers every point (measured and modelled), at least 10^-2 .. 10^4 FLOP/B
     xs = pd.concat([pts["ai_measured"], pts["ai_model"]]).astype(float)
@@ -90,7 +116,8 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     peaks = {k: v * 1e12 for k, v in ceilings.compute_tflops.items() if v and v > 0}
     top = max(peaks.values()) if peaks else None
     roof = ai * bw if top is None else np.minimum(ai * bw, top)
-    dram_label = f"DRAM {ceilings.dram_gbps:,.0f} GB/s" + (f" ({ceilings.dram_mark})" if ceilings.dram_mark else "")
+    dram_mark = plot_text(ceilings.dram_mark)
+    dram_label = f"DRAM {ceilings.dram_gbps:,.0f} GB/s" + (f" ({dram_mark})" if dram_mark else "")
     ax.plot(ai, roof, color="black", lw=1.8, label=dram_label)
     styles = ["--", ":", "-."]
     above = float("inf")  # the roof drawn just above this one
@@ -102,7 +129,7 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
         # a label sits on its roof, or under it when the roof above is within 3x (INT8 is 2x FP16)
         va = "top" if above / peak < 3 else "bottom"
         ax.annotate(
-            f"{name} {peak / 1e12:,.0f} {unit}",
+            f"{plot_text(name)} {peak / 1e12:,.0f} {unit}",
             (ai[-1] / 1.5, peak),
             xytext=(0, -3 if va == "top" else 2),  # points: clear of the roof's own line
             textcoords="offset points",
@@ -120,7 +147,8 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
         marker = _MARKERS[(i // 10) % len(_MARKERS)]  # colour and shape together tell up to 60 ops apart
         measured = pd.notna(row.ai_measured) and row.ai_measured > 0
         modelled = pd.notna(row.ai_model) and row.ai_model > 0
-        label = f"{row.label} ({_pct(100 * row.time_share)} time)" + ("" if measured else ", modelled")
+        name = plot_text(row.label)
+        label = f"{name} ({_pct(100 * row.time_share)} time)" + ("" if measured else ", modelled")
         if measured:
             ax.scatter(
                 [row.ai_measured],
@@ -149,7 +177,7 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
             ax.plot([row.ai_model, row.ai_measured], [row.flops_per_s] * 2, color=c, lw=0.8, zorder=2)
         if i < LABELLED_POINTS:  # the ops with the most time carry their name beside the point
             ax.annotate(
-                str(row.label),
+                name,
                 (row.ai_measured if measured else row.ai_model, row.flops_per_s),
                 xytext=(math.sqrt(size) / 2 + 3, math.sqrt(size) / 4),  # beside the marker (s: points^2)
                 textcoords="offset points",
@@ -164,7 +192,8 @@ def roofline_figure(points: pd.DataFrame, ceilings: PlotCeilings, title: str) ->
     lo = min([float(pts["flops_per_s"].min())] if len(pts) else [1e9]) / 10
     ax.set_ylim(lo, (top or float(roof.max())) * 3)
     ax.set_xlim(ai[0], ai[-1])
-    ax.set_title(title + (f"\n{ceilings.source}" if ceilings.source else ""), fontsize=10)
+    source = plot_text(ceilings.source)
+    ax.set_title(plot_text(title) + (f"\n{source}" if source else ""), fontsize=10)
     if left_out:
         ax.text(
             0.99,
@@ -261,6 +290,7 @@ def save_roofline(points: pd.DataFrame, ceilings: PlotCeilings, title: str, base
     return _save(roofline_figure(points, ceilings, title), base)
 
 
+@_no_glyph_warnings()
 def expert_heatmap_figure(tokens: pd.DataFrame, title: str) -> object:
     """A matplotlib Figure: tokens routed to each expert (x) of each MoE layer (y), one cell each.
 
@@ -283,17 +313,20 @@ def expert_heatmap_figure(tokens: pd.DataFrame, title: str) -> object:
     image = ax.imshow(data, aspect="auto", cmap="viridis", interpolation="nearest", origin="upper")
     ax.set_xlabel("expert")
     ax.set_ylabel("layer")
-    ax.set_yticks(range(n_layers), [str(v) for v in tokens.index])
+    ax.set_yticks(range(n_layers), [plot_text(v) for v in tokens.index])
     step = max(1, n_experts // 16)
     ax.set_xticks(range(0, n_experts, step), [str(v) for v in range(0, n_experts, step)])
-    ax.set_title(title, fontsize=10)
+    ax.set_title(plot_text(title), fontsize=10)
     fig.colorbar(image, ax=ax, label="tokens routed (all evaluations)")
     fig.tight_layout()
     return fig
 
 
+@_no_glyph_warnings()
 def fleet_heatmap_figure(share: pd.DataFrame, title: str) -> object:
     """A matplotlib Figure: each op's share (%) of each run's GPU time, ops (y) by runs (x).
+
+    Op and run names (labels) and the title pass :func:`plot_text`.
 
     Args:
         share: :func:`rocroof.report.fleet.fleet_matrix` (index op list, one column per run name,
@@ -309,8 +342,8 @@ def fleet_heatmap_figure(share: pd.DataFrame, title: str) -> object:
     n_ops, n_runs = data.shape
     fig, ax = plt.subplots(figsize=(min(18.0, 4.0 + 0.55 * n_runs), min(14.0, 2.0 + 0.3 * n_ops)), dpi=110)
     image = ax.imshow(data, aspect="auto", cmap="magma_r", interpolation="nearest", origin="upper")
-    ax.set_yticks(range(n_ops), [str(v) for v in share.index], fontsize=8)
-    ax.set_xticks(range(n_runs), [str(v) for v in share.columns], rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(n_ops), [plot_text(v) for v in share.index], fontsize=8)
+    ax.set_xticks(range(n_runs), [plot_text(v) for v in share.columns], rotation=60, ha="right", fontsize=7)
     top = np.nanmax(data) if np.isfinite(data).any() else 1.0
     for i in range(n_ops):
         for j in range(n_runs):
@@ -318,7 +351,7 @@ def fleet_heatmap_figure(share: pd.DataFrame, title: str) -> object:
                 text = f"{data[i, j]:.0f}" if data[i, j] >= 1 else "<1"
                 color = "white" if data[i, j] > 0.5 * top else "black"  # readable on dark and light cells
                 ax.text(j, i, text, ha="center", va="center", fontsize=6, color=color)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(plot_text(title), fontsize=10)
     fig.colorbar(image, ax=ax, label="% of the run's GPU time")
     fig.tight_layout()
     return fig
@@ -350,6 +383,7 @@ def save_expert_heatmap(tokens: pd.DataFrame, title: str, base: Path) -> list[Pa
     return _save(expert_heatmap_figure(tokens, title), base)
 
 
+@_no_glyph_warnings()
 def expert_heatmap_svg(tokens: pd.DataFrame, title: str) -> str:
     """The heat map as SVG text (for the HTML report)."""
     import matplotlib.pyplot as plt
@@ -370,6 +404,7 @@ def _check_folder(base: Path) -> None:
         raise OutputError(f"{folder}: {what}; cannot write {base.name}.png and {base.name}.svg there")
 
 
+@_no_glyph_warnings()
 def _save(fig: Any, base: Path) -> list[Path]:
     """Write ``fig`` as ``<base>.png`` and ``<base>.svg`` through ``.part`` files (no timestamps).
 

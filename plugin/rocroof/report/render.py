@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ..analysis.ceiling_text import DRAM_RULES, SHIPPED_LABEL
 from ..note import Note
-from ..text import cell_text
+from ..text import cell_text, one_line
 
 By = Literal["dispatch", "kernel", "op", "invocation"]
 
@@ -308,7 +308,10 @@ def _grouped(items: list[tuple[str, str, float]], mark: str) -> list[str]:
 
 
 def _flag_lines(report: Report) -> list[str]:
-    """Grouped explanations of rows outside [0.7, 1.3] (*) and of model assumptions (†)."""
+    """Grouped explanations of rows outside [0.7, 1.3] (*) and of model assumptions (†), one line each.
+
+    Op and node names come from the capture: their controls (a newline too) are escaped (:func:`one_line`).
+    """
     if "flag" not in report.rows:
         return []
     flags, assumptions = [], []
@@ -326,18 +329,18 @@ def _flag_lines(report: Report) -> list[str]:
     if assumptions:
         out.append("model assumptions (marked †):")
         out += _grouped(assumptions, "†")
-    return out
+    return [one_line(line) for line in out]
 
 
 def _fused_line(report: Report) -> str | None:
-    """Which fused groups an op's row includes (rows are keyed by the group's first op)."""
+    """Which fused groups an op's row includes (rows are keyed by the group's first op), on one line."""
     if not report.fused:
         return None
     by_op: dict[str, list[str]] = {}
     for op, op_list, n in report.fused:
         by_op.setdefault(op, []).append(f"{op_list} ({n} inv.)")
     parts = [f"{op} includes {', '.join(groups)}" for op, groups in by_op.items()]
-    return "fused groups count under their first op: " + "; ".join(parts)
+    return one_line("fused groups count under their first op: " + "; ".join(parts))
 
 
 #: What each column of a human report means, by header: the key line lists those of the columns shown.
@@ -514,7 +517,19 @@ def ceiling_rule_text(run: Any) -> str:
     return f" ({text})" if text else ""
 
 
+def note_line(note: Note) -> str:
+    """``warning: <message>`` on one line: a note's message may quote the capture (a file name, a kernel)."""
+    return one_line(f"{note.severity}: {note.message}")
+
+
 def _header_lines(report: Report) -> list[str]:
+    """The lines above a report: the run, its labels, timings, ceilings, sample and measurement notes.
+
+    Each is one line whatever the capture holds: its path, GPU name, labels and ceiling sources
+    come from files someone else wrote, so their controls (a newline too) are escaped
+    (:func:`one_line`). A path with a newline would otherwise start a line of the capture's
+    choosing under the report's own first line.
+    """
     r = report.run
     gpu = gpu_text(r.get("gpu_name"), r.get("gpu_arch"))
     timing = timing_text(r.get("timing_source"))
@@ -560,7 +575,7 @@ def _header_lines(report: Report) -> list[str]:
             "DRAM bytes: Nsight Compute replay with caches flushed before each kernel (cold); "
             "times: the Nsight Systems run (warm caches, kernels back to back)"
         )
-    return lines
+    return [one_line(line) for line in lines]
 
 
 def _stdout_is_terminal() -> bool:
@@ -746,7 +761,7 @@ def render_text(
             out.append(f"_{f}_  ")
         for n in report.notes:
             if n.severity != "info":
-                out.append(f"- **{n.severity}** ({n.code}): {n.message}")
+                out.append(one_line(f"- **{n.severity}** ({n.code}): {n.message}"))
         n_info = sum(1 for n in report.notes if n.severity == "info")
         if n_info:
             out.append(f"_({n_info} info note(s): rocroof runs --notes {report.run['run_id']})_")
@@ -800,7 +815,7 @@ def render_text(
         say(f)
     for n in report.notes:
         if n.severity != "info":
-            say(f"{n.severity}: {n.message}")
+            say(note_line(n))
     infos = [n for n in report.notes if n.severity == "info"]
     if infos:
         say(f"({len(infos)} info note(s): rocroof runs --notes {report.run['run_id']})")

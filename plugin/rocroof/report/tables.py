@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from ..errors import InputError
 from ..records import Note
 from ..store import Store, schema, views
-from ..text import cell_text
+from ..text import cell_text, one_line
 from .render import (
     _COMPUTE_CEILINGS,
     _TEXT_COLUMNS,
@@ -41,6 +41,7 @@ from .render import (
     _table_width,
     _width,
     gpu_text,
+    note_line,
     render_text,
 )
 
@@ -649,6 +650,11 @@ def csv_text(df: pd.DataFrame, raw: bool = False, header: bool = True) -> str:
     """A frame as CSV; text cells a spreadsheet would run as a formula get a leading ``'``.
 
     Numbers are never touched (``-2.5`` stays a number); ``raw`` leaves text cells as they are.
+    Control characters are written as they are: the command that prints the text escapes them
+    (``\\x1b``), unless ``--raw`` asks for the cells as stored (:func:`rocroof.cli.app.echo`). A
+    cell holding a newline is quoted, and one holding a carriage return too when ``raw``: Python's
+    csv writer quotes only the characters of its line ending, so the rows of such a frame end in
+    CRLF, RFC 4180's line ending, which readers take as they take LF.
     """
     if not raw:
         df = df.copy()
@@ -656,7 +662,21 @@ def csv_text(df: pd.DataFrame, raw: bool = False, header: bool = True) -> str:
             col = df.iloc[:, i]
             if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
                 df.isetitem(i, col.map(lambda v: "'" + v if isinstance(v, str) and v.startswith(_FORMULA_START) else v))
-    return str(df.to_csv(index=False, header=header))
+    ending = "\r\n" if raw and _has_carriage_return(df, header) else None  # None: the platform's line ending
+    return str(df.to_csv(index=False, header=header, lineterminator=ending))
+
+
+def _has_carriage_return(df: pd.DataFrame, header: bool) -> bool:
+    """Whether a text cell of ``df`` (or a column name, with ``header``) holds a carriage return."""
+    if header and any("\r" in str(c) for c in df.columns):
+        return True
+    for i in range(df.shape[1]):
+        col = df.iloc[:, i]
+        if (col.dtype == object or pd.api.types.is_string_dtype(col.dtype)) and any(
+            isinstance(v, str) and "\r" in v for v in col
+        ):
+            return True
+    return False
 
 
 def render_batch(df: pd.DataFrame, fmt: Literal["csv", "json"], first: bool, raw: bool = False) -> str:
@@ -1082,9 +1102,10 @@ def plot_ceilings(report: Report) -> Any:
 
 
 def plot_title(report: Report) -> str:
-    """``run N: <source> — <GPU>`` for a figure."""
+    """``run N: <source> — <GPU>`` for a figure or a page, on one line (the capture's controls escaped)."""
     r = report.run
-    return f"run {r['run_id']}: {r.get('source_path') or ''} — {gpu_text(r.get('gpu_name'), r.get('gpu_arch'))}"
+    gpu = gpu_text(r.get("gpu_name"), r.get("gpu_arch"))
+    return one_line(f"run {r['run_id']}: {r.get('source_path') or ''} — {gpu}")
 
 
 #: The HTML report's sorting: a click on a column's header sorts its table by it (numbers as numbers,
@@ -1158,7 +1179,7 @@ def render_html(
     )
     if advice is not None and advice[2]:
         text, a_headers, a_lines = advice
-        paragraphs = "".join(f"<p>{html.escape(t)}</p>" for t in text)
+        paragraphs = "".join(f"<p>{html.escape(one_line(t))}</p>" for t in text)  # notes quote the capture
         sections.append(
             f"<section id=advice><h2>What would pay most</h2>{paragraphs}{_html_table('advice', a_headers, a_lines)}"
             "</section>"
@@ -1175,7 +1196,7 @@ def render_html(
             f"<div class=plot>{experts}</div></section>"
         )
     notes = _flag_lines(report) + [line for line in (_fused_line(report),) if line]
-    notes += [f"{n.severity}: {n.message}" for n in report.notes]
+    notes += [note_line(n) for n in report.notes]
     items = "".join(f"<li>{html.escape(t.lstrip('* '))}</li>" for t in notes)
     sections.append(f"<section id=notes><h2>Notes</h2><ul>{items or '<li>none</li>'}</ul></section>")
     style = (
