@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import queue
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -30,6 +32,7 @@ from rocroof.records import Note
 from rocroof.report.tables import build_report, render, stored_reports
 from rocroof.store import Store, schema, views
 from rocroof.store.docs import schema_markdown
+from rocroof.store.merge import merge
 from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION, migration_table
 
 from .conftest import REPO, VCOPY_BYTES, fixture_path
@@ -820,6 +823,159 @@ def test_a_writer_waits_for_another_process_and_says_so_when_it_waits_too_long(
         other.execute("ROLLBACK")
         other.close()
     assert _counts(db_path)["run"] == 2
+
+
+class _Stop(Exception):
+    """What a test's ``on_wait`` hook raises to stop a wait."""
+
+
+def _stop_at_once(calls: list[tuple[str, float, float]]) -> Any:
+    """An ``on_wait`` hook that records its call and stops the wait."""
+
+    def on_wait(location: str, waited_s: float, timeout_s: float) -> None:
+        calls.append((location, waited_s, timeout_s))
+        raise _Stop
+
+    return on_wait
+
+
+@contextlib.contextmanager
+def _held(db: Path, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
+    """The write lock of ``db`` held by another connection (another process's ingest, for SQLite's locks)."""
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute(begin)
+    try:
+        yield other
+    finally:
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        other.close()
+
+
+#: Every way a store takes the SQLite write lock (``write(store, source)``, ``source`` a store to copy
+#: run 1 from): each must wait in short tries that its hook hears of.
+WRITE_PATHS = {
+    "write_run": lambda store, _src: store.write_run(_frames(sha="2" * 64), reports=stored_reports),
+    "store_reports": lambda store, _src: store.store_reports(1, stored_reports),
+    "delete_run": lambda store, _src: store.delete_run(1),
+    "copy_run": lambda store, src: store.copy_run(src, 1),
+    "upgrade": lambda store, _src: store.upgrade(recreate_views=True),  # migrations.write_lock
+    "merge": lambda store, src: merge([src.location], store.location, on_wait=store.on_wait),
+}
+
+
+@pytest.mark.parametrize("path", list(WRITE_PATHS))
+def test_every_write_waits_for_another_writer_in_short_tries_that_its_hook_can_stop(
+    db_path: Path, tmp_path: Path, path: str
+) -> None:
+    """SQLite's busy wait runs in C (no Ctrl-C until it returns): a write waits in tries of 0.1 s, and
+    between them its ``on_wait`` hook hears of the wait and may stop it (as a signal handler does)."""
+    Store(db_path).write_run(_frames(sha="1" * 64), reports=stored_reports)
+    Store(tmp_path / "source.db").write_run(_frames(sha="5" * 64))
+    source = Store(tmp_path / "source.db", read_only=True)
+    before = _counts(db_path)
+    calls: list[tuple[str, float, float]] = []
+    store = Store(db_path, on_wait=_stop_at_once(calls))
+    with _held(db_path):
+        started = time.monotonic()
+        with pytest.raises(_Stop):
+            WRITE_PATHS[path](store, source)
+        took = time.monotonic() - started
+    store.close()
+    assert took < 10, took  # the first try's 0.1 s, not the 600 s timeout
+    assert calls == [(str(db_path), pytest.approx(calls[0][1]), store_mod.WRITE_TIMEOUT_S)]
+    assert 0 <= calls[0][1] < 10
+    assert _counts(db_path) == before  # nothing written
+    with connect(db_path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_writer_tells_its_hook_how_long_it_has_waited_and_goes_on_when_the_lock_is_free(db_path: Path) -> None:
+    Store(db_path).write_run(_frames(sha="1" * 64))
+    waits: list[float] = []
+    store = Store(db_path, on_wait=lambda _db, waited, _timeout: waits.append(waited))
+    with _held(db_path) as other:
+        release = threading.Timer(0.8, lambda: other.execute("COMMIT"))
+        release.start()
+        assert store.write_run(_frames(sha="2" * 64)) == 2  # queued behind the other writer
+        release.join()
+    assert len(waits) >= 3 and waits == sorted(waits) and waits[-1] >= 0.4, waits  # one call a try (~0.1 s)
+    with connect(db_path) as conn:  # the transaction's statements got the long busy timeout back
+        assert conn.execute("SELECT COUNT(*) FROM run").fetchone()[0] == 2
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == store_mod.WRITE_TIMEOUT_S * 1000
+
+
+def test_a_reader_of_a_file_another_process_holds_waits_in_short_tries(db_path: Path) -> None:
+    """A file out of WAL mode (an exclusive lock shuts readers out): the read waits, interruptibly."""
+    writer = Store(db_path)
+    writer.write_run(_frames(sha="1" * 64))
+    writer.close()
+    with connect(db_path) as conn:
+        assert conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    calls: list[tuple[str, float, float]] = []
+    reader = Store(db_path, read_only=True, on_wait=_stop_at_once(calls))
+    with _held(db_path, "BEGIN EXCLUSIVE"):
+        started = time.monotonic()
+        with pytest.raises(_Stop):
+            reader.query("SELECT COUNT(*) AS n FROM run")
+        assert time.monotonic() - started < 10
+    assert [c[::2] for c in calls] == [(str(db_path), store_mod.READ_TIMEOUT_S)]
+    reader.on_wait = None
+    assert reader.query("SELECT COUNT(*) AS n FROM run")["n"][0] == 1  # the lock gone: it reads
+
+
+_WAITING_WRITER = r"""
+import sys, time
+from rocroof.store import Store
+
+told = []
+
+def on_wait(location, waited_s, timeout_s):
+    if not told:
+        told.append(1)
+        print("waiting", flush=True)
+
+store = Store(sys.argv[1], on_wait=on_wait)
+try:
+    store.delete_run(1)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+print("not interrupted", flush=True)
+"""
+
+
+def test_a_signal_stops_a_writer_that_waits_for_another_process_at_once(db_path: Path) -> None:
+    """The user's trial: Ctrl-C did nothing until the other process let go of the file (up to 600 s)."""
+    Store(db_path).write_run(_frames(sha="1" * 64))
+    with (
+        _held(db_path),
+        subprocess.Popen(
+            [sys.executable, "-c", _WAITING_WRITER, str(db_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's foreground job
+        ) as proc,
+    ):
+        lines: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or ()], daemon=True)
+        reader.start()
+        try:
+            assert lines.get(timeout=60) == "waiting\n"  # in the wait (imports done)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            started = time.monotonic()
+            proc.wait(timeout=60)
+            took = time.monotonic() - started
+        finally:
+            proc.kill()
+        reader.join(10)
+    out = "".join(lines.get() for _ in range(lines.qsize()))
+    assert proc.returncode == 130 and out == "interrupted\n", out
+    assert took < 20, took  # a try lasts 0.1 s
+    assert _counts(db_path)["run"] == 1
 
 
 def test_op_total_holds_the_op_summary_of_each_run_and_the_report_reads_it(db_path: Path) -> None:

@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -975,6 +976,43 @@ def test_parallel_processes_write_one_sqlite_file(tmp_path: Path) -> None:
     ro = Store(db, read_only=True)
     counts = ro.query("SELECT run_id, COUNT(*) AS n FROM dispatch GROUP BY run_id ORDER BY run_id")
     assert len(counts) == 3 and (counts["n"] > 0).all()
+
+
+def test_a_point_waiting_for_another_writer_says_so_and_stops_when_the_sweep_is_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the file's write lock: the point's stage says it waits, and Ctrl-C (which
+    reaches the scheduler's thread, not the point's) stops the wait at once, not after 600 s."""
+    monkeypatch.chdir(tmp_path)  # a point's status goes under the sweep's out folder
+    db = tmp_path / "r.db"
+    Store(db).upgrade()
+    text = (
+        f"version: 1\nmatrix: {{case: [dense-prefill]}}\nprofiler: {{name: replay, capture: '{EXAMPLES}/{{case}}'}}\n"
+    )
+    cancel = threading.Event()
+    stages: list[str] = []
+
+    def on_event(event: Any) -> None:
+        if event.kind == "stage":
+            stages.append(event.detail)
+            if event.detail.startswith("waiting for"):
+                cancel.set()  # what Ctrl-C in the scheduler does
+
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process in the middle of its ingest
+    fallback = threading.Timer(30, lambda: other.execute("ROLLBACK"))  # a wait nothing stops: the test fails
+    fallback.start()
+    try:
+        outcome = run_sweep(load_sweep(write(tmp_path / "s.yaml", text)), db=str(db), on_event=on_event, cancel=cancel)
+    finally:
+        fallback.cancel()
+        fallback.join()
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        other.close()
+    assert [r.status for r in outcome.results] == ["interrupted"] and outcome.interrupted, outcome.results
+    assert stages[-1] == f"waiting for {db}: another process is writing to it (up to 600 s)", stages
+    assert not labels_of(db)  # nothing stored
 
 
 # ---- the cancellable runner ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import errno
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -157,6 +157,32 @@ def stderr_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)
+
+
+def lock_notice() -> Callable[[str, float, float], None]:
+    """A :class:`~rocroof.store.Store` ``on_wait`` hook: one line on stderr when a wait for a lock passes 2 s.
+
+    Another process writing to the database (or holding it locked) makes a command wait up to
+    :data:`~rocroof.store.WRITE_TIMEOUT_S`; the line says so once per wait, after
+    :data:`~rocroof.store.locking.WAIT_NOTICE_S`, instead of a silent pause.
+    """
+    from ..store.locking import WAIT_NOTICE_S
+
+    waited: dict[str, float] = {}  # per database, the wait reported last (a new wait starts lower)
+
+    def on_wait(location: str, waited_s: float, timeout_s: float) -> None:
+        before = waited.get(location, 0.0)
+        waited[location] = waited_s
+        if before < WAIT_NOTICE_S <= waited_s:
+            stderr_console().print(
+                f"waiting for {printable(location)}: another process is writing to it "
+                f"(up to {timeout_s:g} s; Ctrl-C to stop)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+
+    return on_wait
 
 
 def db_arg(db: str) -> str:

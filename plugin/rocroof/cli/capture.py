@@ -17,6 +17,7 @@ from .app import (
     db_arg,
     db_option,
     echo,
+    lock_notice,
     parse_labels,
     progress_bar,
     stderr_console,
@@ -41,7 +42,7 @@ def _ingest_one(
     from ..report.tables import stored_reports
     from ..store import Store
 
-    store = Store(db)
+    store = Store(db, on_wait=lock_notice())  # a wait for another writer: a line on stderr, Ctrl-C stops it
     try:
         store.preflight()
         with progress_bar() as progress:
@@ -216,7 +217,7 @@ def ingest(
     from ..errors import DuplicateRunError
     from ..store import Store
 
-    store = Store(db)  # a database that cannot be used stops everything, once
+    store = Store(db, on_wait=lock_notice())  # a database that cannot be used stops everything, once
     try:
         store.preflight()
     finally:
@@ -430,7 +431,7 @@ def collect(
         return
     from ..store import Store
 
-    store = Store(db)
+    store = Store(db, on_wait=lock_notice())
     try:
         store.preflight()
     finally:

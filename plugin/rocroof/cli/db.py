@@ -14,6 +14,7 @@ from .app import (
     db_arg,
     db_option,
     echo,
+    lock_notice,
 )
 
 # ---- rocroof merge ------------------------------------------------------------------------------
@@ -55,7 +56,7 @@ def merge(sources: tuple[str, ...], into: str) -> None:
         else:
             echo(f"Skipped {what}: stored by another writer meanwhile (same content)")
 
-    done = merge_databases(list(sources), into, on_run=report_run)
+    done = merge_databases(list(sources), into, on_run=report_run, on_wait=lock_notice())
     copied = [r.run_id for r in done if r.run_id is not None]
     ids = f" (run ids {min(copied)}–{max(copied)})" if len(copied) > 1 else f" (run {copied[0]})" if copied else ""
     echo(f"Merged {len(copied)} run(s) into {shown_db(into)}{ids}; skipped {len(done) - len(copied)} already there.")
@@ -129,7 +130,7 @@ def db_upgrade(db: str) -> None:
     from ..report.tables import stored_reports
     from ..store import Store
 
-    store = Store(db)
+    store = Store(db, on_wait=lock_notice())
     ran = store.upgrade(recreate_views=True)
     echo(f"applied {', '.join(ran)}" if ran else "schema is up to date")
     missing = store.runs_without_reports()

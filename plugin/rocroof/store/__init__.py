@@ -3,8 +3,9 @@
 :class:`Store` writes each run in one transaction (a failed ingest leaves the database as it
 was), refuses to ingest the same raw output twice (content hash) unless asked to replace it,
 and opens read-only for queries. Several processes may write one database at once: a SQLite
-file is in WAL mode and its writers queue for up to :data:`WRITE_TIMEOUT_S`; PostgreSQL
-writers run side by side.
+file is in WAL mode and its writers queue for up to :data:`WRITE_TIMEOUT_S` (in short tries:
+Ctrl-C stops a wait at once, and an ``on_wait`` hook hears of it; see :mod:`.locking`);
+PostgreSQL writers run side by side.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import math
 import os
 import re
 import sqlite3
-import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -37,6 +37,16 @@ from ..records import non_decreasing, spilled_array
 from ..spill import ColumnWriter, release_pages, take
 from ..text import printable, storable
 from . import migrations, schema
+from .locking import (
+    READ_TIMEOUT_S,
+    WRITE_TIMEOUT_S,
+    LockWait,
+    begin_immediate,
+    is_locked,
+    retry_while_locked,
+    short_tries,
+    wait_readable,
+)
 
 if TYPE_CHECKING:  # the ingest pipeline (and its imports) only where a run is written
     from ..ingest.pipeline import RunFrames
@@ -49,11 +59,6 @@ INSERT_CHUNK = 20_000
 #: Page size of a new SQLite database (SQLite's default is 4096): a 10^6-dispatch run's pages are
 #: written to the log and copied back at commit a quarter as many times (benchmarks/RESULTS.md).
 PAGE_BYTES = 16_384
-#: How long a SQLite writer waits for another process's write transaction (parallel sweep points
-#: ingesting into one file queue up; each holds the lock only while it inserts one run).
-WRITE_TIMEOUT_S = 600
-#: How long a SQLite reader waits (WAL readers wait only for a checkpoint or a journal switch).
-READ_TIMEOUT_S = 30
 #: The PostgreSQL driver (psycopg 3; ``pip install 'rocroof[postgres]'``).
 PG_DRIVER = "psycopg"
 _PG_INSTALL = "pip install 'rocroof[postgres]' (or: pip install 'psycopg[binary]')"
@@ -580,15 +585,19 @@ class Store:
         target: a file path (SQLite) or an SQLAlchemy URL.
         read_only: open without write access (SQLite ``mode=ro`` + ``query_only``;
             PostgreSQL ``default_transaction_read_only``).
+        on_wait: told while a SQLite file stays locked by another process (see
+            :data:`~rocroof.store.locking.LockWait`; it may raise to stop waiting); the
+            attribute of that name may be set later too.
 
     Raises:
         InputError: ``read_only`` and the SQLite file does not exist; a directory; a URL that
             does not parse or whose database driver is not installed.
     """
 
-    def __init__(self, target: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, target: str | Path, *, read_only: bool = False, on_wait: LockWait | None = None) -> None:
         self.target = str(target)
         self.read_only = read_only
+        self.on_wait = on_wait
         #: Migrations this object applied to a database that held runs of an older schema (not the
         #: creation of a new one): what a write command tells the user it changed.
         self.upgraded: list[str] = []
@@ -642,7 +651,13 @@ class Store:
 
                 def connect() -> sqlite3.Connection:
                     conn = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S)
-                    conn.execute("PRAGMA query_only = ON")
+                    try:
+                        conn.execute("PRAGMA query_only = ON")
+                        # a file another process holds (not in WAL mode): wait in short tries, Ctrl-C stops it
+                        wait_readable(conn, location=self.location, timeout_s=READ_TIMEOUT_S, on_wait=self.on_wait)
+                    except BaseException:
+                        conn.close()
+                        raise
                     return conn
 
                 self.engine = sa.create_engine("sqlite://", creator=connect)
@@ -658,8 +673,15 @@ class Store:
                 def _pragmas(dbapi_conn: Any, _record: Any) -> None:
                     cur = dbapi_conn.cursor()
                     cur.execute("PRAGMA foreign_keys = ON")
-                    cur.execute(f"PRAGMA busy_timeout = {WRITE_TIMEOUT_S * 1000}")
                     cur.close()
+                    # busy timeout WRITE_TIMEOUT_S after a first look at the file, in short tries
+                    try:
+                        wait_readable(
+                            dbapi_conn, location=self.location, timeout_s=WRITE_TIMEOUT_S, on_wait=self.on_wait
+                        )
+                    except BaseException:  # stopped (Ctrl-C, the hook) or timed out: the connection is not pooled
+                        dbapi_conn.close()
+                        raise
 
     def close(self) -> None:
         """Release connections."""
@@ -680,8 +702,16 @@ class Store:
                 migrations.refuse_foreign_or_newer(conn, self.location)
             if self.engine.dialect.name == "sqlite" and not self.read_only:
                 self._use_wal()
-            ran = migrations.upgrade(self.engine, self.location, recreate_views=recreate_views)
+            ran = migrations.upgrade(
+                self.engine,
+                self.location,
+                recreate_views=recreate_views,
+                timeout_s=WRITE_TIMEOUT_S,
+                on_wait=self.on_wait,
+            )
         except sa.exc.DatabaseError as exc:
+            if is_locked(exc):  # another writer held the file for the whole timeout
+                raise self._locked_error(exc) from exc
             why = None if is_url(self.target) else _why_not_created(Path(self.location))
             raise SchemaError(f"{self.location}: cannot open the database ({why or _reason(exc)})") from exc
         if ran and ran[0] != migrations.MIGRATIONS[0][0]:  # not a new database
@@ -694,20 +724,18 @@ class Store:
         Switching needs the file to itself and SQLite does not wait for that (no busy handler):
         processes opening a new file at once retry until one of them has switched it.
         """
-        deadline = time.monotonic() + WRITE_TIMEOUT_S
-        while True:
-            try:
-                with self.engine.connect() as conn:
-                    if conn.exec_driver_sql("PRAGMA journal_mode").scalar() != "wal":
-                        if not conn.exec_driver_sql("PRAGMA page_count").scalar():
-                            # a new file: its page size is set before its first page (never after, in WAL)
-                            conn.exec_driver_sql(f"PRAGMA page_size = {PAGE_BYTES}")
-                        conn.exec_driver_sql("PRAGMA journal_mode = WAL")
-                    return
-            except sa.exc.OperationalError as exc:
-                if not _is_locked(exc) or time.monotonic() > deadline:
-                    raise
-            time.sleep(0.02)
+
+        def switch() -> None:
+            with self.engine.connect() as conn, short_tries(conn):
+                if conn.exec_driver_sql("PRAGMA journal_mode").scalar() != "wal":
+                    if not conn.exec_driver_sql("PRAGMA page_count").scalar():
+                        # a new file: its page size is set before its first page (never after, in WAL)
+                        conn.exec_driver_sql(f"PRAGMA page_size = {PAGE_BYTES}")
+                    conn.exec_driver_sql("PRAGMA journal_mode = WAL")
+
+        retry_while_locked(
+            switch, location=self.location, timeout_s=WRITE_TIMEOUT_S, on_wait=self.on_wait, pause_s=0.02
+        )
 
     def preflight(self) -> None:
         """Check, without changing anything, that :meth:`write_run` can use this database.
@@ -721,7 +749,7 @@ class Store:
         if is_url(self.target):
             checker = self
         elif Path(self.location).exists():
-            checker = Store(self.location, read_only=True)
+            checker = Store(self.location, read_only=True, on_wait=self.on_wait)
         else:
             return
         try:
@@ -957,8 +985,10 @@ class Store:
         """A write transaction (committed at the end of the block, rolled back on an error).
 
         On SQLite it takes the write lock first (``BEGIN IMMEDIATE``), waiting up to
-        :data:`WRITE_TIMEOUT_S` for other processes' writes; what it reads (the content-hash
-        check) then cannot change before it writes. PostgreSQL writers do not wait for each other.
+        :data:`WRITE_TIMEOUT_S` for other processes' writes, in tries of
+        :data:`~rocroof.store.locking.BUSY_SLICE_MS` (a signal stops the wait at once; ``on_wait``
+        hears of it after each try); what it reads (the content-hash check) then cannot change
+        before it writes. PostgreSQL writers do not wait for each other.
 
         Args:
             sqlite_key_lookups: False turns SQLite's foreign-key enforcement off for this
@@ -979,19 +1009,25 @@ class Store:
                 try:
                     with conn.begin():
                         if sqlite:
-                            conn.exec_driver_sql("BEGIN IMMEDIATE")
+                            begin_immediate(
+                                conn, location=self.location, timeout_s=WRITE_TIMEOUT_S, on_wait=self.on_wait
+                            )
                         yield conn
                 finally:
                     if sqlite and not sqlite_key_lookups and not conn.invalidated:
                         conn.exec_driver_sql("PRAGMA foreign_keys = ON")
                         conn.commit()
         except sa.exc.OperationalError as exc:
-            if _is_locked(exc):
-                raise InputError(
-                    f"{self.location}: another process kept the database locked for {WRITE_TIMEOUT_S} s "
-                    f"({_reason(exc)}); try again when it has finished"
-                ) from exc
+            if is_locked(exc):
+                raise self._locked_error(exc) from exc
             raise
+
+    def _locked_error(self, exc: sa.exc.DBAPIError) -> InputError:
+        """The one-line error for a SQLite file that another writer kept locked for :data:`WRITE_TIMEOUT_S`."""
+        return InputError(
+            f"{self.location}: another process kept the database locked for {WRITE_TIMEOUT_S} s "
+            f"({_reason(exc)}); try again when it has finished"
+        )
 
     def copy_run(self, source: Store, run_id: int) -> CopiedRun:
         """Copy run ``run_id`` of ``source`` with all its rows into this database, in one transaction.
@@ -1390,11 +1426,6 @@ def _read_only_authorizer(denied: list[str]) -> Callable[[int, str | None, str |
         return sqlite3.SQLITE_DENY
 
     return authorize
-
-
-def _is_locked(exc: sa.exc.DBAPIError) -> bool:
-    """True for SQLite's "database is locked" (a busy timeout that ran out)."""
-    return isinstance(exc.orig, sqlite3.OperationalError) and "locked" in str(exc.orig)
 
 
 def _why_not_created(path: Path) -> str | None:

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from ..errors import InputError, SchemaError
 from . import Store, is_url, migrations, schema
+from .locking import LockWait
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,11 @@ class MergedRun:
 
 
 def merge(
-    sources: Sequence[str | Path], into: str | Path, *, on_run: Callable[[MergedRun], None] | None = None
+    sources: Sequence[str | Path],
+    into: str | Path,
+    *,
+    on_run: Callable[[MergedRun], None] | None = None,
+    on_wait: LockWait | None = None,
 ) -> list[MergedRun]:
     """Copy every run of ``sources`` into ``into``, oldest first, source by source.
 
@@ -55,6 +60,8 @@ def merge(
         sources: SQLite files or database URLs, read-only.
         into: the target; a SQLite file that does not exist yet, or an empty database, gets the schema.
         on_run: called after each run is copied or skipped.
+        on_wait: told while a SQLite source or target stays locked by another process
+            (:data:`~rocroof.store.locking.LockWait`).
 
     Returns:
         One entry per source run, in the order handled.
@@ -66,11 +73,11 @@ def merge(
     """
     if not sources:
         raise InputError("merge: give at least one source database")
-    target = Store(into)
+    target = Store(into, on_wait=on_wait)
     opened: list[Store] = []
     try:
         for src in sources:
-            store = Store(src, read_only=True)
+            store = Store(src, read_only=True, on_wait=on_wait)
             opened.append(store)
             if _same_database(store, target):
                 raise InputError(f"{store.location}: is also the target (--into); it cannot be merged into itself")

@@ -21,7 +21,8 @@ import sqlalchemy as sa
 
 from .. import SCHEMA_VERSION as _PACKAGE_SCHEMA_VERSION
 from ..errors import SchemaError
-from . import schema, views
+from . import locking, schema, views
+from .locking import LockWait
 
 migration_table = sa.Table(
     "rocroof_migration",
@@ -378,16 +379,25 @@ if SCHEMA_VERSION != _PACKAGE_SCHEMA_VERSION:  # pragma: no cover - a migration 
 _PG_LOCK_KEY = 0x726F63726F6F66  # "rocroof"
 
 
-def write_lock(conn: sa.Connection) -> None:
+def write_lock(
+    conn: sa.Connection,
+    *,
+    location: str = "the database",
+    timeout_s: float | None = None,
+    on_wait: LockWait | None = None,
+) -> None:
     """Make the transaction just begun on ``conn`` wait for, then exclude, other rocroof writers.
 
-    SQLite: ``BEGIN IMMEDIATE`` takes the database's write lock now (waiting up to the busy
-    timeout), so what the transaction reads first cannot change before it writes, and DDL runs
-    inside the transaction (Python's sqlite3 leaves it in autocommit otherwise). PostgreSQL: a
+    SQLite: ``BEGIN IMMEDIATE`` takes the database's write lock now (waiting up to ``timeout_s``,
+    default :data:`~rocroof.store.locking.WRITE_TIMEOUT_S`, in short tries that a signal
+    interrupts; ``on_wait`` and ``location`` as in :func:`~rocroof.store.locking.retry_while_locked`),
+    so what the transaction reads first cannot change before it writes, and DDL runs inside the
+    transaction (Python's sqlite3 leaves it in autocommit otherwise). PostgreSQL: a
     transaction-scoped advisory lock, held until commit or rollback.
     """
     if conn.dialect.name == "sqlite":
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        timeout = locking.WRITE_TIMEOUT_S if timeout_s is None else timeout_s
+        locking.begin_immediate(conn, location=location, timeout_s=timeout, on_wait=on_wait)
     elif conn.dialect.name == "postgresql":
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_LOCK_KEY)))
 
@@ -457,12 +467,20 @@ def refuse_foreign_or_newer(conn: sa.Connection, location: str) -> dict[str, str
     return done
 
 
-def upgrade(engine: sa.Engine, location: str, *, recreate_views: bool = False) -> list[str]:
+def upgrade(
+    engine: sa.Engine,
+    location: str,
+    *,
+    recreate_views: bool = False,
+    timeout_s: float | None = None,
+    on_wait: LockWait | None = None,
+) -> list[str]:
     """Apply pending migrations (one transaction each) and (re-)create the views.
 
     Views are re-created when a migration ran, when one is missing, or when asked
     (``rocroof db upgrade``); a release that changes a view adds a migration step. A database
-    with nothing to do is only read (no lock is taken).
+    with nothing to do is only read (no lock is taken). ``timeout_s`` and ``on_wait``: how each
+    step waits for the write lock (:func:`write_lock`).
 
     Returns:
         The names of the migrations applied now (not those another process applied meanwhile).
@@ -475,14 +493,18 @@ def upgrade(engine: sa.Engine, location: str, *, recreate_views: bool = False) -
         done = refuse_foreign_or_newer(conn, location)
         if not recreate_views and all(n in done for n in known) and not _missing_views(conn):
             return []
+
+    def lock(conn: sa.Connection) -> None:
+        write_lock(conn, location=location, timeout_s=timeout_s, on_wait=on_wait)
+
     with engine.begin() as conn:
-        write_lock(conn)
+        lock(conn)
         refuse_foreign_or_newer(conn, location)  # again, now that no other rocroof is changing it
         migration_table.create(conn, checkfirst=True)
     ran = []
     for name, step in MIGRATIONS:
         with engine.begin() as conn:
-            write_lock(conn)
+            lock(conn)
             if name in applied(conn):
                 continue
             step(conn)
@@ -493,7 +515,7 @@ def upgrade(engine: sa.Engine, location: str, *, recreate_views: bool = False) -
             )
         ran.append(name)
     with engine.begin() as conn:
-        write_lock(conn)
+        lock(conn)
         if recreate_views or ran or _missing_views(conn):
             views.create_all(conn)
     return ran

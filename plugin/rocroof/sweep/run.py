@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 
@@ -46,6 +46,9 @@ from ..errors import DuplicateRunError, InputError, ProfilerNotFound, RocroofErr
 from .executors import EventSink, Executor, LocalExecutor, Slot, SweepEvent, pin_env
 from .expand import Point, expand
 from .spec import ProfilerSpec, Sweep
+
+if TYPE_CHECKING:
+    from ..store.locking import LockWait
 
 Status = Literal["done", "skipped", "failed", "interrupted", "not-run", "submitted"]
 STATUSES: tuple[Status, ...] = ("done", "skipped", "failed", "interrupted", "not-run", "submitted")
@@ -522,11 +525,33 @@ class PointRunner:
         if slot.cancel.is_set():
             raise PointInterrupted()
         with self.write_lock:
-            store = Store(self.db)
+            # another process writing to the file: the point says so, and Ctrl-C stops the wait
+            store = Store(self.db, on_wait=_lock_wait(lambda text: self._stage(point, slot, text), slot.cancel))
             try:
                 return store.write_run(frames, labels=labels, reports=stored_reports)
             finally:
                 store.close()
+
+
+def _lock_wait(tell: Callable[[str], None], cancel: threading.Event | None = None) -> LockWait:
+    """A :class:`~rocroof.store.Store` ``on_wait`` hook for a sweep's own waits for the database.
+
+    It stops the wait (:class:`PointInterrupted`) once ``cancel`` is set (Ctrl-C reaches the main
+    thread only, not a point's), and ``tell`` s a line once a wait has lasted
+    :data:`~rocroof.store.locking.WAIT_NOTICE_S`.
+    """
+    from ..store.locking import WAIT_NOTICE_S
+
+    last = [0.0]
+
+    def on_wait(location: str, waited_s: float, timeout_s: float) -> None:
+        if cancel is not None and cancel.is_set():
+            raise PointInterrupted()
+        before, last[0] = last[0], waited_s
+        if before < WAIT_NOTICE_S <= waited_s:
+            tell(f"waiting for {location}: another process is writing to it (up to {timeout_s:g} s)")
+
+    return on_wait
 
 
 def _one_line(exc: BaseException) -> str:
@@ -584,7 +609,10 @@ def run_sweep(
     executor = executor or LocalExecutor()
     from ..store import Store, is_url
 
-    store = Store(db)
+    def tell(text: str) -> None:
+        sink(SweepEvent("info", None, f"{text}; Ctrl-C to stop"))
+
+    store = Store(db, on_wait=_lock_wait(tell))
     try:
         store.preflight()  # a foreign or newer database stops everything, before anything runs
         fresh = not is_url(db) and not Path(db).expanduser().exists()
@@ -615,7 +643,7 @@ def run_sweep(
             raise InputError(f"{sweep.out}: cannot create the sweep's out directory ({exc.strerror})") from exc
     if pending:
         if fresh:  # create the schema once, before points write in parallel
-            store = Store(db)
+            store = Store(db, on_wait=_lock_wait(tell))
             try:
                 store.upgrade()
             finally:
