@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rocroof.capture.readers import collect_captures, read_capture
+from rocroof.capture.readers import find_captures, read_capture
 from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
@@ -80,8 +80,8 @@ def nvtx_after_reset(case: str) -> tuple[list[str], int]:
 
 
 def test_the_examples_folder_is_three_captures() -> None:
-    found = collect_captures(EXAMPLES)
-    assert len(found) == 3 and {p.name for p in found} == set(CASES)
+    found = find_captures(EXAMPLES)  # README.md and the PNGs beside them are no capture
+    assert len(found) == 3 and {f.path.name for f in found} == set(CASES) and all(f.files is None for f in found)
 
 
 @pytest.mark.parametrize("case", CASES)

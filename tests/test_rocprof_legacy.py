@@ -20,6 +20,7 @@ from rocroof.capture.readers import detect, read_capture
 from rocroof.capture.readers.rocprof_columns import kernel_symbol_name, property_of, split_columns
 from rocroof.capture.readers.rocprof_legacy import read_roctx_trace
 from rocroof.cli import cli
+from rocroof.errors import InputError
 from rocroof.ingest.pipeline import build_run
 from rocroof.store import Store
 
@@ -408,22 +409,49 @@ def test_a_garbled_rocminfo_chip_id_leaves_the_id_unknown(tmp_path: Path) -> Non
     assert pd_isna(gpu["pci_device_id"]) and gpu["gfx_arch"] == "gfx90a"
 
 
-def test_a_folder_holding_two_profilers_output_is_refused(tmp_path: Path) -> None:
+def test_a_folder_holding_two_profilers_output_is_one_run_each(tmp_path: Path) -> None:
+    """Two tools' files in one folder are two captures: ingest stores each (its companions with it); a read refuses."""
     cap = _small_capture(tmp_path)
-    shutil.copy(fixture_path("rocprofv3-docs-2024-07", "kernel_trace.csv"), cap / "kernel_trace.csv")
-    msg = _one_line_error(cap, tmp_path / "r.db")
-    assert "holds the output of 2 profilers (rocprofv3-csv: kernel_trace.csv; rocprof-legacy: " in msg
+    docs = fixture_path("rocprofv3-docs-2024-07", "kernel_trace.csv")
+    shutil.copy(docs, cap / "kernel_trace.csv")
+    with open(docs, newline="") as fh:
+        docs_kernels = len(list(csv.reader(fh))) - 1  # rows below the header
+    db = tmp_path / "r.db"
+    result = CliRunner().invoke(cli, ["ingest", os.fspath(cap), "--db", os.fspath(db)])
+    assert result.exit_code == 0, result.output
+    runs = Store(db, read_only=True).query(
+        "SELECT r.source_path, r.gpu_arch, COUNT(d.dispatch_index) AS n FROM run r JOIN dispatch d USING (run_id) "
+        "GROUP BY r.run_id ORDER BY r.run_id"
+    )
+    got = {
+        row.source_path: (row.n, row.gpu_arch if isinstance(row.gpu_arch, str) else None) for row in runs.itertuples()
+    }
+    # results.sysinfo.txt came with the legacy run: rocminfo's gfx90a
+    assert got == {str(cap / "kernel_trace.csv"): (docs_kernels, None), str(cap / "results.csv"): (2, "gfx90a")}
+    with pytest.raises(InputError) as err:
+        read_capture(cap)
+    assert "holds the output of 2 profilers (rocprofv3-csv: kernel_trace.csv; rocprof-legacy: " in str(err.value)
 
 
-def test_a_folder_of_several_rocprof_runs_is_refused_not_merged(tmp_path: Path) -> None:
+def test_a_folder_of_several_rocprof_runs_is_one_run_each_not_merged(tmp_path: Path) -> None:
     """HPCTrainingExamples keeps one rocprof run per .xr/<date>_<name>/ folder: three kernels, three runs."""
     top = tmp_path / "xr"
-    for name in ("kernel1", "kernel2"):
+    for n, name in enumerate(("kernel1", "kernel2"), start=1):
         run = top / name
         run.mkdir(parents=True)
-        kernel_csv(run / "results.csv", [Kernel("k", 100, 1_000, 2_000, 2_100)])
-    msg = _one_line_error(top, tmp_path / "r.db")
-    assert "holds 2 rocprof runs (kernel1, kernel2); one run is one capture: ingest each folder" in msg
+        kernel_csv(
+            run / "results.csv", [Kernel("k", 100 * i, 1_000 * i, 2_000 * i, 2_100 * i) for i in range(1, n + 1)]
+        )
+    db = tmp_path / "r.db"
+    result = CliRunner().invoke(cli, ["ingest", os.fspath(top), "--db", os.fspath(db)])
+    assert result.exit_code == 0, result.output
+    runs = Store(db, read_only=True).query(
+        "SELECT r.source_path, COUNT(d.dispatch_index) AS n FROM run r JOIN dispatch d USING (run_id) "
+        "GROUP BY r.run_id ORDER BY r.run_id"
+    )
+    assert dict(zip(runs["source_path"], runs["n"], strict=True)) == {str(top / "kernel1"): 1, str(top / "kernel2"): 2}
+    with pytest.raises(InputError, match=r"holds 2 rocprof runs \(kernel1, kernel2\); one run is one capture"):
+        read_capture(top)  # the reader alone still refuses to merge them
 
 
 def test_a_capture_without_its_architecture_says_to_give_arch(tmp_path: Path) -> None:

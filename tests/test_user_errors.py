@@ -24,7 +24,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from rocroof.capture.readers import read_capture
 from rocroof.cli import cli
+from rocroof.errors import InputError
 from rocroof.store import Store
 
 from .conftest import fixture_path
@@ -187,13 +189,19 @@ def test_truncated_wide_pmc_perf_is_an_error(tmp_path: Path) -> None:
     assert "pmc_perf.csv" in msg and "truncated" in msg
 
 
-def test_a_folder_of_several_workloads_is_refused(tmp_path: Path) -> None:
+def test_a_folder_of_several_workloads_is_one_run_each(tmp_path: Path) -> None:
     folder = fixture_path("rocprof-compute")
     # every folder of the fixtures with a sysinfo.csv and a pmc_perf.csv is one recorded workload
+    # (roofline-benchmark/MI200 holds measured peaks, no profile: not a capture)
     workloads = sorted(p.parent for p in folder.rglob("sysinfo.csv") if (p.parent / "pmc_perf.csv").is_file())
     assert len(workloads) >= 2
-    msg = one_line_error("ingest", folder, "--db", tmp_path / "r.db")
-    assert f"{len(workloads)} rocprofiler-compute workload(s)" in msg
+    db = tmp_path / "r.db"
+    result = CliRunner().invoke(cli, ["ingest", str(folder), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    stored = Store(db, read_only=True).query("SELECT source_path FROM run ORDER BY source_path")["source_path"]
+    assert list(stored) == sorted(str(w) for w in workloads)
+    with pytest.raises(InputError, match=f"{len(workloads)} rocprofiler-compute workload"):
+        read_capture(folder)  # the reader alone still refuses to merge them
 
 
 def test_arch_only_fills_in_what_the_capture_does_not_record(tmp_path: Path) -> None:

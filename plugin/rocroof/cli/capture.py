@@ -26,6 +26,8 @@ from .app import (
 if TYPE_CHECKING:
     from rich.progress import Progress  # imported where used: not needed for `rocroof --help`
 
+    from ..capture.readers import Found
+
 
 def _ingest_one(
     path: Path,
@@ -36,7 +38,13 @@ def _ingest_one(
     replace: bool,
     keep_instances: bool,
     keep_warmup: bool,
+    found: Found | None = None,
 ) -> str:
+    """Read, attribute and store one capture; the summary to print.
+
+    ``found`` is the :class:`~rocroof.capture.readers.Found` of a capture that is part of a folder
+    (its own files, its name); ``path`` is then its folder.
+    """
     from ..capture.readers import read_capture
     from ..ingest.pipeline import build_run
     from ..report.tables import stored_reports
@@ -45,15 +53,19 @@ def _ingest_one(
     store = Store(db, on_wait=lock_notice())  # a wait for another writer: a line on stderr, Ctrl-C stops it
     try:
         store.preflight()
+        name = found.name if found is not None else str(path)
         with progress_bar() as progress:
-            task = progress.add_task(f"reading {path}", total=None, detail="")
-            capture = read_capture(path, attachments=attach, keep_instances=keep_instances)
+            task = progress.add_task(f"reading {name}", total=None, detail="")
+            capture = read_capture(
+                path,
+                attachments=attach,
+                keep_instances=keep_instances,
+                only=found.files if found is not None else None,
+            )
             progress.update(
                 task, description=f"attributing {sum(len(p.dispatches) for p in capture.passes):,} dispatches"
             )
-            frames = build_run(
-                capture, arch_override=arch, source_path=str(path), keep_warmup=keep_warmup, release=True
-            )
+            frames = build_run(capture, arch_override=arch, source_path=name, keep_warmup=keep_warmup, release=True)
             facts = _facts(capture, frames)  # the capture's file list and passes outlive the release
             del capture  # the reader's frames: what the run needs of them is in ``frames`` now
 
@@ -68,7 +80,7 @@ def _ingest_one(
             )
     finally:
         store.close()
-    return _summary(run_id, path, facts, db) + _upgrade_line(store.upgraded, db)
+    return _summary(run_id, name, facts, db) + _upgrade_line(store.upgraded, db)
 
 
 def _upgrade_line(applied: list[str], db: str) -> str:
@@ -115,7 +127,7 @@ def _facts(capture: Any, frames: Any) -> dict[str, Any]:
     }
 
 
-def _summary(run_id: int, path: Path, facts: dict[str, Any], db: str = DEFAULT_DB) -> str:
+def _summary(run_id: int, path: Path | str, facts: dict[str, Any], db: str = DEFAULT_DB) -> str:
     from ..report.render import ceiling_rule_text, gpu_text, timing_text
 
     run, n, files = facts["run"], facts["timing_dispatches"], facts["files"]
@@ -186,16 +198,26 @@ def ingest(
     instances: bool,
     keep_warmup: bool,
 ) -> None:
-    """Store recorded profiler output: one run per PATH (per capture in a folder of them).
+    """Store recorded profiler output: one run per capture, each PATH or each capture in a folder PATH.
 
-    PATH is a capture directory or file, or a folder of 'rocroof collect' captures. The
-    format is detected: rocprofv3 CSV (also 'rocpd convert' CSV and multi-pass pmc_N/ or
-    pass_N/ directories), rocprofv3 rocpd databases (*_results.db), rocprofiler-compute
-    workloads, Nsight Systems SQLite + Nsight Compute raw CSV exports, and ggml op metadata
-    JSON (AMD's GGML_ROOFLINE_OUT). Files may be gzip-compressed. Each run is written in one
-    transaction: a failed ingest stores nothing. Columns that are only stored (counter values,
-    sizes, timestamps) wait in unnamed temporary files in TMPDIR, or ROCROOF_SPILL_DIR: up to
-    ~0.7 kB of disk per dispatch, gone when the ingest ends.
+    PATH is a capture directory or file, or a folder of captures. The format is detected:
+    rocprofv3 CSV (also 'rocpd convert' CSV and multi-pass pmc_N/ or pass_N/ directories),
+    rocprofv3 rocpd databases (*_results.db), rocprofiler-compute workloads, legacy rocprof, RPD
+    traces, Nsight Systems SQLite + Nsight Compute raw CSV exports, and ggml op metadata JSON
+    (AMD's GGML_ROOFLINE_OUT). Files may be gzip-compressed.
+
+    A folder is one capture, read whole, when it holds a 'rocroof collect' manifest, is a
+    rocprofiler-compute workload, or has counter-pass sub-folders (rocprofv3's pmc_N/, pass_N/).
+    In any other folder each sub-folder with profiler output is a capture of its own (or a folder
+    of them), and the folder's own files are one per profiler (one per RPD file); a folder of one
+    capture is read whole. Several captures are stored one by one, going on after a bad one; the exit status is 1
+    if any was not stored. A capture already stored (same content) is an error when it is a PATH
+    itself (--replace stores it again) and skipped when found in a folder PATH: ingesting a folder
+    again stores only its new captures.
+
+    Each run is written in one transaction: a failed ingest stores nothing. Columns that are only
+    stored (counter values, sizes, timestamps) wait in unnamed temporary files in TMPDIR, or
+    ROCROOF_SPILL_DIR: up to ~0.7 kB of disk per dispatch, gone when the ingest ends.
 
     \b
     Examples:
@@ -204,14 +226,16 @@ def ingest(
       rocroof ingest workloads/vcopy/MI300X_A1 --db team.db
       rocroof ingest kernel_trace_dir/ --attach roofline.json --arch gfx1151
     """
-    from ..capture.readers import collect_captures
+    from ..capture.readers import find_captures
 
     label_map = parse_labels(labels)
-    runs = [capture for path in paths for capture in collect_captures(path)]
+    # (the PATH given, the capture found at or in it)
+    runs = [(path, found) for path in paths for found in find_captures(path)]
     if attach and len(runs) > 1:
         raise InputError("--attach belongs to one run; ingest one capture at a time with it")
     if len(runs) == 1:
-        echo(_ingest_one(runs[0], db, label_map, list(attach), arch, replace, instances, keep_warmup))
+        _, found = runs[0]
+        echo(_ingest_one(found.path, db, label_map, list(attach), arch, replace, instances, keep_warmup, found))
         return
     # several captures: store each in its own transaction, skip those already stored, go on after a bad one
     from ..errors import DuplicateRunError
@@ -224,15 +248,21 @@ def ingest(
         store.close()
 
     failed = []
-    for path in runs:
+    for given, found in runs:
+        name = found.name
         try:
-            echo(_ingest_one(path, db, label_map, list(attach), arch, replace, instances, keep_warmup))
+            echo(_ingest_one(found.path, db, label_map, list(attach), arch, replace, instances, keep_warmup, found))
         except DuplicateRunError as exc:
             reason = str(exc)  # names the capture already, as a rule
-            echo(one_line(f"Skipped {reason if reason.startswith(str(path)) else f'{path}: {reason}'}"))
+            reason = reason if reason.startswith(name) else f"{name}: {reason}"
+            if found.path == given and found.files is None:  # a PATH itself: an error, as when it is given alone
+                stderr_console().print(f"Error: {one_line(reason)}", markup=False, highlight=False, soft_wrap=True)
+                failed.append(name)
+            else:
+                echo(one_line(f"Skipped {reason}"))
         except RocroofError as exc:
             stderr_console().print(f"Error: {one_line(str(exc))}", markup=False, highlight=False, soft_wrap=True)
-            failed.append(str(path))
+            failed.append(name)
     if failed:
         raise InputError(f"{len(failed)} of {len(runs)} capture(s) not stored: {', '.join(failed)} (errors above)")
 

@@ -15,7 +15,8 @@ single file) holding one or more passes plus attachments. Detection looks at the
 * ``*.log`` files with ``ggml-fused:`` lines;
 * ``rocroof-collect.json``, the manifest ``rocroof collect`` writes.
 
-Any file may be gzip-compressed (``.gz``).
+Any file may be gzip-compressed (``.gz``). A folder may hold several captures:
+:func:`find_captures` tells them apart (the rule is in its docstring).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import json
 import math
 import os
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -133,6 +136,25 @@ _NOT_A_KNOWN_DB = (
 )
 
 
+_FAMILY_ORDER = ("nvidia", "rocpd", "rocprofv3-csv", rocprof_legacy.FORMAT, rpd.FORMAT)
+
+
+def _family(f: Path) -> str | None:
+    """The profiler family a file is output of (``nvidia``, ``rocpd``...), or None for any other file."""
+    name = logical_name(f)
+    if nvidia.is_nsys_sqlite(f) or nvidia.is_ncu_csv(f) or name.endswith(".ncu-rep"):
+        return "nvidia"
+    if name.endswith(".db") and rocpd.is_rocpd(f):
+        return "rocpd"
+    if rocprofv3_csv.classify(f):
+        return "rocprofv3-csv"
+    if rocprof_legacy.csv_generation(f) or rocprof_legacy.is_results_db(f):
+        return rocprof_legacy.FORMAT
+    if rpd.resembles_rpd(f):
+        return rpd.FORMAT
+    return None
+
+
 def _families(files: list[Path]) -> dict[str, list[Path]]:
     """The profiler families whose files a folder holds, each with its files, in detection order.
 
@@ -141,40 +163,179 @@ def _families(files: list[Path]) -> dict[str, list[Path]]:
     """
     found: dict[str, list[Path]] = {}
     for f in files:
-        name = logical_name(f)
-        if nvidia.is_nsys_sqlite(f) or nvidia.is_ncu_csv(f) or name.endswith(".ncu-rep"):
-            fam = "nvidia"
-        elif name.endswith(".db") and rocpd.is_rocpd(f):
-            fam = "rocpd"
-        elif rocprofv3_csv.classify(f):
-            fam = "rocprofv3-csv"
-        elif rocprof_legacy.csv_generation(f) or rocprof_legacy.is_results_db(f):
-            fam = rocprof_legacy.FORMAT
-        elif rpd.resembles_rpd(f):
-            fam = rpd.FORMAT
-        else:
-            continue
-        found.setdefault(fam, []).append(f)
+        fam = _family(f)
+        if fam is not None:
+            found.setdefault(fam, []).append(f)
     if "rocpd" in found:
         found.pop("rocprofv3-csv", None)
-    order = ("nvidia", "rocpd", "rocprofv3-csv", rocprof_legacy.FORMAT, rpd.FORMAT)
-    return {fam: found[fam] for fam in order if fam in found}
+    return {fam: found[fam] for fam in _FAMILY_ORDER if fam in found}
 
 
-def collect_captures(path: Path) -> list[Path]:
-    """The ``rocroof collect`` capture directories at or below ``path`` (each has a manifest).
+#: Sub-folders that hold counter passes of the capture in the folder above them, not captures of
+#: their own. rocprofv3 runs the application once per ``pmc:`` line of a text input file and once
+#: per job of a YAML or JSON one, each run writing into ``<output directory>/pmc_<n>/`` or
+#: ``pass_<n>/`` (n = 1, 2...; then ``<hostname>/<pid>_...``): rocprofiler-sdk
+#: ``source/bin/rocprofv3.py`` (``parse_text``/``parse_yaml``/``parse_json`` set ``sub_directory``,
+#: ``run`` joins it and the pass number to ``ROCPROF_OUTPUT_PATH``; ROCm/rocprofiler-sdk ``8ab1ed7``,
+#: the same in ROCm 7.0's), documented under "Kernel counter collection output" in
+#: ``source/docs/how-to/using-rocprofv3.rst``; the rocprofiler-compute fixture's ``log.txt``
+#: (``MI300X_A1_rocpd``) shows ``out/pmc_1/<hostname>/<pid>_results.db``. rocprofv2 wrote
+#: ``pmc_<n>/`` too. ``ncu/`` and ``ncu.<n>/`` are ``rocroof collect``'s Nsight Compute passes
+#: (beside its ``trace/``, which is the trace pass and joins them).
+COUNTER_PASS_DIR = re.compile(r"(?:pmc|pass)_[0-9]+|ncu(?:\.[0-9]+)?")
 
-    Returns ``[path]`` when ``path`` is one capture (or not a directory of captures), else the
-    capture directories in name order: ``rocroof ingest examples/h200`` stores one run each.
+#: Names of files that may be a capture a reader failed to recognise (a damaged or unknown database,
+#: an Nsight Systems report): in a folder of captures they are named, not passed over.
+_CAPTURE_LIKE = re.compile(r".*\.(?:db|sqlite3?|rpd|ncu-rep|nsys-rep)|pmc_perf(?:_[0-9]+)?\.csv")
+
+
+@dataclass(frozen=True)
+class Found:
+    """A capture :func:`find_captures` found: the path to read, its own files, and what to call it.
+
+    Attributes:
+        path: the capture: a file, or a folder (read whole unless ``files`` is given).
+        files: where ``path`` is a folder that holds other captures too, the files of this one.
+        name: how messages and the stored run name it (``source_path``).
     """
-    if not path.is_dir() or (path / MANIFEST).is_file():
-        return [path]
-    found = sorted({m.parent for m in path.rglob(MANIFEST) if m.is_file()}, key=lambda p: _natural(p))
-    return found or [path]
+
+    path: Path
+    files: tuple[Path, ...] | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", str(self.path))
 
 
-def detect(path: Path) -> str:
+def find_captures(path: Path) -> list[Found]:
+    """The captures at or below ``path``, each to be stored as a run of its own.
+
+    The rule, applied from ``path`` down:
+
+    * a file is one capture;
+    * a folder is one capture, read whole, when it holds ``rocroof-collect.json`` (the manifest of
+      ``rocroof collect``), is a rocprofiler-compute workload (``sysinfo.csv`` + ``pmc_perf*.csv``),
+      or has counter-pass sub-folders (:data:`COUNTER_PASS_DIR`: rocprofv3's ``pmc_<n>/`` and
+      ``pass_<n>/``, rocroof's ``ncu/``): the passes of one multi-pass run;
+    * otherwise each sub-folder holding profiler output is a capture of its own (or a folder of them:
+      the rule applies to it), and the folder's own files are one capture per profiler family (one
+      per RPD trace file; rocprofv3's CSV and rocpd files are one family). Files of one family in one
+      folder are one capture: rocprofv3 writes one file per process there.
+
+    A folder that holds one capture by this rule is that capture, read whole as before (its other
+    files and folders with it). Where a folder holds several, an op metadata JSON, ``ggml-fused:``
+    log or ``bandwidth.json`` that lies in it beside them belongs to the one capture of its own
+    files, if it has exactly one, and is refused otherwise (which run it belongs to cannot be told);
+    a sub-folder holding no capture but files that look like one (``*.db``, ``*.rpd``...) is kept
+    as a capture whose read says what is wrong with it.
+
+    Returns:
+        The captures, in name order; ``[Found(path)]`` when ``path`` is one (or holds none: reading
+        it then says why).
+
+    Raises:
+        InputError: a file that belongs to one of several captures, and which one cannot be told.
+    """
+    if not path.is_dir():
+        return [Found(path)]
+    stray: list[Path] = []
+    found = _captures_in(path, stray, set())
+    if len(found) <= 1:
+        return [Found(path)]
+    if stray:
+        shown = ", ".join(printable(str(s.relative_to(path))) for s in stray[:5]) + (" ..." if len(stray) > 5 else "")
+        names = ", ".join(printable(f.name.removeprefix(f"{path}{os.sep}")) for f in found[:5])
+        raise InputError(
+            f"{path}: {shown} lie{'s' if len(stray) == 1 else ''} beside {len(found)} captures "
+            f"({names}{' ...' if len(found) > 5 else ''}) and belong{'s' if len(stray) == 1 else ''} to one of them "
+            "(ggml op metadata, a ggml-fused log, a bandwidth probe result), but which cannot be told: move it into "
+            "its capture's folder, or ingest that capture alone with --attach FILE"
+        )
+    return found
+
+
+def _is_attachment(f: Path) -> bool:
+    """A file a capture reads beside its profiler output: op metadata JSON, a ggml-fused log, a probe result."""
+    name = logical_name(f)
+    if name == BANDWIDTH_FILE:
+        return True
+    if name.endswith(".json"):
+        return name != MANIFEST and (name == SIDECAR_NAME or ggml_meta.looks_like_metadata(f))
+    return name.endswith(".log") and file_has_fused_lines(f)
+
+
+def _captures_in(folder: Path, stray: list[Path], seen: set[Path]) -> list[Found]:
+    """The captures in ``folder`` by :func:`find_captures`'s rule; attachments no capture claims go to ``stray``.
+
+    A link to a folder is followed (a folder of links to captures is a folder of captures), once:
+    ``seen`` holds the folders looked at, so a link to a folder above ends there.
+    """
+    real = folder.resolve()
+    if real in seen:
+        return []
+    seen.add(real)
+    if (folder / MANIFEST).is_file() or rocprof_compute.is_workload(folder):
+        return [Found(folder)]
+    entries = sorted(folder.iterdir(), key=_natural)
+    subdirs = [e for e in entries if e.is_dir()]
+    if any(COUNTER_PASS_DIR.fullmatch(d.name) for d in subdirs):
+        return [Found(folder)]
+    files = [e for e in entries if e.is_file()]
+    by_family: dict[str, list[Path]] = {}
+    for f in files:
+        fam = _family(f)
+        if fam is not None:
+            by_family.setdefault(fam, []).append(f)
+    if "rocpd" in by_family and "rocprofv3-csv" in by_family:  # one run's two formats: read as one capture
+        by_family["rocpd"] += by_family.pop("rocprofv3-csv")
+    groups = [
+        (fam, group)
+        for fam in _FAMILY_ORDER
+        if fam in by_family
+        for group in ([[f] for f in by_family[fam]] if fam == rpd.FORMAT else [by_family[fam]])
+    ]
+    inner: list[Found] = []
+    idle: list[Path] = []  # sub-folders without a capture
+    for d in subdirs:
+        below = _captures_in(d, stray, seen)
+        if below:
+            inner += below
+        else:
+            idle.append(d)
+    if len(groups) + len(inner) <= 1:
+        return [Found(folder)] if groups or inner else []
+    # a folder of several captures: its own files make one capture per family, beside those below
+    claimed = {f for _, group in groups for f in group}
+    rest = [f for f in files if f not in claimed]
+    attachments = [f for f in rest if _is_attachment(f)]
+    companions = [f for f in rest if f not in attachments]  # rocprof's sysinfo, stats, logs: the readers pick
+    if len(groups) == 1:
+        companions += attachments  # beside the one capture of the folder's own files: that capture's
+    else:
+        stray += attachments
+    own: list[Found] = []
+    for fam, group in groups:
+        name = str(group[0]) if len(group) == 1 else f"{folder} ({fam} files)"
+        own.append(Found(folder, tuple(sorted([*group, *companions], key=_natural)), name))
+    unknown = [f for f in companions if _CAPTURE_LIKE.fullmatch(logical_name(f))]
+    if unknown and not groups:  # files that look like a capture but are none: their read says why
+        own.append(Found(folder, tuple(unknown), f"{folder} ({', '.join(f.name for f in unknown[:3])})"))
+    for d in idle:
+        if any(_CAPTURE_LIKE.fullmatch(logical_name(f)) or _is_attachment(f) for f in _files_below(d)) or (
+            _not_files_below(d)
+        ):
+            inner.append(Found(d))  # looks like a capture but is none that a reader knows: reading it says why
+    return own + sorted(inner, key=lambda f: _natural(f.path))
+
+
+def detect(path: Path, only: Sequence[Path] | None = None) -> str:
     """Name the capture format found at ``path``.
+
+    Args:
+        path: a capture directory or file.
+        only: the capture's own files, where ``path`` is a folder that holds other captures too
+            (:attr:`Found.files`); default: every file below ``path``.
 
     Returns:
         One of ``rocprof-compute``, ``rocpd``, ``rocprofv3-csv``, ``ggml-roofline-json``.
@@ -185,7 +346,7 @@ def detect(path: Path) -> str:
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     if path.is_dir():
-        files = _files_below(path)
+        files = list(only) if only is not None else _files_below(path)
         if not files:
             raise InputError(
                 f"{path}: directory is empty (expected rocprofv3, rocpd, rocprofiler-compute or Nsight output)"
@@ -209,11 +370,20 @@ def detect(path: Path) -> str:
             )
         families = _families(files)
         if len(families) > 1:
-            shown = "; ".join(f"{fam}: {examples[0].name}" for fam, examples in families.items())
-            raise InputError(
-                f"{path}: holds the output of {len(families)} profilers ({shown}); one capture is one profiled run of "
-                "one tool: ingest each in a folder of its own"
-            )
+            shown = "; ".join(f"{fam}: {examples[0].relative_to(path)}" for fam, examples in families.items())
+            passes = sorted(d.name for d in path.iterdir() if d.is_dir() and COUNTER_PASS_DIR.fullmatch(d.name))
+            if passes:  # find_captures reads such a folder whole: the passes of one run
+                advice = (
+                    f"its {', '.join(passes[:3])}{' ...' if len(passes) > 3 else ''} sub-folder(s) make it one "
+                    "multi-pass capture, and one capture is one profiled run of one tool: move the other tool's "
+                    "output out of it"
+                )
+            else:
+                advice = (
+                    "one capture is one profiled run of one tool: read each capture alone ('rocroof ingest' stores "
+                    "each capture of a folder as a run of its own)"
+                )
+            raise InputError(f"{path}: holds the output of {len(families)} profilers ({shown}); {advice}")
         if families:
             return next(iter(families))
         if (path / MANIFEST).is_file() and str(_read_manifest(path / MANIFEST).get("profiler", "")).startswith("ncu"):
@@ -274,6 +444,7 @@ def read_capture(
     *,
     attachments: list[Path] | None = None,
     keep_instances: bool = True,
+    only: Sequence[Path] | None = None,
 ) -> Capture:
     """Detect and read one capture.
 
@@ -281,6 +452,8 @@ def read_capture(
         path: a capture directory or a single profiler file.
         attachments: extra files that belong to this run (op metadata JSON, fused-group logs).
         keep_instances: keep per-instance counter values where the source has them.
+        only: the capture's own files, where ``path`` is a folder that holds other captures too
+            (:attr:`Found.files` of :func:`find_captures`); default: every file below ``path``.
 
     Returns:
         The :class:`~rocroof.records.Capture`; passes are in run order (the trace pass first).
@@ -289,9 +462,10 @@ def read_capture(
         InputError: unknown or empty input.
         ParseError: malformed input (file and row named).
     """
-    fmt = detect(path)
+    own = only is not None and path.is_dir()  # some of the folder's files: those of this capture
+    fmt = detect(path, only if own else None)
     root = path if path.is_dir() else path.parent
-    files = _files_below(path) if path.is_dir() else [path]
+    files = list(only) if own and only is not None else _files_below(path) if path.is_dir() else [path]
     used: list[Path] = []
     notes: list[Note] = []
     manifest: dict[str, object] = {}
@@ -299,7 +473,7 @@ def read_capture(
     if path.is_dir() and manifest_path.is_file():
         manifest = _read_manifest(manifest_path)
         used.append(manifest_path)
-    odd = _not_files_below(path)
+    odd = [(p, what) for p, what in _not_files_below(path) if not own or p.parent == path]
     if odd:
         shown = "; ".join(f"{printable(str(p.relative_to(path)))} ({what})" for p, what in odd[:5])
         notes.append(
