@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import queue
 import signal
 import sqlite3
 import subprocess
@@ -36,6 +35,7 @@ from rocroof.store.merge import merge
 from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION, migration_table
 
 from .conftest import REPO, VCOPY_BYTES, fixture_path
+from .lockwait import held_write_lock, signal_after_first_line
 from .parallel import ingest_at_once
 from .store_rows import row_counts
 
@@ -839,19 +839,6 @@ def _stop_at_once(calls: list[tuple[str, float, float]]) -> Any:
     return on_wait
 
 
-@contextlib.contextmanager
-def _held(db: Path, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
-    """The write lock of ``db`` held by another connection (another process's ingest, for SQLite's locks)."""
-    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
-    other.execute(begin)
-    try:
-        yield other
-    finally:
-        if other.in_transaction:
-            other.execute("ROLLBACK")
-        other.close()
-
-
 #: Every way a store takes the SQLite write lock (``write(store, source)``, ``source`` a store to copy
 #: run 1 from): each must wait in short tries that its hook hears of.
 WRITE_PATHS = {
@@ -876,7 +863,7 @@ def test_every_write_waits_for_another_writer_in_short_tries_that_its_hook_can_s
     before = _counts(db_path)
     calls: list[tuple[str, float, float]] = []
     store = Store(db_path, on_wait=_stop_at_once(calls))
-    with _held(db_path):
+    with held_write_lock(db_path):
         started = time.monotonic()
         with pytest.raises(_Stop):
             WRITE_PATHS[path](store, source)
@@ -894,7 +881,7 @@ def test_a_writer_tells_its_hook_how_long_it_has_waited_and_goes_on_when_the_loc
     Store(db_path).write_run(_frames(sha="1" * 64))
     waits: list[float] = []
     store = Store(db_path, on_wait=lambda _db, waited, _timeout: waits.append(waited))
-    with _held(db_path) as other:
+    with held_write_lock(db_path) as other:
         release = threading.Timer(0.8, lambda: other.execute("COMMIT"))
         release.start()
         assert store.write_run(_frames(sha="2" * 64)) == 2  # queued behind the other writer
@@ -915,7 +902,7 @@ def test_a_reader_of_a_file_another_process_holds_waits_in_short_tries(db_path: 
         assert conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
     calls: list[tuple[str, float, float]] = []
     reader = Store(db_path, read_only=True, on_wait=_stop_at_once(calls))
-    with _held(db_path, "BEGIN EXCLUSIVE"):
+    with held_write_lock(db_path, "BEGIN EXCLUSIVE"):
         started = time.monotonic()
         with pytest.raises(_Stop):
             reader.query("SELECT COUNT(*) AS n FROM run")
@@ -949,32 +936,13 @@ print("not interrupted", flush=True)
 def test_a_signal_stops_a_writer_that_waits_for_another_process_at_once(db_path: Path) -> None:
     """The user's trial: Ctrl-C did nothing until the other process let go of the file (up to 600 s)."""
     Store(db_path).write_run(_frames(sha="1" * 64))
-    with (
-        _held(db_path),
-        subprocess.Popen(
-            [sys.executable, "-c", _WAITING_WRITER, str(db_path)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's foreground job
-        ) as proc,
-    ):
-        lines: queue.Queue[str] = queue.Queue()
-        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or ()], daemon=True)
-        reader.start()
-        try:
-            assert lines.get(timeout=60) == "waiting\n"  # in the wait (imports done)
-            time.sleep(0.5)
-            proc.send_signal(signal.SIGINT)
-            started = time.monotonic()
-            proc.wait(timeout=60)
-            took = time.monotonic() - started
-        finally:
-            proc.kill()
-        reader.join(10)
-    out = "".join(lines.get() for _ in range(lines.qsize()))
-    assert proc.returncode == 130 and out == "interrupted\n", out
-    assert took < 20, took  # a try lasts 0.1 s
+    with held_write_lock(db_path):
+        done = signal_after_first_line(
+            [sys.executable, "-c", _WAITING_WRITER, str(db_path)], signal.SIGINT, settle_s=0.5
+        )
+    assert done.first_line == "waiting\n"  # it was in the wait (imports done) when signalled
+    assert done.returncode == 130 and done.rest == "interrupted\n", done
+    assert done.took_s < 20, done.took_s  # a try lasts 0.1 s
     assert _counts(db_path)["run"] == 1
 
 

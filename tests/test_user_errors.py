@@ -6,19 +6,13 @@ user should get, not rocroof's earlier output.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import os
-import queue
 import shutil
 import signal
 import sqlite3
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +24,7 @@ from rocroof.errors import InputError
 from rocroof.store import Store
 
 from .conftest import fixture_path
+from .lockwait import held_write_lock, signal_after_first_line
 
 KERNEL_HEADER = (
     '"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name","Correlation_Id",'
@@ -368,18 +363,6 @@ def test_a_database_path_under_a_file_says_the_file_is_not_a_folder(tmp_path: Pa
 # in its busy handler, in C.
 
 
-@contextlib.contextmanager
-def _locked(db: Path) -> Iterator[sqlite3.Connection]:
-    """``db``'s write lock held by another connection (as another process's ingest holds it)."""
-    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
-    other.execute("BEGIN EXCLUSIVE")
-    try:
-        yield other
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
-
-
 def _runs(db: Path) -> int:
     conn = sqlite3.connect(db)
     try:
@@ -394,35 +377,17 @@ def test_an_ingest_waiting_for_another_writer_says_so_and_stops_at_ctrl_c(tmp_pa
     db = tmp_path / "r.db"
     assert run("ingest", _capture(tmp_path, [_row(1, "100", "300")], "first"), "--db", db)[0] == 0
     capture = _capture(tmp_path, [_row(1, "100", "300"), _row(2, "400", "900")], "second")
-    with (
-        _locked(db),
-        subprocess.Popen(
-            [sys.executable, "-m", "rocroof", "ingest", str(capture), "--db", str(db)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's foreground job
-        ) as proc,
-    ):
-        lines: queue.Queue[str] = queue.Queue()
-        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr or ()], daemon=True)
-        reader.start()
-        try:
-            waiting = lines.get(timeout=60)  # about 2 s into the wait (a silent wait: no line at all)
-            proc.send_signal(sig)
-            started = time.monotonic()
-            proc.wait(timeout=60)  # not when the other writer is done
-            took = time.monotonic() - started
-        finally:
-            proc.kill()
-        reader.join(10)
-    err = "".join(lines.get() for _ in range(lines.qsize()))
-    assert waiting == f"waiting for {db}: another process is writing to it (up to 600 s; Ctrl-C to stop)\n"
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines() == [
+    with held_write_lock(db, "BEGIN EXCLUSIVE"):
+        # the first line comes about 2 s into the wait (a silent wait: no line at all)
+        done = signal_after_first_line(
+            [sys.executable, "-m", "rocroof", "ingest", str(capture), "--db", str(db)], sig, stream="stderr"
+        )
+    assert done.first_line == f"waiting for {db}: another process is writing to it (up to 600 s; Ctrl-C to stop)\n"
+    assert done.returncode == 130, done  # at once, not when the other writer is done
+    assert done.rest.strip().splitlines() == [
         "Aborted: interrupted; nothing is stored half (a run being stored was rolled back)."
-    ], err
-    assert took < 20, took  # a try at the lock lasts 0.1 s
+    ], done
+    assert done.took_s < 20, done.took_s  # a try at the lock lasts 0.1 s
     assert _runs(db) == 1
 
 
@@ -436,7 +401,7 @@ def test_an_ingest_that_waits_too_long_for_another_writer_is_one_line_after_the_
     monkeypatch.setattr(locking, "WAIT_NOTICE_S", 0.3)
     db = tmp_path / "r.db"
     assert run("ingest", _capture(tmp_path, [_row(1, "100", "300")], "first"), "--db", db)[0] == 0
-    with _locked(db):
+    with held_write_lock(db, "BEGIN EXCLUSIVE"):
         code, out = run("ingest", _capture(tmp_path, [_row(2, "400", "900")], "second"), "--db", db)
     assert code == 1, out
     assert out.splitlines() == [
