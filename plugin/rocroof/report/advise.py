@@ -250,7 +250,7 @@ def build_advice(store: Store, run_id: int) -> Advice:
     del counters
     totals = _GroupTotals()
     tokens: list[pd.Series] = []  # per batch: the largest MUL_MAT* ``m`` of each evaluation
-    routed: list[pd.DataFrame] = []  # the MUL_MAT_ID invocations (the MoE view)
+    routed: list[pd.DataFrame] = []  # the routing load of the MUL_MAT_ID invocations (the MoE view)
     # the invocations a batch at a time: memory holds one batch and the groups' sums, not the run's
     # ~10^6 invocations of 24 columns (0.9 GB at 10^6)
     for inv in store.frame_batches(sa.text(_INVOCATIONS_SQL), {"rid": run_id}, batch_rows=INVOCATION_BATCH_ROWS):
@@ -259,7 +259,9 @@ def build_advice(store: Store, run_id: int) -> Advice:
         if len(evaluations):
             mul_mat = inv[inv["op"].astype(str).str.startswith("MUL_MAT")]
             tokens.append(pd.to_numeric(mul_mat["m"], errors="coerce").groupby(mul_mat["evaluation"]).max())
-        routed.append(inv[inv["op"] == "MUL_MAT_ID"])
+        loads = expert_loads(inv[inv["op"] == "MUL_MAT_ID"])  # its load: a dozen numbers, not 24 columns and JSON counts
+        if len(loads):
+            routed.append(loads)
         with np.errstate(over="ignore", invalid="ignore"):  # damaged readings (1e308 summed): unknown, not a warning
             _invocation_facts(inv, facts, evaluations, gaps)
             totals.add(inv)
@@ -269,7 +271,7 @@ def build_advice(store: Store, run_id: int) -> Advice:
         evaluations["tokens"] = evaluations["evaluation"].map(by_evaluation.groupby(level=0).max())
     else:
         evaluations["tokens"] = pd.Series(dtype="float64")
-    moe_layers = layer_skew(expert_loads(pd.concat(routed, ignore_index=True) if routed else _no_invocations()))
+    moe_layers = layer_skew(pd.concat(routed, ignore_index=True) if routed else expert_loads(_no_invocations()))
     del routed
     with np.errstate(over="ignore", invalid="ignore"):
         groups = totals.groups(flushed=flushed, l2_gbps=ceilings.get("l2_gbps"))
@@ -377,43 +379,43 @@ def _op_counters(arch: Any) -> list[str]:
 INVOCATION_BATCH_ROWS = 1 << 15
 
 #: Each op invocation with its verdict and what the groups need of it (one row per ``op_verdict`` row).
+#: The columns of :data:`_INVOCATIONS_SQL`, each with the expression that gives it: ``op_verdict``'s
+#: measured verdict per invocation; ``op_roofline``'s model bytes, node name and layer from their
+#: tables (``op_verdict`` is built on ``op_roofline``, and joining the view again sums every
+#: dispatch twice: 7 s at 10^6); and the invocation's shapes and routing.
+_INVOCATION_SELECT: tuple[tuple[str, str], ...] = (
+    *(
+        (c, f"v.{c}")
+        for c in (
+            "op_index",
+            "op",
+            "op_list",
+            "evaluation",
+            "dispatches",
+            "duration_ns",
+            "dram_bytes",
+            "time_at_roof_ns",
+            "time_over_roof_ns",
+            "pct_of_ceiling",
+            "bound",
+            "governing_ceiling",
+            "flops",
+            "compute_ceiling",
+        )
+    ),
+    ("model_bytes", "md.model_read_bytes + md.model_write_bytes"),
+    *(
+        (c, f"i.{c}")
+        for c in ("node_name", "layer", "quant", "ne", "src_ne", "m", "top_k", "n_experts", "tokens_per_expert")
+    ),
+)
+_INVOCATION_COLUMNS = [name for name, _ in _INVOCATION_SELECT]
 _INVOCATIONS_SQL = (
-    "SELECT v.op_index, v.op, v.op_list, v.evaluation, v.dispatches, v.duration_ns, v.dram_bytes, "
-    "v.time_at_roof_ns, v.time_over_roof_ns, v.pct_of_ceiling, v.bound, v.governing_ceiling, v.flops, "
-    "v.compute_ceiling, "
-    # op_roofline's model_bytes, node_name and layer from their tables: op_verdict is built on
-    # op_roofline, and joining the view again sums every dispatch twice (7 s at 10^6)
-    "md.model_read_bytes + md.model_write_bytes AS model_bytes, i.node_name, i.layer, "
-    "i.quant, i.ne, i.src_ne, i.m, i.top_k, i.n_experts, i.tokens_per_expert "
-    "FROM op_verdict v JOIN op_invocation i ON i.run_id = v.run_id AND i.op_index = v.op_index "
+    "SELECT "
+    + ", ".join(expr if expr.endswith(f".{name}") else f"{expr} AS {name}" for name, expr in _INVOCATION_SELECT)
+    + " FROM op_verdict v JOIN op_invocation i ON i.run_id = v.run_id AND i.op_index = v.op_index "
     "LEFT JOIN op_model md ON md.run_id = v.run_id AND md.op_index = v.op_index WHERE v.run_id = :rid"
 )
-_INVOCATION_COLUMNS = [
-    "op_index",
-    "op",
-    "op_list",
-    "evaluation",
-    "dispatches",
-    "duration_ns",
-    "dram_bytes",
-    "time_at_roof_ns",
-    "time_over_roof_ns",
-    "pct_of_ceiling",
-    "bound",
-    "governing_ceiling",
-    "flops",
-    "compute_ceiling",
-    "model_bytes",
-    "node_name",
-    "layer",
-    "quant",
-    "ne",
-    "src_ne",
-    "m",
-    "top_k",
-    "n_experts",
-    "tokens_per_expert",
-]
 #: What groups the invocations: the op (or fused group), the weight type and the shapes.
 _GROUP_KEYS = ["op_list", "quant", "ne", "src_ne"]
 #: Per-invocation counter facts: L2 bytes, occupancy, AMD L2 hits and misses.
