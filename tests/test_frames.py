@@ -9,6 +9,7 @@ the same however its rows are cut into batches.
 from __future__ import annotations
 
 import decimal
+import re
 import sqlite3
 from pathlib import Path
 
@@ -302,8 +303,74 @@ def test_a_hand_changed_invocation_cell_keeps_the_text_of_the_whole_report(
         column = header.index("model_read_bytes")
         read_bytes = [line.split(",")[column] for line in out.output.splitlines()[1:]]
         assert any(v.endswith(".5") for v in read_bytes) and any(v.endswith(".0") for v in read_bytes)
+        out = CliRunner().invoke(cli, [*args[:-1], "json"])  # the JSON document, the same way
+        assert out.exit_code == 0, out.output
+        assert (
+            out.output == render(build_report(store, 1, by="invocation"), "json")
+            and re.search(r'"model_read_bytes": \d+\.5,', out.output)
+            and re.search(r'"model_read_bytes": \d+\.0,', out.output)  # the whole column as floats
+        )
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("batch", [1, 16, 8192])
+def test_the_streamed_invocation_json_is_the_whole_reports_document(
+    invocation_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    # `report --by invocation --format json` writes its document's head, then a batch of rows at a time
+    # (7.3 GB held at 10^6 dispatches when built whole): the text is the whole report's, and its counts
+    # and totals are checked here against the tables
+    import json
+
+    from click.testing import CliRunner
+
+    import rocroof.report.tables as tables_mod
+    from rocroof.cli import cli
+    from rocroof.report.tables import build_report, invocation_json_chunks, render
+
+    monkeypatch.setattr(tables_mod, "CSV_BATCH_ROWS", batch)
+    store = Store(invocation_db, read_only=True)
+    con = sqlite3.connect(f"file:{invocation_db}?mode=ro", uri=True)
+    try:
+        for run_id in (1, 2):
+            args = ["report", "--db", str(invocation_db), "--run", str(run_id), "--by", "invocation"]
+            out = CliRunner().invoke(cli, [*args, "--format", "json"])
+            assert out.exit_code == 0, out.output
+            assert out.output == render(build_report(store, run_id, by="invocation"), "json")
+            if batch == 16:
+                assert len(list(invocation_json_chunks(store, run_id))) > 16  # the rows came in pieces
+            doc = json.loads(out.output)
+            known: dict[int, int] = {}
+            unknown: set[int] = set()
+            for op_index, duration in con.execute(
+                "SELECT op_index, duration_ns FROM dispatch_record WHERE run_id = ? "
+                "AND timing_dispatch_index = dispatch_index AND op_index IS NOT NULL",
+                (run_id,),
+            ):
+                if duration is None:
+                    unknown.add(op_index)
+                known[op_index] = known.get(op_index, 0) + (duration or 0)
+            assert doc["rows_total"] == doc["totals"]["rows"] == len(doc["rows"]) == len(known)
+            assert doc["totals"]["duration_ns"] == sum(d for i, d in known.items() if i not in unknown)
+            assert [r["duration_ns"] is None for r in doc["rows"]].count(True) == len(unknown)
+    finally:
+        con.close()
+        store.close()
+    # a run without op invocations: the document's rows are an empty array, as the whole report's
+    from rocroof.capture.readers import read_capture
+    from rocroof.ingest.pipeline import build_run
+
+    from .conftest import fixture_path
+
+    db = tmp_path / "plain.db"
+    Store(db).write_run(build_run(read_capture(fixture_path("rocprofv3-docs"))))
+    plain = Store(db, read_only=True)
+    try:
+        whole = render(build_report(plain, 1, by="invocation"), "json")
+        assert "".join(invocation_json_chunks(plain, 1)) == whole and json.loads(whole)["rows"] == []
+    finally:
+        plain.close()
 
 
 def test_a_closed_pipe_ends_the_streamed_csv_quietly_with_status_0(tmp_path: Path) -> None:

@@ -167,6 +167,12 @@ def report(db: str, run_spec: str, by: str, top: int | None, fmt: str, raw: bool
         for chunk in chunks(store, rid, raw=raw):
             echo(chunk, nl=False, exact=raw)
         return
+    if by == "invocation" and fmt == "json" and top is None:  # one document, its rows written as read
+        from ..report.tables import invocation_json_chunks
+
+        for chunk in invocation_json_chunks(store, rid):
+            echo(chunk, nl=False)
+        return
     rep = build_report(store, rid, by=by, top=top)  # type: ignore[arg-type]
     if fmt == "html":
         echo(_html_report(rep, store), nl=False)

@@ -858,6 +858,18 @@ def invocation_csv_chunks(store: Store, run_id: int, *, raw: bool = False) -> It
     if not invocation_cells_typed(store, run_id):  # a real number among integers: typed as a whole
         yield render(build_report(store, run_id, by="invocation"), "csv", raw=raw)
         return
+    for i, rows in enumerate(_invocation_batches(store, run_id)):
+        yield csv_text(rows, raw, header=i == 0)
+
+
+def _invocation_batches(store: Store, run_id: int) -> Iterator[pd.DataFrame]:
+    """The whole invocation report's rows, :data:`CSV_BATCH_ROWS` at a time, in its order and columns.
+
+    What :func:`invocation_csv_chunks` and :func:`invocation_json_chunks` write (their docstrings
+    say how the database sorts them and why each batch computes as the whole report does); the
+    caller checks :func:`invocation_cells_typed` first. At least one frame comes (an empty one,
+    with the view's columns, for no rows).
+    """
     known_total = store.frame(views.invocation_time(run_id))["duration_ns"].iloc[0]
     known_total = 0 if known_total is None or pd.isna(known_total) else known_total
     run_row = _run_row(store, run_id)
@@ -869,12 +881,39 @@ def invocation_csv_chunks(store: Store, run_id: int, *, raw: bool = False) -> It
         "ON i.run_id = v.run_id AND i.op_index = v.op_index WHERE v.run_id = :rid "
         "ORDER BY v.duration_ns IS NULL, v.duration_ns DESC, v.dispatches DESC, v.op_index"
     )
-    for i, rows in enumerate(store.frame_batches(sql, {"rid": run_id}, CSV_BATCH_ROWS)):
+    for rows in store.frame_batches(sql, {"rid": run_id}, CSV_BATCH_ROWS):
         rows["share_of_time_pct"] = _time_shares(rows["duration_ns"], known_total)
         if len(rows):  # (no rows: only the header, of the view's columns, as the whole report has)
             rows = _invocation_roofline(rows, run_row, ceilings)
-        cols = [c for c in _COLUMNS["invocation"] if c in rows.columns and c not in _NOT_EXPORTED]
-        yield csv_text(rows[cols], raw, header=i == 0)
+        yield rows[[c for c in _COLUMNS["invocation"] if c in rows.columns and c not in _NOT_EXPORTED]]
+
+
+def invocation_json_chunks(store: Store, run_id: int) -> Iterator[str]:
+    """The whole invocation report of a run as JSON, a batch of invocations at a time.
+
+    The text of ``render(build_report(store, run_id, by="invocation"), "json")`` (one
+    :func:`report_document`): its head (run, labels, ceilings, notes; the totals and
+    ``rows_total`` counted by the database, as ``--top`` does) first, then the rows of
+    :func:`invocation_csv_chunks`'s order :data:`CSV_BATCH_ROWS` at a time, each object indented as
+    the whole document nests it. A run whose stored cells are not of their column's type
+    (:func:`invocation_cells_typed`) is written as the whole report.
+    """
+    if not invocation_cells_typed(store, run_id):  # a real number among integers: typed as a whole
+        yield render(build_report(store, run_id, by="invocation"), "json")
+        return
+    head = build_report(store, run_id, by="invocation", top=1)  # the counts and totals of every row
+    head.rows = head.rows.iloc[:0]
+    marker = "\x00rows\x00"  # a string no key or value holds: where the rows go
+    doc = report_document(head)
+    doc["rows"] = marker
+    before, after = json.dumps(doc, indent=2, allow_nan=False).split(json.dumps(marker))
+    first = True
+    for rows in _invocation_batches(store, run_id):
+        for record in json_records(rows):
+            text = json.dumps(record, indent=2, allow_nan=False).replace("\n", "\n    ")
+            yield (before + "[\n    " if first else ",\n    ") + text
+            first = False
+    yield (before + "[]" if first else "\n  ]") + after + "\n"
 
 
 def runs_frame(store: Store, *, labels_as_mapping: bool = False) -> pd.DataFrame:
