@@ -35,7 +35,7 @@ import pandas as pd
 
 from ...analysis.bandwidth import BANDWIDTH_FILE, MIN_PROBE_BYTES, read_bandwidth
 from ...errors import InputError, ParseError
-from ...fileio import logical_name, open_binary, read_text
+from ...fileio import logical_name, open_binary, read_text, unreadable
 from ...memory import release_free_memory
 from ...records import (
     AGENT_COLUMNS,
@@ -432,6 +432,9 @@ def detect(path: Path, only: Sequence[Path] | None = None) -> str:
             f"{path}: a log of ggml-fused lines names fused groups but holds no profile; put it in the capture "
             "directory or pass it with --attach"
         )
+    damage = unreadable(path)  # an empty file or a cut gzip is named as such, not as an unknown format
+    if damage is not None:
+        raise damage
     raise InputError(
         f"{path}: unknown file format (expected a rocprofv3 CSV or rocpd .db, a rocprofiler-compute pmc_perf.csv, "
         "a legacy rocprof results.csv or results.db, an RPD trace (.rpd), an Nsight Compute raw CSV or Nsight "

@@ -453,6 +453,10 @@ def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
     files = sorted(files, key=_natural)
     notes: list[Note] = []
     read: list[Path] = []
+    for f in files:  # a kernel CSV that is empty or whose compression is cut would not be told from other files
+        name = logical_name(f)
+        if name.endswith(".csv") and not name.endswith(SUMMARY_SUFFIXES) and csv_generation(f) is None:
+            read_header(f)  # raises ParseError naming the damage; a readable header of another CSV is left out
     v1 = [f for f in files if csv_generation(f) == "v1"]
     v2 = [f for f in files if csv_generation(f) == "v2"]
     dbs = [f for f in files if is_results_db(f)]
@@ -475,7 +479,12 @@ def read_legacy(root: Path, files: Iterable[Path]) -> LegacyCapture:
     passes: list[PassData] = []
     stems: list[tuple[Path, str]] = []
     for f in v1:
-        passes.append(_kernel_pass(f, read_csv(f), label(f), 2, v1_csv=True))
+        table = read_csv(f)
+        if not len(table):
+            raise ParseError(
+                f, "holds only its header row (expected one row per kernel dispatch; the file was cut short?)", 2
+            )
+        passes.append(_kernel_pass(f, table, label(f), 2, v1_csv=True))
         stems.append((f.parent, stem(f)))
         read.append(f)
     for db in dbs:
