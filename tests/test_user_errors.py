@@ -6,6 +6,7 @@ user should get, not rocroof's earlier output.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import os
@@ -14,13 +15,15 @@ import signal
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from rocroof import fileio
 from rocroof.capture.readers import read_capture
 from rocroof.cli import cli
-from rocroof.errors import InputError
+from rocroof.errors import InputError, ParseError
 from rocroof.store import Store
 
 from .conftest import fixture_path
@@ -410,3 +413,147 @@ def test_an_ingest_that_waits_too_long_for_another_writer_is_one_line_after_the_
         "has finished",
     ]
     assert _runs(db) == 1
+
+
+# ---- damaged CSV files: every reader, every way a file gets damaged ------------------------------
+#
+# Each case copies a recorded capture, damages one CSV file of it and expects a ParseError naming
+# that file, the physical line (header = line 1) and what was expected. The line numbers and field
+# counts are worked out here from the fixture's own text (csv module), not taken from rocroof.
+
+
+def _v3(*names: str, hip: bool = False) -> Any:
+    def setup(dest: Path) -> tuple[Path, Path]:
+        dest.mkdir()
+        for name in ("kernel_trace.csv", *names):
+            shutil.copy(fixture_path("rocprofv3-docs", name), dest / name)
+        if hip:
+            shutil.copy(fixture_path("rocprofv3-docs", "rocpd-to-csv.csv"), dest / "out_hip_api_trace.csv")
+            return dest, dest / "out_hip_api_trace.csv"
+        return dest, dest / (names[-1] if names else "kernel_trace.csv")
+
+    return setup
+
+
+def _folder(*parts: str, target: str) -> Any:
+    def setup(dest: Path) -> tuple[Path, Path]:
+        shutil.copytree(fixture_path(*parts), dest)
+        return dest, dest / target
+
+    return setup
+
+
+def _ncu(dest: Path) -> tuple[Path, Path]:
+    dest.mkdir()
+    plain = dest / "dense_ncu_raw.csv"
+    plain.write_bytes(gzip.decompress(fixture_path("h200-trial", "dense_ncu_raw.csv.gz").read_bytes()))
+    return plain, plain
+
+
+#: reader case -> (setup, the damaged line in the middle: a data row)
+_READERS: dict[str, tuple[Any, int]] = {
+    "rocprofv3-kernel_trace": (_v3(), 3),
+    "rocprofv3-counter_collection": (_v3("counter_collection.csv"), 3),
+    "rocprofv3-marker_api_trace": (_v3("marker_api_trace.csv"), 3),
+    "rocprofv3-hip_api_trace": (_v3(hip=True), 3),
+    "rocprof-v1-results": (_folder("rocprof-v1", "mi250x-laplacian-kernel2", target="results.csv"), 3),
+    "rocprof-compute-wide": (_folder("rocprof-compute", "vcopy", "MI300X_A1", target="pmc_perf.csv"), 3),
+    "rocprof-compute-long": (_folder("rocprof-compute", "vcopy", "MI300X_A1_rocpd", target="pmc_perf.csv"), 3),
+    "ncu-raw": (_ncu, 4),  # line 2 is the units row
+}
+
+
+def _header_fields(data: bytes) -> int:
+    return len(next(csv.reader([data.split(b"\n", 1)[0].decode()])))
+
+
+def _damage(kind: str, data: bytes, line: int) -> tuple[bytes, int | None, str]:
+    """``(damaged bytes, the line the error must name, a part of its message)``."""
+    lines = data.split(b"\n")
+    n = _header_fields(data)
+    if kind == "row-short":
+        fields = next(csv.reader([lines[line - 1].decode()]))
+        assert len(fields) == n and "," not in fields[-1]
+        lines[line - 1] = lines[line - 1].rsplit(b",", 1)[0]
+        return b"\n".join(lines), line, f"this row has {n - 1} field(s), the header {n}"
+    # a bad byte goes into the last value, which every path reads (a column no reader reads may go unread:
+    # its damage changes nothing stored)
+    if kind == "nul":
+        lines[line - 1] = lines[line - 1][:-1] + b"\x00" + lines[line - 1][-1:]
+        return b"\n".join(lines), line, "a NUL byte"
+    if kind == "last-value-cut":  # cut right after the last separator: every field, the last one empty
+        body = data.rstrip(b"\n")
+        last_line = body.count(b"\n") + 1
+        return body[: body.rindex(b",") + 1], last_line, "the last row ends with an empty field and no newline"
+    if kind == "not-utf8":
+        lines[line - 1] = lines[line - 1][:-1] + b"\xff" + lines[line - 1][-1:]
+        return b"\n".join(lines), line, "byte 0xff is not valid UTF-8"
+    if kind == "empty":
+        return b"", None, "file is empty"
+    assert kind == "gzip-cut"
+    packed = gzip.compress(data)
+    return packed[: len(packed) * 2 // 3], None, "compressed data is damaged or truncated"
+
+
+@pytest.mark.parametrize("kind", ["row-short", "nul", "last-value-cut", "not-utf8", "empty", "gzip-cut"])
+@pytest.mark.parametrize("reader", list(_READERS))
+def test_a_damaged_csv_file_is_one_error_naming_its_line(tmp_path: Path, reader: str, kind: str) -> None:
+    setup, line = _READERS[reader]
+    capture, target = setup(tmp_path / "cap")
+    damaged, expected_line, expected = _damage(kind, target.read_bytes(), line)
+    if kind == "gzip-cut":
+        target.unlink()
+        packed = target.with_name(target.name + ".gz")
+        capture, target = (packed if capture == target else capture), packed
+    target.write_bytes(damaged)
+    with pytest.raises(ParseError) as err:
+        read_capture(capture)
+    assert Path(err.value.path).name == target.name
+    assert expected in err.value.reason
+    if expected_line is not None:
+        assert err.value.row == expected_line
+
+
+@pytest.mark.parametrize("kind", ["row-short", "nul", "last-value-cut"])
+@pytest.mark.parametrize("reader", [r for r in _READERS if r.startswith("rocprofv3")])
+def test_a_damaged_rocprofv3_csv_gives_the_same_error_on_the_polars_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str, kind: str
+) -> None:
+    """Large files are read with polars (fileio.POLARS_MIN_BYTES): lowered to 0, these files take that path."""
+    monkeypatch.setattr(fileio, "POLARS_MIN_BYTES", 0)
+    monkeypatch.setattr(fileio, "SPLIT_POLARS_MIN_BYTES", 0)
+    setup, line = _READERS[reader]
+    capture, target = setup(tmp_path / "cap")
+    damaged, expected_line, expected = _damage(kind, target.read_bytes(), line)
+    target.write_bytes(damaged)
+    with pytest.raises(ParseError) as err:
+        read_capture(capture)
+    assert (Path(err.value.path).name, err.value.row) == (target.name, expected_line)
+    assert expected in err.value.reason
+
+
+def test_a_counter_row_cut_short_is_refused_when_only_some_columns_are_read(tmp_path: Path) -> None:
+    """With a kernel trace beside it, a counter file is read without its kernel names (pandas usecols)."""
+    capture, target = _v3("counter_collection.csv")(tmp_path / "cap")
+    lines = target.read_bytes().split(b"\n")
+    lines[2] = lines[2].rsplit(b",", 1)[0]  # line 3 loses its End_Timestamp
+    target.write_bytes(b"\n".join(lines))
+    with pytest.raises(ParseError, match=r"counter_collection\.csv:3: this row has 18 field\(s\), the header 19"):
+        read_capture(capture)
+
+
+def test_the_doc_samples_without_a_final_newline_still_ingest(tmp_path: Path) -> None:
+    capture, _ = _v3("counter_collection.csv", "marker_api_trace.csv")(tmp_path / "cap")
+    assert not (capture / "counter_collection.csv").read_bytes().endswith(b"\n")
+    assert not (capture / "marker_api_trace.csv").read_bytes().endswith(b"\n")
+    read_capture(capture)  # no error
+
+
+@pytest.mark.parametrize("target", ["results.csv", "data_movement.csv"])
+def test_a_rocprof_v1_kernel_csv_with_only_its_header_is_refused(tmp_path: Path, target: str) -> None:
+    capture, path = _folder("rocprof-v1", "mi250x-laplacian-kernel2", target=target)(tmp_path / "cap")
+    path.write_bytes(path.read_bytes().split(b"\n", 1)[0] + b"\n")
+    with pytest.raises(ParseError) as err:
+        read_capture(capture)
+    assert (Path(err.value.path).name, err.value.row) == (target, 2)
+    assert "holds only its header row" in err.value.reason

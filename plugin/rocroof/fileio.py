@@ -128,6 +128,28 @@ def sqlite_file(path: Path) -> Iterator[Path]:
         yield plain
 
 
+def unreadable(path: Path) -> ParseError | None:
+    """Why ``path`` cannot be read as a file of any format, or None: empty, or a damaged gzip stream.
+
+    For the error path of format detection (an unknown file is named with its damage, not as an
+    unknown format): a gzip file is decompressed to its end.
+    """
+    try:
+        if path.stat().st_size == 0:
+            return ParseError(path, "file is empty (0 bytes; expected profiler output)")
+        if is_gzip(path):
+            with open_binary(path) as fh:
+                while fh.read(1 << 20):
+                    pass
+                if fh.tell() == 0:
+                    return ParseError(path, "file is empty once decompressed (expected profiler output)")
+    except (OSError, EOFError, zlib.error) as exc:
+        return ParseError(path, f"compressed data is damaged or truncated ({exc})")
+    except ParseError as exc:
+        return exc
+    return None
+
+
 def sqlite_tables(path: Path) -> set[str] | None:
     """The table and view names of an uncompressed SQLite file; None when it is not one or cannot be read."""
     try:
@@ -200,6 +222,13 @@ class _TailTracker:
         self.lines = 1
 
     def _count(self, data: bytes) -> None:
+        if self.path is not None and b"\x00" in data:  # memchr: ~2 ms per 16 MB, a tenth of the newline count
+            nul = data.index(b"\x00")
+            raise ParseError(
+                self.path,
+                "a NUL byte (expected CSV text; the file is damaged, e.g. zero-filled after a crash)",
+                self.lines + data.count(b"\n", 0, nul),
+            )
         # the last KEEP bytes: from this block alone when it is that long (no copy of a whole block)
         self.tail = data[-self.KEEP :] if len(data) >= self.KEEP else (self.tail + data)[-self.KEEP :]
         if self.path is not None and self.line + len(data) > MAX_LINE_BYTES:
@@ -240,14 +269,28 @@ class _TailTracker:
 
     def last_row_is_short(self, n_columns: int) -> bool:
         """True when the file does not end with a newline and its last row has too few fields."""
+        return self.last_row_damage(n_columns) is not None
+
+    def last_row_damage(self, n_columns: int) -> str | None:
+        """What is wrong with a last row that has no newline after it, in words; None when it parses whole.
+
+        A file cut while written ends inside its last row: with fewer fields than the header, inside
+        a quoted field, or right after a separator (the last field empty). A last row that has
+        every field and a last value (the rocprofv3 doc samples end so) is whole as far as the text
+        tells; its values are checked by the reader.
+        """
         if not self.tail or self.tail.endswith((b"\n", b"\r")):
-            return False
+            return None
         last = self.tail.rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace")
         try:
-            fields = next(csv.reader([last]), [])
+            fields = next(csv.reader([last], strict=True), [])
         except csv.Error:
-            return True  # e.g. a quoted field that never closes
-        return len(fields) < n_columns
+            return "the last row ends inside a quoted field (file truncated?)"
+        if len(fields) < n_columns:
+            return f"the last row has fewer fields than the header's {n_columns} (file truncated?)"
+        if len(fields) == n_columns and last.endswith(","):
+            return "the last row ends with an empty field and no newline (file truncated inside its last value?)"
+        return None
 
 
 def read_csv_chunks(
@@ -284,6 +327,7 @@ def read_csv_chunks(
         dtype = {name: str for name in read_header(path) if name not in typed}
     fh = open_binary(path)
     tail = _TailTracker(fh, path)
+    shorts = _ShortRows(path, skip_second_row)
     try:
         reader = pd.read_csv(
             tail,
@@ -310,16 +354,15 @@ def read_csv_chunks(
                     first,
                 )
             if pending is not None:
+                shorts.check(pending, first)
                 yield pending, first
                 first += len(pending)
             pending = chunk
         if pending is not None:
-            if len(pending) and tail.last_row_is_short(len(pending.columns)):
-                raise ParseError(
-                    path,
-                    f"the last row has fewer fields than the header's {len(pending.columns)} (file truncated?)",
-                    first + len(pending) - 1,
-                )
+            damage = tail.last_row_damage(len(pending.columns)) if len(pending) else None
+            if damage is not None:
+                raise ParseError(path, damage, tail.lines)  # the file's last line: no newline after it
+            shorts.check(pending, first)
             yield pending, first
     except pd.errors.EmptyDataError as exc:
         raise ParseError(path, "file is empty (expected a CSV header row)") from exc
@@ -339,6 +382,73 @@ def read_csv_chunks(
         raise ParseError(path, f"cannot read file: {exc}") from exc
     finally:
         fh.close()
+        shorts.close()
+
+
+class _ShortRows:
+    """Finds data rows with fewer fields than the header, which pandas' C parser pads with empty cells.
+
+    A short row ends in an empty cell of the last column, so only such rows are looked at: their
+    fields are counted on the file's text, read a second time from the start up to the last such
+    row (a file whose last column is never empty is not read again: none of the recorded captures
+    has an empty last cell).
+    """
+
+    def __init__(self, path: Path, skip_second_row: bool) -> None:
+        self.path = path
+        self.skip_second_row = skip_second_row
+        self.records: Iterator[tuple[int, int]] | None = None
+        self.fh: IO[bytes] | None = None
+        self.row = 2 if skip_second_row else 1  # the row of the last record read (the header is row 1)
+
+    def check(self, chunk: pd.DataFrame, first: int) -> None:
+        """Raise ParseError at the first short row of ``chunk``, whose first row is data row ``first``."""
+        if not len(chunk) or not len(chunk.columns):
+            return
+        last = chunk.iloc[:, -1]
+        empty = last.isna().to_numpy(dtype=bool) | (last.astype(object) == "").to_numpy(dtype=bool)
+        for pos in np.flatnonzero(empty):
+            fields, line = self._fields_of(first + int(pos))
+            if fields < len(chunk.columns):
+                raise ParseError(
+                    self.path,
+                    f"this row has {fields} field(s), the header {len(chunk.columns)} (expected one field per "
+                    "header column; the row was cut short or damaged)",
+                    line,
+                )
+
+    def _fields_of(self, row: int) -> tuple[int, int]:
+        """``(fields, physical line)`` of data row ``row`` (numbered as read_csv_chunks numbers them)."""
+        if self.records is None:
+            self.records = self._records()
+        for fields, line in self.records:
+            self.row += 1
+            if self.row == row:
+                return fields, line
+        return 0, row  # pragma: no cover - pandas gave a row the text does not have
+
+    def _records(self) -> Iterator[tuple[int, int]]:
+        """``(fields, first line)`` of each non-blank data record, as pandas counts them."""
+        self.fh = open_binary(self.path)
+        rows = csv.reader(io.TextIOWrapper(self.fh, encoding="utf-8", newline=""))
+        next(rows, None)  # the header
+        if self.skip_second_row:
+            next(rows, None)
+        line = rows.line_num
+        while True:
+            try:
+                record = next(rows, None)
+            except csv.Error as exc:
+                raise ParseError(self.path, f"malformed CSV row ({exc})", line + 1) from exc
+            if record is None:
+                return
+            start, line = line + 1, rows.line_num
+            if record:  # pandas skips blank lines
+                yield len(record), start
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
 
 
 def ends_mid_row(path: Path) -> bool:
@@ -575,6 +685,8 @@ def _polars_chunks(path: Path, plan: _Plan) -> Iterator[pd.DataFrame]:
                 batch[last].dtype == pl.String and bool((batch[last].str.len_bytes() == 0).any())
             ):
                 raise NotPlain(f"{path}: a row with fewer fields than the header, or a blank line")
+            if last not in selected and bool(batch[last].str.contains("\x00", literal=True).any()):
+                raise NotPlain(f"{path}: a NUL byte in column {last!r}")  # read for its check only: see below
             out: dict[str, Any] = {}
             for name in selected:
                 col = batch[name]
@@ -585,12 +697,17 @@ def _polars_chunks(path: Path, plan: _Plan) -> Iterator[pd.DataFrame]:
                     if name in floats and not bool(np.isfinite(values).all()):
                         raise NotPlain(f"{path}: column {name!r} is not all finite numbers")
                     out[name] = values
-                elif name in split:
-                    out.update(_split_column(name, split[name], col))
-                elif name in texts:
-                    out[name] = np.array(col.to_list(), dtype=object)
+                elif name in split or name in texts:
+                    if bool(col.str.contains("\x00", literal=True).any()):
+                        raise NotPlain(f"{path}: a NUL byte in column {name!r}")  # the pandas path names its line
+                    if name in split:
+                        out.update(_split_column(name, split[name], col))
+                    else:
+                        out[name] = np.array(col.to_list(), dtype=object)
                 else:
                     distinct = col.unique(maintain_order=True)
+                    if bool(distinct.str.contains("\x00", literal=True).any()):
+                        raise NotPlain(f"{path}: a NUL byte in column {name!r}")
                     codes = col.cast(pl.Enum(distinct)).to_physical().to_numpy().astype(np.int32)
                     out[name] = pd.Categorical.from_codes(codes, categories=pd.Index(distinct.to_list(), dtype=object))
             del batch
@@ -605,7 +722,10 @@ def _pandas_chunks(path: Path, plan: _Plan, chunk_rows: int, some_columns: bool)
     """:func:`read_csv_plain`'s chunks through pandas' C parser (any plain file, gzip included)."""
     header, selected, ints, floats, texts, split = plan
     numeric = ints | floats
-    dtypes: dict[str, Any] = {name: "category" for name in selected if name not in numeric}
+    # the file's last column is read too, as on the polars path: a row cut short has it empty
+    last = header[-1]
+    read = selected if last in selected else [*selected, last]
+    dtypes: dict[str, Any] = {name: "category" for name in read if name not in numeric}
     dtypes.update({name: object for name in texts if name in dtypes})
     fh = open_binary(path)
     tail = _TailTracker(fh, path)
@@ -613,7 +733,7 @@ def _pandas_chunks(path: Path, plan: _Plan, chunk_rows: int, some_columns: bool)
         reader = pd.read_csv(
             tail,
             dtype=dtypes,
-            usecols=selected if some_columns else None,
+            usecols=read if some_columns else None,
             na_filter=False,
             chunksize=chunk_rows,
             encoding="utf-8",
@@ -622,8 +742,15 @@ def _pandas_chunks(path: Path, plan: _Plan, chunk_rows: int, some_columns: bool)
         first = 2
         pending: pd.DataFrame | None = None
         for chunk in reader:  # hold one chunk back: the last one is checked for truncation first
-            if list(chunk.columns) != selected or (pending is None and first_row_is_wider(path, len(header))):
+            if list(chunk.columns) != (read if some_columns else selected) or (
+                pending is None and first_row_is_wider(path, len(header))
+            ):
                 raise NotPlain(f"{path}: columns {list(chunk.columns)} differ from the header")
+            ends = chunk[last]
+            if ends.dtype.kind not in "iuf" and bool((ends.astype(object) == "").any()):
+                raise NotPlain(f"{path}: a row with fewer fields than the header, or an empty last cell")
+            if last not in selected:
+                chunk = chunk.drop(columns=last)
             for name in ints:
                 if chunk[name].dtype.kind != "i":
                     raise NotPlain(f"{path}: column {name!r} is not all plain integers")
