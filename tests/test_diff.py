@@ -232,3 +232,34 @@ def test_a_kernel_without_a_timed_dispatch_on_one_side_is_time_unknown(tmp_path:
     rows = {r["kernel"]: r for r in json.loads(result.output)["kernels"]}
     assert rows["copy"]["verdict"] == "time unknown" and rows["copy"]["dispatches_a"] == 2
     assert rows["gemm"]["verdict"] == "noise"
+
+
+def test_changes_are_signed_in_tables_and_markdown_but_plain_in_csv_and_json(tmp_path: Path) -> None:
+    import json
+
+    # by hand: gemm 1.0 -> 1.5 µs per dispatch (+0.50 µs, +50.00%), fill 2.0 -> 1.0 µs (-1.00 µs, -50.00%)
+    a = _kernel_run(tmp_path, "a", {"gemm": [1000, 1000, 1000, 1000], "fill": [2000, 2000]})
+    b = _kernel_run(tmp_path, "b", {"gemm": [1500, 1500, 1500, 1500], "fill": [1000, 1000]})
+    db = tmp_path / "r.db"
+    for cap in (a, b):
+        assert CliRunner().invoke(cli, ["ingest", str(cap), "--db", str(db)]).exit_code == 0
+    for fmt in ("markdown", "table"):
+        out = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--format", fmt]).output
+        gemm = next(line for line in out.splitlines() if "gemm" in line)
+        fill = next(line for line in out.splitlines() if "fill" in line)
+        assert "+0.50" in gemm and "+50.00" in gemm, (fmt, gemm)
+        assert "-1.00" in fill and "-50.00" in fill and "+" not in fill, (fmt, fill)
+    csv_out = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--format", "csv"]).output
+    rows = {r["kernel"]: r for r in __import__("csv").DictReader(csv_out.splitlines())}
+    assert (rows["gemm"]["delta_us"], rows["gemm"]["delta_pct"]) == ("0.5", "50.0")
+    assert (rows["fill"]["delta_us"], rows["fill"]["delta_pct"]) == ("-1.0", "-50.0")
+    doc = json.loads(CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--format", "json"]).output)
+    assert {r["kernel"]: r["delta_us"] for r in doc["kernels"]} == {"gemm": 0.5, "fill": -1.0}
+
+
+def test_a_change_that_rounds_to_zero_has_no_sign() -> None:
+    from rocroof.report.diff import _cell
+
+    assert (_cell(0.004, signed=True), _cell(-0.004, signed=True)) == ("0.00", "0.00")
+    assert (_cell(1234.5, signed=True), _cell(-0.006, signed=True)) == ("+1,234.50", "-0.01")
+    assert _cell(float("nan"), signed=True) == "—" and _cell(3.0) == "3.00"

@@ -565,13 +565,28 @@ def render_diff(
     return "\n".join(parts)
 
 
+#: Columns of a change (B - A): their cells are signed, ``+1.29`` beside ``-0.60``.
+_DELTA_COLUMNS = ("delta_us", "delta_pct")
+
+
+def _cell(v: float, signed: bool = False) -> str:
+    """One number as cell text: two decimals, thousands separated, ``—`` for unknown.
+
+    ``signed``: a change, ``+`` before a gain as ``-`` before a loss; one that rounds to zero has
+    no sign (``0.00``).
+    """
+    if pd.isna(v):
+        return "—"
+    rounded = round(v, 2) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{rounded:+,.2f}" if signed and rounded else f"{rounded:,.2f}"
+
+
 def _cells(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with its float columns as cell text: two decimals, thousands separated, ``—`` for unknown."""
+    """``df`` with its float columns as cell text (:func:`_cell`), the changes (:data:`_DELTA_COLUMNS`) signed."""
     out = df.copy()
     for c in out.columns:
         if out[c].dtype.kind == "f":
-            # + 0.0 turns -0.0 into 0.0, and a value that rounds to zero prints without a sign
-            out[c] = out[c].map(lambda v: "—" if pd.isna(v) else f"{round(v, 2) + 0.0:,.2f}")
+            out[c] = out[c].map(lambda v, signed=c in _DELTA_COLUMNS: _cell(v, signed))
     return out
 
 
