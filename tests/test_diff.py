@@ -145,10 +145,38 @@ def test_a_diff_across_gpus_or_timing_sources_says_so(store: tuple[Store, Path],
     with sqlite3.connect(db) as con:
         con.execute("UPDATE run SET gpu_arch = 'gfx942', timing_source = 'counter_pass' WHERE run_id = 2")
     con.close()
-    notes = diff_runs(Store(db, read_only=True), 1, 2).notes
-    assert "the runs have different GPU architectures (sm_90 vs gfx942): time differences include that" in notes
-    assert "the runs have different timing sources (trace vs counter_pass): time differences include that" in notes
+    d = diff_runs(Store(db, read_only=True), 1, 2)
+    gpus = "the runs ran on different GPUs (NVIDIA H200 (sm_90) vs NVIDIA H200 (gfx942)): time differences include that"
+    assert gpus in d.notes and d.warnings == [gpus]
+    assert "the runs have different timing sources (trace vs counter_pass): time differences include that" in d.notes
     assert not [n for n in diff_runs(store[0], 1, 2).notes if "different GPU" in n or "timing sources" in n]
+
+
+def test_a_diff_of_a_run_with_itself_or_across_gpus_warns_on_stderr(store: tuple[Store, Path], tmp_path: Path) -> None:
+    import json
+
+    _, path = store
+    same = CliRunner().invoke(cli, ["diff", "1", "1", "--db", str(path), "--format", "json"])
+    assert same.exit_code == 0, same.output
+    said = "A and B are the same run (1): every difference is zero by construction"
+    assert same.stderr == f"warning: {said}\n" and json.loads(same.stdout)["warnings"] == [said]
+    kernels = CliRunner().invoke(cli, ["diff", "1", "1", "--db", str(path), "--by", "kernel"])
+    assert kernels.stderr.startswith("warning: A and B are the same run (1)") and len(kernels.stderr.splitlines()) == 1
+    two = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(path)])
+    assert two.exit_code == 0 and two.stderr == ""  # two runs of one GPU: nothing to warn of
+    db = tmp_path / "gpus.db"
+    shutil.copyfile(path, db)
+    with sqlite3.connect(db) as con:  # the same arch, another GPU model: a warning all the same
+        con.execute("UPDATE run SET gpu_name = 'NVIDIA H100 80GB HBM3' WHERE run_id = 2")
+    con.close()
+    for by in ("op", "kernel"):
+        other = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--by", by, "--format", "csv"])
+        assert other.exit_code == 0, other.output
+        assert other.stderr == (
+            "warning: the runs ran on different GPUs (NVIDIA H200 (sm_90) vs NVIDIA H100 80GB HBM3 (sm_90)): "
+            "time differences include that\n"
+        )
+        assert "warning" not in other.stdout  # the CSV stays a table
 
 
 # ---- per kernel: runs without ggml ops ------------------------------------------------------------

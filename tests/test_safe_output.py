@@ -435,10 +435,10 @@ def test_a_dollar_in_a_capture_path_is_text_not_mathematics(tmp_path: Path) -> N
 
 def test_diff_heading_and_notes_stay_one_line(hostile_run: tuple[Path, Path]) -> None:
     root, db = hostile_run
-    table = run("diff", "1", "1", "--db", db, "--format", "table").output
+    table = run("diff", "1", "1", "--db", db, "--format", "table").stdout  # stderr: the same-run warning
     assert table.splitlines()[0] == f"rocroof diff: A = run 1 ({root}/{SHOWN_DIR}), B = run 1 ({root}/{SHOWN_DIR})"
     _no_injected_lines(table)
-    markdown = run("diff", "1", "1", "--db", db).output.splitlines()
+    markdown = run("diff", "1", "1", "--db", db).stdout.splitlines()
     assert f"A = run 1 ({root}/{SHOWN_DIR})  " in markdown
     assert f"B = run 1 ({root}/{SHOWN_DIR})" in markdown
     _no_injected_lines("\n".join(markdown))

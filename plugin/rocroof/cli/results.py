@@ -710,5 +710,8 @@ def diff(
             d.notes.insert(0, f"{runs} {'has' if len(without_ops) == 1 else 'have'} no ggml ops: compared per kernel")
     else:
         d = diff_runs(store, a, b, min_change=min_change / 100, min_change_us=min_change_us)
+    err = stderr_console()
+    for warning in d.warnings:  # the same run twice, runs on different GPUs: said where the user looks
+        err.print(one_line(f"warning: {warning}"), markup=False, highlight=False, soft_wrap=True)
     text = render_diff(d, fmt, top=top, names=names, raw=raw, all_columns=all_columns).rstrip("\n")
     echo(text, exact=raw and fmt == "csv")  # --raw: the CSV cells as stored

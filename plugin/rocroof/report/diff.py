@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,7 @@ class Diff:
             n_a, n_b, mean_us_a, mean_us_b, delta_us, delta_pct, read_mb_a, read_mb_b, verdict).
         by_op: per op type: time per evaluation (sum of the node means), deltas, verdict counts.
         total: one row: total time per evaluation of the matched nodes, and unmatched counts.
-        notes: one-line remarks (keys only in one run, missing shapes).
+        notes: one-line remarks (keys only in one run, missing shapes); the warnings among them.
         kind: ``node`` (per ggml graph node, :func:`diff_runs`) or ``kernel`` (per kernel name,
             :func:`diff_kernels`: ``by_node`` then holds one row per kernel, ``by_op`` nothing).
     """
@@ -61,6 +61,45 @@ class Diff:
     total: pd.DataFrame
     notes: list[str]
     kind: str = "node"
+    #: What makes the comparison itself suspect (also in ``notes``): A and B are the same run, or ran
+    #: on different GPUs. The command line prints each on stderr; nothing here prints.
+    warnings: list[str] = field(default_factory=list)
+
+
+def _run_checks(store: Store, run_a: int, run_b: int) -> tuple[list[str], list[str]]:
+    """``(warnings, notes)`` about the pair of runs itself, before any row is compared.
+
+    Warnings: A and B are the same run (every difference is zero by construction); the runs ran on
+    different GPUs (their ``gpu_name`` or ``gpu_arch`` differ, where both runs know it). Notes: the
+    runs' timing sources differ (a trace pass against a counter pass's serialised replay).
+    """
+    from .render import gpu_text
+
+    if run_a == run_b:
+        return [f"A and B are the same run ({run_a}): every difference is zero by construction"], []
+    runs = store.query(
+        f"SELECT run_id, gpu_name, gpu_arch, timing_source FROM run WHERE run_id IN ({int(run_a)}, {int(run_b)})"
+    ).set_index("run_id")
+    if len(runs) != 2:
+        return [], []
+    ra, rb = runs.loc[run_a], runs.loc[run_b]
+
+    def differ(column: str) -> bool:
+        va, vb = ra[column], rb[column]
+        return not pd.isna(va) and not pd.isna(vb) and str(va) != str(vb)
+
+    warnings, notes = [], []
+    if differ("gpu_name") or differ("gpu_arch"):
+        warnings.append(
+            f"the runs ran on different GPUs ({gpu_text(ra['gpu_name'], ra['gpu_arch'])} vs "
+            f"{gpu_text(rb['gpu_name'], rb['gpu_arch'])}): time differences include that"
+        )
+    if differ("timing_source"):
+        notes.append(
+            f"the runs have different timing sources ({ra['timing_source']} vs {rb['timing_source']}): "
+            "time differences include that"
+        )
+    return warnings, notes
 
 
 def _invocations(store: Store, run_id: int) -> pd.DataFrame:
@@ -137,19 +176,8 @@ def diff_runs(
     """
     _check_thresholds(min_change, min_change_us)
     a, b = _invocations(store, run_a), _invocations(store, run_b)
-    notes = []
-    if run_a == run_b:
-        notes.append(f"A and B are the same run ({run_a}): every difference is zero by construction")
-    runs = store.query(
-        f"SELECT run_id, gpu_arch, timing_source FROM run WHERE run_id IN ({int(run_a)}, {int(run_b)})"
-    ).set_index("run_id")
-    if len(runs) == 2:
-        ra, rb = runs.loc[run_a], runs.loc[run_b]
-        for column, what in (("gpu_arch", "GPU architectures"), ("timing_source", "timing sources")):
-            if str(ra[column]) != str(rb[column]):
-                notes.append(
-                    f"the runs have different {what} ({ra[column]} vs {rb[column]}): time differences include that"
-                )
+    warnings, checks = _run_checks(store, run_a, run_b)
+    notes = [*warnings, *checks]
     if not a["ne"].notna().any() or not b["ne"].notna().any():
         notes.append("no op shapes in at least one run (no op metadata): nodes matched by op and name only")
     keys = ["op_list", "node_name", "key_shapes"]
@@ -259,7 +287,7 @@ def diff_runs(
             }
         ]
     )
-    return Diff(run_a=run_a, run_b=run_b, by_node=by_node, by_op=by_op, total=total, notes=notes)
+    return Diff(run_a=run_a, run_b=run_b, by_node=by_node, by_op=by_op, total=total, notes=notes, warnings=warnings)
 
 
 def has_op_invocations(store: Store, run_id: int) -> bool:
@@ -325,7 +353,8 @@ def diff_kernels(
     """
     _check_thresholds(min_change, min_change_us)
     a, b = _kernels(store, run_a), _kernels(store, run_b)
-    notes = [f"A and B are the same run ({run_a}): every difference is zero by construction"] if run_a == run_b else []
+    warnings, checks = _run_checks(store, run_a, run_b)
+    notes = [*warnings, *checks]
     m = a.set_index("kernel").add_suffix("_a").join(b.set_index("kernel").add_suffix("_b"), how="outer")
     m = m.reset_index()
     for side in ("a", "b"):
@@ -400,7 +429,14 @@ def diff_kernels(
         ]
     )
     return Diff(
-        run_a=run_a, run_b=run_b, by_node=by_kernel, by_op=pd.DataFrame(), total=total, notes=notes, kind="kernel"
+        run_a=run_a,
+        run_b=run_b,
+        by_node=by_kernel,
+        by_op=pd.DataFrame(),
+        total=total,
+        notes=notes,
+        kind="kernel",
+        warnings=warnings,
     )
 
 
@@ -452,7 +488,7 @@ def render_diff(
     ``names`` describe runs A and B (source, labels) in the heading. CSV is the per-node table;
     JSON is one object: ``run_a``, ``run_b``, ``name_a``, ``name_b``, ``total`` (the whole-graph
     and matched-node totals of :attr:`Diff.total`: µs per graph evaluation, % change, verdict
-    counts, the noise thresholds), ``by_op``, ``nodes`` (every matched key) and ``notes``.
+    counts, the noise thresholds), ``by_op``, ``nodes`` (every matched key), ``notes`` and ``warnings``.
     ``raw``: CSV text cells as they are (else formula-leading cells get a ``'``: :func:`.tables.csv_text`).
     Markdown tables pair A and B in one cell (``45.42 → 44.82``) and the verdict counts in one,
     to stay within :data:`.render.MARKDOWN_COLUMNS` columns; ``all_columns`` gives one column each.
@@ -473,6 +509,7 @@ def render_diff(
             "by_op": json_records(d.by_op),
             "nodes": json_records(d.by_node),
             "notes": d.notes,
+            "warnings": d.warnings,
         }
         if d.kind == "kernel":  # per kernel: no op types, one row per kernel name
             doc = {**{k: v for k, v in doc.items() if k not in ("by_op", "nodes")}, "kernels": doc["nodes"]}
