@@ -780,3 +780,38 @@ def test_runs_notes_with_a_label_selection_is_refused(tmp_path: Path) -> None:
     out = CliRunner().invoke(cli, ["runs", "--notes", "1", "--label", "model=x", "--db", str(db)])
     assert out.exit_code == 1
     assert out.output.startswith("Error: --notes shows one run's notes") and out.output.count("\n") == 1
+
+
+def test_runs_separates_thousands_for_people_not_for_scripts(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from rocroof.report.tables import runs_for_people
+
+    frame = pd.DataFrame(
+        {
+            "run_id": [1],
+            "created_at": ["2026-12-01T10:00:00"],
+            "source_path": ["cap"],
+            "profiler": ["rocprofv3"],
+            "gpu_name": ["MI300X"],
+            "gpu_arch": ["gfx942"],
+            "timing_source": ["trace"],
+            "dispatches": [1_234_567],
+            "attributed": [9208],
+            "labels": [None],
+        }
+    )
+    people, _ = runs_for_people(frame)
+    assert (people["dispatches"][0], people["attributed"][0]) == ("1,234,567", "9,208")
+    # a stored run of over 1,000 dispatches, as the commands show it
+    db = tmp_path / "r.db"
+    ok("ingest", REPO / "examples" / "h200-sweep" / "moe-tiny-decode-no-fusion-r1", "--db", db)
+    sql = "SELECT COUNT(*) AS n FROM dispatch_record WHERE timing_dispatch_index = dispatch_index"
+    n = int(next(csv.DictReader(ok("query", sql, "--db", db, "--format", "csv").splitlines()))["n"])
+    assert n >= 1000
+    for fmt in ("table", "markdown"):
+        shown = ok("runs", "--db", db, "--format", fmt)
+        assert f" {n:,} " in shown and str(n) not in shown, shown
+    rows = list(csv.DictReader(ok("runs", "--db", db, "--format", "csv").splitlines()))
+    assert rows[0]["dispatches"] == str(n)
+    assert json.loads(ok("runs", "--db", db, "--format", "json"))[0]["dispatches"] == n

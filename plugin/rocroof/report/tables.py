@@ -966,7 +966,8 @@ def runs_for_people(df: pd.DataFrame, path_width: int = 40) -> tuple[pd.DataFram
     """The :func:`runs_frame` rows shaped for a terminal table (csv and json keep the raw columns).
 
     ``created_at`` to the minute, the capture path cut from the left to ``path_width`` characters
-    (its last parts name the capture), GPU name and arch in one column, labels separated by
+    (its last parts name the capture), GPU name and arch in one column, the dispatch counts with
+    thousands separated (``9,208``), labels separated by
     ``", "`` so that a table wraps them between labels, not inside one. Labels that every row
     has (``key=value`` alike: a sweep's name, its device) leave the rows when there are two or
     more and come back as the second value, ``", "``-joined ("" when none).
@@ -983,8 +984,8 @@ def runs_for_people(df: pd.DataFrame, path_width: int = 40) -> tuple[pd.DataFram
             "profiler": df["profiler"],
             "GPU": [gpu_text(n, a) for n, a in zip(df["gpu_name"], df["gpu_arch"], strict=True)],
             "timing": df["timing_source"],
-            "dispatches": df["dispatches"],
-            "attributed": df["attributed"],
+            "dispatches": [f"{int(v):,}" for v in df["dispatches"]],  # 9,208: counts read by people
+            "attributed": [f"{int(v):,}" for v in df["attributed"]],
             "labels": [", ".join(label for label in row if label not in common) for row in per_row],
         }
     )
