@@ -184,3 +184,49 @@ def test_regressions_refuses_a_threshold_that_is_not_a_finite_percentage(db: Pat
     d = fleet_diff(store, select_runs(store, "env=fusion"), select_runs(store, "env=no-fusion"))
     with pytest.raises(InputError, match="expected a finite percentage >= 0"):
         regressions(d, pct)
+
+
+def test_runs_without_op_rows_are_left_out_of_the_fleet_and_said_so(db: Path, tmp_path: Path) -> None:
+    """A plain kernel capture (no ggml markers) in the sweep: not a run of the per-op figures."""
+    import shutil
+
+    from .rocprof_csv import T0, Kernel, write_pass
+
+    mixed = tmp_path / "mixed.db"
+    shutil.copyfile(db, mixed)
+    plain = write_pass(tmp_path / "plain", 4242, kernels=[Kernel(1, "copy", 1, T0, T0 + 5000)])
+    stored = CliRunner().invoke(cli, ["ingest", str(plain), "--db", str(mixed), "--label", "sweep=replay-h200-sweep"])
+    assert stored.exit_code == 0, stored.output
+    store, alone = Store(mixed, read_only=True), Store(db, read_only=True)
+    from rocroof.report.fleet import fleet_matrix, split_by_ops
+
+    runs = select_runs(store, "replay-h200-sweep")
+    assert len(runs) == 16 and split_by_ops(store, runs) == (list(range(1, 16)), [16])
+    # the per-op figures (shares, % of roof, the runs named by the labels that tell them apart) are the
+    # sweep's alone: the plain run neither dilutes them nor makes every label look like one that varies
+    assert fleet_view(store, runs).equals(fleet_view(alone, select_runs(alone, "replay-h200-sweep")))
+    assert list(fleet_matrix(store, runs).columns) == list(
+        fleet_matrix(alone, select_runs(alone, "replay-h200-sweep")).columns
+    )
+    con = sqlite3.connect(db)
+    ops = con.execute("SELECT COUNT(DISTINCT op_list) FROM op_invocation").fetchone()[0]
+    con.close()
+    left = (
+        "1 run(s) left out: no ggml op rows (captured without ggml markers or op metadata; rocroof report --by "
+        "kernel shows them): run(s) 16"
+    )
+    table = CliRunner().invoke(cli, ["fleet", "--db", str(mixed), "--sweep", "replay-h200-sweep", "--format", "table"])
+    assert table.exit_code == 0, table.output
+    assert table.stdout.splitlines()[:2] == [f"15 run(s); {ops} op(s), most GPU time first", left]
+    md = CliRunner().invoke(cli, ["fleet", "--db", str(mixed), "--sweep", "replay-h200-sweep", "--format", "markdown"])
+    assert md.stdout.splitlines()[:2] == [f"15 run(s); {ops} op(s), most GPU time first  ", left]
+    as_json = CliRunner().invoke(cli, ["fleet", "--db", str(mixed), "--sweep", "replay-h200-sweep", "--format", "json"])
+    assert as_json.stderr == f"warning: {left}\n" and len(json.loads(as_json.stdout)) == ops
+    none = CliRunner().invoke(
+        cli, ["fleet", "--db", str(mixed), "--label", "sweep=replay-h200-sweep", "--label", "x=1"]
+    )
+    assert none.exit_code == 1  # no run has x=1: the selection's own error
+    only_plain = tmp_path / "plain.db"
+    assert CliRunner().invoke(cli, ["ingest", str(plain), "--db", str(only_plain), "--label", "s=p"]).exit_code == 0
+    refused = CliRunner().invoke(cli, ["fleet", "--db", str(only_plain), "--label", "s=p"])
+    assert refused.exit_code == 1 and refused.output.startswith("Error: none of the 1 selected run(s) has ggml op rows")

@@ -358,15 +358,24 @@ def fleet(
     if ctx.invoked_subcommand is not None:
         return
     from ..labels import parse_selectors
-    from ..report.fleet import fleet_view, render_fleet
+    from ..report.fleet import fleet_view, left_out_line, render_fleet, split_by_ops
     from ..store import Store
 
     store = Store(db, read_only=True)
     selector = parse_selectors(label_filters, {"sweep": sweep_name} if sweep_name else None)
-    runs = sorted(store.runs_with_labels(selector))
-    if not runs:
+    selected = sorted(store.runs_with_labels(selector))
+    if not selected:
         shown = ", ".join(f"{k}={v}" for k, v in selector.items()) or "any labels"
         raise InputError(f"no stored run has {shown} (rocroof runs lists the runs and their labels)")
+    runs, left_out = split_by_ops(store, selected)  # per-op figures: the runs with op rows only
+    if not runs:
+        raise InputError(
+            f"none of the {len(selected)} selected run(s) has ggml op rows (captured without ggml markers or op "
+            "metadata): the fleet view is per op; rocroof report --by kernel shows each run"
+        )
+    left = left_out_line(left_out)
+    if left and fmt in ("csv", "json"):  # the rows are data: the runs left out are said on stderr
+        stderr_console().print(one_line(f"warning: {left}"), markup=False, highlight=False, soft_wrap=True)
     df = fleet_view(store, runs)
     if plot_out is not None:
         from ..report.fleet import fleet_matrix
@@ -380,7 +389,7 @@ def fleet(
         stderr_console().print(
             "Wrote " + ", ".join(one_line(str(p)) for p in paths), markup=False, highlight=False, soft_wrap=True
         )
-    echo(render_fleet(df, fmt, runs=len(runs)), nl=False)
+    echo(render_fleet(df, fmt, runs=len(runs), left_out=left_out), nl=False)
 
 
 @fleet.command("diff")

@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..labels import parse_selector
 from ..store import Store
 from ..text import one_line
-from .diff import MIN_ABSOLUTE_CHANGE_US, MIN_RELATIVE_CHANGE, diff_runs
+from .diff import MIN_ABSOLUTE_CHANGE_US, MIN_RELATIVE_CHANGE, diff_runs, has_op_invocations
 
 #: Labels every run of a sweep point has of its own (never pairing keys).
 _OWN_KEYS = ("sweep_point",)
@@ -69,6 +69,28 @@ def run_names(labels: dict[int, dict[str, str]]) -> dict[int, str]:
     return {rid: " ".join(f"{k}={lab[k]}" for k in varying if k in lab) or f"run {rid}" for rid, lab in labels.items()}
 
 
+def split_by_ops(store: Store, runs: list[int]) -> tuple[list[int], list[int]]:
+    """``(with ops, without)``: the runs with ggml op rows, and those without, each in the order given.
+
+    A run has op rows when a timing dispatch is attributed to an op invocation; a plain rocprof or
+    Nsight capture (no ggml markers or op metadata) has none. Per-op figures cover the first only
+    (:func:`left_out_line` names the others).
+    """
+    with_ops = [r for r in runs if has_op_invocations(store, r)]
+    return with_ops, [r for r in runs if r not in with_ops]
+
+
+def left_out_line(left_out: list[int]) -> str | None:
+    """The line that says which runs the per-op figures leave out, and why (None when none is)."""
+    if not left_out:
+        return None
+    ids = ", ".join(str(r) for r in left_out)
+    return (
+        f"{len(left_out)} run(s) left out: no ggml op rows (captured without ggml markers or op metadata; "
+        f"rocroof report --by kernel shows them): run(s) {ids}"
+    )
+
+
 def _per_run_ops(store: Store, runs: list[int]) -> pd.DataFrame:
     """Per run and op list (op_verdict): invocations, time, measured time, time at roof, ``share`` (% of the run).
 
@@ -94,6 +116,9 @@ def _per_run_ops(store: Store, runs: list[int]) -> pd.DataFrame:
 def fleet_view(store: Store, runs: list[int], worst: int = 3) -> pd.DataFrame:
     """Per op over ``runs``: the fleet's view (module docstring).
 
+    Runs without op rows (:func:`split_by_ops`) have no part in it: they add no time to the fleet's
+    and do not name the others (the labels that tell runs apart are those of the runs with ops).
+
     Returns:
         One row per op list, most fleet time first: ``op_list``, ``runs`` (runs it ran in),
         ``invocations``, ``duration_ns``, ``share_of_fleet_pct`` (of all the runs' GPU time),
@@ -118,7 +143,7 @@ def fleet_view(store: Store, runs: list[int], worst: int = 3) -> pd.DataFrame:
     if not len(per):
         return pd.DataFrame(columns=cols)
     per["pct"] = 100.0 * per["at_roof_ns"] / per["measured_ns"]
-    names = run_names(labels_of(store, runs))
+    names = run_names(labels_of(store, [r for r in runs if r in set(per["run_id"].astype(int))]))
     total = float(per["duration_ns"].sum())
     rows = []
     for op_list, g in per.groupby("op_list", sort=False):
@@ -146,13 +171,15 @@ def fleet_matrix(store: Store, runs: list[int], ops: int = 20) -> pd.DataFrame:
     """Each op's share (%) of each run's GPU time: the fleet heat map's matrix.
 
     Returns:
-        Index: the ``ops`` op lists with the most fleet time (most first); columns: the runs, named
-        by :func:`run_names`, in run order; NaN where an op did not run.
+        Index: the ``ops`` op lists with the most fleet time (most first); columns: the runs with op
+        rows (:func:`split_by_ops`), named by :func:`run_names`, in run order; NaN where an op did not run.
     """
     per = _per_run_ops(store, runs)
     if not len(per):
         return pd.DataFrame()
     order = per.groupby("op_list")["duration_ns"].sum().sort_values(ascending=False).head(ops).index
+    present = set(per["run_id"].astype(int))
+    runs = [r for r in runs if r in present]  # a run without op rows: no column of NaN
     names = run_names(labels_of(store, runs))
     wide = per.pivot(index="op_list", columns="run_id", values="share").reindex(index=order, columns=runs)
     wide.columns = [names[int(r)] for r in wide.columns]
@@ -301,8 +328,12 @@ def _num(v: object, signed: bool = False) -> str:
     return f"{v:+,.1f}" if signed else f"{v:,.1f}"
 
 
-def render_fleet(view: pd.DataFrame, fmt: str, runs: int) -> str:
-    """Text of :func:`fleet_view`: CSV/JSON raw rows; a table or Markdown for people, with its key."""
+def render_fleet(view: pd.DataFrame, fmt: str, runs: int, left_out: list[int] | None = None) -> str:
+    """Text of :func:`fleet_view`: CSV/JSON raw rows; a table or Markdown for people, with its key.
+
+    ``runs``: the runs the view covers (those with op rows); ``left_out``: the selected runs without
+    op rows, named under the heading (:func:`left_out_line`; CSV and JSON carry rows only).
+    """
     from .tables import render_frame
 
     if fmt in ("csv", "json"):
@@ -319,8 +350,12 @@ def render_fleet(view: pd.DataFrame, fmt: str, runs: int) -> str:
         }
     )
     gap = "\n" if fmt == "markdown" else ""  # Markdown keeps a table apart from the lines around it
+    left = left_out_line(left_out or [])
     return (
-        f"{runs} run(s); {len(view)} op(s), most GPU time first\n{gap}"
+        f"{runs} run(s); {len(view)} op(s), most GPU time first"
+        + (("  \n" if fmt == "markdown" else "\n") + left if left else "")  # Markdown: a line break, not a space
+        + "\n"
+        + gap
         + render_frame(people, fmt, wrap=["op", "furthest from the roof"])  # type: ignore[arg-type]
         + f"{gap}% fleet = share of all the runs' GPU time; % roof = time at the governing roof / time over the "
         "measured invocations (op_verdict); furthest = the runs with the lowest % roof\n"
