@@ -134,9 +134,10 @@ def test_cli_diff_names_the_labels_that_tell_the_runs_apart(tmp_path: Path) -> N
         assert result.exit_code == 0, result.output
     out = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db)]).output
     assert out.splitlines()[0] == "**rocroof diff**: run 1 → run 2"  # the runs folded below the title
-    assert f"A = run 1 ({DECODE} [take=1])  \nB = run 2 ({slow} [take=2])" in out
+    assert f"A = run 1 ({DECODE} \\[take=1\\])  \nB = run 2 ({slow} \\[take=2\\])" in out  # "[" escaped: no link
     wide = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--all-columns"]).output
-    assert wide.splitlines()[0] == f"**rocroof diff**: A = run 1 ({DECODE} [take=1]), B = run 2 ({slow} [take=2])"
+    a, b = f"{DECODE} \\[take=1\\]", f"{slow} \\[take=2\\]"
+    assert wide.splitlines()[0] == f"**rocroof diff**: A = run 1 ({a}), B = run 2 ({b})"
 
 
 def test_a_diff_across_gpus_or_timing_sources_says_so(store: tuple[Store, Path], tmp_path: Path) -> None:
@@ -291,3 +292,35 @@ def test_a_change_that_rounds_to_zero_has_no_sign() -> None:
     assert (_cell(0.004, signed=True), _cell(-0.004, signed=True)) == ("0.00", "0.00")
     assert (_cell(1234.5, signed=True), _cell(-0.006, signed=True)) == ("+1,234.50", "-0.01")
     assert _cell(float("nan"), signed=True) == "—" and _cell(3.0) == "3.00"
+
+
+def test_markdown_helpers_escape_by_hand() -> None:
+    from rocroof.text import markdown_code, markdown_text
+
+    # by hand (CommonMark: a backslash before ASCII punctuation shows it; "_" inside a word is no emphasis)
+    assert markdown_text("void foo<float, 4>(T*)") == "void foo\\<float, 4\\>(T\\*)"
+    assert markdown_text("_Z3bar_v a|b `x` [l](u) ~D") == "\\_Z3bar_v a\\|b \\`x\\` \\[l\\](u) \\~D"
+    assert markdown_text("a\\*b C:\\dir") == "a\\\\\\*b C:\\dir"  # a backslash before * shown, before d left
+    assert markdown_code("foo<T*>") == "`foo<T*>`" and markdown_code("a`b|c") == "``a`b\\|c``"
+    assert markdown_code("`x") == "`` `x ``" and markdown_code("") == ""
+
+
+def test_markdown_escapes_the_capture_s_text_once(tmp_path: Path) -> None:
+    """Kernel names and labels render on GitHub as written: Markdown's markup escaped, and only once."""
+    odd = "foo<float*, 4>"  # a name that reports show whole (no return type or arguments to shorten)
+    a = _kernel_run(tmp_path, "a", {odd: [1000, 1000, 1000, 1000], "a|b": [500, 500]})
+    b = _kernel_run(tmp_path, "b", {odd: [1500, 1500, 1500, 1500], "a|b": [900, 900]})
+    db = tmp_path / "r.db"
+    for cap, label in ((a, "note=*x*"), (b, "note=<y>")):
+        assert CliRunner().invoke(cli, ["ingest", str(cap), "--db", str(db), "--label", label]).exit_code == 0
+    md = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db)]).stdout
+    assert "| foo\\<float\\*, 4\\> |" in md and "| a\\|b |" in md and "foo<" not in md
+    assert "\\[note=\\*x\\*\\]" in md and "\\[note=\\<y\\>\\]" in md  # the labels that tell A from B
+    table = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--format", "table"]).stdout
+    assert odd in table and "[note=*x*]" in table  # a terminal shows the text as it is
+    args = ["--db", str(db), "--run", "1", "--by", "kernel", "--format", "markdown"]
+    report = CliRunner().invoke(cli, ["report", *args])
+    assert f"| `{odd}` |" in report.stdout and "| `a\\|b` |" in report.stdout
+    assert "labels: note=\\*x\\*  " in report.stdout.splitlines()
+    runs = CliRunner().invoke(cli, ["runs", "--db", str(db), "--format", "markdown"]).stdout
+    assert "note=\\*x\\*" in runs and "note=\\<y\\>" in runs

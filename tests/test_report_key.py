@@ -68,7 +68,7 @@ def _key_headers(text: str) -> set[str]:
     """The headers the ``key:`` line explains (the whole line: table output may wrap it)."""
     body = text.split("key: ", 1)[1]
     body = re.split(r"\n(?=\S+ of \S+ dispatches|\(\d+ info|warning:|\d+ warning|- \*\*|_\()", body, maxsplit=1)[0]
-    body = " ".join(body.replace("_", "").split())
+    body = " ".join(re.sub(r"\\(.)", r"\1", body.replace("_", "")).split())  # Markdown's escapes undone
     out: set[str] = set()
     for clause in body.split("; "):
         subject = clause.split(" = ", 1)[0].strip()

@@ -352,20 +352,23 @@ def test_markdown_report_header_and_notes_stay_one_line_each(hostile_run: tuple[
     root, db = hostile_run
     out = run("report", "--db", db, "--run", "1", "--by", by, "--format", "markdown").output
     lines = out.splitlines()
-    assert lines[0] == f"**rocroof** run 1: {root}/{SHOWN_DIR} — ncu+nsys on H200\\x1b]0;GPU\\x07\\x0afakegpu (sm_90)  "
-    assert lines[1] == "labels: evil=v\\x1b[2J\\x0aFAKELABEL, model=x  "
-    assert "- **warning** (odd): warn\\x1b]0;N\\x07\\x0aFAKENOTE" in lines
+    # the capture's text with Markdown's markup escaped: "]" as "\\]" (so that "[...]" links nothing)
+    shown = f"{root}/{SHOWN_DIR}".replace("]", "\\]")
+    assert lines[0] == f"**rocroof** run 1: {shown} — ncu+nsys on H200\\x1b\\]0;GPU\\x07\\x0afakegpu (sm_90)  "
+    assert lines[1] == "labels: evil=v\\x1b\\[2J\\x0aFAKELABEL, model=x  "
+    assert "- **warning** (odd): warn\\x1b\\]0;N\\x07\\x0aFAKENOTE" in lines
     _no_injected_lines(out)
 
 
 def test_report_footer_names_nodes_on_one_line(hostile_run: tuple[Path, Path]) -> None:
     """The flagged rows' names below the table (op and node names from the capture) stay on the flag's line."""
     _, db = hostile_run
-    for fmt, start in (("table", "* "), ("markdown", "_* ")):
+    for fmt, start in (("table", "* "), ("markdown", "_\\* ")):  # Markdown: the mark escaped, no emphasis
         out = run("report", "--db", db, "--run", "1", "--by", "invocation", "--format", fmt).output
         flags = [line for line in out.splitlines() if line.startswith(start) and "FAKENODE" in line]
+        node = "norm\\x1b\\[2J\\x0aFAKENODE" if fmt == "markdown" else "norm\\x1b[2J\\x0aFAKENODE"  # "[" escaped
         assert flags and flags[0].startswith(
-            f"{start}RMS_NORM+MUL norm\\x1b[2J\\x0aFAKENODE #126, RMS_NORM+MUL norm\\x1b[2J\\x0aFAKENODE #129, "
+            f"{start}RMS_NORM+MUL {node} #126, RMS_NORM+MUL {node} #129, "
             "GET_ROWS node_117 #123 and 2 more — measured 1.46–2.75x model: small op:"
         ), flags
         _no_injected_lines(out)
@@ -439,8 +442,9 @@ def test_diff_heading_and_notes_stay_one_line(hostile_run: tuple[Path, Path]) ->
     assert table.splitlines()[0] == f"rocroof diff: A = run 1 ({root}/{SHOWN_DIR}), B = run 1 ({root}/{SHOWN_DIR})"
     _no_injected_lines(table)
     markdown = run("diff", "1", "1", "--db", db).stdout.splitlines()
-    assert f"A = run 1 ({root}/{SHOWN_DIR})  " in markdown
-    assert f"B = run 1 ({root}/{SHOWN_DIR})" in markdown
+    shown = f"{root}/{SHOWN_DIR}".replace("]", "\\]")  # Markdown: "]" escaped
+    assert f"A = run 1 ({shown})  " in markdown
+    assert f"B = run 1 ({shown})" in markdown
     _no_injected_lines("\n".join(markdown))
 
     from rocroof.report.diff import diff_runs, render_diff
@@ -501,7 +505,8 @@ def test_fleet_diff_lines_name_runs_on_one_line() -> None:
     for fmt in ("table", "markdown"):
         text = render_fleet_diff(d, fmt, "env=a\x1b\nFAKE", "env=b")
         assert "env=a\\x1b\\x0aFAKE → env=b: 1 pair(s), paired by model" in text
-        assert "only in A (not compared): model=r\\x1b]0;t\\x07\\x0aFAKE" in text.splitlines()
+        unpaired = "model=r\\x1b\\]0;t\\x07\\x0aFAKE" if fmt == "markdown" else "model=r\\x1b]0;t\\x07\\x0aFAKE"
+        assert f"only in A (not compared): {unpaired}" in text.splitlines()
         _no_injected_lines(text)
 
 

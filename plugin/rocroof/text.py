@@ -1,8 +1,10 @@
-"""Text from a capture made safe to show: no terminal controls, no undecodable bytes.
+"""Text from a capture made safe to show: no terminal controls, no undecodable bytes, no Markdown.
 
 Kernel names, roctx messages, labels and paths come from files someone else wrote. Every line
 rocroof prints (reports, query results, errors, progress) passes :func:`printable`, so that such
 text cannot move the cursor, set the window title, hide the rest of the output or reorder it.
+In Markdown output such text also passes :func:`markdown_text` (or :func:`markdown_code`), so that
+``void foo<float, 4>(T*)`` renders as written, not as an HTML tag and the start of emphasis.
 """
 
 from __future__ import annotations
@@ -80,3 +82,56 @@ def one_line(text: str) -> str:
 
 #: One table cell's text (:func:`one_line`).
 cell_text = one_line
+
+
+#: Characters Markdown (CommonMark, GitHub Flavored) reads as markup wherever they stand: code spans
+#: (`), emphasis (*), raw HTML (< >), links ([ ]), strikethrough (~, GFM) and table cells (|, GFM).
+_MARKDOWN_ALWAYS = "`*<>[]~|"
+#: ASCII punctuation: the characters a backslash escapes in CommonMark (spec 0.31, section 2.4).
+_ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def markdown_text(text: str) -> str:
+    """:func:`one_line` text that Markdown shows as it is: its markup characters backslash-escaped.
+
+    Escaped: `` ` * < > [ ] ~ | ``; ``_`` unless it stands between two letters or digits (``MUL_MAT``
+    stays: an underscore inside a word starts no emphasis); a backslash before ASCII punctuation
+    (else it would escape that character). Apply it once, to the text as stored: the escapes it
+    writes are themselves markup, and a second pass would show them.
+
+    >>> markdown_text("void foo<float, 4>(T*) | MUL_MAT _x")
+    'void foo\\\\<float, 4\\\\>(T\\\\*) \\\\| MUL_MAT \\\\_x'
+    """
+    text = one_line(text)
+    out = []
+    for i, ch in enumerate(text):
+        if ch in _MARKDOWN_ALWAYS:
+            out.append("\\" + ch)
+        elif ch == "_":
+            before, after = text[i - 1 : i], text[i + 1 : i + 2]
+            inside = before.isalnum() and after.isalnum()
+            out.append(ch if inside else "\\_")
+        elif ch == "\\" and text[i + 1 : i + 2] in _ASCII_PUNCTUATION:
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def markdown_code(text: str) -> str:
+    """:func:`one_line` text as a Markdown code span, shown character for character (a kernel name).
+
+    The span's fence is one backtick longer than the longest run of backticks in the text (padded
+    with a space where the text starts or ends with one), so nothing in it is replaced; ``|`` is
+    escaped, which a GitHub table needs even inside a code span. ``""`` stays empty.
+
+    >>> markdown_code("void foo<float, 4>(T*)")
+    '`void foo<float, 4>(T*)`'
+    """
+    text = one_line(text)
+    if not text:
+        return ""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"

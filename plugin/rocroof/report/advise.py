@@ -46,7 +46,7 @@ from ..analysis.ops import counter_names, measured_ops
 from ..analysis.timeline import GRAPHS_RECOVER_AT_MOST, evaluation_timeline, host_gaps
 from ..records import Note
 from ..store import Store, schema
-from ..text import cell_text
+from ..text import cell_text, markdown_text
 from .render import gpu_text
 from .tables import json_records, render_frame, run_labels, run_notes
 
@@ -1013,16 +1013,16 @@ def render_advice(advice: Advice, fmt: Format = "table", top: int | None = 10, *
     def bold(text: str) -> str:
         return f"**{text}**" if md else text
 
+    # text from the capture (GPU name, labels, notes) on one line, and in Markdown with its markup escaped
+    quoted = markdown_text if md else cell_text
     run = advice.run
     blocks = []
-    title = bold(
-        f"rocroof advise — run {run['run_id']}: {cell_text(gpu_text(run.get('gpu_name'), run.get('gpu_arch')))}"
-    )
+    title = bold(f"rocroof advise — run {run['run_id']}: {quoted(gpu_text(run.get('gpu_name'), run.get('gpu_arch')))}")
     if advice.labels:
         title += (
             ("  \n" if md else "\n")
             + "labels: "
-            + ", ".join(f"{cell_text(k)}={cell_text(v)}" for k, v in advice.labels.items())
+            + ", ".join(f"{quoted(k)}={quoted(v)}" for k, v in advice.labels.items())
         )
     blocks.append(title)
     launch = launch_summary(advice)
@@ -1050,5 +1050,5 @@ def render_advice(advice: Advice, fmt: Format = "table", top: int | None = 10, *
         blocks.append(bold(moe_line(advice)))
         blocks.append(render_frame(_people_moe(advice), fmt).rstrip("\n"))
     if advice.notes:
-        blocks.append(("  \n" if md else "\n").join(f"{n.severity}: {cell_text(n.message)}" for n in advice.notes))
+        blocks.append(("  \n" if md else "\n").join(f"{n.severity}: {quoted(n.message)}" for n in advice.notes))
     return "\n\n".join(blocks) + "\n"

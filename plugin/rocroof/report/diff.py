@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..store import Store
-from ..text import one_line
+from ..text import markdown_text, one_line
 
 #: Default relative change below which a difference is never called a gain or a loss (see above).
 MIN_RELATIVE_CHANGE = 0.05
@@ -544,7 +544,7 @@ def render_diff(
         f"Noise: under 2 standard errors of the difference, under {100 * t['min_change']:g}% of A's time or under "
         f"{t['min_change_us']:g} µs per call."
     )
-    head += [one_line(f"Note: {n}") for n in d.notes]  # a note may quote the runs (their GPU architectures)
+    head += _note_lines(d.notes, md=md)
     changed = d.by_node[d.by_node["verdict"].isin(["faster", "slower"])]
     if not len(changed) and not t["only_in_a"] and not t["only_in_b"]:
         return "\n".join(head + ["", "No change beyond run-to-run noise."]) + "\n"
@@ -627,16 +627,26 @@ def _cells(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _note_lines(notes: list[str], *, md: bool) -> list[str]:
+    """``Note: ...`` lines, each one line whatever the capture holds.
+
+    A note may quote the runs (their GPUs): its controls are escaped, and in Markdown its markup too
+    (:func:`~rocroof.text.markdown_text`).
+    """
+    return [f"Note: {markdown_text(n)}" if md else one_line(f"Note: {n}") for n in notes]
+
+
 def _title(d: Diff, names: tuple[str, str], *, md: bool, all_columns: bool) -> str:
     """The diff's heading: ``rocroof diff[ per kernel]: A = run 3 (path [labels]), B = run 4 (...)``.
 
     Compact Markdown folds the runs' paths and labels into a ``<details>`` block, so that the title
     stays one short line. The paths and labels come from the captures: their controls (a newline
-    too) are escaped, so that each run's line stays one line.
+    too) are escaped, so that each run's line stays one line, and in Markdown their markup too.
     """
     what = " per kernel" if d.kind == "kernel" else ""
-    a_name = f" ({one_line(names[0])})" if names[0] else ""
-    b_name = f" ({one_line(names[1])})" if names[1] else ""
+    shown = markdown_text if md else one_line
+    a_name = f" ({shown(names[0])})" if names[0] else ""
+    b_name = f" ({shown(names[1])})" if names[1] else ""
     if md and not all_columns:
         title = f"**rocroof diff**{what}: run {d.run_a} → run {d.run_b}"
         if any(names):
@@ -688,7 +698,7 @@ def _render_kernel_diff(d: Diff, fmt: str, top: int, names: tuple[str, str], *, 
         f"Noise: under 2 standard errors of the difference of the mean time per dispatch, under "
         f"{100 * t['min_change']:g}% of A's mean or under {t['min_change_us']:g} µs per dispatch."
     )
-    head += [one_line(f"Note: {n}") for n in d.notes]  # a note may quote the runs (their GPU architectures)
+    head += _note_lines(d.notes, md=md)
     changed = d.by_node[d.by_node["verdict"].isin(["faster", "slower", "only in A", "only in B"])]
     if not len(changed):
         return "\n".join([*head, "", "No change beyond run-to-run noise."]) + "\n"

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from ..errors import InputError
 from ..labels import parse_selector
 from ..store import Store
-from ..text import one_line
+from ..text import markdown_text, one_line
 from .diff import MIN_ABSOLUTE_CHANGE_US, MIN_RELATIVE_CHANGE, diff_runs, has_op_invocations
 
 #: Labels every run of a sweep point has of its own (never pairing keys).
@@ -433,7 +433,7 @@ def render_fleet_diff(
         }
     )
     head = one_line(f"{side_a} → {side_b}: {len(d.pairs)} pair(s), paired by {', '.join(d.keys) or 'nothing'}")
-    out = [f"**{head.replace('*', chr(92) + '*')}**\n" if md else head]
+    out = [f"**{markdown_text(head)}**\n" if md else head]  # the sides as typed: their markup escaped
     out.append(render_frame(pairs, fmt).rstrip("\n"))  # type: ignore[arg-type]
 
     def op_table(ops: pd.DataFrame) -> pd.DataFrame:
@@ -462,5 +462,6 @@ def render_fleet_diff(
             out.append(render_frame(op_table(rows), fmt).rstrip("\n"))  # type: ignore[arg-type]
     for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b), ("ambiguous", d.ambiguous)):
         if names:
-            out.append(("\n" if md else "") + one_line(f"{what} (not compared): {'; '.join(names)}"))
+            line = f"{what} (not compared): {'; '.join(names)}"  # runs named by their labels
+            out.append("\n" + markdown_text(line) if md else one_line(line))
     return "\n".join(out) + "\n"

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ..analysis.ceiling_text import DRAM_RULES, SHIPPED_LABEL
 from ..note import Note
-from ..text import cell_text, one_line
+from ..text import cell_text, markdown_code, markdown_text, one_line
 
 By = Literal["dispatch", "kernel", "op", "invocation"]
 
@@ -652,10 +652,12 @@ def _fit_columns(
 
 
 def _md_cell(text: str, code: bool) -> str:
-    """A Markdown table cell: kernel names as code spans (``<float>`` survives), ``|`` escaped."""
-    if code and text:
-        return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    """A Markdown table cell: kernel names as code spans, other text with its markup escaped.
+
+    A code span (:func:`markdown_code`) shows ``<float>``, ``*`` and backticks as they are; other
+    cells pass :func:`markdown_text`.
+    """
+    return markdown_code(text) if code else markdown_text(text)
 
 
 #: Columns a Markdown report and diff table have at most by default (a PR review's width).
@@ -744,24 +746,26 @@ def render_text(
                 f"left out to fit a review ({MARKDOWN_COLUMNS} columns at most): {', '.join(md_dropped)} "
                 "(--all-columns shows them)",
             )
+        # the header lines quote the capture (its path, GPU name, labels, ceiling sources): Markdown's
+        # markup in them escaped, as in the cells, the footers and the notes (markdown_text)
         header_lines = _header_lines(report)
         labels = [line for line in header_lines[1:] if line.startswith("labels: ")]
-        out = [f"**rocroof** {header_lines[0]}  ", *(f"{line}  " for line in labels), ""]
+        out = [f"**rocroof** {markdown_text(header_lines[0])}  ", *(f"{markdown_text(line)}  " for line in labels), ""]
         # the provenance (timings, ceilings and their sources) folded: one click away in a PR comment
         out += ["<details><summary>how it was measured</summary>", ""]
-        out += [f"{line}  " for line in header_lines[1:] if line not in labels]
+        out += [f"{markdown_text(line)}  " for line in header_lines[1:] if line not in labels]
         out += ["", "</details>", ""]
         text_cols = {i for i, h in enumerate(headers) if i == 0 or h in ("kernel", "op", "bound")}
-        out.append("| " + " | ".join(headers) + " |")
+        out.append("| " + " | ".join(markdown_text(h) for h in headers) + " |")
         out.append("|" + "|".join(":---" if i in text_cols else "---:" for i in range(len(headers))) + "|")
         for line in lines:
             out.append("| " + " | ".join(_md_cell(c, code=headers[i] == "kernel") for i, c in enumerate(line)) + " |")
         out.append("")
         for f in footer:
-            out.append(f"_{f}_  ")
+            out.append(f"_{markdown_text(f)}_  ")
         for n in report.notes:
             if n.severity != "info":
-                out.append(one_line(f"- **{n.severity}** ({n.code}): {n.message}"))
+                out.append(f"- **{markdown_text(n.severity)}** ({markdown_text(n.code)}): {markdown_text(n.message)}")
         n_info = sum(1 for n in report.notes if n.severity == "info")
         if n_info:
             out.append(f"_({n_info} info note(s): rocroof runs --notes {report.run['run_id']})_")

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from ..errors import InputError
 from ..records import Note
 from ..store import Store, schema, views
-from ..text import cell_text, one_line
+from ..text import cell_text, markdown_text, one_line
 from .render import (
     _COMPUTE_CEILINGS,
     _TEXT_COLUMNS,
@@ -1060,8 +1060,9 @@ def render_frame(
 
     if fmt == "markdown":
         align = ["---:" if numeric(j) else "---" for j in range(len(df.columns))]
-        out = ["| " + " | ".join(str(c) for c in df.columns) + " |", "|" + "|".join(align) + "|"]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+        # the cells quote captures and results (kernel names, labels, notes): Markdown's markup escaped
+        out = ["| " + " | ".join(markdown_text(str(c)) for c in df.columns) + " |", "|" + "|".join(align) + "|"]
+        out += ["| " + " | ".join(markdown_text(c) for c in row) + " |" for row in cells]
         return "\n".join(out) + "\n"
     from rich import box
     from rich.console import Console
