@@ -477,3 +477,30 @@ def test_a_sample_on_amd_is_refused_before_anything_runs(tmp_path: Path) -> None
     planned = CliRunner().invoke(cli, [*args, "--", "llama-bench", "-m", "x"])  # the default on AMD: all
     assert planned.exit_code == 0, planned.output
     assert "counter sample" not in planned.output
+
+
+def test_collect_progress_lines_escape_the_text_they_quote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan, the run and sample lines on stderr quote the command and the output folder: no raw controls."""
+    from click.testing import CliRunner
+
+    from rocroof.cli import cli
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("nsys", "ncu"):
+        tool = bindir / name
+        tool.write_text(FAKE_TOOL.format(python=sys.executable, example=str(EXAMPLE)))
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
+    out = tmp_path / "cap\x1b]0;OUT\x07"
+    app = [*APP, "-r", "1\x1b[2J\nFAKE"]  # an argument the fake tools ignore: an OSC, a clear screen, a newline
+    result = CliRunner().invoke(
+        cli,
+        ["collect", "--arch", "sm_90", "--no-bandwidth-probe", "--counters", "dram", "--out", str(out)]
+        + ["--db", str(tmp_path / "r.db"), "--", *app],
+    )
+    assert result.exit_code == 0, result.output
+    err = result.stderr
+    assert "\x1b" not in err and "\x07" not in err, err  # written as escapes, acted on by no terminal
+    assert "\\x1b]0;OUT\\x07" in err and "1\\x1b[2J\\x0aFAKE" in err
+    assert not [line for line in err.splitlines() if line.startswith("FAKE")]  # the newline added no line

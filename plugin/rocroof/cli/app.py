@@ -322,9 +322,9 @@ def progress_bar() -> Progress:
     console = stderr_console()
     return Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # a capture's path: text, not console markup
         BarColumn(),
-        TextColumn("{task.fields[detail]}"),
+        TextColumn("{task.fields[detail]}", markup=False),
         TimeElapsedColumn(),
         console=console,
         transient=True,

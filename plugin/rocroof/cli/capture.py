@@ -55,7 +55,7 @@ def _ingest_one(
         store.preflight()
         name = found.name if found is not None else str(path)
         with progress_bar() as progress:
-            task = progress.add_task(f"reading {name}", total=None, detail="")
+            task = progress.add_task(f"reading {one_line(name)}", total=None, detail="")  # the path as typed
             capture = read_capture(
                 path,
                 attachments=attach,
@@ -437,13 +437,15 @@ def collect(
             f"--sample {spec}: a counter sample is planned from the trace pass, and this plan has none "
             "(no nsys found: give --nsys PATH, or --sample all)"
         )
+    # the plan quotes the command, its environment and the output folder as typed: each piece one line,
+    # controls escaped (one_line), so that a line of the plan is the plan's, and no terminal acts on them
     lines = [
-        f"GPU {plan.device.arch}: {plan.profiler}, "
+        f"GPU {one_line(plan.device.arch)}: {one_line(plan.profiler)}, "
         f"{sum(r.kind in ('trace', 'counter') for r in plan.runs)} application run(s), "
-        f"output {plan.output_format}, raw output in {out_dir}"
+        f"output {one_line(plan.output_format)}, raw output in {one_line(str(out_dir))}"
     ]
     if plan.settings:
-        lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in plan.settings.items()))
+        lines.append("  settings: " + one_line(", ".join(f"{k}={v}" for k, v in plan.settings.items())))
     if plan.profiler == "ncu":
         lines.append("  no nsys (Nsight Systems): no trace run; durations will come from ncu's serialised replay")
     if not spec.everything:
@@ -451,11 +453,12 @@ def collect(
             f"  counter sample: {spec} (graph evaluations after warm-up; planned from the trace pass, before the "
             "counter runs)"
         )
-    lines += [f"  warning: {r.warning}" for r in plan.runs if r.warning]
+    lines += [f"  warning: {one_line(r.warning)}" for r in plan.runs if r.warning]
     for run in plan.runs:
         what = {"trace": "timings", "export": "export the report"}.get(run.kind, f"counters {' '.join(run.counters)}")
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env.items())
-        lines.append(f"  {run.label}: {what}\n    {env + ' ' if env else ''}{shlex.join(run.argv)}")
+        command = one_line(f"{env + ' ' if env else ''}{shlex.join(run.argv)}")
+        lines.append(f"  {one_line(run.label)}: {one_line(what)}\n    {command}")
     if dry_run:
         echo("\n".join(lines))
         return
@@ -473,7 +476,8 @@ def collect(
             "export": "exporting the report",
             "probe": "measuring the GPU's copy bandwidth (rocroof.analysis.bandwidth)",
         }.get(run.kind, f"running the application under {run.argv[0]}")
-        stderr_console().print(f"[{i + 1}/{total}] {run.label}: {doing} ...", markup=False, soft_wrap=True)
+        line = one_line(f"[{i + 1}/{total}] {run.label}: {doing} ...")  # the profiler's path as typed
+        stderr_console().print(line, markup=False, highlight=False, soft_wrap=True)
 
     # each profiler run in its own process group, stopped as a whole (SIGINT, then SIGTERM, then SIGKILL)
     # when rocroof is interrupted: the application a profiler started must not outlive it
@@ -499,9 +503,10 @@ def collect(
 
 
 def _print_sample(sample: Any, estimate_s: float | None) -> None:
+    """The counter sample planned from the trace pass: its notes and size, each one line (controls escaped)."""
     for note in sample.manifest.get("notes") or []:
-        stderr_console().print(f"  note: {note}", markup=False, soft_wrap=True)
-    text = str(sample.manifest.get("description") or "")
+        stderr_console().print(one_line(f"  note: {note}"), markup=False, highlight=False, soft_wrap=True)
+    text = one_line(str(sample.manifest.get("description") or ""))
     when = f"; about {_duration(estimate_s)} at the profiler's usual rate" if estimate_s is not None else ""
     windows = len(sample.windows)
     runs = f" in {windows} application runs" if windows > 1 else ""
@@ -544,7 +549,7 @@ class _CounterProgress:
             self.stop()
             self._run = run
             self._progress = Progress(
-                TextColumn("  {task.description}"),
+                TextColumn("  {task.description}", markup=False),  # the run's label as text, not console markup
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("kernels"),
@@ -555,7 +560,7 @@ class _CounterProgress:
                 transient=False,
             )
             self._progress.start()
-            self._task = self._progress.add_task(run.label, total=planned)
+            self._task = self._progress.add_task(one_line(run.label), total=planned)
         assert self._progress is not None
         self._progress.update(self._task, completed=max(done - 1, 0) if planned is None or done < planned else done)
 
