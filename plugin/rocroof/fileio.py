@@ -406,7 +406,9 @@ class _ShortRows:
         if not len(chunk) or not len(chunk.columns):
             return
         last = chunk.iloc[:, -1]
-        empty = last.isna().to_numpy(dtype=bool) | (last.astype(object) == "").to_numpy(dtype=bool)
+        empty = last.isna().to_numpy(dtype=bool)
+        if last.dtype.kind not in "iufb":  # numbers are never "": no column of objects made to compare
+            empty = empty | (last.astype(object) == "").to_numpy(dtype=bool)
         for pos in np.flatnonzero(empty):
             fields, line = self._fields_of(first + int(pos))
             if fields < len(chunk.columns):
