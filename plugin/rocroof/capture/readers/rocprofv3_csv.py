@@ -833,11 +833,13 @@ def read_pass(files: PassFiles, label: str) -> PassData:
     )
 
 
-#: A kernel trace or counter file that ends inside a row (rocprofv3 ends every row with a newline).
+#: A kernel trace or counter file whose last row has every field but no newline after it. rocprofv3
+#: ends every row with one, so the file may have been cut inside the row's last value; the samples
+#: published in rocprofv3's documentation end so too (copied without it), so this is a doubt, not a verdict.
 _CUT_NOTE = (
-    "{path}: the file ends inside its last row (no newline after it): it was cut while written (profiler killed, "
-    "disk full, partial copy); that row's last value may be short and later dispatches missing (their bytes "
-    "unknown): profile again, or check the file's end"
+    "{path}: the file ends inside its last row (no newline after it, where rocprofv3 writes one): it may have "
+    "been cut while written (profiler killed, disk full, partial copy), and then that row's last value may be "
+    "short and later dispatches missing (their bytes unknown); check the file's end, or profile again"
 )
 
 
