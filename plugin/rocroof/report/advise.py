@@ -378,8 +378,8 @@ def _op_counters(arch: Any) -> list[str]:
 #: Invocations read at a time by :func:`build_advice` (each batch: ~40 columns once its facts are added).
 INVOCATION_BATCH_ROWS = 1 << 15
 
-#: Each op invocation with its verdict and what the groups need of it (one row per ``op_verdict`` row).
-#: The columns of :data:`_INVOCATIONS_SQL`, each with the expression that gives it: ``op_verdict``'s
+#: Each op invocation with its verdict and what the groups need of it (one row per ``op_verdict`` row):
+#: the columns of :data:`_INVOCATIONS_SQL`, each with the expression that gives it: ``op_verdict``'s
 #: measured verdict per invocation; ``op_roofline``'s model bytes, node name and layer from their
 #: tables (``op_verdict`` is built on ``op_roofline``, and joining the view again sums every
 #: dispatch twice: 7 s at 10^6); and the invocation's shapes and routing.
