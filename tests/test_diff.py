@@ -261,6 +261,39 @@ def test_a_kernel_without_a_timed_dispatch_on_one_side_is_time_unknown(tmp_path:
     rows = {r["kernel"]: r for r in json.loads(result.output)["kernels"]}
     assert rows["copy"]["verdict"] == "time unknown" and rows["copy"]["dispatches_a"] == 2
     assert rows["gemm"]["verdict"] == "noise"
+    # the text counts it, and its last line does not call an uncompared kernel "no change"
+    text = CliRunner().invoke(cli, ["diff", "1", "2", "--db", str(db), "--format", "table"]).output
+    assert "within noise 1, time unknown 1." in text
+    assert text.strip().splitlines()[-1] == (
+        "No change beyond run-to-run noise in the 1 kernel(s) with times on both sides; 1 kernel(s) were not "
+        "compared: no timed dispatch in run 1 (rocroof runs --notes 1 says why)."
+    )
+
+
+def test_a_diff_where_no_kernel_has_a_time_on_one_side_says_nothing_was_compared(tmp_path: Path) -> None:
+    """The trial: a capture with rounded timestamps against another read "No change beyond run-to-run noise"."""
+    a = _kernel_run(tmp_path, "a", {"gemm": [1000, 1000], "copy": [200, 200]})
+    b = _kernel_run(tmp_path, "b", {"gemm": [3000, 3000], "copy": [900, 900]})
+    db = tmp_path / "r.db"
+    for cap in (a, b):
+        assert CliRunner().invoke(cli, ["ingest", str(cap), "--db", str(db)]).exit_code == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE dispatch_record SET duration_ns = NULL WHERE run_id = 2")
+    for args, last in (
+        (
+            ["1", "2"],
+            "Nothing to compare: the 2 kernel(s) in both runs have no timed dispatch in run 2 "
+            "(rocroof runs --notes 2 says why).",
+        ),
+        (
+            ["2", "2"],
+            "Nothing to compare: the 2 kernel(s) in both runs have no timed dispatch in run 2 "
+            "(rocroof runs --notes 2 says why).",
+        ),
+    ):
+        out = CliRunner().invoke(cli, ["diff", *args, "--db", str(db), "--format", "markdown"]).output
+        assert out.strip().splitlines()[-1] == last, out
+        assert "No change beyond" not in out
 
 
 def test_changes_are_signed_in_tables_and_markdown_but_plain_in_csv_and_json(tmp_path: Path) -> None:

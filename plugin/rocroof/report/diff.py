@@ -423,6 +423,10 @@ def diff_kernels(
                 "kernels_slower": int(both["verdict"].eq("slower").sum()),
                 "kernels_noise": int(both["verdict"].eq("noise").sum()),
                 "kernels_unclear": int(both["verdict"].str.startswith("unclear").sum()),
+                # in both runs, but without a timed dispatch in A, in B: not compared
+                "kernels_untimed_a": int((both["n_a"] == 0).sum()),
+                "kernels_untimed_b": int((both["n_b"] == 0).sum()),
+                "kernels_time_unknown": int(both["verdict"].eq("time unknown").sum()),
                 "only_in_a": only_a,
                 "only_in_b": only_b,
             }
@@ -662,6 +666,30 @@ def _us(value: float) -> str:
     return "unknown time" if pd.isna(value) else f"{value:,.1f} µs"
 
 
+def _no_change_line(d: Diff) -> str:
+    """The last line of a per-kernel diff where no kernel changed beyond noise, saying what was not compared.
+
+    A kernel in both runs without a timed dispatch on one side (a capture whose timestamps are
+    rounded to one value, say) has no samples there: when every kernel is so, nothing was compared,
+    and "no change" would mislead.
+    """
+    t = d.total.iloc[0]
+    unknown = int(t.get("kernels_time_unknown", 0) or 0)
+    if not unknown:
+        return "No change beyond run-to-run noise."
+    runs = [run for run, side in ((d.run_a, "a"), (d.run_b, "b")) if t.get(f"kernels_untimed_{side}")]
+    where = (
+        f"no timed dispatch in run {' or run '.join(str(r) for r in dict.fromkeys(runs))} "
+        f"(rocroof runs --notes {runs[0]} says why)"
+    )
+    if unknown == int(t["matched_kernels"]):
+        return f"Nothing to compare: the {unknown} kernel(s) in both runs have {where}."
+    return (
+        f"No change beyond run-to-run noise in the {int(t['matched_kernels']) - unknown} kernel(s) with times on "
+        f"both sides; {unknown} kernel(s) were not compared: {where}."
+    )
+
+
 def _render_kernel_diff(d: Diff, fmt: str, top: int, names: tuple[str, str], *, all_columns: bool) -> str:
     """A :func:`diff_kernels` diff as Markdown or a terminal table (see :func:`render_diff`)."""
     from .render import distinct_short_names
@@ -685,6 +713,7 @@ def _render_kernel_diff(d: Diff, fmt: str, top: int, names: tuple[str, str], *, 
             f"{_us(t['us_matched_b'])}{pct}. Kernels faster {int(t['kernels_faster'])}, slower "
             f"{int(t['kernels_slower'])}, within noise {int(t['kernels_noise'])}"
             + (f", unclear (one dispatch) {int(t['kernels_unclear'])}" if t["kernels_unclear"] else "")
+            + (f", time unknown {int(t['kernels_time_unknown'])}" if t.get("kernels_time_unknown") else "")
             + (
                 f"; only in A {int(t['only_in_a'])}, only in B {int(t['only_in_b'])}"
                 if t["only_in_a"] or t["only_in_b"]
@@ -701,7 +730,7 @@ def _render_kernel_diff(d: Diff, fmt: str, top: int, names: tuple[str, str], *, 
     head += _note_lines(d.notes, md=md)
     changed = d.by_node[d.by_node["verdict"].isin(["faster", "slower", "only in A", "only in B"])]
     if not len(changed):
-        return "\n".join([*head, "", "No change beyond run-to-run noise."]) + "\n"
+        return "\n".join([*head, "", _no_change_line(d)]) + "\n"
     shown = _cells(changed.head(top).drop(columns=["read_mb_a", "read_mb_b"]))
     shown["kernel"] = distinct_short_names(shown["kernel"].tolist(), width=60)
     shown = shown.rename(
