@@ -634,7 +634,11 @@ def test_query_mistakes_are_one_line(stored: Path, sql: str, words: str) -> None
 def test_db_that_is_a_directory_or_a_bad_url(tmp_path: Path) -> None:
     assert f"{tmp_path}: is a directory; --db wants a database file" in error("runs", "--db", tmp_path)
     assert "is a directory" in error("ingest", docs_csv(), "--db", tmp_path)
-    assert "no database driver for 'nosuchdb'" in error("runs", "--db", "nosuchdb://host/x")
+    for url, backend in (("nosuchdb://host/x", "nosuchdb"), ("mysql://x@y/z", "mysql")):  # the trial's mysql URL
+        assert error("runs", "--db", url) == (
+            f"Error: {url}: rocroof stores results in SQLite (a file path, or sqlite:///path) or PostgreSQL "
+            f"(postgresql://user@host/db), not '{backend}'"
+        )
 
 
 def test_a_sqlite_url_is_opened_like_the_file(stored: Path) -> None:

@@ -612,6 +612,13 @@ class Store:
         if is_url(self.target):
             self.location = sa.make_url(self.target).render_as_string(hide_password=True)  # as the user wrote it
             kwargs: dict[str, Any] = {}
+            if url.get_backend_name() not in ("sqlite", "postgresql"):
+                alias = url.get_backend_name() in ("postgres", "pgsql", "psql")  # SQLAlchemy takes one spelling
+                raise InputError(
+                    f"{self.location}: rocroof stores results in SQLite (a file path, or sqlite:///path) or "
+                    f"PostgreSQL (postgresql://user@host/db), not {url.get_backend_name()!r}"
+                    + ("; write postgresql:// for PostgreSQL" if alias else "")
+                )
             if url.get_backend_name() == "postgresql":
                 # a connection per use, closed after it: no session outlives a query (SET ...), no
                 # pooled connection is left for the garbage collector when a command ends
