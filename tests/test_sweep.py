@@ -223,6 +223,11 @@ BAD_FILES = [
         "version: 1\ncommand: [app\nprofiler: ncu\n",
         "{f}:3: not valid YAML: while parsing a flow sequence expected ',' or ']', but got ':'",
     ),
+    (  # the trial: the README's flow style with a placeholder, unquoted
+        "version: 1\ncommand: app {model}\nmatrix:\n  model: [a, b]\nprofiler: {name: replay, capture: x/{model}}\n",
+        "{f}:5: not valid YAML: while parsing a flow mapping expected ',' or '}}', but got '{{'; a value holding "
+        "{{placeholders}} inside {{ }} must be quoted (e.g. capture: 'x/{{model}}')",
+    ),
     ("", "{f}: the file is empty; a sweep needs at least version, command, matrix and profiler"),
     (
         "- a\n",

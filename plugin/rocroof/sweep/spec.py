@@ -272,6 +272,10 @@ def _parse(path: Path, text: str) -> _Doc:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         reason = " ".join(str(x) for x in (exc.context, exc.problem) if x) or "not valid YAML"
+        line = text.splitlines()[mark.line] if mark and mark.line < len(text.splitlines()) else ""
+        if "{" in line and re.search(r"[:,]\s*[^'\"\s{][^,}]*\{\w", line):
+            # x/{model} inside a flow mapping: YAML reads its brace as the start of another mapping
+            reason += "; a value holding {placeholders} inside { } must be quoted (e.g. capture: 'x/{model}')"
         raise SweepFileError(path, "", f"not valid YAML: {reason}", mark.line + 1 if mark else None) from exc
     except yaml.YAMLError as exc:
         raise SweepFileError(path, "", f"not valid YAML: {exc}") from exc
