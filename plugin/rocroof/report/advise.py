@@ -259,7 +259,8 @@ def build_advice(store: Store, run_id: int) -> Advice:
         if len(evaluations):
             mul_mat = inv[inv["op"].astype(str).str.startswith("MUL_MAT")]
             tokens.append(pd.to_numeric(mul_mat["m"], errors="coerce").groupby(mul_mat["evaluation"]).max())
-        loads = expert_loads(inv[inv["op"] == "MUL_MAT_ID"])  # its load: a dozen numbers, not 24 columns and JSON counts
+        # each routed invocation's load: a dozen numbers, not its 24 columns and JSON counts
+        loads = expert_loads(inv[inv["op"] == "MUL_MAT_ID"])
         if len(loads):
             routed.append(loads)
         with np.errstate(over="ignore", invalid="ignore"):  # damaged readings (1e308 summed): unknown, not a warning
