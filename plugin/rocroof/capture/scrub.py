@@ -11,7 +11,10 @@ reads or will read for timelines, and passing every string that stays through on
   rocprofiler-compute workload CSVs, legacy rocprof kernel tables, Nsight Compute raw CSV,
   Nsight Systems / rocpd / RPD / legacy rocprof SQLite, rocroof's manifest, op metadata and probe
   JSON, and text logs; anything else (binary reports, unknown files, symbolic links, which are
-  never followed) is left out and listed with the reason;
+  never followed) is left out and listed with the reason. A file is never copied as it is: a log,
+  CSV or JSON file (gzip or not) must be UTF-8 text without NUL bytes, or it is left out and listed
+  too (binary data named ``kernel_trace.csv``, a UTF-16 or Latin-1 log: the redactor could not see a
+  secret in it); an SQLite file that is no database fails the scrub;
 * **SQLite tables** are kept by name per format (kernels, memory copies and sets, synchronisation,
   runtime API, NVTX / roctx, thread and stream names, GPU and device info); the others are
   dropped, with views that read them; identifier columns (UUIDs, bus locations, host names) are
@@ -24,7 +27,8 @@ reads or will read for timelines, and passing every string that stays through on
   known by their prefix, the password of a ``mysql -pSECRET``-style, ``sshpass -p SECRET``,
   ``redis-cli -a SECRET`` or ``mongosh -p SECRET`` command, the user of a URL, host and user names,
   UUIDs (``GPU-``/``MIG-`` forms included), IPv4, IPv6 (a C++ name with ``::`` stays: see
-  :func:`_is_ipv6`), MAC and e-mail addresses, absolute paths (cut to their last part).
+  :func:`_is_ipv6`), MAC and e-mail addresses, absolute paths (cut to their last part first, so
+  that a secret that ends a path, ``/home/a/proj/token=...``, is redacted like any other).
 
 Measurements are left as they are: ``rocroof ingest`` of the copy stores the same numbers.
 """
@@ -70,8 +74,10 @@ _SECRET_NAME = (
     r"[A-Za-z0-9_-]*(?:token|secret|passw|passphrase|api[_-]?key|apikey|credential|auth|cookie|private)[A-Za-z0-9_-]*"
 )
 _VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;]+)"
-#: ``NAME=value``: an environment-style name (upper case) or a secret-looking one.
-_ASSIGNMENT = re.compile(rf"(?<![\w./=-])((?:[A-Z][A-Z0-9_]+|(?i:{_SECRET_NAME})))=(?!=)({_VALUE})")
+#: ``NAME=value``: an environment-style name (upper case) or a secret-looking one. A secret-looking
+#: name may follow a ``/`` (the last part of a relative path, ``proj/token=...``); an environment-style
+#: one may not (``lib/X=1`` is no assignment).
+_ASSIGNMENT = re.compile(rf"(?:(?<![\w.=-])((?i:{_SECRET_NAME}))|(?<![\w./=-])([A-Z][A-Z0-9_]+))=(?!=)({_VALUE})")
 #: ``--flag value`` / ``--flag=value`` / ``-flag value`` where the flag names a secret (llama.cpp's
 #: ``--api-key``, ``--hf-token``).
 #: Short flags whose value is a secret (llama.cpp's ``-hft`` is ``--hf-token``).
@@ -303,7 +309,9 @@ class ScrubReport:
 class Redactor:
     """The one redaction step every string of a scrubbed capture goes through.
 
-    In order: a NUL-separated environment block keeps only :data:`KEEP_ENV` entries; ``NAME=value``
+    In order: a NUL-separated environment block keeps only :data:`KEEP_ENV` entries; absolute paths
+    are cut to their last part (:func:`shorten_paths`), so that every step below also sees what a
+    path leaves (``/home/a/proj/token=ghp_...`` -> ``token=<redacted>``); ``NAME=value``
     pairs with an environment-style or secret-looking name lose their value (the kept variables
     excepted); ``--flag value`` pairs whose flag names a secret lose the value, as do
     ``Authorization:``/``password:``-style fields and ``Bearer`` tokens, and the password of a
@@ -311,7 +319,7 @@ class Redactor:
     (``-p SECRET``) command (:data:`_PASSWORD_PROGRAM`); a URL's user goes; e-mail
     addresses, UUIDs, IPv6 and IPv4 addresses are replaced; host names (those of
     :data:`SHORT_HOST` characters or more; a full name's first label too) become ``host`` and user
-    names ``user``; absolute paths are cut to their last part.
+    names ``user``.
     """
 
     def __init__(self, report: ScrubReport, hosts: Iterable[str] = (), users: Iterable[str] = ()) -> None:
@@ -342,11 +350,16 @@ class Redactor:
             self.report.count("environment variable", len(entries) - len(kept))
             text = "\x00".join(kept)
 
+        # paths first: what the shortening leaves (``/home/a/proj/token=...`` -> ``token=...``) is
+        # redacted like any other text, and a path's directories go before they can hide a secret's start
+        text = shorten_paths(text)
+
         def assignment(m: re.Match[str]) -> str:
-            if KEEP_ENV.match(m.group(1)) or m.group(2) == REDACTED:
+            name = m.group(1) or m.group(2)
+            if KEEP_ENV.match(name) or m.group(3) == REDACTED:
                 return m.group(0)
             self.report.count("secret or environment value")
-            return f"{m.group(1)}={REDACTED}"
+            return f"{name}={REDACTED}"
 
         text = _ASSIGNMENT.sub(assignment, text)
         text = self._sub(_SECRET_FLAG, text, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", "secret flag value")
@@ -369,7 +382,7 @@ class Redactor:
             text = self._sub(self._host_re, text, "host", "host name")
         if self._user_re is not None:
             text = self._sub(self._user_re, text, "user", "user name")
-        return shorten_paths(text)
+        return text
 
     def _ipv6(self, text: str) -> str:
         """``text`` with each IPv6 address (:data:`_IPV6`, checked by :func:`_is_ipv6`) replaced by ``<ip>``."""
@@ -602,7 +615,9 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
         InputError: ``src`` is neither a directory nor a file, ``dst`` is not empty or lies inside
             ``src``, a one-file capture is of no kind scrub keeps, a directory holds no profiler
             output (empty, or only files rocroof does not read and logs; nothing is written), or a
-            kept file cannot be read as its type.
+            kept file cannot be read as its type (an SQLite file that is no database, a CSV file
+            that is no CSV, invalid JSON, damaged gzip). A log, CSV or JSON file that is not UTF-8
+            text (binary data, another encoding) is left out and listed in ``dropped`` instead.
     """
     single = src.is_file() and not src.is_symlink()
     if not src.is_dir() and not single:
@@ -645,6 +660,7 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
         raise InputError(f"{dst}: cannot create the destination ({exc.strerror})") from exc
     try:
         measured = False  # a file of profiler output kept: logs alone are no capture
+        not_text: list[str] = []  # files of a text kind that hold binary data: left out
         for path in files:
             rel = path.relative_to(src)
             out = work / rel
@@ -655,6 +671,11 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
                     continue
                 out.parent.mkdir(parents=True, exist_ok=True)
                 changed = _scrub_file(handler, path, out, redact, report)
+            except _NotText as exc:  # binary where text is expected: never copied as it is
+                out.unlink(missing_ok=True)
+                report.dropped[str(rel)] = str(exc)
+                not_text.append(str(rel))
+                continue
             except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a gzip file cut short or damaged
                 raise InputError(f"{path}: compressed data is damaged or truncated ({exc})") from exc
             except OSError as exc:  # reading the source: name it, not the destination
@@ -675,6 +696,9 @@ def scrub_capture(src: Path, dst: Path, *, compress: bool = False, extra_hosts: 
                 report.rewritten.append(str(out.relative_to(work)))
         if not measured:
             what = f"none of its {len(files)} file(s) is one rocroof reads" if files else "the directory is empty"
+            binary = [f"{name}: {report.dropped[name]}" for name in not_text]
+            if binary:
+                what += f"; left out {binary[0]}" + (f" and {len(binary) - 1} more" if len(binary) > 1 else "")
             raise InputError(
                 f"{src}: no profiler output to scrub ({what}); expected a capture directory (rocroof collect, "
                 "rocprofv3, rocpd, rocprofiler-compute, rocprof, RPD or Nsight output)"
@@ -786,11 +810,32 @@ def _scrub_file(handler: str, path: Path, out: Path, redact: Redactor, report: S
     return _rewrite_text(path, out, redact)
 
 
+class _NotText(Exception):
+    """A file kept as text (a log, CSV or JSON) that is not UTF-8 text; the message says why it is left out."""
+
+
+def _text_of(data: bytes) -> str:
+    """``data`` as UTF-8 text.
+
+    Raises:
+        _NotText: a NUL byte (binary data, or UTF-16 text) or bytes that are not UTF-8: the redactor
+            could not see a secret in it, so the file is left out rather than copied as it is.
+    """
+    if b"\x00" in data:
+        raise _NotText(f"binary data (a NUL byte at offset {data.index(0)}), not UTF-8 text: scrub cannot check it")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _NotText(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): scrub cannot check it"
+        ) from exc
+
+
 def _rewrite_text(path: Path, out: Path, fn: Callable[[str], str]) -> bool:
     with open_binary(path) as fh:
-        text = fh.read().decode("utf-8", errors="surrogateescape")
+        text = _text_of(fh.read())
     cleaned = fn(text)
-    data = cleaned.encode("utf-8", errors="surrogateescape")
+    data = cleaned.encode("utf-8")
     if is_gzip(path):
         with gzip.GzipFile(out, "wb", mtime=0) as gz:
             gz.write(data)
@@ -889,7 +934,7 @@ def _scrub_sqlite(path: Path, out: Path, redact: Redactor, report: ScrubReport) 
     try:
         con = sqlite3.connect(plain)
         try:
-            con.create_function("rr_clean", 1, lambda v: redact(v) if isinstance(v, str) else v)
+            con.create_function("rr_clean", 1, lambda v: _clean_cell(v, redact))
             con.create_function("rr_env", 1, lambda v: _filter_env(v, report) if isinstance(v, str) else v)
             objects = con.execute(
                 "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
@@ -929,14 +974,26 @@ def _scrub_sqlite(path: Path, out: Path, redact: Redactor, report: ScrubReport) 
                 for col in _ENV_COLUMNS.get(logical, ()):
                     if col in cols:
                         con.execute(f'UPDATE "{table}" SET "{col}" = rr_env("{col}")')
-                for col, ctype in cols.items():
-                    if "INT" in ctype or "REAL" in ctype or "FLOA" in ctype or "DOUB" in ctype or col in _RUN_IDS:
+                numeric = [
+                    c
+                    for c, t in cols.items()
+                    if ("INT" in t or "REAL" in t or "FLOA" in t or "DOUB" in t) and c not in _RUN_IDS
+                ]
+                if numeric:  # SQLite keeps text that is no number as text in a numeric column: one pass for them
+                    is_text = {c: f"typeof(\"{c}\") IN ('text', 'blob')" for c in numeric}
+                    sets = ", ".join(
+                        f'"{c}" = CASE WHEN {is_text[c]} THEN rr_clean("{c}") ELSE "{c}" END' for c in numeric
+                    )
+                    con.execute(f'UPDATE "{table}" SET {sets} WHERE {" OR ".join(is_text.values())}')
+                for col in cols:
+                    if col in numeric or col in _RUN_IDS:
                         continue
                     # rocpd names a run by a random UUID (guid, metadata uuid): not an identifier of anyone, and
                     # the key that joins its tables
                     keep_ids = " AND tag NOT IN ('uuid', 'guid')" if logical == "rocpd_metadata" else ""
                     con.execute(
-                        f'UPDATE "{table}" SET "{col}" = rr_clean("{col}") WHERE typeof("{col}") = \'text\'{keep_ids}'
+                        f'UPDATE "{table}" SET "{col}" = rr_clean("{col}") '
+                        f"WHERE typeof(\"{col}\") IN ('text', 'blob'){keep_ids}"
                     )
             con.commit()
             con.execute("VACUUM")  # deleted rows must not survive in free pages
@@ -949,6 +1006,19 @@ def _scrub_sqlite(path: Path, out: Path, redact: Redactor, report: ScrubReport) 
             shutil.copyfileobj(raw, gz)
         plain.unlink()
     return True
+
+
+def _clean_cell(value: str | bytes | int | float | None, redact: Redactor) -> str | bytes | int | float | None:
+    """An SQLite cell redacted: text, and a BLOB that holds UTF-8 text (kept a BLOB); other values as they are."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, bytes):
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+        return redact(text).encode("utf-8")
+    return value
 
 
 def _filter_env(value: str, report: ScrubReport) -> str:

@@ -592,7 +592,10 @@ def scrub(capture: Path, out: Path, compress: bool, hosts: tuple[str, ...]) -> N
     Profiler output embeds the profiled process's whole environment (tokens included), the
     host name, the working directory and every path on the command line. The copy keeps the
     measurements (ingest it: same numbers), drops binary reports (.ncu-rep, .nsys-rep; their
-    exports stay), keeps GGML_* variables, and shortens absolute paths to their last part.
+    exports stay), keeps GGML_* variables, and shortens absolute paths to their last part
+    (secrets that end a path are redacted too). Nothing is copied as it is: files rocroof does
+    not read, symbolic links, and logs, CSV or JSON files that are not UTF-8 text (binary data,
+    another encoding) are left out and listed; a capture of no files rocroof reads is refused.
     CAPTURE is a capture directory, or a capture that is one file (an RPD, rocpd or Nsight
     Systems SQLite file, plain or .gz): OUT then holds its copy under the same name.
 
