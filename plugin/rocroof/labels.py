@@ -11,6 +11,52 @@ from collections.abc import Iterable
 
 from .errors import InputError
 
+#: Control characters (C0, DEL, C1): a newline or escape sequence in a label would reach every
+#: terminal that lists the runs.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def label_problem(key: str, value: str) -> str:
+    """Why ``key=value`` cannot be a run's label, or '' when it can: the one rule for every way in.
+
+    A stored label must be one the run selector (:func:`parse_selector`: ``--run``, ``--label``,
+    ``rocroof.open(db).ops("k=v")``) can pick again, and one plain line: ``--label`` on the command
+    line (``ingest``, ``collect``), a sweep file's ``labels`` and matrix values, and
+    :meth:`rocroof.store.Store.write_run` all check it.
+
+    Args:
+        key: the label's key, as stored.
+        value: its value, as stored.
+
+    Returns:
+        A phrase naming the problem (no trailing period), or ''.
+    """
+    for what, text in (("key", key), ("value", value)):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"the label's {what} holds bytes that are not UTF-8"
+        bad = CONTROL.search(text)
+        if bad:
+            return f"control character {bad.group()!r} in the label's {what} {text!r}; labels are one plain line"
+        if "," in text:
+            return (
+                f"a label cannot hold ',' (labels are listed and selected as key=value,key=value), "
+                f"and its {what} {text!r} does"
+            )
+    if not key.strip():
+        return "the label's key is empty"
+    if "=" in key:
+        return f"a label's key cannot hold '=' (a selector reads key=value up to the first '='), and {key!r} does"
+    if key.lower().startswith("latest:"):
+        return (
+            f"a label's key cannot start with 'latest:' (a selector reads that as 'the newest run'), and {key!r} does"
+        )
+    for what, text in (("key", key), ("value", value)):
+        if text != text.strip():
+            return f"the label's {what} {text!r} starts or ends with a space, which a selector strips"
+    return ""
+
 
 def parse_selector(text: str) -> dict[str, str]:
     """``key=value[,key=value...]`` as a dict (values may hold ``*``; keys and values stripped).

@@ -18,6 +18,7 @@ import click
 
 from .. import SCHEMA_VERSION, __version__
 from ..errors import InputError, OutputError, RocroofError
+from ..labels import label_problem
 from ..text import one_line, printable, storable
 
 if TYPE_CHECKING:  # imported where used: rich and SQLAlchemy cost ~150 ms, more than `rocroof --help` may take
@@ -287,25 +288,19 @@ def parse_labels(labels: Sequence[str]) -> dict[str, str]:
     """``--label KEY=VALUE`` options as a mapping.
 
     Raises:
-        InputError: a label without ``=``, with control characters, non-UTF-8 bytes, or ``,``, or a key
-            given two different values.
+        InputError: a label without ``=``, one the run selector could not pick again
+            (:func:`rocroof.labels.label_problem`: control characters, non-UTF-8 bytes, ``,``...), or
+            a key given two different values.
     """
     out: dict[str, str] = {}
     for item in labels:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InputError(f"--label {item!r}: expected key=value")
-        try:
-            item.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InputError("--label: the label contains bytes that are not UTF-8") from exc
-        if any(ch < " " or ch == "\x7f" for ch in item):
-            raise InputError(f"--label {item!r}: control characters (newlines, tabs...) are not allowed in labels")
-        if "," in item:
-            raise InputError(
-                f"--label {item!r}: labels cannot hold ',' (they are listed and selected as key=value,key=value); "
-                "give each label its own --label"
-            )
+        problem = label_problem(key.strip(), value.strip())  # the rule of every way a label is stored
+        if problem:
+            hint = "; give each label its own --label" if "','" in problem else ""
+            raise InputError(f"--label {item!r}: {problem}{hint}")
         if key.strip() in out and out[key.strip()] != value.strip():
             raise InputError(
                 f"--label {key.strip()!r} given twice ({out[key.strip()]!r} and {value.strip()!r}): a run keeps one "

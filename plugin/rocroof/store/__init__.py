@@ -31,7 +31,7 @@ from .. import __version__
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
 from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
-from ..labels import parse_run_labels, runs_matching
+from ..labels import label_problem, parse_run_labels, runs_matching
 from ..memory import release_free_memory
 from ..records import non_decreasing, spilled_array
 from ..spill import ColumnWriter, release_pages, take
@@ -839,8 +839,15 @@ class Store:
             DuplicateRunError: the same raw output is already stored and ``replace`` is False.
             SchemaError: the database has a foreign or newer schema.
             InputError: the database cannot hold a value of the run (PostgreSQL: an integer past its
-                column's 32 or 64 bits, NUL in text); nothing is stored.
+                column's 32 or 64 bits, NUL in text), or a label the run selector could not pick again
+                (:func:`rocroof.labels.label_problem`: ``,`` in it...); nothing is stored.
         """
+        for key, value in (labels or {}).items():
+            problem = label_problem(str(key), str(value))
+            if problem:
+                raise InputError(
+                    f"{frames.run.get('source_path')}: label {key}={value!r}: {problem}; nothing was stored"
+                )
         self.upgrade()
         try:
             return self._write_run(frames, labels or {}, replace, progress, release, reports)

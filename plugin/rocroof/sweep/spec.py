@@ -15,7 +15,12 @@ Matrix axes come in three forms::
       decode: {prompt: 0, gen: 16}            #   prompt=512, gen=0
     env:                                      # environment variables of the point:
       fusion: {}                              #   a mapping of named sets (label env=<name>) or a
-      no-fusion: {GGML_CUDA_DISABLE_FUSION: 1}  # list of sets (label env=K=V,... or env=none)
+      no-fusion: {GGML_CUDA_DISABLE_FUSION: 1}  # list of sets (label env=K=V+K2=V2 or env=none)
+
+Every label a sweep stores (its ``labels``, each matrix value, group name and group value, each
+``env`` set's name) must be one ``--run``/``--label`` can select, by the rule of ``--label``
+(:func:`rocroof.labels.label_problem`: no ``,``, no control character...): the file is refused
+before anything runs, naming the line and key.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, InputError
+from ..labels import CONTROL, label_problem
 
 SWEEP_VERSION = 1
 PROFILERS = ("rocprofv3", "ncu", "replay")
@@ -336,7 +342,7 @@ def describe(value: Any) -> str:
 
 #: Control characters (C0, DEL, C1): refused in labels and values, as ``--label`` refuses them (a
 #: newline or escape sequence in a label would reach every terminal that lists the runs).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROL = CONTROL
 
 
 def _plain_text(doc: _Doc, key: KeyPath, text: str) -> str:
@@ -345,6 +351,18 @@ def _plain_text(doc: _Doc, key: KeyPath, text: str) -> str:
     if bad:
         raise doc.error(key, f"control character {bad.group()!r} in {text!r}; labels and values are one plain line")
     return text
+
+
+def _label(doc: _Doc, key: KeyPath, name: str, value: str) -> str:
+    """``value``, checked as the value of the label ``name`` by the rule of ``--label``.
+
+    Every stored label must be one ``--run``/``--label`` can select (:func:`rocroof.labels.label_problem`):
+    refused here, before anything runs, rather than stored and then unreachable.
+    """
+    problem = label_problem(name, value)
+    if problem:
+        raise doc.error(key, f"{problem}; runs are labelled {name}=<value>, and --run could not select this one")
+    return value
 
 
 def _scalar(doc: _Doc, key: KeyPath, value: Any, what: str = "a string or a number") -> str:
@@ -668,6 +686,7 @@ def _value_entries(doc: _Doc, key: KeyPath, values: list[Any]) -> tuple[AxisEntr
         if text in seen:
             raise doc.error((*key, i), f"{text!r} is listed twice")
         seen.add(text)
+        _label(doc, (*key, i), axis, text)
         out.append(AxisEntry(label=text, params={axis: text}, labels={axis: text}))
     return tuple(out)
 
@@ -682,6 +701,7 @@ def _group_entries(doc: _Doc, key: KeyPath, groups: dict[Any, Any], claim: Any) 
     for raw, values in groups.items():
         name = _scalar(doc, (*key, str(raw)), raw, "a group name")
         k = (*key, name)
+        _label(doc, k, axis, name)
         if not isinstance(values, dict) or not values:
             raise doc.error(
                 k, f"expected a mapping of placeholder values ({{prompt: 512, gen: 0}}), got {describe(values)}"
@@ -695,7 +715,7 @@ def _group_entries(doc: _Doc, key: KeyPath, groups: dict[Any, Any], claim: Any) 
             if inner == axis:
                 raise doc.error((*k, inner), f"{inner!r} is the group's own name; choose another key")
             claim(inner, (*k, inner))
-            text = _scalar(doc, (*k, inner), v)
+            text = _label(doc, (*k, inner), inner, _scalar(doc, (*k, inner), v))
             params[inner] = text
             labels[inner] = text
         keys = sorted(params)
@@ -725,6 +745,7 @@ def _env_entries(doc: _Doc, key: KeyPath, value: Any) -> tuple[AxisEntry, ...]:
         raise doc.error(key, "expected at least one set of environment variables ({} for none)")
     out = []
     seen: dict[tuple[tuple[str, str], ...], str] = {}
+    labels_seen: dict[str, str] = {}  # label -> key path of the set
     for name, k, env in named:
         if env is None:
             env = {}
@@ -740,7 +761,15 @@ def _env_entries(doc: _Doc, key: KeyPath, value: Any) -> tuple[AxisEntry, ...]:
         if signature in seen:
             raise doc.error(k, f"the same variables as {seen[signature]}")
         seen[signature] = key_text(k)
-        label = name if name is not None else (",".join(f"{a}={b}" for a, b in signature) or "none")
+        # a list's set is labelled by its variables, joined by '+' (a ',' could not be selected)
+        label = name if name is not None else ("+".join(f"{a}={b}" for a, b in signature) or "none")
+        problem = label_problem(ENV_AXIS, label)
+        if problem:
+            hint = "; name the set (a mapping of named sets: env: {my-set: {...}})" if name is None else ""
+            raise doc.error(k, f"{problem}; runs are labelled {ENV_AXIS}=<set>, and --run could not select it{hint}")
+        if label in labels_seen:
+            raise doc.error(k, f"labelled {ENV_AXIS}={label}, as {labels_seen[label]} is; name the sets")
+        labels_seen[label] = key_text(k)
         out.append(AxisEntry(label=label, params={ENV_AXIS: label}, labels={ENV_AXIS: label}, env=variables))
     return tuple(out)
 
@@ -793,7 +822,7 @@ def _labels(doc: _Doc, value: Any, matrix: tuple[Axis, ...]) -> dict[str, str]:
             raise doc.error(k, f"{name!r} is set by the sweep itself ({', '.join(RESERVED)}); choose another key")
         if name in matrix_labels:
             raise doc.error(k, f"{name!r} is also a matrix key (each point is labelled with its value)")
-        out[name] = _scalar(doc, k, v)
+        out[name] = _label(doc, k, name, _scalar(doc, k, v))
     return out
 
 
