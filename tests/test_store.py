@@ -1072,3 +1072,31 @@ def test_dispatch_indexes_numbered_in_order_are_told_block_by_block() -> None:
     }
     for ids, expected in cases.items():
         assert store_mod._numbered_in_order(np.array(ids, dtype=np.int64), block=2) is expected, ids
+
+
+@pytest.mark.parametrize("chunk", [2, 1 << 18])
+def test_op_totals_of_a_run_whose_first_chunk_holds_no_timing_dispatch(
+    monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """A chunk of counter-pass rows only (a counter pass stored before the timing pass, longer than a
+    chunk) summed nothing, as integers, and the next chunk's floats could not go in (a traceback)."""
+    monkeypatch.setattr(store_mod, "_OP_TOTAL_CHUNK", chunk)
+    record = pd.DataFrame(
+        {
+            # rows 0-1: the counter pass, each matched to its timing dispatch (rows 2-3)
+            "dispatch_index": [0, 1, 2, 3],
+            "timing_dispatch_index": [2, 3, 2, 3],
+            "op_index": [0, 1, 0, 1],
+            "duration_ns": [999, 999, 100, 50],
+            "dram_read_bytes": [np.nan, np.nan, 1000.0, 400.0],
+            "dram_write_bytes": [np.nan, np.nan, 10.0, 0.0],
+        }
+    )
+    ops = pd.DataFrame({"op_index": [0, 1], "op": ["MUL_MAT", "ADD"]})
+    out = store_mod._op_totals(record, ops, 1.0).set_index("op")
+    # by hand: the timing rows alone; GB/s = bytes / ns; at 1 GB/s the time at the ceiling is the bytes in ns
+    assert out.loc["ADD", "dispatches"] == 1 and out.loc["MUL_MAT", "dispatches"] == 1
+    assert (out.loc["ADD", "duration_ns"], out.loc["MUL_MAT", "duration_ns"]) == (50, 100)
+    assert (out.loc["ADD", "dram_bytes"], out.loc["MUL_MAT", "dram_bytes"]) == (400.0, 1010.0)
+    assert out.loc["MUL_MAT", "achieved_gbps"] == pytest.approx(1010 / 100)
+    assert out.loc["MUL_MAT", "dram_time_at_peak_ns"] == pytest.approx(1010.0)

@@ -248,8 +248,10 @@ class _StrictSums:
         self.rows += np.bincount(groups, minlength=self.n_groups)
         for name, col in values.items():
             gone = np.isnan(col)
-            total = np.bincount(groups, weights=np.where(gone, 0.0, col), minlength=self.n_groups)
-            count = np.bincount(groups, weights=gone, minlength=self.n_groups)
+            # floats also for a chunk of no rows (numpy's bincount of empty weights is int64, which a
+            # later NaN or float chunk cannot go into: a chunk of counter-pass rows only is such a chunk)
+            total = np.bincount(groups, weights=np.where(gone, 0.0, col), minlength=self.n_groups).astype(np.float64)
+            count = np.bincount(groups, weights=gone, minlength=self.n_groups).astype(np.float64)
             if name in self.totals:
                 self.totals[name] += total
                 self.missing[name] += count
