@@ -557,3 +557,22 @@ def test_a_rocprof_v1_kernel_csv_with_only_its_header_is_refused(tmp_path: Path,
         read_capture(capture)
     assert (Path(err.value.path).name, err.value.row) == (target, 2)
     assert "holds only its header row" in err.value.reason
+
+
+def test_attach_broken_json_names_its_line_column_and_what_was_expected(tmp_path: Path) -> None:
+    """Invalid JSON given to --attach: the file, the line and column of the error, and what the file must hold."""
+    cap = _capture(tmp_path, [_row(1, "100", "300")])  # a capture without op metadata of its own
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1,}')  # a trailing comma: the '}' at line 1, column 9 is not a property name
+    msg = one_line_error("ingest", cap, "--attach", other, "--db", tmp_path / "r.db")
+    assert f"{other}:1: invalid JSON at column 9: Expecting property name" in msg
+    assert "expected ggml op metadata: a JSON object with a 'rows' list" in msg
+    meta = tmp_path / "meta.json"
+    meta.write_text('{"rows": [\n  {"invocation": 1, "ggml_op": "ADD"},\n  ]\n}\n')  # the ']' at line 3, column 3
+    msg = one_line_error("ingest", cap, "--attach", meta, "--db", tmp_path / "r.db")
+    assert f"{meta}:3: invalid JSON at column 3: Expecting value" in msg
+    assert "expected ggml op metadata" in msg
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"rows": [\n')  # ends after line 1: the error is at line 2, column 1
+    msg = one_line_error("ingest", cap, "--attach", cut, "--db", tmp_path / "r.db")
+    assert f"{cut}:2: invalid JSON at column 1: Expecting value (the file ends there: cut short?)" in msg

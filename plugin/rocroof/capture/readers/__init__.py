@@ -667,6 +667,8 @@ def read_capture(
             continue  # the capture holds it already
         if logical_name(extra).endswith(".json"):
             if not ggml_meta.looks_like_metadata(extra):
+                if ggml_meta.starts_like_json(extra):
+                    ggml_meta.check_json(extra)  # broken JSON: where, and what the parser expected there
                 raise InputError(
                     f"{extra}: --attach expects ggml op metadata JSON (rows with invocation and ggml_op, from "
                     "GGML_CUDA_OP_META or GGML_ROOFLINE_OUT); this file "

@@ -169,6 +169,32 @@ def looks_like_metadata(path: Path) -> bool:
     return head is not None and head.lstrip().startswith(b"{") and (b'"rows"' in head or b'"ggml_op"' in head)
 
 
+#: What an op metadata file must hold, for messages.
+EXPECTED = "expected ggml op metadata: a JSON object with a 'rows' list (from GGML_CUDA_OP_META or GGML_ROOFLINE_OUT)"
+
+
+def _invalid_json(path: Path, exc: json.JSONDecodeError) -> ParseError:
+    """``path:LINE: invalid JSON at column C: <what the parser expected>; <what the file must hold>``."""
+    ends = " (the file ends there: cut short?)" if not exc.doc[exc.pos :].strip() else ""
+    return ParseError(path, f"invalid JSON at column {exc.colno}: {exc.msg}{ends}; {EXPECTED}", exc.lineno)
+
+
+def check_json(path: Path) -> None:
+    """Parse ``path`` as JSON, only to name where it is broken (an attachment refused for its content).
+
+    Raises:
+        ParseError: the text is not valid JSON (with the line and column of the first error and
+            what the parser expected there), not UTF-8, or nested too deeply.
+    """
+    text = read_text(path, limit_bytes=MAX_JSON_BYTES)
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _invalid_json(path, exc) from exc
+    except RecursionError as exc:  # json.loads recurses once per nesting level
+        raise ParseError(path, f"invalid JSON: nested too deeply; {EXPECTED}") from exc
+
+
 def starts_like_json(path: Path) -> bool:
     """Cheap check: the file's text starts with ``{`` or ``[`` (after white space)."""
     head = _head(path)
@@ -352,7 +378,7 @@ def read_metadata(path: Path) -> tuple[OpMetadata, list[Note]]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ParseError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from exc
+        raise _invalid_json(path, exc) from exc
     except RecursionError as exc:  # json.loads recurses once per nesting level
         raise ParseError(path, "invalid JSON: nested too deeply (expected ggml op metadata rows)") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
