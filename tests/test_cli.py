@@ -613,8 +613,37 @@ def test_report_option_mistakes_are_usage_errors(stored: Path) -> None:
 def test_query_that_writes_is_refused_and_changes_nothing(stored: Path, sql: str) -> None:
     before = counts(stored)
     msg = error("query", sql, "--db", stored)
-    assert "refused" in msg and "only reads" in msg
+    assert "refused: rocroof query runs read-only SELECT/WITH statements" in msg
     assert counts(stored) == before
+
+
+@pytest.mark.parametrize(
+    ("sql", "would"),
+    [
+        ("VACUUM", "vacuum (rewrite) the database file"),
+        ("INSERT INTO run_label VALUES (1, 'k', 'v')", "insert into run_label"),
+        ("DROP TABLE run", "drop table run"),
+        ("PRAGMA user_version = 7", "set PRAGMA user_version=7"),
+        ("ATTACH DATABASE '{side}' AS side", "attach (create or open) the file {side}"),
+    ],
+)
+def test_query_that_is_not_a_read_says_what_query_runs_and_how_to_write(
+    stored: Path, tmp_path: Path, sql: str, would: str
+) -> None:
+    side = tmp_path / "side.db"
+    statement = sql.format(side=side)
+    before = counts(stored)
+    msg = error("query", statement, "--db", stored)
+    assert msg.startswith(
+        f"Error: refused: rocroof query runs read-only SELECT/WITH statements, and this one would "
+        f"{would.format(side=side)}; "
+        "the database was not changed. "
+    )
+    assert msg.endswith(
+        "To run statements that write, use the sqlite3 shell, after a backup: "
+        f"sqlite3 {shlex.quote(str(stored))} {shlex.quote(statement)}"
+    )
+    assert counts(stored) == before and not side.exists()
 
 
 def test_query_attach_creates_no_file(stored: Path, tmp_path: Path) -> None:

@@ -539,7 +539,8 @@ def query(sql: str, db: str, fmt: str, raw: bool, max_rows: int) -> None:
     Views: dispatch_dram, op_invocation_summary, op_roofline (measured beside modelled bytes
     and FLOPs), op_summary, kernel_summary; tables: run, run_ceiling, pass, dispatch,
     counter_value, counter_instance, marker_range, op_invocation, op_model, op_edge,
-    op_operand, dram_traffic, run_note... (docs/schema.md). Statements that write are refused.
+    op_operand, dram_traffic, run_note... (docs/schema.md). Only reads run (SELECT, WITH);
+    statements that write are refused: run those with the sqlite3 shell (sqlite3 rocroof.db ...).
     Wide results print one record per block in the terminal; use --format csv for a sheet.
 
     \b

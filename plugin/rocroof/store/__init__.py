@@ -1242,7 +1242,7 @@ class Store:
                 try:
                     result = conn.exec_driver_sql(sql)
                     if not result.returns_rows:
-                        raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
+                        raise QueryError(f"the statement returned no result; {_READS_ONLY}")
                     yield from _frames(result, list(result.keys()), batch_rows)
                 finally:
                     if guard:
@@ -1253,19 +1253,54 @@ class Store:
             if isinstance(exc.orig, sqlite3.OperationalError) and msg == "interrupted":
                 raise KeyboardInterrupt from exc  # Ctrl-C during the statement (see above)
             if denied:
-                raise QueryError(
-                    f"refused: rocroof query only reads (the statement would {denied[0]}); the database was not changed"
-                ) from exc
+                raise _refused(_sqlite_would(sql, denied[0]), self.location, sql) from exc
             if "because it is a view" in msg:  # a write to a view (dispatch, counter_value...): refused as well
                 raise QueryError(
-                    f"refused: rocroof query only reads (the statement would {_view_write(sql, msg)}, a view); "
-                    "the database was not changed"
+                    f"refused: {_READS_ONLY}, and this one would {_view_write(sql, msg)}, a view; the database was "
+                    "not changed (a view's rows come from its tables: docs/schema.md)"
                 ) from exc
             if "readonly" in msg.replace("-", "").lower() or "read-only" in msg.lower() or "query_only" in msg:
-                raise QueryError(
-                    f"the database is opened read-only; statements that write are refused ({msg})"
-                ) from exc
+                raise _refused(f"write ({msg})", self.location, sql) from exc
             raise QueryError(f"query failed: {msg}") from exc
+
+
+#: What ``rocroof query`` runs, for its messages.
+_READS_ONLY = "rocroof query runs read-only SELECT/WITH statements"
+
+
+def _refused(would: str, location: str, sql: str) -> QueryError:
+    """The refusal of a statement that is not a read: what it would do, and how to run it on a SQLite file.
+
+    ``location`` is the database as shown (a file, or a URL with its password masked); the
+    statement is quoted into the ``sqlite3`` command line when it is one short line.
+    """
+    if is_url(location):  # PostgreSQL: the server's own client
+        how = "the database's own client (psql)"
+    else:
+        import shlex
+
+        text = " ".join(sql.split())
+        shown = shlex.quote(text) if len(text) <= 120 and "\n" not in sql.strip() else "'STATEMENT'"
+        how = f"the sqlite3 shell, after a backup: sqlite3 {shlex.quote(location)} {shown}"
+    return QueryError(
+        f"refused: {_READS_ONLY}, and this one would {would}; the database was not changed. "
+        f"To run statements that write, use {how}"
+    )
+
+
+def _sqlite_would(sql: str, denied: str) -> str:
+    """What a statement the authorizer refused would do, in words: ``denied``, or by its first word.
+
+    SQLite reports VACUUM to the authorizer as the attachment of a temporary file (its copy of
+    the database); the statement's first word says what it is.
+    """
+    match = _LEADING_WORD.match(sql)
+    if match is not None and match.group(1).upper() == "VACUUM":
+        into = re.search(r"\bINTO\s+'((?:[^']|'')*)'", sql, re.I)
+        if into is not None:
+            return f"write a copy of the database to {into.group(1)}"
+        return "vacuum (rewrite) the database file"
+    return denied
 
 
 def _view_write(sql: str, msg: str) -> str:
@@ -1315,9 +1350,9 @@ def _pg_query(conn: sa.Connection, sql: str, batch_rows: int | None) -> Iterator
     word = match.group(1).upper() if match else ""
     if word not in _PG_READ_STATEMENTS:
         raise QueryError(
-            f"refused: rocroof query only reads (give one {', '.join(_PG_READ_STATEMENTS[:-1])} or "
-            f"{_PG_READ_STATEMENTS[-1]} statement, not one beginning with {word or sql.strip()[:12]!r}); "
-            "the database was not changed"
+            f"refused: {_READS_ONLY} (on PostgreSQL one {', '.join(_PG_READ_STATEMENTS[:-1])} or "
+            f"{_PG_READ_STATEMENTS[-1]} statement), not one beginning with {word or sql.strip()[:12]!r}; "
+            "the database was not changed. To run statements that write, use the database's own client (psql)"
         )
     conn.exec_driver_sql("SET TRANSACTION READ ONLY")  # besides the connection's default_transaction_read_only
     cur: Any = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a psycopg cursor
@@ -1328,7 +1363,7 @@ def _pg_query(conn: sa.Connection, sql: str, batch_rows: int | None) -> Iterator
             # SET default_transaction_read_only = off; COMMIT; DELETE ..." fails whole, before running)
             cur.execute(sql, prepare=True)
             if cur.description is None:
-                raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
+                raise QueryError(f"the statement returned no result; {_READS_ONLY}")
             yield _to_frame(cur.fetchall(), [d[0] for d in cur.description])
             return
         # stream(): the same one-statement extended protocol, rows arriving as they are read (libpq's
@@ -1338,14 +1373,14 @@ def _pg_query(conn: sa.Connection, sql: str, batch_rows: int | None) -> Iterator
             first = list(itertools.islice(rows, batch_rows))
         except dbapi.ProgrammingError as exc:
             if "didn't produce a result" in str(exc):
-                raise QueryError("the statement returned no rows; only SELECT-like queries are allowed") from exc
+                raise QueryError(f"the statement returned no result; {_READS_ONLY}") from exc
             raise
         if cur.description is None:  # no rows: psycopg names the columns with the first row only; ask again
             conn.rollback()
             conn.exec_driver_sql("SET TRANSACTION READ ONLY")
             cur.execute(sql, prepare=True)
             if cur.description is None:
-                raise QueryError("the statement returned no rows; only SELECT-like queries are allowed")
+                raise QueryError(f"the statement returned no result; {_READS_ONLY}")
             yield _to_frame(cur.fetchall(), [d[0] for d in cur.description])
             return
         columns = [d[0] for d in cur.description]
@@ -1357,7 +1392,10 @@ def _pg_query(conn: sa.Connection, sql: str, batch_rows: int | None) -> Iterator
     except dbapi.Error as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if getattr(exc, "sqlstate", None) == "25006":  # read_only_sql_transaction
-            raise QueryError(f"refused: rocroof query only reads ({msg}); the database was not changed") from exc
+            raise QueryError(
+                f"refused: {_READS_ONLY}, and this one would write ({msg}); the database was not changed. "
+                "To run statements that write, use the database's own client (psql)"
+            ) from exc
         if "multiple commands" in msg:
             raise QueryError(f"query failed: give one statement at a time ({msg})") from exc
         raise QueryError(f"query failed: {msg}") from exc
