@@ -447,6 +447,22 @@ def test_a_label_key_given_two_values_is_refused(tmp_path: Path) -> None:
     ok("ingest", docs_csv(), "--db", db, "--label", "model=a", "--label", "model=a")  # the same value twice: one label
 
 
+@pytest.mark.parametrize("label", ["model=*", "model=q4*", "model=*_k"])
+def test_a_label_value_with_the_selector_wildcard_is_refused(tmp_path: Path, label: str) -> None:
+    """'*' matches any text in selectors (--run model=*): a run labelled with it could not be picked by it."""
+    db = tmp_path / "r.db"
+    msg = error("ingest", docs_csv(), "--db", db, "--label", label)
+    assert msg.startswith(f"Error: --label {label!r}: a label value cannot hold '*', the wildcard of label selectors")
+    assert not db.exists()
+    result = CliRunner().invoke(  # collect refuses it before anything runs
+        cli, ["collect", "--label", label, "--out", str(tmp_path / "o"), "--", "true"], env={"PATH": "/nonexistent"}
+    )
+    assert result.exit_code == 1 and "the wildcard of label selectors" in result.output
+    assert not (tmp_path / "o").exists()
+    ok("ingest", docs_csv(), "--db", db, "--label", "*=x")  # a key is never a pattern: '*' is refused in values only
+    assert "*=x" in ok("runs", "--db", db)
+
+
 def test_bad_label_stops_collect_before_anything_runs(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli,

@@ -11,6 +11,11 @@ from collections.abc import Iterable
 
 from .errors import InputError
 
+#: The selector wildcard: ``*`` in a selector's value matches any text. A label's own value
+#: cannot hold it (:func:`label_problem` refuses it), since no selector could tell it from the wildcard.
+WILDCARD = "*"
+
+
 #: Control characters (C0, DEL, C1): a newline or escape sequence in a label would reach every
 #: terminal that lists the runs.
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -51,6 +56,11 @@ def label_problem(key: str, value: str) -> str:
     if key.lower().startswith("latest:"):
         return (
             f"a label's key cannot start with 'latest:' (a selector reads that as 'the newest run'), and {key!r} does"
+        )
+    if WILDCARD in value:
+        return (
+            f"a label value cannot hold '{WILDCARD}', the wildcard of label selectors (--run model={WILDCARD} matches "
+            "every model), so no selector could match this value alone; use another character"
         )
     for what, text in (("key", key), ("value", value)):
         if text != text.strip():
@@ -100,7 +110,7 @@ def labels_match(labels: dict[str, str], selector: dict[str, str]) -> bool:
         value = labels.get(key)
         if value is None:
             return False
-        regex = ".*".join(re.escape(piece) for piece in pattern.split("*"))
+        regex = ".*".join(re.escape(piece) for piece in pattern.split(WILDCARD))
         if not re.fullmatch(regex, value, flags=re.DOTALL):
             return False
     return True

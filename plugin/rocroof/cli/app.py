@@ -289,7 +289,8 @@ def parse_labels(labels: Sequence[str]) -> dict[str, str]:
 
     Raises:
         InputError: a label without ``=``, one the run selector could not pick again
-            (:func:`rocroof.labels.label_problem`: control characters, non-UTF-8 bytes, ``,``...), or
+            (:func:`rocroof.labels.label_problem`: control characters, non-UTF-8 bytes, ``,``, the
+            selector wildcard ``*`` in a value...), or
             a key given two different values.
     """
     out: dict[str, str] = {}

@@ -162,7 +162,11 @@ def _summary(run_id: int, path: Path | str, facts: dict[str, Any], db: str = DEF
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
 @click.option(
-    "--label", "labels", multiple=True, metavar="KEY=VALUE", help="Label the run (repeatable), e.g. --label model=q4_k."
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Label the run (repeatable), e.g. --label model=q4_k; a value cannot hold * (the selector wildcard).",
 )
 @click.option(
     "--attach",
