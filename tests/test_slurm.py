@@ -344,13 +344,60 @@ def test_sbatch_refusing_the_job_is_one_line(tmp_path: Path, monkeypatch: pytest
     replay_file(tmp_path, CASES)
     result = CliRunner().invoke(cli, ["sweep", "replay.yaml", "--executor", "slurm", "--sbatch-arg=--partition=nope"])
     assert result.exit_code == 1
-    (script,) = (tmp_path / "out" / "slurm").glob("replay-*.sbatch")
     assert result.output.splitlines()[-1] == (
         "Error: sbatch refused the job array (exit status 1): Batch job submission failed: Invalid partition name "
-        f"specified; the script is {script}"
+        "specified; nothing was submitted, and the batch script is removed (--dry-run prints it)"
     )
-    assert "#SBATCH --partition=nope\n" in script.read_text()
+    # nothing submitted: the script, out/slurm, out and the new database it made are gone
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "replay.yaml"]
     assert last_submission(load_sweep(tmp_path / "replay.yaml")) is None  # nothing recorded as submitted
+
+
+def test_a_refused_submission_keeps_what_was_there_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An existing database and out directory stay (with their files); only the new script goes."""
+    monkeypatch.chdir(tmp_path)
+    no_slurm_path(monkeypatch, tmp_path, sbatch='echo "sbatch: error: Invalid account" >&2\nexit 1\n')
+    replay_file(tmp_path, CASES)
+    (tmp_path / "out" / "slurm").mkdir(parents=True)
+    (tmp_path / "out" / "notes.txt").write_text("mine\n")
+    Store(str(tmp_path / "results.db")).upgrade()
+    result = CliRunner().invoke(cli, ["sweep", "replay.yaml", "--executor", "slurm"])
+    assert result.exit_code == 1 and "Invalid account; nothing was submitted" in result.output
+    assert (tmp_path / "results.db").is_file() and (tmp_path / "out" / "notes.txt").read_text() == "mine\n"
+    assert list((tmp_path / "out" / "slurm").iterdir()) == []
+
+
+def test_an_sbatch_that_cannot_start_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profiling sweep: run_sweep made out/ and the database; both go when sbatch cannot even start."""
+    monkeypatch.chdir(tmp_path)
+    no_slurm_path(monkeypatch, tmp_path)
+    sbatch = write(tmp_path / "bin" / "sbatch", "#!/no/such/interpreter\n")
+    sbatch.chmod(0o755)
+    write(tmp_path / "prof.yaml", PROFILING.replace("sweeps/out", "out"))
+    result = CliRunner().invoke(cli, ["sweep", "prof.yaml", "--executor", "slurm"])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        "Error: sbatch could not be started (No such file or directory); nothing was submitted, and the batch "
+        "script is removed (--dry-run prints it)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "prof.yaml"]
+
+
+def test_a_submission_without_a_job_id_keeps_its_script_and_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sbatch exited 0: the array may be queued, so its script stays and the message says where."""
+    monkeypatch.chdir(tmp_path)
+    no_slurm_path(monkeypatch, tmp_path, sbatch='echo "Submitted batch job"\n')
+    replay_file(tmp_path, CASES)
+    result = CliRunner().invoke(cli, ["sweep", "replay.yaml", "--executor", "slurm"])
+    assert result.exit_code == 1
+    (script,) = (tmp_path / "out" / "slurm").glob("replay-*.sbatch")
+    assert result.output.splitlines()[-1] == (
+        "Error: sbatch answered no job id ('Submitted batch job'); the job array may be queued all the same "
+        f"(squeue --me shows it); the batch script is kept: {script}"
+    )
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RocroofError
 
 if TYPE_CHECKING:
     from .expand import Point
@@ -77,6 +77,14 @@ class Slot:
 PointWork = Callable[["Point", Slot], "PointResult"]
 
 
+class NothingStarted(RocroofError):
+    """An executor failed before any point ran or was handed to a batch system.
+
+    :func:`~rocroof.sweep.run.run_sweep` then removes what it created for the sweep: a database
+    that did not exist before (still without runs) and an ``out`` directory left empty.
+    """
+
+
 class Executor(Protocol):
     """Runs a sweep's pending points.
 
@@ -89,7 +97,9 @@ class Executor(Protocol):
     * start no point once ``cancel`` is set; on KeyboardInterrupt set ``cancel``, let running
       points stop (they are not marked done; the store's transaction leaves no half run), and
       return;
-    * with ``sweep.on_error == "stop"``, start no point after a failed one (running ones finish).
+    * with ``sweep.on_error == "stop"``, start no point after a failed one (running ones finish);
+    * an error raised before any point started or was submitted is a :class:`NothingStarted`,
+      after removing what the executor itself wrote.
 
     A batch executor returns ``submitted`` for points it handed to the batch system and did not
     wait for.

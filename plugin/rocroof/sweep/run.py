@@ -43,7 +43,7 @@ import sqlalchemy as sa
 from ..capture.profilers.base import PlannedRun, Profiler, Runner
 from ..capture.readers import MANIFEST
 from ..errors import DuplicateRunError, InputError, ProfilerNotFound, RocroofError
-from .executors import EventSink, Executor, LocalExecutor, Slot, SweepEvent, pin_env
+from .executors import EventSink, Executor, LocalExecutor, NothingStarted, Slot, SweepEvent, pin_env
 from .expand import Point, expand
 from .spec import ProfilerSpec, Sweep
 
@@ -565,6 +565,29 @@ def _one_line(exc: BaseException) -> str:
 # ---- the sweep ---------------------------------------------------------------------------------------
 
 
+def _remove_new_database(db: str) -> None:
+    """Remove the SQLite file a sweep created when it still holds no run (its -wal, -shm, -journal too).
+
+    Called when the executor started nothing: the file is the empty schema :func:`run_sweep`
+    wrote a moment ago. One that holds a run (another writer's, meanwhile) is left alone.
+    """
+    from ..store import Store
+
+    try:
+        store = Store(db, read_only=True)
+        try:
+            if store.runs_with_labels({}):
+                return
+        finally:
+            store.close()
+    except (RocroofError, sa.exc.SQLAlchemyError, OSError):
+        return
+    path = Path(db).expanduser()
+    for suffix in ("-wal", "-shm", "-journal", ""):
+        with contextlib.suppress(OSError):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
 def run_sweep(
     sweep: Sweep,
     points: Sequence[Point] | None = None,
@@ -632,6 +655,7 @@ def run_sweep(
             pending.append(p)
     if pending:
         executor.preflight(sweep)
+    made_out = not sweep.out.exists()  # removed again, when left empty, if the executor starts nothing
     if pending and not sweep.profiler.replay:
         if executor.runs_here:  # a batch job finds the profiler on its node
             (make_profiler or default_profiler)(sweep.profiler).locate()
@@ -654,6 +678,13 @@ def run_sweep(
         except KeyboardInterrupt:  # a second Ctrl-C: leave now, without orphaned profilers
             cancel.set()
             kill_running_commands()
+            raise
+        except NothingStarted:  # a batch submission refused: no trace of the sweep is left behind
+            if fresh:
+                _remove_new_database(db)
+            if made_out:
+                with contextlib.suppress(OSError):
+                    sweep.out.rmdir()  # only when empty
             raise
         for r in ran:
             results[r.point.id] = r

@@ -26,6 +26,7 @@ validated by :mod:`.spec`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -46,7 +47,7 @@ import sqlalchemy as sa
 from .. import __version__
 from ..errors import ConfigError, RocroofError
 from ..store import is_url, shown_db
-from .executors import EventSink, PointWork, SweepEvent
+from .executors import EventSink, NothingStarted, PointWork, SweepEvent
 from .spec import Sweep, slurm_own_option
 
 if TYPE_CHECKING:
@@ -81,6 +82,14 @@ UNLISTED_GRACE_S = 30.0
 
 class SlurmError(RocroofError):
     """Slurm could not be used: ``sbatch`` or ``squeue`` missing, a submission refused (Slurm's words quoted)."""
+
+
+class NotSubmitted(SlurmError, NothingStarted):
+    """No job was submitted: ``sbatch`` is missing, could not be started or refused the array.
+
+    The batch script and the folders the submission created are removed; the database and
+    ``out`` that :func:`~rocroof.sweep.run.run_sweep` created go as well.
+    """
 
 
 # ---- the submission record ----------------------------------------------------------------------
@@ -688,6 +697,21 @@ def sweep_status(sweep: Sweep, points: Sequence[Point], *, db: str | None, defau
 # ---- the executor -------------------------------------------------------------------------------------
 
 
+def _remove_unsubmitted(script: Path | None, made: Sequence[Path]) -> None:
+    """Remove the batch script of an array that was not submitted, and the folders made for it when empty.
+
+    ``made``: the folders that did not exist before the submission, deepest first.
+    """
+    if script is not None:
+        with contextlib.suppress(OSError):
+            script.unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another writer put something there), or gone
+            return
+
+
 class SlurmExecutor:
     """Submits a sweep's pending points as one Slurm job array; optionally waits for it.
 
@@ -872,13 +896,15 @@ class SlurmExecutor:
         """
         sbatch = shutil.which("sbatch")
         if sbatch is None:
-            raise SlurmError("sbatch: not found on PATH; --executor slurm needs Slurm's client commands")
+            raise NotSubmitted("sbatch: not found on PATH; --executor slurm needs Slurm's client commands")
         now = dt.datetime.now(dt.UTC)
         directory = (self.cwd / submissions_dir(sweep)).absolute()
+        made = [d for d in (directory, *directory.parents) if not d.exists()]  # deepest first: removed if unused
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise SlurmError(f"{directory}: cannot create it for the batch script ({exc.strerror})") from exc
+            _remove_unsubmitted(None, made)
+            raise NotSubmitted(f"{directory}: cannot create it for the batch script ({exc.strerror})") from exc
         stem = _new_stem(sweep, directory, now)
         script = directory / f"{stem}.sbatch"
         text = self._script(sweep, points, db, stem, now)
@@ -886,8 +912,10 @@ class SlurmExecutor:
         try:
             script.write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise SlurmError(f"{script}: cannot write the batch script ({exc.strerror})") from exc
+            _remove_unsubmitted(script, made)
+            raise NotSubmitted(f"{script}: cannot write the batch script ({exc.strerror})") from exc
         env = {**os.environ, **({"ROCROOF_DB": db} if db_in_env else {})}
+        unsent = "nothing was submitted, and the batch script is removed (--dry-run prints it)"
         try:
             done = subprocess.run(
                 [sbatch, "--parsable", str(script)],
@@ -899,13 +927,24 @@ class SlurmExecutor:
                 env=env,
                 stdin=subprocess.DEVNULL,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SlurmError(f"sbatch {script}: {exc}") from exc
-        job = done.stdout.strip().split(";")[0].strip() if done.returncode == 0 else ""
-        if done.returncode != 0 or not job.isdigit():
+        except subprocess.TimeoutExpired as exc:  # sbatch may have queued the array before it stopped answering
+            raise SlurmError(
+                f"sbatch {script}: no answer in {exc.timeout:g} s; the job array may be queued all the same "
+                f"(squeue --me shows it); the batch script is kept: {script}"
+            ) from exc
+        except OSError as exc:
+            _remove_unsubmitted(script, made)
+            raise NotSubmitted(f"sbatch could not be started ({exc.strerror or exc}); {unsent}") from exc
+        if done.returncode != 0:
             why = _last_error(done.stderr or done.stdout)
-            status = f"exit status {done.returncode}" if done.returncode else f"no job id in {done.stdout.strip()!r}"
-            raise SlurmError(f"sbatch refused the job array ({status}): {why}; the script is {script}")
+            _remove_unsubmitted(script, made)
+            raise NotSubmitted(f"sbatch refused the job array (exit status {done.returncode}): {why}; {unsent}")
+        job = done.stdout.strip().split(";")[0].strip()
+        if not job.isdigit():  # sbatch said it worked: the array may be queued under a job id not understood here
+            raise SlurmError(
+                f"sbatch answered no job id ({done.stdout.strip()!r}); the job array may be queued all the same "
+                f"(squeue --me shows it); the batch script is kept: {script}"
+            )
         sub = Submission(
             job=job,
             stem=stem,
@@ -923,7 +962,8 @@ class SlurmExecutor:
             os.replace(tmp, sub.record)
         except OSError as exc:
             raise SlurmError(
-                f"{sub.record}: cannot record the submission of Slurm job {job} ({exc.strerror}); it runs all the same"
+                f"{sub.record}: cannot record the submission of Slurm job {job} ({exc.strerror}); it runs all the "
+                f"same; its batch script is {script}"
             ) from exc
         return sub
 
