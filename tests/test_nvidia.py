@@ -1077,6 +1077,15 @@ def test_collect_dry_run_prints_the_nsys_and_ncu_commands(tmp_path: Path) -> Non
     assert "ncu --nvtx --clock-control none --cache-control all" in text
     assert "--csv --page raw" in text
     assert not out.exists()
+    # the bandwidth probe counts nothing: its line says what it measures, not an empty list of counters
+    assert "probe: counters" not in text
+    assert (
+        "  probe: the GPU's copy bandwidth (1 GiB device-to-device copies, about a second; no counters): the run's "
+        "measured DRAM ceiling (--no-bandwidth-probe skips it)\n" in text
+    )
+    # the ncu run lists what it counts: the roofline preset (default for ncu), DRAM bytes among them
+    ncu_line = next(line for line in text.splitlines() if line.startswith("  ncu: counters "))
+    assert {"dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"} <= set(ncu_line.split()[2:])
 
     # --nsys none: the ncu run alone; --cache-control and --nvtx-include reach its command
     result = CliRunner().invoke(

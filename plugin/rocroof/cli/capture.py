@@ -459,7 +459,12 @@ def collect(
         )
     lines += [f"  warning: {one_line(r.warning)}" for r in plan.runs if r.warning]
     for run in plan.runs:
-        what = {"trace": "timings", "export": "export the report"}.get(run.kind, f"counters {' '.join(run.counters)}")
+        what = {
+            "trace": "timings",
+            "export": "export the report",
+            "probe": "the GPU's copy bandwidth (1 GiB device-to-device copies, about a second; no counters): the "
+            "run's measured DRAM ceiling (--no-bandwidth-probe skips it)",
+        }.get(run.kind, f"counters {' '.join(run.counters)}")
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env.items())
         command = one_line(f"{env + ' ' if env else ''}{shlex.join(run.argv)}")
         lines.append(f"  {one_line(run.label)}: {one_line(what)}\n    {command}")

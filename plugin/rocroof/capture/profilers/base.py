@@ -41,9 +41,10 @@ class PlannedRun:
 
     Attributes:
         label: its sub-directory under the output directory (``trace``, ``pass_1``...).
-        kind: ``trace`` or ``counter`` (an application run), or ``export`` (the profiler converting
-            the previous run's report into a file rocroof reads; the application does not run).
-        counters: counters collected (empty for the trace pass).
+        kind: ``trace`` or ``counter`` (an application run), ``export`` (the profiler converting
+            the previous run's report into a file rocroof reads; the application does not run), or
+            ``probe`` (the copy-bandwidth probe, :mod:`rocroof.analysis.bandwidth`; no counters).
+        counters: counters collected (empty for the trace pass, an export and the probe).
         argv: the full command line.
         env: environment variables set on top of the caller's.
         log_name: file under ``label`` that receives the command's stdout and stderr.
