@@ -222,3 +222,23 @@ def test_kernel_names_that_differ_at_the_end_stay_apart_in_the_kernel_report(tmp
     assert distinct_short_names(["a" * 80 + "1", "a" * 80 + "2", "b"], width=10) == ["aaaa…aaaa1", "aaaa…aaaa2", "b"]
     assert distinct_short_names(["void k(int)", "void k(float)"]) == ["k", "k"]  # the same kernel's overloads
     ro.close()
+
+
+def test_notes_name_a_compressed_trace_as_given(tmp_path: Path) -> None:
+    """A trace given as t.rpd.gz is named t.rpd.gz in its notes, not t.rpd (the name it has inside the gzip)."""
+    calls = [
+        Call("hipLaunchKernel", 10, 20, ops=[("k", 100, 200, "KernelExecution"), ("k", 200, 300, "KernelExecution")]),
+        Call("hipMemcpyAsync", 30, 40, ops=[("", 300, 400, "CopyDeviceToDevice")]),
+    ]
+    plain = write_rpd(tmp_path / "t.rpd", calls)
+    con = sqlite3.connect(plain)
+    con.execute("UPDATE rocpd_api_ops SET api_id = 999 WHERE op_id = 2")  # kernel 2's call is not in rocpd_api
+    con.commit()
+    con.close()
+    packed = tmp_path / "t.rpd.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    (p,) = read_capture(packed).passes
+    messages = {n.code: n.message for n in p.notes}
+    assert messages["rpd-other-ops"] == "t.rpd.gz: 1 memory copies and fills are not kernels; left out"
+    assert messages["rpd-no-launch"].startswith("t.rpd.gz: 1 kernel(s) without their launching call")

@@ -243,8 +243,7 @@ def read_roofline_ceilings(path: Path, device: int | str | None = None) -> Ceili
             unit=unit,
             source=ROOFLINE_SOURCE,
             mark=MEASURED,
-            note=f"{logical_name(csv_path)} row {row_no} (device {dev_label}) column {col}: mean of the "
-            f"benchmark's runs, {ci}",
+            note=f"{csv_path.name} row {row_no} (device {dev_label}) column {col}: mean of the benchmark's runs, {ci}",
         )
         if key in _CEILING_FIELDS:
             named[key] = ceiling
@@ -313,7 +312,7 @@ def _wide_pass(path: Path, kind: str, label: str, requested: tuple[str, ...] | N
     if not all_exact:
         start_col = pick(column_map(df.columns), "Start_Timestamp")
         example = df[start_col].iloc[0] if start_col else "?"
-        note = f"{logical_name(path)} rounds kernel timestamps (e.g. {example}), so kernel durations cannot be computed"
+        note = f"{path.name} rounds kernel timestamps (e.g. {example}), so kernel durations cannot be computed"
     return PassData(
         kind=kind,  # type: ignore[arg-type]
         label=label,

@@ -208,14 +208,14 @@ def _read(con: sqlite3.Connection, path: Path, label: str, tables: set[str]) -> 
             Note(
                 "warning",
                 "rpd-no-launch",
-                f"{label}: {orphans + unlinked:,} kernel(s) without their launching call ({unlinked:,} not in "
+                f"{path.name}: {orphans + unlinked:,} kernel(s) without their launching call ({unlinked:,} not in "
                 f"rocpd_api_ops, {orphans:,} naming an API call that rocpd_api lacks): they cannot be attributed",
             )
         )
     other = int(_query(con, path, "SELECT COUNT(*) AS n FROM rocpd_op")["n"].iloc[0]) - n
     if other:
         notes.append(
-            Note("info", "rpd-other-ops", f"{label}: {other:,} memory copies and fills are not kernels; left out")
+            Note("info", "rpd-other-ops", f"{path.name}: {other:,} memory copies and fills are not kernels; left out")
         )
     p = PassData(
         kind="counter" if len(counters) else "trace",
