@@ -518,6 +518,27 @@ def test_traceback_flag_shows_the_exception() -> None:
     assert isinstance(result.exception, InputError)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ingest", "/definitely/not/here", "--traceback"],
+        ["ingest", "--traceback", "/definitely/not/here"],
+        ["db", "status", "--db", "/definitely/not/here.db", "--traceback"],  # a command of a command group
+        ["query", "SELECT 1", "--db", "/definitely/not/here.db", "--traceback"],
+    ],
+)
+def test_traceback_flag_works_after_the_command_too(args: list[str]) -> None:
+    with pytest.raises(InputError, match="/definitely/not/here"):
+        run(*args)
+
+
+def test_traceback_after_a_double_dash_belongs_to_the_application(tmp_path: Path) -> None:
+    """collect -- APP --traceback: the word is APP's argument, not rocroof's flag."""
+    result = run("collect", "--arch", "gfx942", "--dry-run", "--out", str(tmp_path / "o"), "--", "./app", "--traceback")
+    assert result.exit_code == 0, result.output
+    assert "-- ./app --traceback\n" in result.output
+
+
 # ---- bad databases ------------------------------------------------------------------------------------
 
 

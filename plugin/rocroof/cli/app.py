@@ -36,8 +36,25 @@ FORMATS = ("table", "csv", "json", "markdown")
 _STORING_COMMANDS = frozenset({"ingest", "collect", "sweep", "merge", "db"})
 
 
+#: The global flag that keeps tracebacks; accepted before the command or anywhere after it.
+TRACEBACK_FLAG = "--traceback"
+
+
 class RocroofGroup(click.Group):
     """A click group that turns :class:`RocroofError` into one-line messages."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse the group's options; ``--traceback`` counts wherever it stands before a ``--``.
+
+        ``rocroof ingest X --traceback`` is ``rocroof --traceback ingest X``: the flag is moved in
+        front of the command, for the group to parse. Words after ``--`` (``collect -- APP ARGS``)
+        belong to the application and stay where they are.
+        """
+        if ctx.parent is None and TRACEBACK_FLAG in args:
+            end = args.index("--") if "--" in args else len(args)
+            if TRACEBACK_FLAG in args[:end]:
+                args = [TRACEBACK_FLAG, *(a for a in args[:end] if a != TRACEBACK_FLAG), *args[end:]]
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; user errors become ``Error: <message>`` and exit status 1."""
@@ -60,7 +77,11 @@ class RocroofGroup(click.Group):
         except Exception as exc:
             # the database refused (read-only, locked, full disk, gone): SQLAlchemy's OperationalError, which
             # only a command that imported SQLAlchemy can raise; anything else goes on unchanged
-            if "sqlalchemy.exc" not in sys.modules or os.environ.get("ROCROOF_TRACEBACK"):
+            if (
+                "sqlalchemy.exc" not in sys.modules
+                or ctx.params.get("traceback")
+                or os.environ.get("ROCROOF_TRACEBACK")
+            ):
                 raise
             from sqlalchemy import exc as sa_exc
 
@@ -267,7 +288,12 @@ def all_columns_option(fn: Any) -> Any:
 @click.version_option(
     __version__, prog_name="rocroof", message=f"%(prog)s %(version)s (results database schema {SCHEMA_VERSION})"
 )
-@click.option("--traceback", is_flag=True, help="Show Python tracebacks for errors (for bug reports).")
+@click.option(
+    TRACEBACK_FLAG,
+    is_flag=True,
+    help="Show Python tracebacks for errors (for bug reports); before or after the command "
+    "(rocroof ingest X --traceback). [env ROCROOF_TRACEBACK=1]",
+)
 def cli(traceback: bool) -> None:
     """rocroof: per-ggml-op DRAM roofline profiles of llama.cpp, in a database you can query.
 
