@@ -1506,3 +1506,36 @@ def test_counter_keys_are_checked_in_order_across_blocks() -> None:
     assert not inc([0, 0, 0, 1], [0, 1, 1, 0])  # 1 twice: the second block starts where the first ended
     assert not inc([1, 1, 0, 0], [0, 1, 0, 1])  # the second block starts below the first
     assert inc([], []) and inc([5], [1])
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-journal"])
+def test_a_database_still_being_written_is_flagged(tmp_path: Path, suffix: str) -> None:
+    """A non-empty -wal or -journal beside a rocpd database: its writer may still be running; a warning says so."""
+    db = tmp_path / "1_results.db"
+    with rocpd_db(db) as b:
+        gpu = _gpu(b)
+        k = b.add_kernel_symbol("k", "k()")
+        b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=100, end=200, stack_id=1)
+    assert [n.code for n in read_capture(db).notes if n.severity == "warning"] == []
+    (tmp_path / f"1_results.db{suffix}").write_bytes(b"\0" * 512)  # what a writer leaves while it runs
+    (note,) = [n for n in read_capture(tmp_path).notes if n.code == "database-being-written"]
+    assert note.severity == "warning"
+    assert note.message.startswith(
+        f"1_results.db: 1_results.db{suffix} beside it is not empty: the profiler (or another program) may still "
+        "be writing this database"
+    )
+    assert "the run may be incomplete" in note.message
+
+
+def test_an_empty_wal_left_by_a_reader_is_no_warning(tmp_path: Path) -> None:
+    """A WAL-mode database read once leaves an empty -wal (and -shm): reading it again gives no warning."""
+    db = tmp_path / "1_results.db"
+    with rocpd_db(db) as b:
+        gpu = _gpu(b)
+        k = b.add_kernel_symbol("k", "k()")
+        b.add_dispatch(dispatch_id=1, kernel_id=k, agent_id=gpu, start=100, end=200, stack_id=1)
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    con.close()
+    (tmp_path / "1_results.db-wal").write_bytes(b"")
+    assert not [n for n in read_capture(db).notes if n.code == "database-being-written"]

@@ -66,6 +66,36 @@ def _files_below(root: Path) -> list[Path]:
     return sorted((p for p in root.rglob("*") if p.is_file()), key=_natural)
 
 
+#: What SQLite keeps beside a database while a program writes it: the write-ahead log, the rollback journal.
+SQLITE_WRITER_FILES = ("-wal", "-journal")
+#: Names of the SQLite files that profilers write (rocpd, RPD, Nsight Systems exports, rocprof v1).
+_SQLITE_NAMES = (".db", ".rpd", ".sqlite", ".sqlite3")
+
+
+def _being_written(files: Sequence[Path]) -> dict[Path, str]:
+    """``{database: its -wal or -journal file}`` for the SQLite files of ``files`` that a program is writing.
+
+    A non-empty ``-wal`` holds commits not yet copied into the database (its writer is still
+    running, or stopped without closing it); a non-empty ``-journal`` is a write in progress (or
+    one cut short). Empty ones are left by readers (a read-only reader of a WAL database leaves
+    an empty ``-wal`` and its ``-shm``) and say nothing. Checked before reading: a reader must
+    not be the one that changes them.
+    """
+    out: dict[Path, str] = {}
+    for f in files:
+        if not logical_name(f).endswith(_SQLITE_NAMES) or logical_name(f) != f.name:  # .gz: a finished copy
+            continue
+        for suffix in SQLITE_WRITER_FILES:
+            side = f.with_name(f.name + suffix)
+            try:
+                if side.stat().st_size > 0:
+                    out[f] = side.name
+                    break
+            except OSError:  # none (the rule), or gone meanwhile
+                continue
+    return out
+
+
 def _not_files_below(root: Path) -> list[tuple[Path, str]]:
     """Entries under ``root`` that no reader can open, with what each is: a link to nothing, a FIFO...
 
@@ -471,6 +501,7 @@ def read_capture(
     files = list(only) if own and only is not None else _files_below(path) if path.is_dir() else [path]
     used: list[Path] = []
     notes: list[Note] = []
+    writing = _being_written(files)  # before any reader opens them
     manifest: dict[str, object] = {}
     manifest_path = root / MANIFEST
     if path.is_dir() and manifest_path.is_file():
@@ -739,8 +770,18 @@ def read_capture(
                 "capture and attach it: rocroof ingest CAPTURE --attach FILE"
             )
         raise InputError(f"{path}: no kernel dispatches recorded (did the application launch any GPU kernel?)")
-    capture.notes = notes + capture.notes
     used = list(dict.fromkeys(used))
+    for db in (u for u in used if u in writing):
+        notes.append(
+            Note(
+                "warning",
+                "database-being-written",
+                f"{db.name}: {writing[db]} beside it is not empty: the profiler (or another program) may still be "
+                "writing this database, or stopped before closing it; the run may be incomplete (ingest it again "
+                "with --replace once the profiler has finished)",
+            )
+        )
+    capture.notes = notes + capture.notes
     # the hash reads every input file again: on a second thread (hashlib releases the GIL), while
     # the caller attributes the capture; Capture.content_sha256 waits for it
     for p in capture.passes:
