@@ -56,7 +56,13 @@ def test_what_the_rule_refuses_no_selector_can_pick(key: str, value: str) -> Non
     assert newest or selector != {key: value}
 
 
-@pytest.mark.parametrize(("key", "value"), [("suite", "vcopy"), ("env", "A=1+B=2"), ("model", "q*x.gguf"), ("k", "")])
+@pytest.mark.parametrize("value", ["*", "q*x.gguf", "*_k"])
+def test_a_value_holding_the_selector_wildcard_is_refused(value: str) -> None:
+    # a selector reads its '*' as "any text": --run model=q*x.gguf picks qAx.gguf too, model=* every run
+    assert "the wildcard of label selectors" in label_problem("model", value)
+
+
+@pytest.mark.parametrize(("key", "value"), [("suite", "vcopy"), ("env", "A=1+B=2"), ("model", "q4.gguf"), ("k", "")])
 def test_what_the_rule_keeps_a_selector_picks(key: str, value: str) -> None:
     assert label_problem(key, value) == ""
     assert parse_selector(f"{key}={value}") == {key: value}
