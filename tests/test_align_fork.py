@@ -153,8 +153,30 @@ def test_a_shuffled_pass_is_refused(fork_json: Path, tmp_path: Path) -> None:
     shuffled = list(rows)
     random.Random(3).shuffle(shuffled)
     cap = _marker_free_capture(tmp_path, shuffled, head, units)
-    with pytest.raises(InputError, match="kernel sequence"):
+    with pytest.raises(InputError, match="kernel sequence") as err:
         build_run(read_capture(cap, attachments=[fork_json]))
+    assert str(err.value).startswith(f"--attach {fork_json}: ncu: ") and "another run" in str(err.value)
+
+
+def test_the_fork_s_json_beside_a_pass_it_does_not_align_with_is_left_out(fork_json: Path, tmp_path: Path) -> None:
+    # as op metadata without kernels: named with --attach it is refused (above), found beside the
+    # capture the run is stored without it, with a warning
+    head, units, rows = _ncu_rows()
+    shuffled = list(rows)
+    random.Random(3).shuffle(shuffled)
+    cap = _marker_free_capture(tmp_path, shuffled, head, units)
+    beside = cap / "roofline.json"
+    beside.write_text(fork_json.read_text())
+    db = tmp_path / "left-out.db"
+    run_id = Store(db).write_run(build_run(read_capture(cap)))
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT COUNT(*) FROM op_invocation WHERE run_id = ?", (run_id,)).fetchone()[0] == 0
+    passes = con.execute("SELECT label, dispatch_count FROM pass WHERE run_id = ?", (run_id,)).fetchall()
+    assert passes == [("ncu", len(rows))]  # the capture's own pass only, not the fork's kernels
+    notes = con.execute("SELECT code, message FROM run_note WHERE run_id = ? AND severity = 'warning'", (run_id,))
+    (code, message), *more = notes.fetchall()
+    assert code == "metadata-unmatched" and not more
+    assert message.startswith(f"{beside} left out") and "kernel sequence" in message
 
 
 def test_a_window_of_repeated_evaluations_is_refused_not_guessed() -> None:

@@ -359,6 +359,145 @@ def test_a_database_path_under_a_file_says_the_file_is_not_a_folder(tmp_path: Pa
     )
 
 
+# ---- op metadata of another run ------------------------------------------------------------------
+
+SIDECAR_H200 = EXAMPLE_H200 / "trace" / "ggml-op-meta.json.gz"
+
+
+def _sidecar_rows() -> dict[str, object]:
+    doc: dict[str, object] = json.loads(gzip.decompress(SIDECAR_H200.read_bytes()))
+    return doc
+
+
+def _write_sidecar(path: Path, doc: dict[str, object]) -> Path:
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return path
+
+
+def _stored_ops(db: Path) -> tuple[int, int, list[tuple[str, str]]]:
+    """(op invocations, those from the metadata, warning notes (code, message)) of run 1."""
+    con = sqlite3.connect(db)
+    try:
+        ops, from_meta = con.execute("SELECT COUNT(*), COALESCE(SUM(from_metadata), 0) FROM op_invocation").fetchone()
+        notes = con.execute("SELECT code, message FROM run_note WHERE severity = 'warning'").fetchall()
+    finally:
+        con.close()
+    return int(ops), int(from_meta), [(str(c), str(m)) for c, m in notes]
+
+
+def test_op_metadata_attached_to_a_capture_without_markers_is_refused(tmp_path: Path) -> None:
+    # a trial user attached an NVIDIA llama.cpp run's sidecar to an AMD vcopy workload: it was stored
+    # as 65 op invocations without one dispatch, silently
+    cap = fixture_path("rocprof-compute", "vcopy", "MI100")
+    rows = len(_sidecar_rows()["rows"])  # type: ignore[arg-type]
+    dispatches = len((cap / "pmc_perf.csv").read_text().splitlines()) - 1  # one row per dispatch under the header
+    assert (rows, dispatches) == (65, 3)
+    db = tmp_path / "r.db"
+    msg = one_line_error("ingest", cap, "--attach", SIDECAR_H200, "--db", db)
+    assert msg.startswith(f"Error: --attach {SIDECAR_H200}: ")
+    assert f"its {rows} op invocations match none of the capture's {dispatches} dispatches" in msg
+    assert "another run" in msg
+    assert not db.exists()  # nothing stored
+
+
+def test_op_metadata_beside_a_capture_without_markers_is_left_out(tmp_path: Path) -> None:
+    folder = tmp_path / "f"
+    folder.mkdir()
+    shutil.copy(fixture_path("rpd", "mytrace.rpd.gz"), folder / "mytrace.rpd.gz")
+    shutil.copy(SIDECAR_H200, folder / "ggml-op-meta.json.gz")
+    db = tmp_path / "r.db"
+    code, out = run("ingest", folder, "--arch", "gfx90a", "--db", db)
+    assert code == 0, out
+    assert "0 ggml op invocation(s)" in out and "left out" in out
+    ops, from_meta, warnings = _stored_ops(db)
+    assert (ops, from_meta) == (0, 0)
+    assert [c for c, _ in warnings] == ["metadata-unmatched"]
+    assert str(folder / "ggml-op-meta.json.gz") in warnings[0][1] and "its 65 op invocations" in warnings[0][1]
+    # the report does not contradict itself: no op metadata, and no fused groups from it
+    code, report = run("report", "--db", db, "--run", "1", "--by", "op")
+    assert code == 0, report
+    assert "no op metadata in this run" in report and "fused groups" not in report
+
+
+def _capture_with_markers(tmp_path: Path) -> Path:
+    """The H200 example's Nsight Systems pass (ggml ranges of invocations 66-130), without its sidecar."""
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    shutil.copy(EXAMPLE_H200 / "trace" / "nsys.sqlite.gz", cap / "nsys.sqlite.gz")
+    return cap
+
+
+def test_op_metadata_whose_invocations_are_none_of_the_capture_s_is_refused_or_left_out(tmp_path: Path) -> None:
+    doc = _sidecar_rows()
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    assert (min(r["invocation"] for r in rows), max(r["invocation"] for r in rows)) == (66, 130)
+    for r in rows:  # another run's numbers: the capture's ranges carry 66-130
+        r["invocation"] += 1000
+    cap = _capture_with_markers(tmp_path)
+    other = _write_sidecar(tmp_path / "other-meta.json.gz", doc)
+    msg = one_line_error("ingest", cap, "--attach", other, "--db", tmp_path / "a.db")
+    assert msg.startswith(f"Error: --attach {other}: none of its 65 op invocations (invocations 1066-1130)")
+    assert "has the number and op of one of the capture's" in msg
+    assert not (tmp_path / "a.db").exists()
+    # the same file beside the capture: stored without it
+    _write_sidecar(cap / "ggml-op-meta.json.gz", doc)
+    code, out = run("ingest", cap, "--db", tmp_path / "b.db")
+    assert code == 0, out
+    ops, from_meta, warnings = _stored_ops(tmp_path / "b.db")
+    assert ops == 65 and from_meta == 0  # the capture's own ranges: invocations 66-130
+    assert [c for c, _ in warnings] == ["metadata-unmatched"]
+
+
+def test_op_metadata_with_other_ops_under_the_capture_s_numbers_is_refused(tmp_path: Path) -> None:
+    doc = _sidecar_rows()
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    for r in rows:  # the same numbers, but every op another one (a model of another graph)
+        r["ggml_op"] = "ARGSORT" if r["ggml_op"] != "ARGSORT" else "CONCAT"
+        r.pop("fused_ops", None)
+    other = _write_sidecar(tmp_path / "other-meta.json.gz", doc)
+    msg = one_line_error("ingest", _capture_with_markers(tmp_path), "--attach", other, "--db", tmp_path / "a.db")
+    assert "none of its 65 op invocations (invocations 66-130) has the number and op" in msg
+
+
+def test_op_metadata_of_the_run_itself_is_kept(tmp_path: Path) -> None:
+    cap = _capture_with_markers(tmp_path)
+    code, out = run("ingest", cap, "--attach", SIDECAR_H200, "--db", tmp_path / "r.db")
+    assert code == 0, out
+    ops, from_meta, warnings = _stored_ops(tmp_path / "r.db")
+    assert (ops, from_meta) == (65, 65) and not warnings
+
+
+def test_the_fused_groups_line_counts_only_the_capture_s_invocations(tmp_path: Path) -> None:
+    from rocroof.report.tables import build_report
+
+    doc = _sidecar_rows()
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    expected: dict[str, int] = {}
+    for r in rows:
+        if r.get("fused_ops"):
+            op_list = "+".join(f["ggml_op"] for f in r["fused_ops"])
+            expected[op_list] = expected.get(op_list, 0) + 1
+    assert expected["RMS_NORM+MUL"] == 9 and sum(expected.values()) == 15
+    # a fused row of an invocation the capture does not have (a warm-up the capture dropped): in no row
+    extra = json.loads(json.dumps(next(r for r in rows if r.get("fused_ops") and r["ggml_op"] == "RMS_NORM")))
+    extra["invocation"] = 5000
+    rows.append(extra)
+    cap = _capture_with_markers(tmp_path)
+    _write_sidecar(cap / "ggml-op-meta.json.gz", doc)
+    db = tmp_path / "r.db"
+    code, out = run("ingest", cap, "--db", db)
+    assert code == 0, out
+    store = Store(db, read_only=True)
+    try:
+        report = build_report(store, 1, "op")
+    finally:
+        store.close()
+    assert {op_list: n for _, op_list, n in report.fused} == expected
+
+
 # ---- a database another process is writing to ------------------------------------------------------
 #
 # The trial: another process held the results file's write lock; `rocroof ingest` printed nothing

@@ -666,6 +666,11 @@ class Capture:
         agents: :data:`AGENT_COLUMNS`.
         passes: the passes, in the order they ran.
         op_metadata: ggml op metadata, when present.
+        op_metadata_file: the file ``op_metadata`` was read from, or None.
+        op_metadata_attached: True when the user named that file (``--attach``, or the file is the
+            capture itself); False when it was found beside the capture's files. Op metadata of
+            another run is refused when named and left out with a warning when found
+            (:func:`rocroof.ingest.pipeline.build_run`).
         fused_groups: ``{invocation: (op_list, node_names)}`` from ``ggml-fused:`` lines.
         notes: findings to store with the run.
         sysinfo: free-form key/values about the system (e.g. rocprof-compute ``sysinfo.csv``).
@@ -695,6 +700,8 @@ class Capture:
     command: str | None = None
     host: str | None = None
     op_metadata: OpMetadata | None = None
+    op_metadata_file: str | None = None
+    op_metadata_attached: bool = False
     fused_groups: dict[int, tuple[str, list[str]]] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
     sysinfo: dict[str, str] = field(default_factory=dict)

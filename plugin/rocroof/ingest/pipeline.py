@@ -293,6 +293,7 @@ def build_run(
         if cut is not None and cut.any() and a.dispatch["invocation"][~cut].notna().any():
             first = int(a.dispatch["invocation"][~cut].min())
             first_measured = first if first_measured is None else max(first_measured, first)
+    _check_metadata_matches(capture, attrs0, notes)  # before the sidecar's first invocation cuts a warm-up
     meta = capture.op_metadata
     sidecar = meta is not None and meta.source == "ggml-cuda-markers" and len(meta.ops) > 0
     if first_measured is None and not keep_warmup and sidecar and meta is not None:
@@ -819,30 +820,64 @@ def _align_to_fork(capture: Capture, notes: list[Note]) -> None:
     (:func:`rocroof.ingest.align.align`) and its matched kernels take their partner's invocation,
     so attribution ("profiler") and the join to the timing pass work as for any attributed pass.
 
+    When no pass aligns (each matches under :data:`rocroof.ingest.align.MIN_MATCHED` of the fork's
+    kernels), the JSON is of another run: named by the user (``--attach``) it is refused; found
+    beside the capture, the run is stored without it (the fork's pass and its op metadata) and a
+    ``metadata-unmatched`` warning says why, as :func:`_check_metadata_matches` does for op metadata
+    without kernels.
+
     Raises:
-        InputError: a pass whose alignment matches under :data:`rocroof.ingest.align.MIN_MATCHED`
-            of the fork's kernels (not the same command, or only a window of it).
+        InputError: no pass aligns and the JSON was named with ``--attach``; or one pass aligns and
+            another does not (not the same command, or only a window of it).
     """
     from ..capture.readers import has_op_attribution
-    from .align import MIN_MATCHED, align
+    from .align import MIN_MATCHED, Alignment, align
 
     ref = next((p for p in capture.passes if p.label == "ggml-roofline"), None)
     if ref is None or not bool(ref.dispatches["invocation"].notna().any()):
         return
     ref_names = ref.dispatches["kernel_name"].tolist()
     ref_inv = ref.dispatches["invocation"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)
+    aligned: list[tuple[PassData, Alignment, str]] = []
+    refused: list[str] = []
     for p in capture.passes:
         if p is ref or not len(p.dispatches) or has_op_attribution(p):
             continue
         a = align(ref_names, p.dispatches["kernel_name"].tolist())
         where = f"{p.label}: {a.matched:,} of its {len(p.dispatches):,} kernels match the fork's {len(ref_names):,}"
         if not a.acceptable:
-            raise InputError(
+            refused.append(
                 f"{where} by kernel sequence ({100 * a.share_of_pass:.1f}% of the pass, "
-                f"{100 * a.share_of_reference:.1f}% of the fork's; {100 * MIN_MATCHED:.0f}% of the fork's needed): "
-                "not a run of the same command, or only part of it (with repeated graph evaluations a window cannot "
-                "be placed); record the counters with the marker hook instead"
+                f"{100 * a.share_of_reference:.1f}% of the fork's; {100 * MIN_MATCHED:.0f}% of the fork's needed)"
             )
+            continue
+        aligned.append((p, a, where))
+    file = capture.op_metadata_file or ref.source or "the fork's JSON"
+    if refused and not aligned:
+        if capture.op_metadata_attached:
+            raise InputError(
+                f"--attach {file}: {refused[0]}: is it from another run? The fork's kernels must be a run of the same "
+                "command, whole (with repeated graph evaluations a window cannot be placed); or record the counters "
+                "with the marker hook instead"
+            )
+        capture.passes.remove(ref)
+        capture.op_metadata = None
+        notes[:] = [n for n in notes if n.code != "fork-timing-pass"]
+        notes.append(
+            Note(
+                "warning",
+                "metadata-unmatched",
+                f"{file} left out (found beside the capture): {refused[0]}: is it from another run? "
+                "The run is stored without op metadata; attach this run's JSON with --attach",
+            )
+        )
+        return
+    if refused:
+        raise InputError(
+            f"{file}: {refused[0]}: not a run of the same command, or only part of it (with repeated graph "
+            "evaluations a window cannot be placed); record the counters with the marker hook instead"
+        )
+    for p, a, where in aligned:
         inv = np.where(a.partner >= 0, ref_inv[np.clip(a.partner, 0, None)], -1)
         p.dispatches["invocation"] = pd.arrays.IntegerArray(inv, inv < 0)
         notes.append(
@@ -854,6 +889,93 @@ def _align_to_fork(capture: Capture, notes: list[Note]) -> None:
                 "kernel(s) (memsets, warm-up, kernels the fork does not list) stay unattributed",
             )
         )
+
+
+def _check_metadata_matches(capture: Capture, attrs: list[PassAttribution], notes: list[Note]) -> None:
+    """Refuse, or leave out, op metadata that matches none of the capture's op invocations.
+
+    The op metadata (rocroof's hook sidecar, AMD's fork's ``GGML_ROOFLINE_OUT`` JSON) is merged
+    with the capture invocation by invocation (:func:`_op_tables`). An invocation of the metadata
+    matches when the capture has an op invocation of the same number (a ggml range, or a dispatch
+    attributed to it: NVTX stack, region, the fork's own kernels) whose op is the metadata's head
+    op, or whose op the capture does not name. Some invocations of the metadata may find none (a
+    warm-up the sidecar holds and the capture dropped: ``metadata-only``; a few ops that differ:
+    ``metadata-mismatch``); none at all means it is of another run (a trial user attached an
+    NVIDIA llama.cpp run's sidecar to an AMD vcopy capture without markers, and 65 op invocations
+    without a dispatch were stored). Then, as for the fork's JSON whose kernels do not align
+    (:func:`_align_to_fork`): a file the user named (``--attach``) is refused; one found beside the
+    capture is left out (``capture.op_metadata`` becomes None) with a ``metadata-unmatched`` warning.
+
+    Args:
+        capture: the capture; its passes are those ``attrs`` attribute (before any warm-up cut:
+            the metadata may hold the warm-up too).
+        attrs: each pass's attribution.
+        notes: the run's notes, appended to.
+
+    Raises:
+        InputError: the metadata was named with ``--attach`` (or is the capture) and matches none.
+    """
+    meta = capture.op_metadata
+    if meta is None or not len(meta.ops):
+        return
+    meta_inv, first = np.unique(
+        meta.ops["invocation"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1), return_index=True
+    )
+    meta_op = meta.ops["op"].to_numpy(dtype=object)[first]
+    seen: list[np.ndarray] = []  # the capture's distinct invocations, per source (for the message)
+    for p, a in zip(capture.passes, attrs, strict=True):
+        is_ggml, marker_inv, marker_op, _ = _marker_ggml(p, a)
+        d_inv = a.dispatch["invocation"].astype("Int64")
+        has = d_inv.notna().to_numpy(dtype=bool)
+        sources = (
+            (marker_inv[is_ggml], np.asarray(marker_op, dtype=object)[is_ggml]),
+            (d_inv.to_numpy(dtype=np.int64, na_value=0)[has], a.dispatch["op"].to_numpy(dtype=object)[has]),
+        )
+        for inv, op in sources:
+            if not len(inv):
+                continue
+            at = np.clip(np.searchsorted(meta_inv, inv), 0, max(len(meta_inv) - 1, 0))
+            same_number = meta_inv[at] == inv
+            if same_number.any():
+                theirs, ours = meta_op[at[same_number]], op[same_number]
+                unnamed = np.fromiter((not isinstance(o, str) for o in ours), dtype=bool, count=len(ours))
+                if bool(unnamed.any()) or bool((theirs == ours).any()):
+                    return  # one invocation of the metadata is the capture's: it belongs to the run
+            seen.append(np.unique(inv))
+    distinct_capture = np.unique(np.concatenate(seen)) if seen else np.zeros(0, dtype=np.int64)
+    if len(distinct_capture):
+        what = (
+            f"none of its {len(meta_inv):,} op invocations ({_span(meta_inv)}) has the number and op of one of the "
+            f"capture's {len(distinct_capture):,} ({_span(distinct_capture)})"
+        )
+    else:
+        timing = next((p for p in capture.passes if p.kind == "trace"), capture.passes[0] if capture.passes else None)
+        dispatches = len(timing.dispatches) if timing is not None else 0
+        what = (
+            f"its {len(meta_inv):,} op invocations match none of the capture's {dispatches:,} dispatches "
+            "(the capture has no ggml op markers to attribute them by)"
+        )
+    file = capture.op_metadata_file or "the op metadata JSON"
+    if capture.op_metadata_attached:
+        raise InputError(
+            f"--attach {file}: {what}: is it from another run? Attach the op metadata this run wrote "
+            "(GGML_CUDA_OP_META or GGML_ROOFLINE_OUT of the profiled command)"
+        )
+    capture.op_metadata = None
+    notes.append(
+        Note(
+            "warning",
+            "metadata-unmatched",
+            f"{file} left out (found beside the capture): {what}: is it from another run? The run is stored "
+            "without op metadata; attach this run's with --attach",
+        )
+    )
+
+
+def _span(invocations: np.ndarray) -> str:
+    """``"invocations 3-67"`` (or ``"invocation 3"``) of a non-empty array of invocation numbers."""
+    lo, hi = int(invocations.min()), int(invocations.max())
+    return f"invocation {lo}" if lo == hi else f"invocations {lo}-{hi}"
 
 
 def _malformed_ranges(label: str, markers: pd.DataFrame, invocation: pd.Series) -> Note | None:

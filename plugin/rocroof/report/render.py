@@ -95,7 +95,7 @@ class Report:
         ceilings: the run's ``run_ceiling`` rows (name -> value, source, mark).
         labels: the run's labels (``run_label``: key -> value; a sweep point's parameters).
         fused: for ``--by op``: ``(op, op_list, invocations)`` of the fused groups counted under
-            their first op, most invocations first.
+            their first op (the invocations the capture has: ``from_marker``), most invocations first.
     """
 
     by: By

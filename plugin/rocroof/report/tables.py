@@ -262,10 +262,13 @@ def build_report(store: Store, run_id: int, by: By = "op", top: int | None = Non
     labels = run_labels(store, run_id)
     fused: list[tuple[str, str, int]] = []
     if by == "op":
+        # the groups of the invocations the capture has (a ggml range or an attributed dispatch:
+        # from_marker), as the op rows count them; rows of the op metadata alone (a warm-up the capture
+        # dropped, or another run's metadata) are in no row of the table
         inv = schema.op_invocation
         groups = store.frame(
             sa.select(inv.c.op, inv.c.op_list, sa.func.count().label("n"))
-            .where(inv.c.run_id == run_id, inv.c.is_fused.is_(True))
+            .where(inv.c.run_id == run_id, inv.c.is_fused.is_(True), inv.c.from_marker.is_(True))
             .group_by(inv.c.op, inv.c.op_list)
         )
         groups = groups.sort_values(["n", "op_list"], ascending=[False, True])

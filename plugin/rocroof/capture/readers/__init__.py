@@ -718,6 +718,10 @@ def read_capture(
     if meta_files:
         meta_obj, mnotes = ggml_meta.read_metadata(meta_files[0])
         capture.op_metadata = meta_obj
+        capture.op_metadata_file = str(meta_files[0])
+        capture.op_metadata_attached = (fmt == "ggml-roofline-json" and path.is_file()) or any(
+            extra.resolve() == meta_files[0].resolve() for extra in attachments or []
+        )
         notes += mnotes
         used.append(meta_files[0])
         if fmt == "ggml-roofline-json":
