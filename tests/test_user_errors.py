@@ -10,6 +10,7 @@ import csv
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -205,7 +206,78 @@ def test_a_folder_of_several_workloads_is_one_run_each(tmp_path: Path) -> None:
 def test_arch_only_fills_in_what_the_capture_does_not_record(tmp_path: Path) -> None:
     cap = fixture_path("rocprof-compute", "vcopy", "MI300X_A1_rocpd")
     assert "records gfx942" in one_line_error("ingest", cap, "--arch", "gfx90a", "--db", tmp_path / "r.db")
-    assert "expected a gfx target" in one_line_error("ingest", cap, "--arch", "banana", "--db", tmp_path / "r.db")
+    assert "not a GPU architecture rocroof knows" in one_line_error(
+        "ingest", cap, "--arch", "banana", "--db", tmp_path / "r.db"
+    )
+
+
+@pytest.mark.parametrize("arch", ["gfx9999", "gfx924", "sm_999", "gfx90a:"])
+def test_a_mistyped_arch_is_refused_and_nothing_stored(tmp_path: Path, arch: str) -> None:
+    # a trial user's --arch gfx9999 stored a run on "gfx9999", and gfx924 one with an info note only
+    db = tmp_path / "r.db"
+    msg = one_line_error("ingest", fixture_path("rpd", "mytrace.rpd.gz"), "--arch", arch, "--db", db)
+    assert msg.startswith(f"Error: --arch {arch!r}: not a GPU architecture rocroof knows")
+    for known in ("gfx908", "gfx90a", "gfx942", "gfx950", "gfx1151", "gfx1201", "sm_80", "sm_89", "sm_90"):
+        assert re.search(rf"\b{known}\b", msg), known  # each named
+    assert not db.exists()
+    if arch == "gfx924":
+        assert "did you mean gfx942?" in msg
+
+
+def test_a_mistyped_arch_is_refused_once_for_a_folder_of_captures(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / "m" / name).mkdir(parents=True)
+        shutil.copy(fixture_path("rpd", "mytrace.rpd.gz"), tmp_path / "m" / name / "mytrace.rpd.gz")
+    msg = one_line_error("ingest", tmp_path / "m", "--arch", "gfx9999", "--db", tmp_path / "r.db")
+    assert msg.startswith("Error: --arch 'gfx9999': not a GPU architecture")  # once, before any capture is read
+
+
+def _shipped_archs() -> set[str]:
+    import yaml
+
+    table = Path(__file__).resolve().parent.parent / "configs" / "peaks.yaml"
+    return {str(g["gfx_arch"]) for g in yaml.safe_load(table.read_text())["gpus"] if g.get("gfx_arch")}
+
+
+def test_every_arch_the_shipped_tables_know_is_accepted_with_and_without_features() -> None:
+    from rocroof.analysis.arch import FORMULA_GFX, check_arch
+    from rocroof.analysis.dram import family
+
+    shipped = _shipped_archs()
+    assert {"gfx908", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1151", "gfx1201", "sm_80", "sm_89"} <= shipped
+    for arch in shipped | set(FORMULA_GFX) | {"sm_90a", "sm_100f", "sm_120"}:
+        assert check_arch(arch) == arch
+        assert check_arch(f" {arch.upper()} ") == arch
+        assert family(arch) is not None  # each has a DRAM byte formula
+        if arch.startswith("gfx"):
+            for features in (":xnack-", ":sramecc+:xnack-", ":xnack+"):
+                assert check_arch(arch + features) == arch + features
+
+
+def test_an_arch_only_a_custom_peaks_table_names_is_accepted(tmp_path: Path) -> None:
+    from rocroof.analysis.arch import check_arch
+
+    table = tmp_path / "peaks.yaml"
+    table.write_text(
+        "version: 2\ngpus:\n  - name: MI50\n    vendor: AMD\n    gfx_arch: gfx906\n"
+        "    dram_gbps: {value: 1024, mark: unverified, source: test, reason: test}\n"
+    )
+    assert check_arch("gfx906", peaks=table) == "gfx906"
+    with pytest.raises(InputError, match="not a GPU architecture rocroof knows"):
+        check_arch("gfx906")  # the shipped table has no MI50
+
+
+def test_ingest_keeps_an_arch_with_target_features(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    code, out = run("ingest", fixture_path("rpd", "mytrace.rpd.gz"), "--arch", "gfx90a:xnack-", "--db", db)
+    assert code == 0, out
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("SELECT DISTINCT gfx_arch FROM agent WHERE gfx_arch IS NOT NULL").fetchall() == [
+            ("gfx90a:xnack-",)
+        ]
+    finally:
+        con.close()
 
 
 def test_no_instances_keeps_no_per_instance_values(tmp_path: Path) -> None:
@@ -262,7 +334,8 @@ EXAMPLE_H200 = Path(__file__).resolve().parent.parent / "examples" / "h200" / "d
 
 
 def test_collect_refuses_an_unknown_arch_and_empty_counters() -> None:
-    assert "expected an AMD gfx target" in one_line_error("collect", "--arch", "banana", "--dry-run", "--", "./a")
+    msg = one_line_error("collect", "--arch", "banana", "--dry-run", "--", "./a")
+    assert "not a GPU architecture rocroof knows" in msg
     assert "--counters is empty" in one_line_error(
         "collect", "--arch", "gfx942", "--counters", " ", "--dry-run", "--", "a"
     )

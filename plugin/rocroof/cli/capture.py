@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -233,6 +232,10 @@ def ingest(
     from ..capture.readers import find_captures
 
     label_map = parse_labels(labels)
+    if arch is not None:  # once, before any capture is read (a folder's captures would each refuse it)
+        from ..analysis.arch import check_arch
+
+        arch = check_arch(arch, "--arch")
     # (the PATH given, the capture found at or in it)
     runs = [(path, found) for path in paths for found in find_captures(path)]
     if attach and len(runs) > 1:
@@ -402,8 +405,10 @@ def collect(
 
     label_map = parse_labels(labels)  # before the (long) application runs, not after
     spec = parse_sample(sample_spec) if sample_spec is not None else None
-    if arch is not None and not re.fullmatch(r"gfx[0-9a-f]{3,5}|sm_\d{2,3}[a-z]?", arch):
-        raise InputError(f"--arch {arch}: expected an AMD gfx target (gfx942, gfx90a...) or an NVIDIA sm_XX (sm_90)")
+    if arch is not None:
+        from ..analysis.arch import check_arch
+
+        arch = check_arch(arch, "--arch")  # the check of ingest --arch and of a sweep's arch
     if counters is not None and not counters.strip():
         raise InputError("--counters is empty; give a preset (dram, roofline, ops) or counter names")
     out_dir = out or Path("rocroof-out") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__, spill
+from ..analysis.arch import check_arch as arch_check
 from ..analysis.dram import BYTE_COLUMNS as DRAM_BYTE_COLUMNS
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
@@ -144,9 +145,6 @@ def _durations(p: PassData, notes: list[Note]) -> pd.Series:
 MAX_DISPATCH_NS = 3600 * 10**9
 
 
-_ARCH_RE = re.compile(r"gfx[0-9]{2,4}[a-z]?(:[a-z0-9+\-]+)*|sm_[0-9]{2,3}[a-z]?", re.IGNORECASE)
-
-
 def _vendor(source_format: str) -> str | None:
     """``"AMD"`` or ``"NVIDIA"`` for a capture format that only that vendor's profilers write, else None.
 
@@ -163,14 +161,15 @@ def _vendor(source_format: str) -> str | None:
 
 
 def check_arch(arch: str) -> str:
-    """Validate an architecture name given by the user (``gfx942``, ``gfx90a``, ``sm_90``).
+    """Validate an architecture name given by the user (``gfx942``, ``gfx90a:xnack-``, ``sm_90``), lower-cased.
+
+    The check of :func:`rocroof.analysis.arch.check_arch`: ``collect --arch`` and a sweep's ``arch``
+    make the same.
 
     Raises:
-        InputError: anything else.
+        InputError: a name of no architecture with a DRAM byte formula or a peaks table row.
     """
-    if not _ARCH_RE.fullmatch(arch.strip()):
-        raise InputError(f"--arch {arch!r}: expected a gfx target such as gfx942, gfx90a, gfx1151 or an sm_XY")
-    return arch.strip().lower()
+    return arch_check(arch, "--arch")
 
 
 def _as_categories(df: pd.DataFrame, columns: tuple[str, ...]) -> None:

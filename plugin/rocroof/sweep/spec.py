@@ -73,7 +73,6 @@ ENV_AXIS = "env"
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_ARCH = re.compile(r"gfx[0-9a-f]{3,5}|sm_\d{2,3}[a-z]?")
 #: Slurm's names (partitions, accounts, QOS; a comma-separated list of partitions is one value).
 _SLURM_NAME = re.compile(r"[A-Za-z0-9_.:+-]+(,[A-Za-z0-9_.:+-]+)*")
 #: Slurm's --time: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]].
@@ -543,11 +542,14 @@ def _profiler(doc: _Doc, value: Any, given: bool) -> ProfilerSpec:
                 raise doc.error(k, f"expected rocpd or csv, got {describe(v)}")
             options[opt] = v
         elif opt == "arch":
-            if not isinstance(v, str) or not _ARCH.fullmatch(v):
-                raise doc.error(
-                    k, f"expected an AMD gfx target (gfx942...) or an NVIDIA sm_XX (sm_90), got {describe(v)}"
-                )
-            options[opt] = v
+            from ..analysis.arch import arch_problem  # the check of ingest/collect --arch
+
+            if not isinstance(v, str):
+                raise doc.error(k, f"expected a GPU architecture (gfx942, sm_90...), got {describe(v)}")
+            problem = arch_problem(v)
+            if problem is not None:
+                raise doc.error(k, f"{v!r}: {problem}")
+            options[opt] = v.strip().lower()
         else:  # nsys, capture
             what = "the nsys executable or none" if opt == "nsys" else "a capture directory (examples/h200/{case})"
             options[opt] = _string(doc, k, v, what)
