@@ -106,17 +106,43 @@ def open_binary(path: Path) -> IO[bytes]:
         raise ParseError(path, f"cannot open file: {exc.strerror or exc}") from exc
 
 
+#: What SQLite keeps beside a database while a program writes it: the write-ahead log, the rollback journal.
+SQLITE_WRITER_FILES = ("-wal", "-journal")
+
+
 @contextmanager
 def sqlite_file(path: Path) -> Iterator[Path]:
-    """A plain SQLite file for ``path``: itself, or a temporary decompressed copy of a ``.gz``.
+    """A plain SQLite file for ``path`` that reading leaves as it is: itself, or a temporary copy.
 
-    SQLite reads uncompressed files only; the copy is removed when the block ends.
+    SQLite reads uncompressed files only: a ``.gz`` is decompressed into a temporary file. A
+    database with a non-empty ``-wal`` or ``-journal`` beside it (a program is writing it, or
+    stopped before closing it) is copied with that file into a temporary folder and settled there
+    (the log's commits taken in, a cut-short write rolled back) into one self-contained file: the
+    user's files are never opened for writing, and a read-only folder is no obstacle. Otherwise
+    the file itself, to be opened with :func:`sqlite_connect` (which writes nothing beside it).
+    The copy is removed when the block ends.
 
     Raises:
-        ParseError: the compressed data is damaged or truncated.
+        ParseError: the compressed data is damaged or truncated, or the copy cannot be made.
     """
     if not is_gzip(path):
-        yield path
+        writers = _writer_files(path)
+        if not writers:
+            yield path
+            return
+        with tempfile.TemporaryDirectory(prefix="rocroof-") as tmp:
+            plain = Path(tmp) / path.name
+            try:
+                shutil.copyfile(path, plain)
+                for side in writers:
+                    try:
+                        shutil.copyfile(side, Path(tmp) / side.name)
+                    except FileNotFoundError:  # its writer closed the database meanwhile
+                        continue
+            except OSError as exc:
+                raise ParseError(path, f"cannot copy the database being written: {exc.strerror or exc}") from exc
+            _settle(plain)
+            yield plain
         return
     with tempfile.TemporaryDirectory(prefix="rocroof-") as tmp:
         plain = Path(tmp) / logical_name(path)
@@ -126,6 +152,57 @@ def sqlite_file(path: Path) -> Iterator[Path]:
         except (OSError, EOFError, zlib.error) as exc:
             raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc
         yield plain
+
+
+def _writer_files(path: Path) -> list[Path]:
+    """The non-empty ``-wal`` / ``-journal`` files beside ``path`` (empty ones hold nothing to read)."""
+    found = []
+    for suffix in SQLITE_WRITER_FILES:
+        side = path.with_name(path.name + suffix)
+        try:
+            if side.stat().st_size > 0:
+                found.append(side)
+        except OSError:  # none (the rule)
+            continue
+    return found
+
+
+def _settle(copy: Path) -> None:
+    """Make the temporary ``copy`` one file: its WAL checkpointed, a hot journal rolled back.
+
+    Opened for writing (it is rocroof's own copy): a read-only connection can roll back no
+    journal. A damaged copy is left as it is; its reader reports the damage.
+    """
+    try:
+        con = sqlite3.connect(copy)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # rolls back a hot journal
+            con.execute("PRAGMA journal_mode=DELETE").fetchone()  # checkpoints and removes the WAL
+        finally:
+            con.close()
+    except (sqlite3.Error, UnicodeDecodeError, MemoryError):
+        return
+
+
+def sqlite_uri(path: Path) -> str:
+    """The URI that reads the SQLite file ``path`` (from :func:`sqlite_file`) without writing anything.
+
+    ``mode=ro`` alone still makes a ``-shm`` index and an empty ``-wal`` beside a database in WAL
+    mode (and fails where the folder is read-only); ``immutable=1`` reads the file as it stands,
+    without locks or side files. That is right for a finished capture; one being written is read
+    through the copy :func:`sqlite_file` makes. The path is percent-encoded (a ``#`` or ``?`` in
+    a file name is part of the name). ADBC's SQLite driver takes the same URI.
+    """
+    return f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+
+
+def sqlite_connect(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file ``path`` (from :func:`sqlite_file`) that writes nothing.
+
+    Raises:
+        sqlite3.Error: SQLite cannot open it.
+    """
+    return sqlite3.connect(sqlite_uri(path), uri=True)
 
 
 def unreadable(path: Path) -> ParseError | None:
@@ -156,7 +233,7 @@ def sqlite_tables(path: Path) -> set[str] | None:
         with open(path, "rb") as fh:
             if fh.read(16) != b"SQLite format 3\x00":
                 return None
-        con = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True)
+        con = sqlite_connect(path)
         try:
             return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         finally:

@@ -49,13 +49,14 @@ import sqlite3
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..analysis.bandwidth import BANDWIDTH_FILE
 from ..errors import InputError, ParseError
-from ..fileio import MAX_LINE_BYTES, is_gzip, logical_name, open_binary, sqlite_file, sqlite_tables
+from ..fileio import MAX_LINE_BYTES, is_gzip, logical_name, open_binary, sqlite_connect, sqlite_file, sqlite_tables
 from .readers import MANIFEST, SIDECAR_NAME, ggml_meta, nvidia, rocprof_legacy, rocprofv3_csv
 
 #: Binary reports that are dropped (their exports are kept).
@@ -744,7 +745,7 @@ def _learn_users(files: list[Path]) -> set[str]:
         name = logical_name(f)
         try:
             if name.endswith((".sqlite", ".db")):
-                with sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
+                with sqlite_file(f) as plain, closing(sqlite_connect(plain)) as con:
                     if "META_DATA_CAPTURE" in (sqlite_tables(plain) or set()):
                         users.update(
                             str(r[0])
@@ -779,7 +780,7 @@ def _learn_hosts(files: list[Path]) -> set[str]:
                 if isinstance(data, dict) and isinstance(data.get("host"), str):
                     hosts.add(data["host"])
             elif name.endswith((".sqlite", ".db")):
-                with sqlite_file(f) as plain, sqlite3.connect(f"file:{plain}?mode=ro", uri=True) as con:
+                with sqlite_file(f) as plain, closing(sqlite_connect(plain)) as con:
                     tables = sqlite_tables(plain) or set()
                     if "TARGET_INFO_SYSTEM_ENV" in tables:
                         hosts.update(

@@ -35,7 +35,7 @@ import pandas as pd
 
 from ...analysis.bandwidth import BANDWIDTH_FILE, MIN_PROBE_BYTES, read_bandwidth
 from ...errors import InputError, ParseError
-from ...fileio import logical_name, open_binary, read_text, unreadable
+from ...fileio import SQLITE_WRITER_FILES, logical_name, open_binary, read_text, unreadable
 from ...memory import release_free_memory
 from ...records import (
     AGENT_COLUMNS,
@@ -66,8 +66,6 @@ def _files_below(root: Path) -> list[Path]:
     return sorted((p for p in root.rglob("*") if p.is_file()), key=_natural)
 
 
-#: What SQLite keeps beside a database while a program writes it: the write-ahead log, the rollback journal.
-SQLITE_WRITER_FILES = ("-wal", "-journal")
 #: Names of the SQLite files that profilers write (rocpd, RPD, Nsight Systems exports, rocprof v1).
 _SQLITE_NAMES = (".db", ".rpd", ".sqlite", ".sqlite3")
 

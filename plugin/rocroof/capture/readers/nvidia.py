@@ -44,6 +44,7 @@ from ...fileio import (
     read_csv_chunks,
     read_header,
     require,
+    sqlite_connect,
     sqlite_file,
 )
 from ...memory import release_free_memory
@@ -567,7 +568,7 @@ def _has_kernel_table(path: Path) -> bool:
         with open(path, "rb") as fh:
             if fh.read(16) != b"SQLite format 3\x00":
                 return False
-        conn = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True)
+        conn = sqlite_connect(path)
     except (OSError, sqlite3.Error):
         return False
     try:
@@ -683,7 +684,7 @@ def _is_key(value: object) -> bool:
 
 def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str, str]]:
     try:
-        conn = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True)
+        conn = sqlite_connect(path)
     except sqlite3.Error as exc:
         raise ParseError(path, f"cannot open the Nsight Systems database ({exc})") from exc
     try:

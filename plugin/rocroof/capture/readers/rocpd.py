@@ -77,7 +77,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ParseError
-from ...fileio import COUNTER_MAX, sqlite_file
+from ...fileio import COUNTER_MAX, sqlite_connect, sqlite_file
 from ...memory import release_free_memory
 from ...records import (
     AGENT_COLUMNS,
@@ -107,7 +107,6 @@ from .sqlite_arrow import (
     arrow_columns,
     arrow_integers,
     arrow_slices,
-    read_only_uri,
     sql_literal,
 )
 
@@ -187,9 +186,8 @@ def _logical_name(name: str) -> str:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    # immutable=1 reads a file in a read-only place without lock or -shm files, but ignores a
-    # write-ahead log: when a non-empty "-wal" file is present its pages are needed.
-    return sqlite3.connect(read_only_uri(path), uri=True)
+    # immutable: no lock, -wal or -shm file beside the capture; sqlite_file copies one being written
+    return sqlite_connect(path)
 
 
 @contextmanager

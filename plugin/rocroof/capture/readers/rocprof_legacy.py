@@ -51,6 +51,7 @@ from ...fileio import (
     read_csv,
     read_header,
     read_text,
+    sqlite_connect,
     sqlite_file,
     sqlite_tables,
 )
@@ -249,7 +250,7 @@ def _db_frame(path: Path, table: str) -> pd.DataFrame:
     """Every row of one table of an SQLite file (gzipped or not) as text cells (NULL as empty)."""
     with sqlite_file(path) as plain:
         try:
-            con = sqlite3.connect(f"file:{plain.resolve().as_posix()}?mode=ro", uri=True)
+            con = sqlite_connect(plain)
             try:
                 cur = con.execute(f'SELECT * FROM "{table}"')
                 names = [d[0] for d in cur.description]

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ParseError
-from ...fileio import check_times, logical_name, parse_int, sqlite_file, sqlite_tables
+from ...fileio import check_times, logical_name, parse_int, sqlite_connect, sqlite_file, sqlite_tables
 from ...records import (
     AGENT_COLUMNS,
     COUNTER_COLUMNS,
@@ -138,7 +138,7 @@ def read_pass(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
                 f"resembles a rocmProfileData (RPD) trace but has no {', '.join(missing)} table(s); expected the "
                 "rocpd_op / rocpd_api / rocpd_api_ops / rocpd_string tables rpd_tracer writes",
             )
-        con = sqlite3.connect(f"file:{plain.resolve().as_posix()}?mode=ro", uri=True)
+        con = sqlite_connect(plain)
         try:
             return _read(con, path, label, tables)
         finally:

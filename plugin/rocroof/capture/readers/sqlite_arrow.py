@@ -20,19 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...fileio import sqlite_uri
+
 
 class NotNumbers(Exception):
     """A column of a result is not of the numeric type a fast path needs."""
-
-
-def read_only_uri(path: Path) -> str:
-    """A read-only URI for ``path`` (``immutable`` unless a write-ahead log holds pages)."""
-    wal = path.with_name(path.name + "-wal")
-    try:
-        immutable = not (wal.is_file() and wal.stat().st_size > 0)
-    except OSError:
-        immutable = True
-    return f"file:{path.resolve().as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
 
 
 def sql_literal(value: object) -> str:
@@ -72,7 +64,7 @@ def arrow_columns(conn: sqlite3.Connection, sql: str) -> dict[str, Any] | None:
         return None
     try:
         with (
-            adbc_driver_sqlite.connect(read_only_uri(Path(row[2]))) as db,
+            adbc_driver_sqlite.connect(sqlite_uri(Path(row[2]))) as db,
             adbc_driver_manager.AdbcConnection(db) as connection,
             adbc_driver_manager.AdbcStatement(connection) as statement,
         ):
