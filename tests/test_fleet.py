@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from rocroof.cli import cli
+from rocroof.errors import InputError
 from rocroof.report.fleet import fleet_diff, fleet_view, select_runs
 from rocroof.store import Store
 from rocroof.sweep.run import run_sweep
@@ -230,3 +231,80 @@ def test_runs_without_op_rows_are_left_out_of_the_fleet_and_said_so(db: Path, tm
     assert CliRunner().invoke(cli, ["ingest", str(plain), "--db", str(only_plain), "--label", "s=p"]).exit_code == 0
     refused = CliRunner().invoke(cli, ["fleet", "--db", str(only_plain), "--label", "s=p"])
     assert refused.exit_code == 1 and refused.output.startswith("Error: none of the 1 selected run(s) has ggml op rows")
+
+
+def _with_plain_run(db: Path, tmp_path: Path, labels: dict[str, str]) -> Path:
+    """A copy of the sweep's store plus one plain kernel capture (no ggml markers) with ``labels``."""
+    import shutil
+
+    from .rocprof_csv import T0, Kernel, write_pass
+
+    mixed = tmp_path / "mixed.db"
+    shutil.copyfile(db, mixed)
+    plain = write_pass(tmp_path / "plain", 4242, kernels=[Kernel(1, "copy", 1, T0, T0 + 5000)])
+    args = ["ingest", str(plain), "--db", str(mixed)]
+    for k, v in labels.items():
+        args += ["--label", f"{k}={v}"]
+    stored = CliRunner().invoke(cli, args)
+    assert stored.exit_code == 0, stored.output
+    return mixed
+
+
+def test_a_pair_with_a_run_without_op_rows_is_skipped_and_listed(db: Path, tmp_path: Path) -> None:
+    """The fusion run left without partner gets one: a plain kernel capture. That pair is skipped, not the diff."""
+    from rocroof.report.fleet import labels_of
+
+    alone = Store(db, read_only=True)
+    # the run the recording stopped after: no no-fusion partner (test_fusion_off_regresses_decode_by_the_known_figures)
+    (moe2,) = select_runs(alone, "env=fusion,model=moe-tiny,phase=decode,take=2")
+    # its labels, as the missing no-fusion point of the sweep would have them
+    partner = dict(labels_of(alone, [moe2])[moe2], env="no-fusion", case="moe-tiny-decode-no-fusion-r2")
+    partner.pop("sweep_point", None)  # the sweep's own label (rocroof.report.fleet._OWN_KEYS)
+    mixed = _with_plain_run(db, tmp_path, partner)
+    store = Store(mixed, read_only=True)
+    plain = max(select_runs(store, "env=no-fusion"))
+    assert plain == 16  # the sweep stored runs 1..15
+    d = fleet_diff(store, select_runs(store, "env=fusion"), select_runs(store, "env=no-fusion"))
+    why = (
+        f"model=moe-tiny phase=decode take=2 (runs {moe2} → 16): run 16 has no ggml op rows (captured without "
+        "ggml markers or op metadata; rocroof report --by kernel shows them)"
+    )
+    assert d.skipped == [why]
+    assert d.unpaired_a == [] and d.unpaired_b == []  # paired, then skipped: not "without a partner"
+    # the other pairs are compared as without the plain run
+    before = fleet_diff(alone, select_runs(alone, "env=fusion"), select_runs(alone, "env=no-fusion"))
+    assert d.pairs.equals(before.pairs) and d.ops.equals(before.ops)
+    runner = CliRunner()
+    text = runner.invoke(
+        cli, ["fleet", "diff", "env=fusion", "env=no-fusion", "--db", str(mixed), "--fail-on-regression", "50"]
+    )
+    assert text.exit_code == 0, text.output
+    assert f"not compared: {why}" in text.stdout.splitlines()
+    assert f"warning: pair not compared: {why}" in text.stderr.splitlines()
+    doc = json.loads(
+        runner.invoke(
+            cli, ["fleet", "diff", "env=fusion", "env=no-fusion", "--db", str(mixed), "--format", "json"]
+        ).stdout
+    )
+    assert doc["skipped"] == [why] and len(doc["pairs"]) == len(before.pairs)
+
+
+def test_fleet_diff_fails_when_every_pair_has_a_run_without_op_rows(db: Path, tmp_path: Path) -> None:
+    mixed = _with_plain_run(db, tmp_path, {"side": "plain", "model": "moe-tiny"})
+    store = Store(mixed, read_only=True)
+    (moe,) = select_runs(store, "env=fusion,model=moe-tiny,phase=decode,take=1")
+    with pytest.raises(InputError) as err:
+        fleet_diff(store, [moe], [16])
+    assert str(err.value) == (
+        f"no pair could be compared: every one has a run without ggml op rows: run {moe} vs run 16 "
+        f"(runs {moe} → 16): run 16 has no ggml op rows (captured without ggml markers or op metadata; "
+        "rocroof report --by kernel shows them)"
+    )
+    out = CliRunner().invoke(
+        cli, ["fleet", "diff", "env=fusion,model=moe-tiny,phase=decode,take=1", "side=plain", "--db", str(mixed)]
+    )
+    assert (
+        out.exit_code == 1
+        and out.output.startswith("Error: no pair could be compared")
+        and "Traceback" not in out.output
+    )

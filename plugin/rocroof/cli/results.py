@@ -412,7 +412,8 @@ def fleet_diff_command(db: str, side_a: str, side_b: str, top: int, fail_pct: fl
     Runs are paired by the labels they share values of (the matrix values: model, phase, repeat...);
     a label whose values differ between the sides entirely (env=fusion vs env=no-fusion, a sweep's
     name) is what is compared. Each pair gets `rocroof diff` (its noise rules); the per-op changes of
-    all pairs are ranked by the µs they add per graph evaluation. Unpaired runs are listed.
+    all pairs are ranked by the µs they add per graph evaluation. Unpaired runs are listed, and so
+    are pairs with a run that has no ggml op rows (not compared; an error only when no pair is left).
 
     \b
     Examples:

@@ -200,6 +200,7 @@ class FleetDiff:
             ``slower``, ``faster``, ``only_a``, ``only_b`` (nodes), ``verdict``.
         unpaired_a, unpaired_b: runs without a partner (name per run).
         ambiguous: pairing values held by several runs of one side (not compared).
+        skipped: pairs not compared, one line each with why (a run of the pair has no ggml op rows).
     """
 
     keys: list[str]
@@ -208,6 +209,7 @@ class FleetDiff:
     unpaired_a: list[str] = field(default_factory=list)
     unpaired_b: list[str] = field(default_factory=list)
     ambiguous: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
 
 def pairing_keys(labels_a: dict[int, dict[str, str]], labels_b: dict[int, dict[str, str]]) -> list[str]:
@@ -233,8 +235,11 @@ def fleet_diff(
 ) -> FleetDiff:
     """Pair the runs of two sides and diff every pair (module docstring).
 
+    A pair with a run that has no ggml op rows (a plain kernel capture) is not compared: it is
+    listed in :attr:`FleetDiff.skipped` with the run that lacks them.
+
     Raises:
-        InputError: the sides overlap, or no pair could be made.
+        InputError: the sides overlap, or no pair could be made (or every pair was skipped).
     """
     both = sorted(set(runs_a) & set(runs_b))
     if both:
@@ -257,7 +262,9 @@ def fleet_diff(
         for key in sorted(set(index_a) | set(index_b))
         if len(index_a.get(key, [])) > 1 or len(index_b.get(key, [])) > 1
     ]
-    pair_rows, op_rows = [], []
+    pair_rows, op_rows, skipped = [], [], []
+    paired_a: set[int] = set()  # runs with a partner, compared or skipped
+    paired_b: set[int] = set()
     # a pair is named by the pairing labels whose values differ between pairs (model=a phase=decode)
     paired_keys = sorted(set(index_a) & set(index_b))
     shown = [i for i, k in enumerate(keys) if len({key[i] for key in paired_keys}) > 1]
@@ -266,6 +273,16 @@ def fleet_diff(
             continue
         a, b = index_a[key][0], index_b[key][0]
         name = " ".join(f"{keys[i]}={key[i]}" for i in shown) or f"run {a} vs run {b}"
+        paired_a.add(a)
+        paired_b.add(b)
+        without = [r for r in (a, b) if not has_op_invocations(store, r)]
+        if without:
+            skipped.append(
+                f"{name} (runs {a} → {b}): run {' and run '.join(map(str, without))} "
+                f"{'has' if len(without) == 1 else 'have'} no ggml op rows (captured without ggml markers or "
+                "op metadata; rocroof report --by kernel shows them)"
+            )
+            continue
         d = diff_runs(store, a, b, min_change=min_change, min_change_us=min_change_us)
         t = d.total.iloc[0]
         pair_rows.append(
@@ -304,13 +321,13 @@ def fleet_diff(
                     "verdict": verdict,
                 }
             )
+    if not pair_rows and skipped:
+        raise InputError(f"no pair could be compared: every one has a run without ggml op rows: {'; '.join(skipped)}")
     if not pair_rows:
         raise InputError(
             f"no run of A pairs with one of B by the labels they share ({', '.join(keys) or 'none'}): "
             "give sides that differ in one label, e.g. env=fusion and env=no-fusion"
         )
-    paired_a = {r["run_a"] for r in pair_rows}
-    paired_b = {r["run_b"] for r in pair_rows}
     ops = pd.DataFrame(op_rows).sort_values("delta_us", ascending=False, kind="stable").reset_index(drop=True)
     return FleetDiff(
         keys=keys,
@@ -319,6 +336,7 @@ def fleet_diff(
         unpaired_a=[names[r] for r in runs_a if r not in paired_a],
         unpaired_b=[names[r] for r in runs_b if r not in paired_b],
         ambiguous=ambiguous,
+        skipped=skipped,
     )
 
 
@@ -378,6 +396,7 @@ def regressions(d: FleetDiff, fail_pct: float) -> tuple[list[str], bool]:
         for what, names in (("only in A", d.unpaired_a), ("only in B", d.unpaired_b))
         if names
     ]
+    lines += [one_line(f"warning: pair not compared: {line}") for line in d.skipped]
     failing = d.pairs[d.pairs["delta_pct"] > fail_pct]
     lines += [
         one_line(
@@ -394,11 +413,12 @@ def render_fleet_diff(
 ) -> str:
     """Text of :func:`fleet_diff`.
 
-    JSON: every pair and op change, the pairing labels, unpaired and ambiguous runs, the threshold
-    and whether it was crossed; CSV: the op changes; table and Markdown: the pairs, the ``top`` op
-    changes adding the most time, those saving the most (matched nodes that got faster: an op whose
-    time moved into a fused group of the other side is regrouping, not a saving), and the runs not
-    compared. Markdown keeps each table between blank lines.
+    JSON: every pair and op change, the pairing labels, unpaired and ambiguous runs, skipped pairs,
+    the threshold and whether it was crossed; CSV: the op changes; table and Markdown: the pairs,
+    the ``top`` op changes adding the most time, those saving the most (matched nodes that got
+    faster: an op whose time moved into a fused group of the other side is regrouping, not a
+    saving), the runs not compared, and one line per pair skipped (a run without ggml op rows).
+    Markdown keeps each table between blank lines.
     """
     import json
 
@@ -416,6 +436,7 @@ def render_fleet_diff(
             "unpaired_a": d.unpaired_a,
             "unpaired_b": d.unpaired_b,
             "ambiguous": d.ambiguous,
+            "skipped": d.skipped,
         }
         return json.dumps(doc, indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
@@ -464,4 +485,7 @@ def render_fleet_diff(
         if names:
             line = f"{what} (not compared): {'; '.join(names)}"  # runs named by their labels
             out.append("\n" + markdown_text(line) if md else one_line(line))
+    for line in d.skipped:  # one line per pair, with why
+        text = f"not compared: {line}"
+        out.append("\n" + markdown_text(text) if md else one_line(text))
     return "\n".join(out) + "\n"
