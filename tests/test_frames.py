@@ -206,6 +206,22 @@ def invocation_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+def _invocation_times(con: sqlite3.Connection, run_id: int) -> tuple[dict[int, int], set[int]]:
+    """By hand from the stored dispatches: each op invocation's summed timing-dispatch ns, and the
+    invocations with a dispatch of unknown time (whose sum the reports leave unknown)."""
+    known: dict[int, int] = {}
+    unknown: set[int] = set()
+    for op_index, duration in con.execute(
+        "SELECT op_index, duration_ns FROM dispatch_record WHERE run_id = ? "
+        "AND timing_dispatch_index = dispatch_index AND op_index IS NOT NULL",
+        (run_id,),
+    ):
+        if duration is None:
+            unknown.add(op_index)
+        known[op_index] = known.get(op_index, 0) + (duration or 0)
+    return known, unknown
+
+
 @pytest.mark.parametrize("batch", [16, 8192])
 def test_the_streamed_invocation_csv_is_the_whole_reports_csv(
     invocation_db: Path, monkeypatch: pytest.MonkeyPatch, batch: int
@@ -247,16 +263,7 @@ def test_the_streamed_invocation_csv_is_the_whole_reports_csv(
             assert all(not r["duration_ns"] for r in rows[len(times) :])
             assert (len(times) < invocations) == (run_id == 2)
             # an invocation's time and share by hand: its timing dispatches' durations, over the known total
-            known: dict[int, int] = {}
-            unknown: set[int] = set()
-            for op_index, duration in con.execute(
-                "SELECT op_index, duration_ns FROM dispatch_record WHERE run_id = ? "
-                "AND timing_dispatch_index = dispatch_index AND op_index IS NOT NULL",
-                (run_id,),
-            ):
-                if duration is None:
-                    unknown.add(op_index)
-                known[op_index] = known.get(op_index, 0) + (duration or 0)
+            known, unknown = _invocation_times(con, run_id)
             total = sum(d for i, d in known.items() if i not in unknown)
             for row in (rows[0], rows[len(times) // 2], rows[len(times) - 1]):
                 (op_index,) = con.execute(
@@ -341,16 +348,7 @@ def test_the_streamed_invocation_json_is_the_whole_reports_document(
             if batch == 16:
                 assert len(list(invocation_json_chunks(store, run_id))) > 16  # the rows came in pieces
             doc = json.loads(out.output)
-            known: dict[int, int] = {}
-            unknown: set[int] = set()
-            for op_index, duration in con.execute(
-                "SELECT op_index, duration_ns FROM dispatch_record WHERE run_id = ? "
-                "AND timing_dispatch_index = dispatch_index AND op_index IS NOT NULL",
-                (run_id,),
-            ):
-                if duration is None:
-                    unknown.add(op_index)
-                known[op_index] = known.get(op_index, 0) + (duration or 0)
+            known, unknown = _invocation_times(con, run_id)
             assert doc["rows_total"] == doc["totals"]["rows"] == len(doc["rows"]) == len(known)
             assert doc["totals"]["duration_ns"] == sum(d for i, d in known.items() if i not in unknown)
             assert [r["duration_ns"] is None for r in doc["rows"]].count(True) == len(unknown)

@@ -426,12 +426,8 @@ else:
 '''
 
 
-def test_the_collect_command_samples_estimates_and_ingests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`rocroof collect` as a user runs it, with stand-ins for nsys and ncu on PATH."""
-    from click.testing import CliRunner
-
-    from rocroof.cli import cli
-
+def _fake_tools_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-ins for nsys and ncu (:data:`FAKE_TOOL`) first on PATH, in ``tmp_path/bin``."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     for name in ("nsys", "ncu"):
@@ -439,6 +435,15 @@ def test_the_collect_command_samples_estimates_and_ingests(tmp_path: Path, monke
         tool.write_text(FAKE_TOOL.format(python=sys.executable, example=str(EXAMPLE)))
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
+
+
+def test_the_collect_command_samples_estimates_and_ingests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rocroof collect` as a user runs it, with stand-ins for nsys and ncu on PATH."""
+    from click.testing import CliRunner
+
+    from rocroof.cli import cli
+
+    _fake_tools_on_path(tmp_path, monkeypatch)
     db, out = tmp_path / "r.db", tmp_path / "cap"
     result = CliRunner().invoke(
         cli,
@@ -485,13 +490,7 @@ def test_collect_progress_lines_escape_the_text_they_quote(tmp_path: Path, monke
 
     from rocroof.cli import cli
 
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for name in ("nsys", "ncu"):
-        tool = bindir / name
-        tool.write_text(FAKE_TOOL.format(python=sys.executable, example=str(EXAMPLE)))
-        tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
+    _fake_tools_on_path(tmp_path, monkeypatch)
     out = tmp_path / "cap\x1b]0;OUT\x07"
     app = [*APP, "-r", "1\x1b[2J\nFAKE"]  # an argument the fake tools ignore: an OSC, a clear screen, a newline
     result = CliRunner().invoke(

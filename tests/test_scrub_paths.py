@@ -22,6 +22,7 @@ from rocroof.cli import cli
 from rocroof.errors import InputError
 
 from . import synthetic
+from .test_scrub_secrets import dump
 
 #: (kind, the text, the part of it that must not survive a scrub)
 SECRET_KINDS = [
@@ -69,29 +70,6 @@ def test_the_users_trial_line() -> None:
 #: Each secret kind at the end of a home path, one per line (the user's trial line first).
 PLANTED = [f"/home/alice/proj/{text}" for _, text, _ in SECRET_KINDS]
 MUST_GO = [secret for _, _, secret in SECRET_KINDS]
-
-
-def dump(root: Path) -> str:
-    """Every byte under ``root`` as text: gzip decompressed, SQLite databases dumped as SQL."""
-    parts = []
-    for f in sorted(root.rglob("*")):
-        if not f.is_file():
-            continue
-        data = f.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        if data[:16] == b"SQLite format 3\x00":
-            con = sqlite3.connect(":memory:")
-            con.deserialize(data)
-            parts.append("\n".join(con.iterdump()))
-            # iterdump writes a BLOB as hex: the text it holds, for the search
-            for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-                for row in con.execute(f'SELECT * FROM "{table}"'):
-                    parts += [v.decode("utf-8", errors="replace") for v in row if isinstance(v, bytes)]
-            con.close()
-        else:
-            parts.append(data.decode("utf-8", errors="replace"))
-    return "\n".join(parts)
 
 
 def test_secrets_inside_paths_go_from_logs_gzip_csv_and_json(tmp_path: Path) -> None:

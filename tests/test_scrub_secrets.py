@@ -46,7 +46,8 @@ UNKNOWN = "unknown-table-or-file-9f3e"
 
 
 def dump(root: Path) -> str:
-    """Every byte under ``root`` as text: gzip decompressed, SQLite databases dumped as SQL."""
+    """Every byte under ``root`` as text: gzip decompressed, SQLite databases dumped as SQL (and the
+    text their BLOBs hold)."""
     parts = []
     for f in sorted(root.rglob("*")):
         if not f.is_file() or f.is_symlink():
@@ -60,6 +61,10 @@ def dump(root: Path) -> str:
             con = sqlite3.connect(":memory:")
             con.deserialize(data)
             parts.append("\n".join(con.iterdump()))
+            # iterdump writes a BLOB as hex: the text it holds, for the search
+            for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                for row in con.execute(f'SELECT * FROM "{table}"'):
+                    parts += [v.decode("utf-8", errors="replace") for v in row if isinstance(v, bytes)]
             con.close()
         else:
             parts.append(data.decode("utf-8", errors="replace"))
