@@ -175,3 +175,33 @@ def test_a_damaged_text_kind_still_fails_the_scrub(tmp_path: Path) -> None:
     (cap / "rocroof-collect.json").write_text("{not json")
     with pytest.raises(InputError, match="invalid JSON; cannot scrub it"):
         scrub_capture(cap, tmp_path / "clean")
+
+
+def test_rocpd_strings_that_redact_alike_stay_apart_and_the_copy_ingests(tmp_path: Path) -> None:
+    """rocpd_string.string is UNIQUE: two messages differing only in a path's folders (or a token) became one
+    value, and the scrub failed with "not a readable SQLite database (UNIQUE constraint failed ...)"."""
+    cap = synthetic.capture("rocpd", 20, tmp_path / "cache", dest=tmp_path / "cap")
+    (db,) = cap.glob("*_results.db")
+    with sqlite3.connect(db) as con:
+        string = next(
+            r[0]
+            for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rocpd_string%'")
+        )
+        before = con.execute(f'SELECT COUNT(*) FROM "{string}"').fetchone()[0]
+        alike = ["load /home/alice/m/x.gguf", "load /home/bob/n/x.gguf", "load /data/x.gguf", "load x.gguf"]
+        con.executemany(f'INSERT INTO "{string}" (string) VALUES (?)', [(s,) for s in alike])
+    con.close()
+    report = scrub_capture(cap, tmp_path / "clean")
+    (out,) = (tmp_path / "clean").glob("*_results.db")
+    con = sqlite3.connect(out)
+    try:
+        values = [v for (v,) in con.execute(f"SELECT string FROM \"{string}\" WHERE string LIKE 'load %' ORDER BY id")]
+        total = con.execute(f'SELECT COUNT(*) FROM "{string}"').fetchone()[0]
+    finally:
+        con.close()
+    # by hand: every path is cut to x.gguf; the plain "load x.gguf" row (inserted last) is one of the four
+    assert sorted(values) == ["load x.gguf", "load x.gguf <2>", "load x.gguf <3>", "load x.gguf <4>"]
+    assert total == before + 4  # no row lost: other tables point at them by id
+    assert report.removed["value told apart after redaction (<n> appended)"] == 3
+    result = CliRunner().invoke(cli, ["ingest", str(tmp_path / "clean"), "--db", str(tmp_path / "r.db")])
+    assert result.exit_code == 0, result.output

@@ -992,10 +992,13 @@ def _scrub_sqlite(path: Path, out: Path, redact: Redactor, report: ScrubReport) 
                     # rocpd names a run by a random UUID (guid, metadata uuid): not an identifier of anyone, and
                     # the key that joins its tables
                     keep_ids = " AND tag NOT IN ('uuid', 'guid')" if logical == "rocpd_metadata" else ""
-                    con.execute(
-                        f'UPDATE "{table}" SET "{col}" = rr_clean("{col}") '
-                        f"WHERE typeof(\"{col}\") IN ('text', 'blob'){keep_ids}"
-                    )
+                    where = f"typeof(\"{col}\") IN ('text', 'blob'){keep_ids}"
+                    counts = dict(report.removed)
+                    try:
+                        con.execute(f'UPDATE "{table}" SET "{col}" = rr_clean("{col}") WHERE {where}')
+                    except sqlite3.IntegrityError:  # a UNIQUE column whose values redact alike
+                        report.removed = counts  # the statement was undone: count its redactions once
+                        _clean_unique(con, table, col, where, redact, report)
             con.commit()
             con.execute("VACUUM")  # deleted rows must not survive in free pages
         finally:
@@ -1007,6 +1010,53 @@ def _scrub_sqlite(path: Path, out: Path, redact: Redactor, report: ScrubReport) 
             shutil.copyfileobj(raw, gz)
         plain.unlink()
     return True
+
+
+#: What a value that redacts like another of a UNIQUE column gets appended (the ``n``-th alike, from 2).
+_ALIKE = " <{n}>"
+
+
+def _clean_unique(
+    con: sqlite3.Connection, table: str, col: str, where: str, redact: Redactor, report: ScrubReport
+) -> None:
+    """Redact ``col`` of ``table`` where two values become alike and the column is UNIQUE.
+
+    rocpd keeps each string once (``rocpd_string.string ... UNIQUE``, rocprofiler-sdk's rocpd
+    schema), and other tables point at it by id: two messages that differ only in a path's folders
+    or a token (``load /home/a/x.gguf``, ``load /home/b/x.gguf``) redact alike, and one UPDATE fails.
+    Each such value after the first gets :data:`_ALIKE` (``load x.gguf <2>``), so every row keeps its
+    id and the strings stay apart. Rows are first given temporary values of their own, then their
+    final ones, so that no step meets a value the UPDATE has not reached yet.
+
+    Raises:
+        sqlite3.DatabaseError: the table has no rowid (no rocroof-read format has such a table).
+    """
+    rows = con.execute(f'SELECT rowid, "{col}" FROM "{table}" WHERE {where}').fetchall()
+    final: list[tuple[object, int]] = []
+    used: set[object] = {
+        v for (v,) in con.execute(f'SELECT "{col}" FROM "{table}" WHERE NOT ({where}) AND "{col}" IS NOT NULL')
+    }
+    alike = 0
+    for rowid, value in rows:
+        clean: object = _clean_cell(value, redact)
+        if clean in used:
+            n = 2
+            while (candidate := _with_alike(clean, n)) in used:
+                n += 1
+            clean, alike = candidate, alike + 1
+        used.add(clean)
+        final.append((clean, rowid))
+    con.executemany(
+        f'UPDATE "{table}" SET "{col}" = ? WHERE rowid = ?', [(f"\x00rocroof-scrub-{r}", r) for _, r in final]
+    )
+    con.executemany(f'UPDATE "{table}" SET "{col}" = ? WHERE rowid = ?', final)
+    report.count("value told apart after redaction (<n> appended)", alike)
+
+
+def _with_alike(value: object, n: int) -> object:
+    """``value`` with :data:`_ALIKE` appended (text, or the bytes of a BLOB)."""
+    suffix = _ALIKE.format(n=n)
+    return value + suffix.encode() if isinstance(value, bytes) else f"{value}{suffix}"
 
 
 def _clean_cell(value: str | bytes | int | float | None, redact: Redactor) -> str | bytes | int | float | None:
