@@ -126,7 +126,7 @@ def sqlite_file(path: Path) -> Iterator[Path]:
         ParseError: the compressed data is damaged or truncated, or the copy cannot be made.
     """
     if not is_gzip(path):
-        writers = _writer_files(path)
+        writers = sqlite_writer_files(path)
         if not writers:
             yield path
             return
@@ -154,8 +154,12 @@ def sqlite_file(path: Path) -> Iterator[Path]:
         yield plain
 
 
-def _writer_files(path: Path) -> list[Path]:
-    """The non-empty ``-wal`` / ``-journal`` files beside ``path`` (empty ones hold nothing to read)."""
+def sqlite_writer_files(path: Path) -> list[Path]:
+    """The non-empty ``-wal`` / ``-journal`` files beside ``path``, in :data:`SQLITE_WRITER_FILES` order.
+
+    A non-empty one means a program is writing the database (or stopped before closing it); empty
+    ones hold nothing to read (a read-only reader of a WAL database leaves them).
+    """
     found = []
     for suffix in SQLITE_WRITER_FILES:
         side = path.with_name(path.name + suffix)

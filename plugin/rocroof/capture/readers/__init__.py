@@ -35,7 +35,7 @@ import pandas as pd
 
 from ...analysis.bandwidth import BANDWIDTH_FILE, MIN_PROBE_BYTES, read_bandwidth
 from ...errors import InputError, ParseError
-from ...fileio import SQLITE_WRITER_FILES, logical_name, open_binary, read_text, unreadable
+from ...fileio import logical_name, open_binary, read_text, sqlite_writer_files, unreadable
 from ...memory import release_free_memory
 from ...records import (
     AGENT_COLUMNS,
@@ -83,14 +83,9 @@ def _being_written(files: Sequence[Path]) -> dict[Path, str]:
     for f in files:
         if not logical_name(f).endswith(_SQLITE_NAMES) or logical_name(f) != f.name:  # .gz: a finished copy
             continue
-        for suffix in SQLITE_WRITER_FILES:
-            side = f.with_name(f.name + suffix)
-            try:
-                if side.stat().st_size > 0:
-                    out[f] = side.name
-                    break
-            except OSError:  # none (the rule), or gone meanwhile
-                continue
+        writers = sqlite_writer_files(f)
+        if writers:
+            out[f] = writers[0].name
     return out
 
 
