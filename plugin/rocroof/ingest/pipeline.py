@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__, spill
-from ..analysis.arch import check_arch as arch_check
+from ..analysis.arch import check_arch
 from ..analysis.dram import BYTE_COLUMNS as DRAM_BYTE_COLUMNS
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
@@ -158,18 +158,6 @@ def _vendor(source_format: str) -> str | None:
     if source_format in ("rocprofv3-csv", "rocpd", "rocprof-compute", rocprof_legacy.FORMAT, rpd.FORMAT):
         return "AMD"
     return None
-
-
-def check_arch(arch: str) -> str:
-    """Validate an architecture name given by the user (``gfx942``, ``gfx90a:xnack-``, ``sm_90``), lower-cased.
-
-    The check of :func:`rocroof.analysis.arch.check_arch`: ``collect --arch`` and a sweep's ``arch``
-    make the same.
-
-    Raises:
-        InputError: a name of no architecture with a DRAM byte formula or a peaks table row.
-    """
-    return arch_check(arch, "--arch")
 
 
 def _as_categories(df: pd.DataFrame, columns: tuple[str, ...]) -> None:
