@@ -1266,6 +1266,8 @@ class Store:
 
 #: What ``rocroof query`` runs, for its messages.
 _READS_ONLY = "rocroof query runs read-only SELECT/WITH statements"
+#: Where a refused statement can be run on PostgreSQL.
+_PG_WRITES = "To run statements that write, use the database's own client (psql)"
 
 
 def _refused(would: str, location: str, sql: str) -> QueryError:
@@ -1275,17 +1277,17 @@ def _refused(would: str, location: str, sql: str) -> QueryError:
     statement is quoted into the ``sqlite3`` command line when it is one short line.
     """
     if is_url(location):  # PostgreSQL: the server's own client
-        how = "the database's own client (psql)"
+        how = _PG_WRITES
     else:
         import shlex
 
         text = " ".join(sql.split())
         shown = shlex.quote(text) if len(text) <= 120 and "\n" not in sql.strip() else "'STATEMENT'"
-        how = f"the sqlite3 shell, after a backup: sqlite3 {shlex.quote(location)} {shown}"
-    return QueryError(
-        f"refused: {_READS_ONLY}, and this one would {would}; the database was not changed. "
-        f"To run statements that write, use {how}"
-    )
+        how = (
+            "To run statements that write, use the sqlite3 shell, after a backup: "
+            f"sqlite3 {shlex.quote(location)} {shown}"
+        )
+    return QueryError(f"refused: {_READS_ONLY}, and this one would {would}; the database was not changed. {how}")
 
 
 def _sqlite_would(sql: str, denied: str) -> str:
@@ -1352,7 +1354,7 @@ def _pg_query(conn: sa.Connection, sql: str, batch_rows: int | None) -> Iterator
         raise QueryError(
             f"refused: {_READS_ONLY} (on PostgreSQL one {', '.join(_PG_READ_STATEMENTS[:-1])} or "
             f"{_PG_READ_STATEMENTS[-1]} statement), not one beginning with {word or sql.strip()[:12]!r}; "
-            "the database was not changed. To run statements that write, use the database's own client (psql)"
+            f"the database was not changed. {_PG_WRITES}"
         )
     conn.exec_driver_sql("SET TRANSACTION READ ONLY")  # besides the connection's default_transaction_read_only
     cur: Any = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a psycopg cursor
@@ -1393,8 +1395,7 @@ def _pg_query(conn: sa.Connection, sql: str, batch_rows: int | None) -> Iterator
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if getattr(exc, "sqlstate", None) == "25006":  # read_only_sql_transaction
             raise QueryError(
-                f"refused: {_READS_ONLY}, and this one would write ({msg}); the database was not changed. "
-                "To run statements that write, use the database's own client (psql)"
+                f"refused: {_READS_ONLY}, and this one would write ({msg}); the database was not changed. {_PG_WRITES}"
             ) from exc
         if "multiple commands" in msg:
             raise QueryError(f"query failed: give one statement at a time ({msg})") from exc
