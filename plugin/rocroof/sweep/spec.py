@@ -339,14 +339,13 @@ def describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-#: Control characters (C0, DEL, C1): refused in labels and values, as ``--label`` refuses them (a
-#: newline or escape sequence in a label would reach every terminal that lists the runs).
-_CONTROL = CONTROL
-
-
 def _plain_text(doc: _Doc, key: KeyPath, text: str) -> str:
-    """``text`` unless it holds a control character (newline, tab, escape...)."""
-    bad = _CONTROL.search(text)
+    """``text`` unless it holds a control character (newline, tab, escape...: :data:`rocroof.labels.CONTROL`).
+
+    Refused in labels and values alike, as ``--label`` refuses them: a newline or escape sequence in a
+    label would reach every terminal that lists the runs.
+    """
+    bad = CONTROL.search(text)
     if bad:
         raise doc.error(key, f"control character {bad.group()!r} in {text!r}; labels and values are one plain line")
     return text
