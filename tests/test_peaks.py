@@ -547,3 +547,24 @@ def test_a_workload_with_roofline_csv_uses_its_measured_compute_and_l2_ceilings(
     # the DRAM ceiling stays the file's largest HBMBw (read_roofline_peak), the CU count the table's
     assert stored["dram_gbps"][1] == "measured"
     assert stored["compute_units"][1] != "measured"
+
+
+def test_loaded_table_reread_when_the_file_changes(tmp_path: Path) -> None:
+    """The table is parsed once while unchanged (one per window of an ingest), again once edited; callers get copies."""
+    from rocroof.analysis.peaks import load_peaks
+
+    path = tmp_path / "peaks.yaml"
+    shipped = (REPO / "configs" / "peaks.yaml").read_text(encoding="utf-8")
+    path.write_text(shipped, encoding="utf-8")
+    first = load_peaks(path)
+    names = [g["name"] for g in first]
+    first.clear()  # a caller's change does not reach the next caller
+    assert [g["name"] for g in load_peaks(path)] == names
+    parts = shipped.split("\n  - name:")
+    one = parts[0] + "\n  - name:" + parts[1]  # the header and the first GPU only
+    assert one.count("- name:") == 1
+    path.write_text(one, encoding="utf-8")
+    assert [g["name"] for g in load_peaks(path)] == names[:1]
+    path.write_text("gpus: 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="expected a mapping with a 'gpus' list"):
+        load_peaks(path)

@@ -18,6 +18,7 @@ Two interfaces:
 from __future__ import annotations
 
 import ast
+import copy
 import math
 import os
 import re
@@ -310,17 +311,39 @@ def _check_value(path: Path, where: str, val: dict[str, Any]) -> None:
         )
 
 
+#: Tables already loaded, by (path, modification time ns, size): an ingest looks the ceilings up
+#: once per window (rocroof.ingest.windows), and parsing the YAML took ~0.13 s each time.
+_LOADED: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+
+
 def load_peaks(path: Path | None = None) -> list[dict[str, Any]]:
     """Load and validate the peaks table.
 
     Every mapping under a GPU needs a numeric ``value``, a ``source`` and a mark; a value with
-    ``arithmetic`` must equal it to 0.1%.
+    ``arithmetic`` must equal it to 0.1%. A table read before and unchanged since (same path,
+    modification time and size) is not parsed again; each call gets its own copy.
 
     Raises:
         ConfigError: unreadable file, invalid YAML, or an entry without name/values/marks, or
             arithmetic that does not give its value.
     """
     path = path or peaks_path()
+    try:
+        st = path.stat()
+        key: tuple[str, int, int] | None = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None  # read below, which says why it cannot be
+    if key is not None and key in _LOADED:
+        return copy.deepcopy(_LOADED[key])
+    gpus = _load_peaks(path)
+    if key is not None:
+        _LOADED.clear()  # one table at a time: another path or an edited file replaces it
+        _LOADED[key] = copy.deepcopy(gpus)
+    return gpus
+
+
+def _load_peaks(path: Path) -> list[dict[str, Any]]:
+    """:func:`load_peaks` without the cache."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

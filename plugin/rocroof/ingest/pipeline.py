@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,9 @@ class RunFrames:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
+    #: The run's per-row tables a window at a time (:mod:`rocroof.ingest.windows`), or None when
+    #: ``tables`` holds them all; ``run``, ``notes`` and the ``pass`` counts are final once it is exhausted.
+    windows: Iterable[dict[str, pd.DataFrame]] | None = None
 
 
 def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:

@@ -1,0 +1,590 @@
+"""A run built a window of whole op invocations at a time (issue 15: memory that does not grow with the run).
+
+:func:`rocroof.ingest.pipeline.build_run` works over whole columns: at 10^6 dispatches its
+stages' temporaries (sort orders, joins, group keys) reach ~500 MB. :func:`build_windows` cuts
+the capture into windows of host time and builds each with ``build_run``; the store writes each
+window and lets it go (:attr:`RunFrames.windows`). Every stored row is the one the whole-run
+build makes (``tests/test_windows.py`` compares them table by table); the plan and what each
+window needs from outside itself are in ``docs/flat-ingest.md``.
+
+**Where a window is cut.** At a host time where no ggml op range is open on any thread: the start
+of a ggml range that begins after every earlier ggml range has ended (a gap in the union of the
+ranges). An op invocation's range, its launch calls, and (the hook's grammar, ``tools/llama.cpp``)
+its ``ggml-fused:`` mark then lie in one window, and a window's op tables are complete. A window
+holds:
+
+* the dispatches launched in it (by the host time of their launch call, joined by correlation
+  id as the attribution joins it); they must be consecutive rows of the pass;
+* the marker rows that start in it (owned: stored by this window) and every range that started
+  earlier and is still open at its start (context: an application's outer ranges; they give the
+  nesting depth and the innermost range of a launch, and are stored by the window they start in);
+* the launch calls of its dispatches, and the counter values and instances of its dispatches.
+
+**Which captures are windowed.** One pass with its own launch calls (every dispatch matched, one
+process, one agent), ggml ranges whose invocations grow from window to window, no op metadata,
+fused-group logs, counter sample or source attribution (regions, the profiler's own invocations).
+Anything else is built whole (:func:`plan_windows` returns None): those captures are the small
+ones (fixtures, Nsight Compute's serialised passes) or need a cross-pass join that is not
+windowed yet (``docs/flat-ingest.md``, step 5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..capture.markers import ggml_fields
+from ..memory import release_free_memory
+from ..records import Capture, Note, PassData, match_rows, non_decreasing, take_rows
+from ..spill import release_pages
+
+#: Dispatches per window (about: a window ends at the first clean cut after this many). Set by
+#: ``ROCROOF_WINDOW_DISPATCHES``; 0 builds every run whole.
+WINDOW_DISPATCHES = 1 << 16
+
+
+def window_size() -> int:
+    """Dispatches per window: ``ROCROOF_WINDOW_DISPATCHES`` when it is a whole number >= 0, else the default."""
+    text = os.environ.get("ROCROOF_WINDOW_DISPATCHES")
+    try:
+        return max(0, int(text)) if text else WINDOW_DISPATCHES
+    except ValueError:
+        return WINDOW_DISPATCHES
+
+
+@dataclass
+class Window:
+    """One window of a pass, by rows of the pass's frames (all int64 arrays of positions).
+
+    Attributes:
+        dispatch_start, dispatch_stop: the window's dispatches, rows ``[start, stop)`` of the pass.
+        markers: its marker rows (owned and context), ascending.
+        owned: per entry of ``markers``, True where the row starts in this window.
+        launches: its launch-call rows, ascending.
+    """
+
+    dispatch_start: int
+    dispatch_stop: int
+    markers: np.ndarray
+    owned: np.ndarray
+    launches: np.ndarray
+
+
+@dataclass
+class WindowPlan:
+    """How a capture is cut: the pass (warm-up dropped), its windows, and what the run needs once.
+
+    Attributes:
+        passdata: the capture's one pass, its warm-up dispatches and ranges dropped (as
+            ``build_run`` drops them: the ``warmup-dropped`` note is in ``notes``).
+        windows: in host-time order; their dispatch rows tile the pass.
+        agents: the capture's agents with every label of the pass (so every window numbers them alike).
+        notes: the notes of the cut (warm-up).
+    """
+
+    passdata: PassData
+    windows: list[Window]
+    agents: pd.DataFrame
+    notes: list[Note]
+
+
+def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> WindowPlan | None:
+    """Cut ``capture`` into windows of about ``size`` dispatches, or None where it is built whole.
+
+    None for a capture this module does not window (see the module docstring), and for one of at
+    most ``size`` dispatches (one window: the whole build is the same and has no overhead).
+    """
+    from .attribution import _match_launches
+    from .pipeline import _agent_index, _last_reset_ns, _subset
+
+    if size <= 0 or len(capture.passes) != 1:
+        return None
+    if capture.op_metadata is not None or capture.fused_groups or capture.counter_sample is not None:
+        return None
+    p = capture.passes[0]
+    d, m, calls = p.dispatches, p.markers, p.launches
+    n = len(d)
+    if n <= size or not len(m) or not len(calls) or p.region_method == "nvtx_stack":
+        return None
+    if d["invocation"].notna().any() or ("region" in d and d["region"].notna().any()):
+        return None
+    if d["agent_label"].nunique(dropna=False) != 1:
+        return None
+    # the launch call of every dispatch, one process (the attribution's own join)
+    rows, start, _thread = _match_launches(d, calls, np.ones(n, dtype=bool))
+    if len(rows) != n or bool(pd.isna(start).any()):
+        return None
+    pids = pd.concat([d["process_id"], calls["process_id"]], ignore_index=True).dropna()
+    if pids.nunique() > 1:
+        return None
+    launch_ns = np.asarray(start, dtype=np.int64)
+    del rows, start, _thread
+    notes: list[Note] = []
+    if not keep_warmup:
+        last = _last_reset_ns(p)
+        if last is not None:
+            warm = launch_ns < last
+            if warm.any():
+                notes.append(
+                    Note(
+                        "info",
+                        "warmup-dropped",
+                        f"{p.label}: dropped {int(warm.sum())} warm-up dispatches before the last 'ggml reset' mark",
+                    )
+                )
+            p = _subset(p, ~warm, markers_from_ns=last)
+            launch_ns = launch_ns[~warm]
+            d, m, calls = p.dispatches, p.markers, p.launches
+            n = len(d)
+            if n <= size:
+                return None
+    starts = m["start_ns"]
+    ends = m["end_ns"]
+    if starts.isna().any() or ends.isna().any():
+        return None
+    m_start = starts.to_numpy(dtype=np.int64)
+    m_end = ends.to_numpy(dtype=np.int64)
+    is_ggml, m_inv, _op, _node, _compacted = ggml_fields(m)
+    del _op, _node, _compacted
+    cuts = _clean_cuts(m_start[is_ggml], m_end[is_ggml])
+    if not len(cuts):
+        return None
+    if not non_decreasing(launch_ns):
+        return None  # dispatches not in launch order: a window's rows would not be consecutive
+    # choose cuts about `size` dispatches apart
+    chosen: list[int] = []
+    last_row = 0
+    for cut, row in zip(cuts.tolist(), np.searchsorted(launch_ns, cuts, side="left").tolist(), strict=True):
+        if row - last_row >= size and row < n:
+            chosen.append(cut)
+            last_row = row
+    if not chosen:
+        return None
+    bounds = [0, *(int(np.searchsorted(launch_ns, c, side="left")) for c in chosen), n]
+    edges = [None, *chosen, None]
+    # ggml invocations must grow from window to window: the run's op numbering is their order
+    inv_g = m_inv[is_ggml]
+    start_g = m_start[is_ggml]
+    which = np.searchsorted(np.asarray(chosen, dtype=np.int64), start_g, side="right")
+    previous_max: int | None = None
+    for k in range(len(chosen) + 1):
+        mine = inv_g[which == k]
+        if not len(mine):
+            continue
+        if previous_max is not None and int(mine.min()) <= previous_max:
+            return None
+        previous_max = int(mine.max())
+    del inv_g, start_g, which, is_ggml, m_inv
+    # launch calls of each window's dispatches
+    d_corr = d["correlation_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=0)
+    c_corr_col = calls["correlation_id"].astype("Int64")
+    c_known = np.flatnonzero(c_corr_col.notna().to_numpy(dtype=bool))
+    hit = match_rows([c_corr_col.to_numpy(dtype=np.int64, na_value=0)[c_known]], [d_corr])
+    if (hit < 0).any():
+        return None
+    call_of = c_known[hit]
+    del d_corr, c_corr_col, c_known, hit
+    # marker rows: owned by the window they start in; context where open at a window's start
+    windows: list[Window] = []
+    owner = np.searchsorted(np.asarray(chosen, dtype=np.int64), m_start, side="right")
+    for k in range(len(bounds) - 1):
+        lo, hi = bounds[k], bounds[k + 1]
+        own = np.flatnonzero(owner == k)
+        at = edges[k]
+        context = np.flatnonzero((owner < k) & (m_end >= at)) if at is not None else np.zeros(0, dtype=np.int64)
+        rows_m = np.union1d(own, context)
+        windows.append(
+            Window(
+                dispatch_start=lo,
+                dispatch_stop=hi,
+                markers=rows_m,
+                owned=np.isin(rows_m, own, assume_unique=True),
+                launches=np.unique(call_of[lo:hi]),
+            )
+        )
+    del owner, call_of, m_start, m_end
+    _idx, agents = _agent_index(d["agent_label"], capture.agents)
+    release_free_memory()
+    return WindowPlan(passdata=p, windows=windows, agents=agents, notes=notes)
+
+
+def _clean_cuts(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Host times (ns) where no range of ``(starts, ends)`` is open: each range start after every earlier range ended.
+
+    Shapes: (ranges,) int64 each; returns the ascending cut times (a range's start), never the first.
+    """
+    if len(starts) < 2:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    clean = s[1:] > reach[:-1]
+    return np.unique(s[1:][clean])
+
+
+def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
+    """The capture cut to window ``w``: its rows of the pass, the plan's agents, the capture's notes."""
+    p = plan.passdata
+    lo, hi = w.dispatch_start, w.dispatch_stop
+    rows = np.arange(lo, hi, dtype=np.int64)
+    renumber = np.full(len(p.dispatches), -1, dtype=np.int64)
+    renumber[lo:hi] = np.arange(hi - lo)
+    counters = take_rows(p.counters, _rows_between(p.counters, lo, hi), {"row": renumber})
+    instances = take_rows(p.instances, _rows_between(p.instances, lo, hi), {"row": renumber})
+    del renumber
+    sub = dataclasses.replace(
+        p,
+        dispatches=take_rows(p.dispatches, rows),
+        counters=counters,
+        instances=instances,
+        markers=take_rows(p.markers, w.markers),
+        launches=take_rows(p.launches, w.launches),
+    )
+    release_pages()
+    return dataclasses.replace(capture, passes=[sub], agents=plan.agents.drop(columns="agent_index", errors="ignore"))
+
+
+def _rows_between(records: pd.DataFrame, lo: int, hi: int) -> np.ndarray:
+    """Positions of ``records`` (counters, instances) whose ``row`` is in ``[lo, hi)``, ascending."""
+    if not len(records):
+        return np.zeros(0, dtype=np.int64)
+    rows = records["row"].to_numpy(dtype=np.int64)
+    if non_decreasing(rows):
+        return np.arange(int(np.searchsorted(rows, lo, side="left")), int(np.searchsorted(rows, hi, side="left")))
+    block = 1 << 20
+    parts = [
+        start + np.flatnonzero((rows[start : start + block] >= lo) & (rows[start : start + block] < hi))
+        for start in range(0, len(rows), block)
+    ]
+    release_pages()
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+#: Notes whose message counts rows of a window: the pattern's ``count`` group is summed over the
+#: windows (and ``total``, where the message says "N of M"); the rest of the message is the first
+#: window's (its example is the first in row order, as the whole build's is), or, with a ``worst``
+#: group, that of the window with the largest. The flag: the whole build writes the count with
+#: thousands separators.
+_COUNTED: dict[str, tuple[re.Pattern[str], bool]] = {
+    "negative-duration": (re.compile(r"^(?P<head>.*?: )(?P<count>\d+)(?P<tail> dispatch\(es\) end before .*)$"), False),
+    "implausible-duration": (
+        re.compile(
+            r"^(?P<head>.*?: )(?P<count>\d+)"
+            r"(?P<tail> dispatch\(es\) last over an hour .*?: (?P<worst>[\d,]+) s from .*)$"
+        ),
+        False,
+    ),
+    "malformed-range": (re.compile(r"^(?P<head>.*?: )(?P<count>[\d,]+)(?P<tail> range\(s\) start with .*)$"), True),
+    "dram-bytes-derived-metric": (re.compile(r"^(?P<head>)(?P<count>\d+)(?P<tail> dispatch\(es\): .*)$"), False),
+    "dram-bytes-unknown": (re.compile(r"^(?P<head>)(?P<count>\d+)(?P<tail> dispatch\(es\): .*)$"), False),
+    "dram-bytes-approximate": (re.compile(r"^(?P<head>)(?P<count>\d+)(?P<tail> dispatch\(es\): .*)$"), False),
+    "dram-above-ceiling": (
+        re.compile(
+            r"^(?P<head>)(?P<count>[\d,]+)(?P<tail> dispatch\(es\) moved DRAM bytes .*?: (?P<worst>[\d,.]+)x\).*)$"
+        ),
+        True,
+    ),
+    "fused-mismatch": (re.compile(r"^(?P<head>)(?P<count>\d+) of (?P<total>\d+)(?P<tail> ggml-fused .*)$"), False),
+    "fused-unmatched": (
+        re.compile(
+            r"^(?P<head>)(?P<count>\d+) of (?P<total>\d+)"
+            r"(?P<tail> ggml-fused group\(s\) name an invocation this capture has no op for).*$"
+        ),
+        False,
+    ),
+}
+#: Notes made again from the whole run's counts at the end (a window's own would be wrong).
+_RUN_NOTES = ("unattributed", "attribution-enqueue-order")
+#: The order in which ``build_run`` makes its notes (after the capture's own): the merged notes
+#: are put in it, so that a note first made by a later window stands where the whole build has it.
+_BUILD_ORDER = (
+    "warmup-dropped",
+    "serialised-timings",
+    "timestamps-rounded",
+    "negative-duration",
+    "implausible-duration",
+    "malformed-range",
+    "invocations-shared-by-processes",
+    "fused-unmatched",
+    "fused-mismatch",
+    "dram-bytes-derived-metric",
+    "dram-bytes-unknown",
+    "dram-bytes-approximate",
+    "no-gpu-arch",
+    "measured-ceiling-implausible",
+    "recorded-ceiling-implausible",
+    "dram-above-ceiling",
+    "no-ceiling",
+    "unattributed",
+    "no-markers",
+    "attribution-enqueue-order",
+)
+
+
+class _Notes:
+    """The run's notes merged over windows, in the order the whole build makes them.
+
+    A note that repeats unchanged (the capture's own, the ceiling's) is kept once; a counted one
+    (:data:`_COUNTED`) has its counts summed; the others are kept as the first window gave them.
+    Notes added with ``first=True`` (the capture's and its pass's own) stay ahead of the rest.
+    """
+
+    def __init__(self) -> None:
+        self.order: list[tuple[str, str]] = []
+        self.rank: dict[tuple[str, str], int] = {}
+        self.kept: dict[tuple[str, str], Note] = {}
+        self.counts: dict[tuple[str, str], list[int]] = {}
+        self.worst: dict[tuple[str, str], float] = {}
+
+    def add(self, notes: list[Note], *, first: bool = False) -> None:
+        for note in notes:
+            if note.code in _RUN_NOTES:
+                continue
+            counted = _COUNTED.get(note.code)
+            match = counted[0].match(note.message) if counted else None
+            head = match.group("head") if match else note.message
+            key = (note.severity if match is None or note.code != "fused-unmatched" else "", note.code + "\0" + head)
+            if key not in self.kept:
+                self.order.append(key)
+                self.rank[key] = -1 if first else _rank(note.code)
+                self.kept[key] = note
+                if match is not None:
+                    self.counts[key] = [0, 0]
+                    if match.groupdict().get("worst") is not None:
+                        self.worst[key] = float(match.group("worst").replace(",", ""))
+            if match is None:
+                continue
+            parts = match.groupdict()
+            self.counts[key][0] += int(parts["count"].replace(",", ""))
+            self.counts[key][1] += int(parts["total"]) if parts.get("total") else 0
+            if parts.get("worst") is not None:
+                worst = float(parts["worst"].replace(",", ""))
+                if worst > self.worst[key]:
+                    self.worst[key] = worst
+                    self.kept[key] = note
+
+    def notes(self) -> list[Note]:
+        out = []
+        for key in sorted(self.order, key=lambda k: self.rank[k]):  # stable: first-seen order within a rank
+            note = self.kept[key]
+            if key in self.counts:
+                pattern, separators = _COUNTED[note.code]
+                match = pattern.match(note.message)
+                assert match is not None
+                count, total = self.counts[key]
+                shown = f"{count:,}" if separators else str(count)
+                if note.code == "fused-unmatched":  # the whole build's wording, from the summed counts
+                    everything = count == total
+                    note = Note(
+                        "warning" if everything else "info",
+                        note.code,
+                        f"{count} of {total}{match.group('tail')}"
+                        + (" (is the log from another run?)" if everything else " (e.g. warm-up)"),
+                    )
+                elif "total" in match.groupdict():
+                    note = Note(note.severity, note.code, f"{shown} of {total}{match.group('tail')}")
+                else:
+                    note = Note(note.severity, note.code, match.group("head") + shown + match.group("tail"))
+            out.append(note)
+        return out
+
+
+def _rank(code: str) -> int:
+    """Position of ``code`` in :data:`_BUILD_ORDER` (a code not listed: after every listed one)."""
+    return _BUILD_ORDER.index(code) if code in _BUILD_ORDER else len(_BUILD_ORDER)
+
+
+@dataclass
+class _Totals:
+    """What the run row and the pass row need, summed over windows."""
+
+    dispatches: int = 0
+    matched: int = 0
+    methods: Counter[str] = dataclasses.field(default_factory=Counter)
+
+
+def build_windows(
+    capture: Capture,
+    plan: WindowPlan,
+    *,
+    arch_override: str | None = None,
+    source_path: str | None = None,
+) -> Any:
+    """The run of ``capture`` as :class:`~rocroof.ingest.pipeline.RunFrames` whose ``windows`` build as they are read.
+
+    ``frames.tables`` holds the run-level tables (``agent``, ``pass``, ``op_model``, ``op_edge``,
+    ``run_ceiling``) of the first window; ``frames.run``, ``frames.notes`` and the ``pass`` row's
+    counts are final once ``frames.windows`` is exhausted. Each window is a dict of the per-row
+    tables with run-wide numbering (``dispatch_index``, ``ordinal``, ``range_index``, ``op_index``,
+    ``timing_dispatch_index``), as :meth:`rocroof.store.Store.write_run` takes them. The capture
+    is taken (its frames let go as windows are built).
+
+    Raises:
+        InputError: as :func:`~rocroof.ingest.pipeline.build_run` (``--arch``), from the first window.
+    """
+    from .pipeline import RunFrames, build_run
+
+    first = build_run(
+        _sub_capture(capture, plan, plan.windows[0]),
+        arch_override=arch_override,
+        source_path=source_path,
+        keep_warmup=True,
+        release=True,
+    )
+    run_tables = {k: v for k, v in first.tables.items() if k not in _WINDOW_TABLES}
+    run_tables["pass"] = run_tables["pass"].copy()  # its counts are the run's (summed as windows are built)
+    frames = RunFrames(run=dict(first.run), tables=run_tables, notes=[], settings=dict(first.settings))
+    # the whole run's marker numbering: rows of the pass's (warm-up cut) marker frame
+    frames.windows = _windows(capture, plan, first, frames, arch_override, source_path)
+    return frames
+
+
+#: The per-row tables a window holds (the others are the run's).
+_WINDOW_TABLES = (
+    "dispatch",
+    "counter_value",
+    "counter_instance",
+    "dram_traffic",
+    "marker_range",
+    "op_invocation",
+    "op_node",
+    "op_operand",
+)
+
+
+def _windows(
+    capture: Capture,
+    plan: WindowPlan,
+    first: Any,
+    frames: Any,
+    arch_override: str | None,
+    source_path: str | None,
+) -> Iterator[dict[str, pd.DataFrame]]:
+    from .pipeline import build_run
+
+    notes = _Notes()
+    notes.add([*capture.notes, *plan.passdata.notes], first=True)  # the capture's own, as each window repeats them
+    notes.add(plan.notes)
+    totals = _Totals()
+    op_offset = 0
+    built = first
+    for k, w in enumerate(plan.windows):
+        if k:
+            built = build_run(
+                _sub_capture(capture, plan, w),
+                arch_override=arch_override,
+                source_path=source_path,
+                keep_warmup=True,
+                release=True,
+            )
+        notes.add(built.notes)
+        tables = built.tables
+        out: dict[str, pd.DataFrame] = {}
+        d_off = w.dispatch_start
+        ranges = tables.get("marker_range", pd.DataFrame())
+        range_global = w.markers  # local range_index -> the pass's marker row
+        ops = tables.get("op_invocation", pd.DataFrame())
+        dispatch = tables.get("dispatch", pd.DataFrame())
+        if len(dispatch):
+            dispatch = dispatch.copy(deep=False)
+            for col in ("dispatch_index", "ordinal", "timing_dispatch_index"):
+                dispatch[col] = _shift(dispatch[col], d_off)
+            dispatch["range_index"] = _mapped(dispatch["range_index"], range_global)
+            dispatch["op_index"] = _shift(dispatch["op_index"], op_offset)
+            timing = dispatch["pass_index"].to_numpy() == 0
+            totals.methods.update(dispatch["attribution_method"][timing].astype(object).tolist())
+        out["dispatch"] = dispatch
+        for name in ("counter_value", "counter_instance", "dram_traffic"):
+            frame = tables.get(name)
+            if frame is not None and len(frame):
+                frame = frame.copy(deep=False)
+                frame["dispatch_index"] = _shift(frame["dispatch_index"], d_off)
+            out[name] = frame if frame is not None else pd.DataFrame()
+        if len(ranges):
+            keep = w.owned[ranges["range_index"].to_numpy(dtype=np.int64)]
+            ranges = ranges[keep].copy(deep=False) if not keep.all() else ranges.copy(deep=False)
+            ranges["range_index"] = range_global[ranges["range_index"].to_numpy(dtype=np.int64)]
+        out["marker_range"] = ranges
+        if len(ops):
+            ops = ops.copy(deep=False)
+            ops["op_index"] = ops["op_index"].to_numpy(dtype=np.int64) + op_offset
+            op_offset += len(ops)
+        out["op_invocation"] = ops
+        out["op_node"] = tables.get("op_node", pd.DataFrame())
+        out["op_operand"] = tables.get("op_operand", pd.DataFrame())
+        pass_row = tables["pass"]
+        totals.dispatches += int(pass_row["dispatch_count"].iloc[0])
+        matched = pass_row["matched_count"].iloc[0]
+        totals.matched += int(matched) if pd.notna(matched) else 0
+        del tables, built, dispatch, ranges, ops
+        first = None
+        _finish(frames, totals, notes)
+        release_free_memory()
+        yield out
+        del out
+        release_free_memory()
+    capture.passes = []  # taken: the pass's frames go with the plan
+    _finish(frames, totals, notes)
+
+
+def _finish(frames: Any, totals: _Totals, notes: _Notes) -> None:
+    """Fill the run row, the pass row and the notes with what the windows so far sum to."""
+    attributed = {k: v for k, v in totals.methods.items() if k != "none"}
+    method = max(attributed, key=lambda k: attributed[k]) if attributed else "none"
+    frames.run["attribution_method"] = method
+    out = notes.notes()
+    if attributed and totals.methods.get("none"):
+        out.append(
+            Note("info", "unattributed", f"{totals.methods['none']} dispatch(es) launched outside any ggml range")
+        )
+    if method == "enqueue_order":
+        out.append(
+            Note(
+                "info",
+                "attribution-enqueue-order",
+                "no HIP API trace: dispatches were attributed to the latest range pushed on their thread before "
+                "launch (correlation-id order); record with --hip-runtime-trace for launch-time attribution",
+            )
+        )
+    frames.notes = list(dict.fromkeys(out))
+    pass_row = frames.tables["pass"]
+    pass_row["dispatch_count"] = [totals.dispatches]
+    pass_row["matched_count"] = [totals.matched]
+
+
+def _shift(column: pd.Series, offset: int) -> Any:
+    """``column + offset`` as nullable Int64 (missing stays missing)."""
+    values = column.astype("Int64")
+    return (values + offset).array if offset else values.array
+
+
+def _mapped(column: pd.Series, lookup: np.ndarray) -> Any:
+    """``lookup[column]`` as nullable Int64 (missing stays missing)."""
+    values = column.astype("Int64")
+    known = values.notna().to_numpy(dtype=bool)
+    raw = values.to_numpy(dtype=np.int64, na_value=0)
+    out = np.where(known, lookup[np.clip(raw, 0, max(len(lookup) - 1, 0))] if len(lookup) else 0, 0)
+    return pd.arrays.IntegerArray(out.astype(np.int64), ~known)
+
+
+def materialise(frames: Any) -> Any:
+    """A windowed :class:`RunFrames` as a whole one (its windows' tables stacked): for tests and comparisons."""
+    from .pipeline import RunFrames
+
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in _WINDOW_TABLES}
+    for window in frames.windows:
+        for name, frame in window.items():
+            if frame is not None and len(frame):
+                parts[name].append(frame)
+    tables = dict(frames.tables)
+    for name, frames_of in parts.items():
+        tables[name] = pd.concat(frames_of, ignore_index=True) if frames_of else pd.DataFrame()
+    return RunFrames(run=frames.run, tables=tables, notes=frames.notes, settings=frames.settings)

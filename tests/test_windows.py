@@ -1,0 +1,293 @@
+"""A run built a window at a time (rocroof.ingest.windows) holds the rows of the whole build.
+
+The reference is :func:`rocroof.ingest.pipeline.build_run` over the whole capture: every table,
+the run row and the notes of the windowed build, stacked, must equal it. Captures: the real H200
+Nsight Systems traces of ``examples/`` and the ``h200-trial`` fixture (their trace pass on its own:
+one pass with launch calls), and the benchmark generator's rocprofv3 CSV and rocpd captures (three
+host threads whose evaluations overlap), cut into windows of a few to a few hundred dispatches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rocroof.capture.readers import read_capture
+from rocroof.ingest import windows as W
+from rocroof.ingest.pipeline import build_run, with_range_messages
+from rocroof.records import Capture, Note
+
+from . import synthetic
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("ROCROOF_SHARED", REPO.parent / "shared"))
+TRIAL = SHARED / "fixtures" / "h200-trial" / "dense_nsys.sqlite.gz"
+
+#: Real traces (their Nsight Systems pass alone) and a window size giving 10-40 windows.
+REAL = [
+    ("examples/h200/dense500m-decode/trace/nsys.sqlite.gz", 40),
+    ("examples/h200/moe-prefill/trace/nsys.sqlite.gz", 8),
+    ("examples/h200-sweep/moe-tiny-decode-fusion-r1/trace/nsys.sqlite.gz", 40),
+    ("examples/h200-sweep/dense-tiny-decode-no-fusion-r1/trace/nsys.sqlite.gz", 3),
+    ("examples/h200-sampled/moe24-decode-sample/trace/nsys.sqlite.gz", 600),
+]
+
+
+def _values(column: pd.Series) -> list[Any]:
+    """A column as comparable Python values: missing -> None, numbers -> float, booleans -> int, text."""
+    out: list[Any] = []
+    for v in column.astype(object).tolist():
+        if v is None or (not isinstance(v, str) and pd.isna(v)):
+            out.append(None)
+        elif isinstance(v, (bool, np.bool_)):
+            out.append(int(v))
+        elif isinstance(v, (int, float, np.integer, np.floating)):
+            out.append(float(v))
+        else:
+            out.append(str(v))
+    return out
+
+
+_KEYS = {"marker_range": "range_index", "dispatch": "dispatch_index", "op_invocation": "op_index"}
+
+
+def _table(frame: pd.DataFrame | None, name: str) -> dict[str, list[Any]]:
+    if frame is None or not len(frame):
+        return {}
+    if name == "marker_range":
+        frame = with_range_messages(frame)
+    key = _KEYS.get(name)
+    if key in frame:
+        frame = frame.sort_values(key, kind="stable")
+    return {c: _values(frame[c]) for c in frame.columns}
+
+
+def assert_same_run(whole: Any, windowed: Any) -> None:
+    """Every table, the run row and the notes of two RunFrames are equal (values, not dtypes)."""
+    names = set(whole.tables) | set(windowed.tables)
+    for name in sorted(names):
+        a, b = _table(whole.tables.get(name), name), _table(windowed.tables.get(name), name)
+        assert list(a) == list(b), f"{name}: columns {list(a)} != {list(b)}"
+        for column in a:
+            assert a[column] == b[column], f"{name}.{column} differs"
+    assert {k: str(v) for k, v in whole.run.items()} == {k: str(v) for k, v in windowed.run.items()}
+    assert whole.notes == windowed.notes
+    assert whole.settings == windowed.settings
+
+
+def _both(read: Any, size: int, **kw: Any) -> tuple[Any, Any, int]:
+    """``(whole build, windowed build stacked, windows)`` of the capture ``read()`` gives."""
+    whole = build_run(read(), source_path="c", release=True, **{k: v for k, v in kw.items() if k == "keep_warmup"})
+    capture = read()
+    plan = W.plan_windows(capture, size=size, keep_warmup=kw.get("keep_warmup", False))
+    assert plan is not None, "not windowed"
+    count = len(plan.windows)
+    frames = W.build_windows(capture, plan, source_path="c", arch_override=kw.get("arch_override"))
+    return whole, W.materialise(frames), count
+
+
+@pytest.mark.parametrize(("relative", "size"), REAL)
+def test_real_traces_same_rows_as_the_whole_build(relative: str, size: int) -> None:
+    path = REPO / relative
+    whole, windowed, count = _both(lambda: read_capture(path), size)
+    assert count >= 3
+    assert_same_run(whole, windowed)
+
+
+@pytest.mark.skipif(not TRIAL.is_file(), reason=f"shared fixtures not found ({TRIAL}); set ROCROOF_SHARED")
+@pytest.mark.parametrize("size", [1, 9, 100])
+def test_h200_trial_trace_any_window_size(size: int) -> None:
+    whole, windowed, count = _both(lambda: read_capture(TRIAL), size)
+    assert count > 1
+    assert_same_run(whole, windowed)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "rocpd"])
+@pytest.mark.parametrize("size", [64, 500])
+def test_overlapping_threads_same_rows(fmt: str, size: int, tmp_path_factory: pytest.TempPathFactory) -> None:
+    cache = tmp_path_factory.getbasetemp() / "synthetic"
+    path = synthetic.capture(fmt, 3000, cache)
+    whole, windowed, count = _both(lambda: read_capture(path), size)
+    assert count >= 2
+    assert whole.tables["dispatch"]["attribution_method"].astype(str).eq("launch_api").all()
+    assert_same_run(whole, windowed)
+
+
+def _damaged(path: Path) -> Capture:
+    """The capture with three dispatches (far apart) ending before they start and one lasting two hours."""
+    capture = read_capture(path)
+    d = capture.passes[0].dispatches
+    start = d["start_ns"].astype("Int64").to_numpy(dtype=np.int64, na_value=0)
+    end = d["end_ns"].astype("Int64").to_numpy(dtype=np.int64, na_value=0).copy()
+    n = len(d)
+    for row in (5, n // 2, n - 3):
+        end[row] = start[row] - 1
+    end[n // 3] = start[n // 3] + 2 * 3600 * 10**9
+    end[2 * n // 3] = start[2 * n // 3] + 3 * 3600 * 10**9  # the longest: the example the note names
+    d["end_ns"] = pd.array(end, dtype="Int64")
+    d["duration_ns"] = pd.array([None] * n, dtype="Int64")
+    return capture
+
+
+def test_counted_notes_summed_over_windows(tmp_path_factory: pytest.TempPathFactory) -> None:
+    path = synthetic.capture("csv", 3000, tmp_path_factory.getbasetemp() / "synthetic")
+    whole, windowed, count = _both(lambda: _damaged(path), 300)
+    assert count >= 3
+    codes = {n.code: n.message for n in whole.notes}
+    assert "3 dispatch(es) end before they start" in codes["negative-duration"]
+    assert "2 dispatch(es) last over an hour" in codes["implausible-duration"]
+    assert "10,800 s from its start" in codes["implausible-duration"]
+    assert_same_run(whole, windowed)
+
+
+def test_warmup_cut_before_windows() -> None:
+    """A trace with a 'ggml reset' mark: the warm-up goes before the windows are cut, as the whole build drops it."""
+    path = REPO / "examples/h200/dense500m-decode/trace/nsys.sqlite.gz"
+    capture = read_capture(path)
+    m = capture.passes[0].markers
+    ranges = m[(m["kind"] == "range").to_numpy(dtype=bool)]
+    middle = int(ranges["start_ns"].astype("Int64").iloc[len(ranges) // 3]) - 1
+
+    def with_reset() -> Capture:
+        c = read_capture(path)
+        p = c.passes[0]
+        mark = pd.DataFrame(
+            {
+                "process_id": [p.markers["process_id"].iloc[0]],
+                "thread_id": [p.markers["thread_id"].iloc[0]],
+                "start_ns": [middle],
+                "end_ns": [middle],
+                "message": ["ggml reset"],
+                "kind": ["mark"],
+                "correlation_id": [None],
+            }
+        ).astype(
+            {
+                k: str(v)
+                for k, v in p.markers.dtypes.items()
+                if k in {"process_id", "thread_id", "start_ns", "end_ns", "correlation_id"}
+            }
+        )
+        p.markers = (
+            pd.concat([p.markers, mark], ignore_index=True)
+            .sort_values("start_ns", kind="stable")
+            .reset_index(drop=True)
+        )
+        return c
+
+    whole, windowed, count = _both(with_reset, 40)
+    assert count >= 3
+    assert any(n.code == "warmup-dropped" for n in whole.notes)
+    assert len(whole.tables["dispatch"]) < len(capture.passes[0].dispatches)
+    assert_same_run(whole, windowed)
+    whole, windowed, _ = _both(with_reset, 40, keep_warmup=True)
+    assert len(whole.tables["dispatch"]) == len(capture.passes[0].dispatches)
+    assert_same_run(whole, windowed)
+
+
+def test_clean_cuts_by_hand() -> None:
+    # ranges [0,10] [5,20] [25,30] [30,40] [41,50]: open somewhere until 20, then 25-40 (30 touches 30)
+    starts = np.array([0, 5, 25, 30, 41], dtype=np.int64)
+    ends = np.array([10, 20, 30, 40, 50], dtype=np.int64)
+    assert W._clean_cuts(starts, ends).tolist() == [25, 41]
+    assert W._clean_cuts(starts[::-1].copy(), ends[::-1].copy()).tolist() == [25, 41]  # any order
+    assert W._clean_cuts(starts[:1], ends[:1]).tolist() == []
+
+
+def test_not_windowed(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Captures the windows do not cover are built whole: two passes, op metadata, small, size 0."""
+    cache = tmp_path_factory.getbasetemp() / "synthetic"
+    two_passes = read_capture(synthetic.capture("nvidia", 3000, cache))
+    assert len(two_passes.passes) == 2
+    assert W.plan_windows(two_passes, size=100) is None
+    with_sidecar = read_capture(REPO / "examples/h200/dense500m-decode")
+    assert with_sidecar.op_metadata is not None
+    assert W.plan_windows(with_sidecar, size=40) is None
+    one = read_capture(synthetic.capture("csv", 3000, cache))
+    assert W.plan_windows(one, size=3000) is None  # one window: the whole build
+    assert W.plan_windows(one, size=0) is None
+    assert W.plan_windows(one, size=500) is not None
+    no_launches = read_capture(synthetic.capture("csv", 3000, cache))
+    no_launches.passes[0] = dataclasses.replace(no_launches.passes[0], launches=no_launches.passes[0].launches.iloc[:0])
+    assert W.plan_windows(no_launches, size=100) is None  # attributed by enqueue order: not windowed
+
+
+def test_window_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROCROOF_WINDOW_DISPATCHES", raising=False)
+    assert W.window_size() == W.WINDOW_DISPATCHES
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "1000")
+    assert W.window_size() == 1000
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "0")
+    assert W.window_size() == 0
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "lots")
+    assert W.window_size() == W.WINDOW_DISPATCHES
+
+
+#: Note texts of the merge test (the wording of rocroof.ingest.pipeline's notes).
+_FUSED = "ggml-fused group(s) name an invocation this capture has no op for (e.g. warm-up)"
+_ABOVE = "dispatch(es) moved DRAM bytes faster than 2x the 4,800 GB/s ceiling"
+
+
+def test_notes_merged_by_hand() -> None:
+    """Counts summed, the first window's example kept, the worst example where the note names the worst."""
+    notes = W._Notes()
+    notes.add([Note("info", "reader", "a reader note")], first=True)
+    notes.add(
+        [
+            Note("info", "reader", "a reader note"),
+            Note("info", "no-ceiling", "no DRAM bandwidth ceiling known"),
+            Note("warning", "malformed-range", "p: 1,200 range(s) start with 'ggml:' but ... (e.g. 'ggml:x')"),
+            Note(
+                "warning",
+                "fused-unmatched",
+                f"1 of 2 {_FUSED}",
+            ),
+        ]
+    )
+    notes.add(
+        [
+            Note("info", "reader", "a reader note"),
+            Note(
+                "warning",
+                "dram-above-ceiling",
+                f"3 {_ABOVE} (dispatch 7: 2.5x): damaged",
+            ),
+            Note("warning", "malformed-range", "p: 3 range(s) start with 'ggml:' but ... (e.g. 'ggml:y')"),
+            Note(
+                "info",
+                "fused-unmatched",
+                f"1 of 1 {_FUSED}",
+            ),
+            Note("info", "no-ceiling", "no DRAM bandwidth ceiling known"),
+        ]
+    )
+    notes.add(
+        [
+            Note(
+                "warning",
+                "dram-above-ceiling",
+                f"1,000 {_ABOVE} (dispatch 9: 12.5x): damaged",
+            ),
+        ]
+    )
+    assert notes.notes() == [
+        Note("info", "reader", "a reader note"),
+        Note("warning", "malformed-range", "p: 1,203 range(s) start with 'ggml:' but ... (e.g. 'ggml:x')"),
+        Note(
+            "info",
+            "fused-unmatched",
+            f"2 of 3 {_FUSED}",
+        ),
+        Note(
+            "warning",
+            "dram-above-ceiling",
+            f"1,003 {_ABOVE} (dispatch 9: 12.5x): damaged",
+        ),
+        Note("info", "no-ceiling", "no DRAM bandwidth ceiling known"),
+    ]
