@@ -102,7 +102,6 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
     None for a capture this module does not window (see the module docstring), and for one of at
     most ``size`` dispatches (one window: the whole build is the same and has no overhead).
     """
-    from .attribution import _match_launches
     from .pipeline import _agent_index, _last_reset_ns, _subset
 
     if size <= 0 or len(capture.passes) != 1:
@@ -118,15 +117,14 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
         return None
     if d["agent_label"].nunique(dropna=False) != 1:
         return None
-    # the launch call of every dispatch, one process (the attribution's own join)
-    rows, start, _thread = _match_launches(d, calls, np.ones(n, dtype=bool))
-    if len(rows) != n or bool(pd.isna(start).any()):
+    if len(_distinct_known(d["process_id"]) | _distinct_known(calls["process_id"])) > 1:
         return None
-    pids = pd.concat([d["process_id"], calls["process_id"]], ignore_index=True).dropna()
-    if pids.nunique() > 1:
+    # the launch call of every dispatch (one process: by correlation id, as the attribution joins them)
+    joined = _launch_calls(d, calls)
+    if joined is None:
         return None
-    launch_ns = np.asarray(start, dtype=np.int64)
-    del rows, start, _thread
+    launch_ns, call_of = joined
+    del joined
     notes: list[Note] = []
     if not keep_warmup:
         last = _last_reset_ns(p)
@@ -141,7 +139,7 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
                     )
                 )
             p = _subset(p, ~warm, markers_from_ns=last)
-            launch_ns = launch_ns[~warm]
+            launch_ns, call_of = launch_ns[~warm], call_of[~warm]
             d, m, calls = p.dispatches, p.markers, p.launches
             n = len(d)
             if n <= size:
@@ -152,8 +150,7 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
         return None
     m_start = starts.to_numpy(dtype=np.int64)
     m_end = ends.to_numpy(dtype=np.int64)
-    is_ggml, m_inv, _op, _node, _compacted = ggml_fields(m)
-    del _op, _node, _compacted
+    is_ggml, m_inv = _ggml_invocations(m)
     cuts = _clean_cuts(m_start[is_ggml], m_end[is_ggml])
     if not len(cuts):
         return None
@@ -183,15 +180,6 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
             return None
         previous_max = int(mine.max())
     del inv_g, start_g, which, is_ggml, m_inv
-    # launch calls of each window's dispatches
-    d_corr = d["correlation_id"].astype("Int64").to_numpy(dtype=np.int64, na_value=0)
-    c_corr_col = calls["correlation_id"].astype("Int64")
-    c_known = np.flatnonzero(c_corr_col.notna().to_numpy(dtype=bool))
-    hit = match_rows([c_corr_col.to_numpy(dtype=np.int64, na_value=0)[c_known]], [d_corr])
-    if (hit < 0).any():
-        return None
-    call_of = c_known[hit]
-    del d_corr, c_corr_col, c_known, hit
     # marker rows: owned by the window they start in; context where open at a window's start
     windows: list[Window] = []
     owner = np.searchsorted(np.asarray(chosen, dtype=np.int64), m_start, side="right")
@@ -211,9 +199,84 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
             )
         )
     del owner, call_of, m_start, m_end
-    _idx, agents = _agent_index(d["agent_label"], capture.agents)
+    # every label of the pass, in order of first appearance (one agent row per label: numbered alike in every window)
+    _idx, agents = _agent_index(pd.Series(d["agent_label"].unique(), dtype=object), capture.agents)
     release_free_memory()
     return WindowPlan(passdata=p, windows=windows, agents=agents, notes=notes)
+
+
+#: Rows handled at a time by the plan's joins and parses (bounds their temporaries).
+_BLOCK = 1 << 16
+
+
+def _launch_calls(d: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(launch_ns, call row)`` per dispatch: the host start time (ns) and row of its launch call.
+
+    A dispatch's launch call is the first call (in ``calls`` order) with its correlation id, as
+    :func:`rocroof.ingest.attribution._match_launches` finds it in a one-process capture. Where the
+    calls are in correlation-id order (rocprofv3, rocpd, nsys write them so) the dispatches are
+    looked up a block at a time; otherwise by one sort-based join. None when a dispatch has no call
+    with a known start time, or no correlation id. Shapes: (dispatches,) int64 each.
+    """
+    d_corr = d["correlation_id"]
+    c_corr = calls["correlation_id"]
+    c_start = calls["start_ns"]
+    if d_corr.isna().any():
+        return None
+    n = len(d)
+    launch_ns = np.empty(n, dtype=np.int64)
+    call_of = np.empty(n, dtype=np.int64)
+    if not c_corr.isna().any() and non_decreasing(c_corr.to_numpy(dtype=np.int64)):
+        keys = c_corr.to_numpy(dtype=np.int64)
+        for lo in range(0, n, _BLOCK):
+            want = d_corr.iloc[lo : lo + _BLOCK].to_numpy(dtype=np.int64)
+            at = np.searchsorted(keys, want, side="left")
+            found = at < len(keys)
+            found[found] = keys[at[found]] == want[found]
+            if not found.all():
+                return None
+            call_of[lo : lo + len(want)] = at
+        release_pages()
+    else:
+        known = np.flatnonzero(c_corr.notna().to_numpy(dtype=bool))
+        hit = match_rows([c_corr.to_numpy(dtype=np.int64, na_value=0)[known]], [d_corr.to_numpy(dtype=np.int64)])
+        if (hit < 0).any():
+            return None
+        call_of[:] = known[hit]
+        del known, hit
+    starts = c_start.astype("Int64")
+    for lo in range(0, n, _BLOCK):
+        picked = starts.array[call_of[lo : lo + _BLOCK]]
+        if picked.isna().any():
+            return None
+        launch_ns[lo : lo + len(picked)] = picked.to_numpy(dtype=np.int64)
+    return launch_ns, call_of
+
+
+def _distinct_known(column: pd.Series) -> set[int]:
+    """The distinct known values of an integer column, a block at a time (no whole-length copy)."""
+    out: set[int] = set()
+    for lo in range(0, len(column), _BLOCK):
+        block = column.iloc[lo : lo + _BLOCK].dropna()
+        out.update(int(v) for v in pd.unique(block.to_numpy(dtype=np.int64)))
+    return out
+
+
+def _ggml_invocations(m: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``(is_ggml, invocation)`` per marker row (:func:`rocroof.capture.markers.ggml_fields`), a block at a time.
+
+    The ops and node names that ``ggml_fields`` also parses are not kept (a string per range).
+    Shapes: (markers,) bool and int64 (0 where not a ggml range).
+    """
+    is_ggml = np.zeros(len(m), dtype=bool)
+    inv = np.zeros(len(m), dtype=np.int64)
+    for lo in range(0, len(m), _BLOCK):
+        g, i, _op, _node, _compacted = ggml_fields(m.iloc[lo : lo + _BLOCK])
+        is_ggml[lo : lo + len(g)] = g
+        inv[lo : lo + len(g)] = i
+        del _op, _node, _compacted
+    release_pages()
+    return is_ggml, inv
 
 
 def _clean_cuts(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
