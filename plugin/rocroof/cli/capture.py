@@ -45,7 +45,7 @@ def _ingest_one(
     (its own files, its name); ``path`` is then its folder.
     """
     from ..capture.readers import read_capture
-    from ..ingest.pipeline import build_run
+    from ..ingest.windows import build
     from ..report.tables import stored_reports
     from ..store import Store
 
@@ -64,7 +64,7 @@ def _ingest_one(
             progress.update(
                 task, description=f"attributing {sum(len(p.dispatches) for p in capture.passes):,} dispatches"
             )
-            frames = build_run(capture, arch_override=arch, source_path=name, keep_warmup=keep_warmup, release=True)
+            frames = build(capture, arch_override=arch, source_path=name, keep_warmup=keep_warmup, release=True)
             facts = _facts(capture, frames)  # the capture's file list and passes outlive the release
             del capture  # the reader's frames: what the run needs of them is in ``frames`` now
 
@@ -79,6 +79,7 @@ def _ingest_one(
             )
     finally:
         store.close()
+    facts.update(run=dict(frames.run), notes=list(frames.notes))  # final once every window is written
     return _summary(run_id, name, facts, db) + _upgrade_line(store.upgraded, db)
 
 
@@ -104,26 +105,47 @@ def _next_command(run_id: int, db: str, has_ops: bool) -> str:
 
 
 def _facts(capture: Any, frames: Any) -> dict[str, Any]:
-    """What the ingest summary says of a run, taken before the write lets its frames go."""
-    disp = frames.tables["dispatch"]
-    # a mask, not a copy of the timing dispatches' rows (every column: ~200 MB at 10^6 of 2x10^6 rows)
-    timing = (disp["timing_dispatch_index"] == disp["dispatch_index"]).fillna(False).to_numpy(dtype=bool)
-    dram = frames.tables["dram_traffic"]
-    n = int(timing.sum()) if len(disp) else 0
-    bounded = (dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum() if len(dram) else 0
-    return {
-        "run": dict(frames.run),
-        "notes": list(frames.notes),
+    """What the ingest summary says of a run, taken before the write lets its frames go.
+
+    A windowed run's counts are summed as the write takes each window (``frames.windows`` is
+    wrapped); its run row and notes are final only after the write (the caller adds them then).
+    """
+    facts: dict[str, Any] = {
         "files": [Path(f).name for f in capture.files_read],
         "source_format": capture.source_format,
         "passes": len(capture.passes),
-        "timing_dispatches": n,
-        "ops": len(frames.tables["op_invocation"]),
-        "attributed": int((disp["op_index"].notna().to_numpy(dtype=bool) & timing).sum()) if n else 0,
-        "known_reads": int(dram["dram_read_bytes"].notna().sum()) if len(dram) else 0,
-        "known_writes": int(dram["dram_write_bytes"].notna().sum()) if len(dram) else 0,
-        "bounded": int(bounded),
+        **dict.fromkeys(("timing_dispatches", "ops", "attributed", "known_reads", "known_writes", "bounded"), 0),
     }
+    if frames.windows is None:
+        _add_counts(facts, frames.tables)
+        return facts
+
+    def counted(windows: Any) -> Any:
+        for window in windows:
+            _add_counts(facts, window)
+            yield window
+
+    frames.windows = counted(frames.windows)
+    return facts
+
+
+def _add_counts(facts: dict[str, Any], tables: dict[str, Any]) -> None:
+    """Add the summary's counts of ``tables`` (a run's, or one window's) to ``facts``."""
+    disp = tables.get("dispatch")
+    if disp is None or not len(disp):
+        facts["ops"] += len(tables.get("op_invocation", ()))
+        return
+    # a mask, not a copy of the timing dispatches' rows (every column: ~200 MB at 10^6 of 2x10^6 rows)
+    timing = (disp["timing_dispatch_index"] == disp["dispatch_index"]).fillna(False).to_numpy(dtype=bool)
+    dram = tables.get("dram_traffic")
+    n = int(timing.sum())
+    facts["timing_dispatches"] += n
+    facts["ops"] += len(tables.get("op_invocation", ()))
+    facts["attributed"] += int((disp["op_index"].notna().to_numpy(dtype=bool) & timing).sum()) if n else 0
+    if dram is not None and len(dram):
+        facts["known_reads"] += int(dram["dram_read_bytes"].notna().sum())
+        facts["known_writes"] += int(dram["dram_write_bytes"].notna().sum())
+        facts["bounded"] += int((dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum())
 
 
 def _summary(run_id: int, path: Path | str, facts: dict[str, Any], db: str = DEFAULT_DB) -> str:

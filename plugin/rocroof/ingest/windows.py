@@ -651,3 +651,31 @@ def materialise(frames: Any) -> Any:
     for name, frames_of in parts.items():
         tables[name] = pd.concat(frames_of, ignore_index=True) if frames_of else pd.DataFrame()
     return RunFrames(run=frames.run, tables=tables, notes=frames.notes, settings=frames.settings)
+
+
+def build(
+    capture: Capture,
+    *,
+    arch_override: str | None = None,
+    source_path: str | None = None,
+    keep_warmup: bool = False,
+    release: bool = False,
+) -> Any:
+    """The run of ``capture``: windowed where :func:`plan_windows` cuts it, else ``build_run`` whole.
+
+    Takes the same arguments as :func:`rocroof.ingest.pipeline.build_run` and returns its
+    :class:`~rocroof.ingest.pipeline.RunFrames`, with ``windows`` set when windowed
+    (:meth:`rocroof.store.Store.write_run` writes either). A windowed build always takes the
+    capture (as ``release``). The window size is :func:`window_size` (``ROCROOF_WINDOW_DISPATCHES``).
+
+    Raises:
+        InputError: as ``build_run`` (``--arch``).
+    """
+    from .pipeline import build_run
+
+    plan = plan_windows(capture, size=window_size(), keep_warmup=keep_warmup)
+    if plan is None:
+        return build_run(
+            capture, arch_override=arch_override, source_path=source_path, keep_warmup=keep_warmup, release=release
+        )
+    return build_windows(capture, plan, arch_override=arch_override, source_path=source_path)

@@ -512,12 +512,15 @@ class PointRunner:
 
     def _ingest(self, point: Point, capture: Path, slot: Slot) -> int:
         from ..capture.readers import read_capture
-        from ..ingest.pipeline import build_run
+        from ..ingest.windows import build
         from ..report.tables import stored_reports
         from ..store import Store
 
-        frames = build_run(
-            read_capture(capture), arch_override=self.sweep.profiler.options.get("arch"), source_path=str(capture)
+        frames = build(
+            read_capture(capture),
+            arch_override=self.sweep.profiler.options.get("arch"),
+            source_path=str(capture),
+            release=True,  # the capture is this point's alone
         )
         labels = dict(point.labels)
         if slot.gpu is not None:
