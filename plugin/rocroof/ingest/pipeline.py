@@ -48,14 +48,38 @@ _LAYER_RE = re.compile(r"-(\d+)$")
 
 @dataclass
 class RunFrames:
-    """All rows of one run, by table name (see :mod:`rocroof.store.schema`), without ``run_id``."""
+    """All rows of one run, by table name (see :mod:`rocroof.store.schema`), without ``run_id``.
+
+    A run is given whole (``windows`` None: ``tables`` holds every frame) or as a sequence of
+    windows (:meth:`rocroof.store.Store.write_run` writes them one after the other in the run's
+    one transaction, and lets each go once written). With ``windows``:
+
+    - ``tables`` holds the run-level frames only: ``agent`` and ``pass`` (written before the
+      first window), and ``op_model``, ``op_edge``, ``run_ceiling`` (written after the last).
+      The store numbers kernel names, DRAM texts and counters by first appearance over the
+      windows; where that order is not the whole run's (a name of a later pass seen in an earlier
+      window than a name of an earlier pass: a multi-pass run), ``tables`` may also hold
+      ``kernel_symbol``, ``dram_text`` and ``counter`` in the stored tables' columns, numbering every
+      name the windows hold as the whole run would (the store writes them before the first window).
+    - Each window is a dict of any of the per-row frames ``dispatch``, ``counter_value``,
+      ``counter_instance``, ``dram_traffic``, ``marker_range``, ``op_invocation``, ``op_node`` and
+      ``op_operand``, in :func:`build_run`'s columns, numbered as the whole run numbers them
+      (``dispatch_index``, ``range_index``, ``op_index``, ``timing_dispatch_index`` and ``ordinal``
+      unique over the windows). Windows come in ``dispatch_index`` order (each pass's dispatches in
+      increasing order); every dispatch of an op is in the window of the op's ``op_invocation``
+      row; a dispatch's ``range_index`` and ``timing_dispatch_index`` name rows of its own window or
+      of an earlier one.
+    - ``run``, ``notes``, ``settings``, the ``pass`` rows and the run-level tables after the
+      windows may be filled in while the windows are produced: they are read once the last
+      window is written. ``run["content_sha256"]`` must be known before the first (the duplicate
+      check), and ``run["dram_peak_gbps"]`` should be (else the per-op time at the ceiling is
+      summed again from the stored rows at the end).
+    """
 
     run: dict[str, Any]
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
-    #: The run's per-row tables a window at a time (:mod:`rocroof.ingest.windows`), or None when
-    #: ``tables`` holds them all; ``run``, ``notes`` and the ``pass`` counts are final once it is exhausted.
     windows: Iterable[dict[str, pd.DataFrame]] | None = None
 
 

@@ -126,13 +126,76 @@ def _method_numbers(methods: pd.Series) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(table[codes], codes < 0)
 
 
-def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """``kernel_symbol``, ``dram_text`` and ``dispatch_record`` of a run's ``dispatch`` and ``dram_traffic``."""
+class _Numbering:
+    """Ids of names in order of first appearance, kept over the windows of one run (see :class:`_RunNames`)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.used = np.zeros(0, dtype=bool)  # of the names given to :meth:`seed`: which values had
+
+    def seed(self, names: list[Any]) -> None:
+        """Number ``names`` 0, 1, ... before any value comes (their rows are stored by the caller)."""
+        self.ids = {name: i for i, name in enumerate(names)}
+        self.used = np.zeros(len(names), dtype=bool)
+
+    def unused(self) -> list[Any]:
+        """The names given to :meth:`seed` that no value had."""
+        return [name for name, i in self.ids.items() if i < len(self.used) and not self.used[i]]
+
+    def number(self, values: pd.Series, dtype: Any = np.int64) -> tuple[np.ndarray, pd.DataFrame]:
+        """``(ids, new)``: each value's id (-1 for missing; shape (n,), ``dtype``), and the names not seen before.
+
+        ``new`` has columns ``id`` and ``name``, in id order: the rows to store for these values.
+        """
+        codes, uniques = _numbered(values, dtype)
+        start = len(self.ids)
+        remap = np.array([self.ids.setdefault(u, len(self.ids)) for u in uniques] + [-1], dtype=dtype)
+        ids = remap[:-1].astype(np.int64)
+        self.used[ids[ids < len(self.used)]] = True
+        fresh = [u for u, i in zip(uniques, ids.tolist(), strict=True) if i >= start]
+        return remap[codes], pd.DataFrame({"id": np.arange(start, start + len(fresh)), "name": fresh})
+
+
+class _RunNames:
+    """The name-to-id maps of one run's numbered tables: ``kernel_symbol``, ``dram_text`` and ``counter``.
+
+    A run written whole uses a fresh one; a run written window by window (:meth:`Store.write_run`
+    with ``RunFrames.windows``) keeps one over its windows, so that each window numbers only the
+    names no earlier window had, after theirs (or after the names the run gave before its first
+    window: :data:`_NUMBERED`).
+    """
+
+    def __init__(self) -> None:
+        self.kernels = _Numbering()
+        self.texts = _Numbering()
+        self.counters = _Numbering()
+
+    def of(self, table: str) -> _Numbering:
+        """The map of a numbered table (a key of :data:`_NUMBERED`)."""
+        return {"kernel_symbol": self.kernels, "dram_text": self.texts, "counter": self.counters}[table]
+
+
+#: The tables whose rows the store numbers by first appearance: (id column, name column). A run
+#: given as windows may give them in ``RunFrames.tables`` to fix the numbering up front.
+_NUMBERED = {
+    "kernel_symbol": ("kernel_index", "kernel_name"),
+    "dram_text": ("text_index", "text"),
+    "counter": ("counter_index", "counter_name"),
+}
+
+
+def _dispatch_tables(tables: dict[str, pd.DataFrame], names: _RunNames | None = None) -> dict[str, pd.DataFrame]:
+    """``kernel_symbol``, ``dram_text`` and ``dispatch_record`` of a run's ``dispatch`` and ``dram_traffic``.
+
+    ``names``: the run's maps when ``tables`` is one window of the run (its new names only are
+    returned in ``kernel_symbol`` and ``dram_text``); None: a fresh one (a whole run).
+    """
+    names = names or _RunNames()
     out: dict[str, pd.DataFrame] = {}
     disp = tables.get("dispatch")
     if disp is not None and len(disp):
-        codes, names = _numbered(disp["kernel_name"])
-        out["kernel_symbol"] = pd.DataFrame({"kernel_index": np.arange(len(names)), "kernel_name": names})
+        codes, new = names.kernels.number(disp["kernel_name"])
+        out["kernel_symbol"] = new.rename(columns={"id": "kernel_index", "name": "kernel_name"})
         rec = disp.drop(columns=["kernel_name", "attribution_method"], errors="ignore")
         rec["kernel_index"] = spilled_array(pd.arrays.IntegerArray(np.where(codes >= 0, codes, 0), codes < 0))
         del codes
@@ -183,8 +246,8 @@ def _dispatch_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
                 del v
                 release_free_memory()  # the column's temporaries, before the next (~60 MB at 2x10^6 rows)
             text = pd.concat([texts_of("dram_formula"), texts_of("dram_bytes_note")], ignore_index=True)
-            text_codes, texts = _numbered(text.astype(object))
-            out["dram_text"] = pd.DataFrame({"text_index": np.arange(len(texts)), "text": texts})
+            text_codes, new = names.texts.number(text.astype(object))
+            out["dram_text"] = new.rename(columns={"id": "text_index", "name": "text"})
             for name, part in (
                 ("dram_formula_index", text_codes[: len(dram)]),
                 ("dram_note_index", text_codes[len(dram) :]),
@@ -208,20 +271,25 @@ def _numbered_in_order(ids: np.ndarray, block: int = 1 << 20) -> bool:
     return non_decreasing(ids, block, strict=True)
 
 
-def _counter_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """``counter``, ``counter_reading`` and ``counter_instance_reading`` of a run's counter frames."""
+def _counter_tables(tables: dict[str, pd.DataFrame], names: _RunNames | None = None) -> dict[str, pd.DataFrame]:
+    """``counter``, ``counter_reading`` and ``counter_instance_reading`` of a run's counter frames.
+
+    ``names``: as for :func:`_dispatch_tables` (``counter`` holds a window's new counters only).
+    """
+    names = names or _RunNames()
     out: dict[str, pd.DataFrame] = {}
     values, instances = tables.get("counter_value"), tables.get("counter_instance")
     parts = [df for df in (values, instances) if df is not None and len(df)]
     if parts:
         # counter names numbered over both frames, without a Python string per reading
-        numbers: dict[Any, int] = {}
-        coded = []
+        coded, fresh = [], []
         for df in parts:
-            codes, uniques = _numbered(df["counter_name"], np.int32)
-            remap = np.array([numbers.setdefault(u, len(numbers)) for u in uniques] + [-1], dtype=np.int32)
-            coded.append(remap[codes])  # code -1 (a missing name) stays -1 (the last entry)
-        out["counter"] = pd.DataFrame({"counter_index": np.arange(len(numbers)), "counter_name": list(numbers)})
+            codes, new = names.counters.number(df["counter_name"], np.int32)
+            coded.append(codes)  # -1: a missing name
+            fresh.append(new)
+        out["counter"] = pd.concat([f for f in fresh if len(f)] or fresh[:1], ignore_index=True).rename(
+            columns={"id": "counter_index", "name": "counter_name"}
+        )
         if values is not None and len(values):
             out["counter_reading"] = _side_by_side(values["dispatch_index"], coded[0], values["value"])
         if instances is not None and len(instances):
@@ -271,6 +339,55 @@ class _StrictSums:
 
 #: ``dispatch_record`` rows summed at a time by :func:`_op_totals` (its temporaries: ~25 MB).
 _OP_TOTAL_CHUNK = 1 << 18
+#: The byte sums of an op_total row, in its order: read, read min/max, write, write min/max.
+_OP_TOTAL_SUMS = DRAM_BYTE_COLUMNS[:6]
+
+
+def _timing_values(part: pd.DataFrame, peak: float | None) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """The timing dispatches of ``part`` (``dispatch_record`` rows) and the values :func:`_op_totals` sums of them.
+
+    Returns:
+        ``(dispatch_index, op_index, values)``: of the n rows whose ``timing_dispatch_index`` is their own
+        ``dispatch_index``, those two (int64, shape (n,); op index -1 where NULL) and the summed columns
+        (name -> float64, shape (n,); NaN where unknown): time (ns), the byte columns and their bounds (a
+        missing bound is the value), and the time at the ceiling ``peak`` (GB/s; NaN without one).
+    """
+    ids = part["dispatch_index"].to_numpy(dtype=np.int64)
+    timing = part["timing_dispatch_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)
+    keep = timing == ids
+    n = int(keep.sum())
+
+    def floats(name: str) -> np.ndarray:
+        if name not in part:
+            return np.full(n, np.nan)
+        values: np.ndarray = pd.to_numeric(part[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        kept: np.ndarray = values[keep]
+        return kept
+
+    op_index = part["op_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)[keep]
+    read, write = floats("dram_read_bytes"), floats("dram_write_bytes")
+    bound = {
+        side: {
+            v: np.where(np.isnan(b := floats(f"dram_{v}_bytes_{side}")), x, b)
+            for v, x in (("read", read), ("write", write))
+        }
+        for side in ("min", "max")
+    }
+    total = read + write
+    values = {
+        "duration_ns": floats("duration_ns"),
+        "dram_read_bytes": read,
+        "dram_read_bytes_min": bound["min"]["read"],
+        "dram_read_bytes_max": bound["max"]["read"],
+        "dram_write_bytes": write,
+        "dram_write_bytes_min": bound["min"]["write"],
+        "dram_write_bytes_max": bound["max"]["write"],
+        "dram_bytes": total,
+        "dram_bytes_min": bound["min"]["read"] + bound["min"]["write"],
+        "dram_bytes_max": bound["max"]["read"] + bound["max"]["write"],
+        "dram_time_at_peak_ns": total / peak if peak else np.full(n, np.nan),
+    }
+    return ids[keep], op_index, values
 
 
 def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float | None) -> pd.DataFrame:
@@ -311,49 +428,13 @@ def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float 
     invocation_parts: list[np.ndarray] = []  # distinct op indexes of each chunk
     group_parts: list[np.ndarray] = []  # and their groups
     for lo in range(0, len(record), _OP_TOTAL_CHUNK):
-        part = record.iloc[lo : lo + _OP_TOTAL_CHUNK]
-        timing = part["timing_dispatch_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)
-        keep = timing == part["dispatch_index"].to_numpy(dtype=np.int64)
-        n = int(keep.sum())
-
-        def floats(name: str, part: pd.DataFrame = part, keep: np.ndarray = keep, n: int = n) -> np.ndarray:
-            if name not in part:
-                return np.full(n, np.nan)
-            values: np.ndarray = pd.to_numeric(part[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-            kept: np.ndarray = values[keep]
-            return kept
-
-        op_index = part["op_index"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)[keep]
-        pos = np.full(n, -1, dtype=np.int64)
+        _, op_index, values = _timing_values(record.iloc[lo : lo + _OP_TOTAL_CHUNK], peak)
+        pos = np.full(len(op_index), -1, dtype=np.int64)
         if op_rows is not None:
             attributed = op_index >= 0
             pos[attributed] = op_rows.get_indexer(op_index[attributed])
         groups = op_slot[pos]  # pos -1: the last entry (0)
-        read, write = floats("dram_read_bytes"), floats("dram_write_bytes")
-        bound = {
-            side: {
-                v: np.where(np.isnan(b := floats(f"dram_{v}_bytes_{side}")), x, b)
-                for v, x in (("read", read), ("write", write))
-            }
-            for side in ("min", "max")
-        }
-        total = read + write
-        sums.add(
-            {
-                "duration_ns": floats("duration_ns"),
-                "dram_read_bytes": read,
-                "dram_read_bytes_min": bound["min"]["read"],
-                "dram_read_bytes_max": bound["max"]["read"],
-                "dram_write_bytes": write,
-                "dram_write_bytes_min": bound["min"]["write"],
-                "dram_write_bytes_max": bound["max"]["write"],
-                "dram_bytes": total,
-                "dram_bytes_min": bound["min"]["read"] + bound["min"]["write"],
-                "dram_bytes_max": bound["max"]["read"] + bound["max"]["write"],
-                "dram_time_at_peak_ns": total / peak if peak else np.full(n, np.nan),
-            },
-            groups,
-        )
+        sums.add(values, groups)
         # distinct op invocations per group: an op index belongs to one group (its op row's name, or NULL)
         first = np.unique(op_index, return_index=True)[1]
         first = first[op_index[first] >= 0]
@@ -367,7 +448,24 @@ def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float 
         (np.concatenate(group_parts) if group_parts else np.zeros(0, np.int64))[first], minlength=n_groups
     )
     del every
-    frame = sums.frame()
+    return _op_total_rows(sums.frame(), invocations, distinct, peak)
+
+
+def _op_total_rows(
+    frame: pd.DataFrame, invocations: np.ndarray, distinct: list[str], peak: float | None
+) -> pd.DataFrame:
+    """``op_total`` rows from the sums by group, as :func:`_op_totals` returns them.
+
+    Args:
+        frame: :meth:`_StrictSums.frame` of the groups: group 0 the NULL op, group i ``distinct[i - 1]``.
+        invocations: distinct op invocations per group, shape (groups,).
+        distinct: the op names in byte order.
+        peak: the run's DRAM ceiling, GB/s, or None.
+
+    Returns:
+        The rows of the groups that hold a dispatch, ``row_index`` from 0.
+    """
+    n_groups = len(distinct) + 1
     used = frame["_rows"].to_numpy() > 0
     dur = frame["duration_ns"].to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -393,8 +491,197 @@ def _op_totals(record: pd.DataFrame, ops: pd.DataFrame | None, peak_gbps: float 
     return out
 
 
-#: The byte sums of an op_total row, in its order: read, read min/max, write, write min/max.
-_OP_TOTAL_SUMS = DRAM_BYTE_COLUMNS[:6]
+class _WindowOpTotals:
+    """The ``op_total`` rows of a run written window by window (:meth:`Store.write_run` with ``windows``).
+
+    Fed one window's ``dispatch_record`` frame and ``op_invocation`` rows at a time (:meth:`add_window`);
+    it holds sums per op name, never the run's rows. It gives the rows :func:`_op_totals` gives for the
+    whole run's frame, float sums to the last bit, when that frame's row i is dispatch i (the
+    pipeline's numbering) and the timing dispatches come in ``dispatch_index`` order over the
+    windows: the sums are taken in the same order and folded in the same chunks (dispatches
+    ``k * _OP_TOTAL_CHUNK`` .. ``(k + 1) * _OP_TOTAL_CHUNK - 1``; within a chunk one dispatch after
+    the other, as ``np.bincount`` does). An op's dispatches are all in the window of its op row.
+
+    Args:
+        peak_gbps: the DRAM ceiling each dispatch's time at the ceiling is taken with.
+    """
+
+    _SUMMED = (
+        "duration_ns",
+        *_OP_TOTAL_SUMS,
+        "dram_bytes",
+        "dram_bytes_min",
+        "dram_bytes_max",
+        "dram_time_at_peak_ns",
+    )
+
+    def __init__(self, peak_gbps: float | None) -> None:
+        self.peak = float(peak_gbps) if peak_gbps else None
+        self.slots: dict[str, int] = {}  # op name -> its group (1, 2, ... by first appearance; 0: NULL)
+        n = 1
+        self.totals: dict[str, np.ndarray] | None = None  # the sums of the chunks folded so far
+        self.partial = {name: np.zeros(n) for name in self._SUMMED}  # the sums of the chunk being summed
+        self.missing = {name: np.zeros(n) for name in self._SUMMED}  # NaN rows (counts as floats)
+        self.rows = np.zeros(n, dtype=np.int64)
+        self.invocations = np.zeros(n, dtype=np.int64)
+        self.chunk = 0  # the chunk the partial sums belong to (the ones before it are folded)
+        self.dangling: list[np.ndarray] = []  # op indexes of timing dispatches that name no op row
+
+    def _grow(self, n: int) -> None:
+        """Room for ``n`` groups (a new op name: its sums so far are 0, as a chunk's bincount gives)."""
+        extra = n - len(self.rows)
+        if extra <= 0:
+            return
+        for sums in (self.totals or {}, self.partial, self.missing):
+            for name, values in sums.items():
+                sums[name] = np.concatenate([values, np.zeros(extra)])
+        self.rows = np.concatenate([self.rows, np.zeros(extra, dtype=np.int64)])
+        self.invocations = np.concatenate([self.invocations, np.zeros(extra, dtype=np.int64)])
+
+    def group_of(self, names: Iterable[Any]) -> np.ndarray:
+        """The groups of op names (None: 0), numbering new names."""
+        out = np.array([0 if n is None else self.slots.setdefault(str(n), len(self.slots) + 1) for n in names])
+        self._grow(len(self.slots) + 1)
+        return out.astype(np.int64)
+
+    def _fold(self) -> None:
+        """Add the chunk being summed to the totals, as :class:`_StrictSums` adds a chunk's bincount."""
+        if self.totals is None:
+            self.totals = self.partial
+        else:
+            self.totals = {name: self.totals[name] + self.partial[name] for name in self._SUMMED}
+        self.partial = {name: np.zeros(len(self.rows)) for name in self._SUMMED}
+        self.chunk += 1
+
+    def add(self, ids: np.ndarray, groups: np.ndarray, values: dict[str, np.ndarray]) -> None:
+        """Add timing dispatches: their ``dispatch_index`` (in increasing order), groups and values (shape (n,) each).
+
+        A dispatch of an earlier chunk than one already added goes into the chunk being summed
+        (the sums then differ from the whole run's in the last bits at most).
+        """
+        if not len(ids):
+            return
+        np.add.at(self.rows, groups, 1)
+        chunk = ids // _OP_TOTAL_CHUNK
+        cuts = np.flatnonzero(chunk[1:] != chunk[:-1]) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(ids)], strict=True):
+            while self.chunk < int(chunk[lo]):
+                self._fold()
+            g = groups[lo:hi]
+            for name in self._SUMMED:
+                col = values[name][lo:hi]
+                gone = np.isnan(col)
+                np.add.at(self.partial[name], g, np.where(gone, 0.0, col))  # one row after the other
+                np.add.at(self.missing[name], g, gone.astype(np.float64))
+
+    def add_window(self, record: pd.DataFrame, ops: pd.DataFrame | None, earlier_ops: _KeySpans) -> None:
+        """Add a window: its ``dispatch_record`` frame and its ``op_invocation`` rows (or None).
+
+        Raises:
+            ValueError: a timing dispatch of an op that an earlier window holds (ops never
+                straddle windows).
+        """
+        op_groups = np.zeros(1, dtype=np.int64)  # the last entry: dispatches of no op row
+        op_rows = pd.Index(np.zeros(0, dtype=np.int64))
+        if ops is not None and len(ops):
+            codes, uniques = pd.factorize(ops["op"].astype(object), use_na_sentinel=True)
+            op_groups = np.append(np.append(self.group_of(uniques), 0)[codes], 0)  # code -1: NULL
+            op_rows = pd.Index(ops["op_index"].to_numpy(dtype=np.int64))
+        found: list[np.ndarray] = []
+        for lo in range(0, len(record), _OP_TOTAL_CHUNK):
+            ids, op_index, values = _timing_values(record.iloc[lo : lo + _OP_TOTAL_CHUNK], self.peak)
+            attributed = op_index >= 0
+            pos = np.full(len(op_index), -1, dtype=np.int64)
+            pos[attributed] = op_rows.get_indexer(op_index[attributed])
+            lost = attributed & (pos < 0)
+            if lost.any():
+                elsewhere = earlier_ops.contains(op_index[lost])
+                if elsewhere.any():
+                    raise ValueError(
+                        f"op_index {int(op_index[lost][elsewhere][0])} is an op of an earlier window: every "
+                        "dispatch of an op must be in the window of its op_invocation row"
+                    )
+                self.dangling.append(np.unique(op_index[lost]))
+            self.add(ids, op_groups[pos], values)
+            found.append(np.unique(op_index[pos >= 0]))
+            release_pages()  # a spilled column's pages, once summed
+        if found:
+            ops_found = np.unique(np.concatenate(found))  # each op of the window once (its dispatches are all here)
+            np.add.at(self.invocations, op_groups[op_rows.get_indexer(ops_found)], 1)
+
+    def finish(self, dispatches: int) -> None:
+        """Fold the last chunks, once every window is added (``dispatches``: the run's ``dispatch_record`` rows).
+
+        The whole frame's chunks are its rows / ``_OP_TOTAL_CHUNK``, rounded up: those of no timing
+        dispatch are folded too (they add 0.0, as the whole run's do).
+        """
+        while self.chunk < -(-dispatches // _OP_TOTAL_CHUNK):
+            self._fold()
+
+    def times_again(self, batches: Iterable[pd.DataFrame], peak_gbps: float | None, dispatches: int) -> None:
+        """Sum the time at the ceiling again, with another ceiling, from the run's stored timing dispatches.
+
+        For a ceiling that was not known when the first window came: each dispatch's time is its
+        bytes / the ceiling, summed in the same order as :meth:`add` sums, so the rows are those
+        of :func:`_op_totals` with this ceiling. Call it after :meth:`finish`.
+
+        Args:
+            batches: frames of ``dispatch_index`` (increasing), ``op`` (its op row's name; None for
+                none), ``dram_read_bytes`` and ``dram_write_bytes`` (NaN or None where unknown), of
+                every timing dispatch.
+            peak_gbps: the ceiling, GB/s, or None.
+            dispatches: as for :meth:`finish`.
+        """
+        again = _WindowOpTotals(peak_gbps)
+        again.slots = dict(self.slots)
+        again._grow(len(self.rows))
+        for batch in batches:
+            ids = batch["dispatch_index"].to_numpy(dtype=np.int64)
+            read, write = (
+                pd.to_numeric(batch[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+                for c in ("dram_read_bytes", "dram_write_bytes")
+            )
+            total = read + write
+            values = {name: np.zeros(len(ids)) for name in self._SUMMED}
+            values["dram_time_at_peak_ns"] = total / again.peak if again.peak else np.full(len(ids), np.nan)
+            again.add(ids, again.group_of(batch["op"].tolist()), values)
+        again.finish(dispatches)
+        assert self.totals is not None and again.totals is not None  # finish() folded a chunk at least
+        n = len(self.rows)
+        self.totals["dram_time_at_peak_ns"] = again.totals["dram_time_at_peak_ns"][:n]
+        self.missing["dram_time_at_peak_ns"] = again.missing["dram_time_at_peak_ns"][:n]
+        self.peak = again.peak
+
+    def frame(self, ops: _KeySpans) -> pd.DataFrame:
+        """The ``op_total`` rows, after :meth:`finish` (``ops``: every op index of the run's op rows).
+
+        Raises:
+            ValueError: a timing dispatch names an op whose row a later window held.
+        """
+        if self.dangling:
+            dangling = np.unique(np.concatenate(self.dangling))
+            later = ops.contains(dangling)
+            if later.any():
+                raise ValueError(
+                    f"op_index {int(dangling[later][0])} is an op of a later window: every dispatch of an op must "
+                    "be in the window of its op_invocation row"
+                )
+            self.invocations[0] += len(dangling)
+        distinct = sorted(self.slots)
+        order = np.zeros(len(self.rows), dtype=np.int64)  # group by first appearance -> 1 + rank in byte order
+        for name, group in self.slots.items():
+            order[group] = distinct.index(name) + 1
+        ranked = _StrictSums(len(self.rows))
+        totals = self.totals if self.totals is not None else self.partial
+        for name in self._SUMMED:
+            ranked.totals[name] = np.empty(len(self.rows))
+            ranked.totals[name][order] = totals[name]
+            ranked.missing[name] = np.empty(len(self.rows))
+            ranked.missing[name][order] = self.missing[name]
+        ranked.rows[order] = self.rows
+        invocations = np.empty_like(self.invocations)
+        invocations[order] = self.invocations
+        return _op_total_rows(ranked.frame(), invocations, distinct, self.peak)
 
 
 _TWO_READINGS = "two values of one counter for one dispatch; a run stores one per counter and dispatch"
@@ -519,12 +806,32 @@ def _side_by_side_pieces(
 #: ``counter_value`` + ``counter_instance`` become ``counter``, ``counter_reading`` (16 a row) and
 #: ``counter_instance_reading``. The other frames are stored as they are. Each group is built only
 #: when it is written, so that one group's new frames exist at a time.
-_GROUPS: dict[str, Callable[[dict[str, pd.DataFrame]], dict[str, pd.DataFrame]]] = {
+_GROUPS: dict[str, Callable[[dict[str, pd.DataFrame], _RunNames | None], dict[str, pd.DataFrame]]] = {
     "kernel_symbol": _dispatch_tables,
     "counter": _counter_tables,
 }
 #: The logical frames each group is built from (let go once it is built, under ``release``).
 _GROUP_SOURCES = {"kernel_symbol": ("dispatch", "dram_traffic"), "counter": ("counter_value", "counter_instance")}
+#: The frames of a window of a run (``RunFrames.windows``): the per-row ones.
+_WINDOW_FRAMES = (
+    "dispatch",
+    "counter_value",
+    "counter_instance",
+    "dram_traffic",
+    "marker_range",
+    "op_invocation",
+    "op_node",
+    "op_operand",
+)
+#: The tables a window's frames are written to, in :data:`_TABLE_ORDER`.
+_WINDOW_TABLES = tuple(
+    n
+    for n in _TABLE_ORDER
+    if n in _WINDOW_FRAMES
+    or n in ("kernel_symbol", "dram_text", "dispatch_record", "counter", "counter_reading", "counter_instance_reading")
+)
+#: The run-level tables a windowed run writes after its windows (``agent`` and ``pass`` go before them).
+_RUN_LEVEL_TABLES = tuple(n for n in _TABLE_ORDER if n not in _WINDOW_TABLES and n not in ("agent", "pass"))
 
 
 class CopiedRun(NamedTuple):
@@ -823,15 +1130,27 @@ class Store:
         ``COPY`` on PostgreSQL); the same transaction then stores the run's ``op_summary`` rows in
         ``op_total`` (what ``rocroof report --by op`` reads).
 
+        A run given as windows (``frames.windows``; see :class:`~rocroof.ingest.pipeline.RunFrames`)
+        is written in the same one transaction, a window at a time, and its database rows are
+        those of the same run given whole: the duplicate check, the ``run`` row and the ``agent``
+        and ``pass`` rows come before the first window is asked for; each window's rows follow,
+        its kernel names, DRAM texts and counters numbered after the earlier windows' (one map
+        per run, a window writes its new names only); after the last window the ``run`` and
+        ``pass`` rows are set to their final values and the labels, notes, settings,
+        ``op_model``, ``op_edge``, ``run_ceiling`` and ``op_total`` rows written. An error of the
+        window iterator stores nothing.
+
         Args:
             frames: from :func:`rocroof.ingest.pipeline.build_run`.
             labels: user labels (``key=value``).
             replace: replace a run with the same content hash instead of refusing; the new run
                 gets a new id and keeps the old run's labels that ``labels`` does not set.
-            progress: called with (stage, rows done, rows total) while inserting.
-            release: take the frames: each is removed from ``frames.tables`` once stored (or once
-                the tables built from it are), so that its memory goes before the next is
-                built; ``frames`` cannot be written again.
+            progress: called with (stage, rows done, rows total) while inserting. For a run given
+                as windows the total counts the rows of the windows received so far: it grows as
+                they come.
+            release: take the frames: each is removed from ``frames.tables`` (and from its window's
+                dict) once stored (or once the tables built from it are), so that its memory goes
+                before the next is built; ``frames`` cannot be written again.
             reports: ``reports(store, run_id)`` -> {grouping: JSON document}, called inside the
                 transaction once the run's rows are in (``store.frame`` reads them there); the
                 documents go to ``stored_report`` with this rocroof's version
@@ -843,6 +1162,9 @@ class Store:
             InputError: the database cannot hold a value of the run (PostgreSQL: an integer past its
                 column's 32 or 64 bits, NUL in text), or a label the run selector could not pick again
                 (:func:`rocroof.labels.label_problem`: ``,`` in it...); nothing is stored.
+            ValueError: windows that break :class:`~rocroof.ingest.pipeline.RunFrames`' rules (a
+                per-row frame among the run's tables, an op's dispatches in another window, a
+                content hash or passes changed while the windows were written); nothing is stored.
         """
         for key, value in (labels or {}).items():
             problem = label_problem(str(key), str(value))
@@ -878,61 +1200,30 @@ class Store:
         release: bool,
         reports: Callable[[Store, int], dict[str, str]] | None,
     ) -> int:
+        if frames.windows is not None:
+            return self._write_windows(frames, labels, replace, progress, release, reports)
         tables = {name: df for name, df in frames.tables.items() if name not in _LOGICAL}
         logical = frames.tables if release else dict(frames.tables)
-        # rows to insert, for progress: counter readings are ~1/counters of the long ones (16 a row)
-        values = logical.get("counter_value")
-        per_row = (
-            max(1, min(schema.COUNTERS_PER_READING, _distinct(values["counter_name"]))) if values is not None else 1
-        )
-        total = sum(len(tables.get(name, ())) for name in _TABLE_ORDER) + sum(
-            len(logical.get(name, ())) // (per_row if name == "counter_value" else 1) for name in _LOGICAL
-        )
+        total = sum(len(tables.get(name, ())) for name in _TABLE_ORDER) + _logical_rows(logical)
         done = 0
-        replace_id: int | None = None
-        referred: dict[tuple[str, str], np.ndarray] = {}  # the keys written so far that rows refer to
+
+        def written(stage: str, rows: int) -> None:
+            nonlocal done
+            done += rows
+            if progress:
+                progress(stage, done, total)
+
+        referred: dict[tuple[str, str], _KeySpans] = {}  # the keys written so far that rows refer to
         with self.begin_write(sqlite_key_lookups=False) as conn:
             check_keys = conn.dialect.name == "sqlite"
             inline = isinstance(conn.connection.dbapi_connection, sqlite3.Connection)  # see _chunks
-            digest = frames.run.get("content_sha256")
-            if digest:
-                old = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.content_sha256 == digest)).scalar()
-                if old is not None:
-                    if not replace:
-                        raise DuplicateRunError(
-                            f"{frames.run.get('source_path')}: this capture is already stored as run {old} "
-                            f"(same content); use --replace to re-ingest it"
-                        )
-                    if conn.dialect.name == "sqlite":
-                        # SQLite would hand the deleted id out again: a replaced run gets a new id, so
-                        # that a report saved for the old run cannot be mistaken for the new one
-                        next_id = conn.execute(sa.select(sa.func.max(schema.run.c.run_id))).scalar()
-                        replace_id = int(next_id or old) + 1
-                    lab = schema.run_label
-                    kept = conn.execute(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == old)).all()
-                    labels = {**{k: v for k, v in kept}, **labels}  # the labels stay unless given again
-                    _delete_run(conn, int(old))
-            row = dict(frames.run)
-            if replace_id is not None:
-                row["run_id"] = replace_id
-            row["created_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-            result = conn.execute(schema.run.insert().values(**_clean(row)))
-            run_id = int(result.inserted_primary_key[0])  # type: ignore[index]
-            small: dict[str, list[dict[str, Any]]] = {
-                "run_label": [{"key": k, "value": v} for k, v in labels.items()],
-                "run_note": [
-                    {"note_index": i, "severity": n.severity, "code": n.code, "message": n.message}
-                    for i, n in enumerate(frames.notes)
-                ],
-                "run_setting": [{"key": k, "value": v} for k, v in frames.settings.items()],
-            }
-            for name, records in small.items():
-                if records:
-                    conn.execute(schema.metadata.tables[name].insert(), [{"run_id": run_id, **r} for r in records])
+            replace_id, labels = _claim_content(conn, frames, labels, replace)
+            run_id = _insert_run_row(conn, frames.run, replace_id)
+            _insert_run_lists(conn, run_id, labels, frames)
             op_total: pd.DataFrame | None = None
             for name in _TABLE_ORDER:
                 if name in _GROUPS:  # built now, written, then let go: one group's new frames at a time
-                    tables.update(_GROUPS[name](logical))
+                    tables.update(_GROUPS[name](logical, None))
                     for source in _GROUP_SOURCES[name]:
                         logical.pop(source, None)
                 if name != "op_invocation":  # op_total needs the invocations' op names
@@ -940,29 +1231,136 @@ class Store:
                 df = tables.pop(name, None)
                 if df is None or not len(df):
                     continue
-                table = schema.metadata.tables[name]
-                if check_keys:
-                    _check_keys(table, df, referred)
-                for names, rows, fixed in _chunks(df, table, run_id, inline=inline):
-                    _insert_many(conn, table, names, rows, fixed)
-                    release_pages()  # spilled columns (rocroof.spill): the chunk's pages go once written
-                    done += len(rows)
-                    if progress:
-                        progress(name, done, total)
+                _write_frame(
+                    conn, name, df, run_id, inline=inline, referred=referred if check_keys else None, written=written
+                )
                 if name == "dispatch_record":
                     # summed once the rows are written: the sums are not held beside the chunks' values
                     release_free_memory()
                     op_total = _op_totals(df, logical.pop("op_invocation", None), frames.run.get("dram_peak_gbps"))
                 del df
                 release_free_memory()  # the table's frame, written: its memory back before the next is built
-            if progress:
-                progress("op_total", done, total)
+            written("op_total", 0)
             if op_total is not None and len(op_total):  # the report's per-op rows, summed once here
                 for names, rows, fixed in _chunks(op_total, schema.op_total, run_id, inline=inline):
                     _insert_many(conn, schema.op_total, names, rows, fixed)
             if reports is not None:
-                if progress:
-                    progress("stored_report", done, total)
+                written("stored_report", 0)
+                self._store_reports(conn, run_id, reports)
+        return run_id
+
+    def _write_windows(
+        self,
+        frames: RunFrames,
+        labels: dict[str, str],
+        replace: bool,
+        progress: Progress | None,
+        release: bool,
+        reports: Callable[[Store, int], dict[str, str]] | None,
+    ) -> int:
+        """:meth:`write_run` of a run given as windows (``frames.windows``; see :class:`RunFrames`)."""
+        assert frames.windows is not None
+        _refuse_stray_frames(frames.tables, "RunFrames.tables with windows")
+        agent, passes = frames.tables.get("agent"), frames.tables.get("pass")
+        total = len(agent if agent is not None else ()) + len(passes if passes is not None else ())
+        done = 0
+
+        def written(stage: str, rows: int) -> None:
+            nonlocal done
+            done += rows
+            if progress:
+                progress(stage, done, total)
+
+        referred: dict[tuple[str, str], _KeySpans] = {}  # the keys written so far that rows refer to
+        ops = _KeySpans()  # the op indexes of the windows written so far
+        names = _RunNames()  # kernel names, DRAM texts and counters numbered over the windows
+        op_totals: _WindowOpTotals | None = None
+        dispatches = 0  # dispatch_record rows written
+        with self.begin_write(sqlite_key_lookups=False) as conn:
+            check_keys = conn.dialect.name == "sqlite"
+            keys = referred if check_keys else None
+            inline = isinstance(conn.connection.dbapi_connection, sqlite3.Connection)  # see _chunks
+            replace_id, labels = _claim_content(conn, frames, labels, replace)  # before any window is asked for
+            digest = frames.run.get("content_sha256")
+            run_id = _insert_run_row(conn, frames.run, replace_id)
+            for name, df in (("agent", agent), ("pass", passes)):
+                if df is not None and len(df):
+                    _write_frame(conn, name, df, run_id, inline=inline, referred=keys, written=written)
+            pass_keys = set() if passes is None else set(passes["pass_index"].astype(np.int64).tolist())
+            del agent, passes
+            for name in _NUMBERED:  # names numbered up front (the whole run's order), before any window
+                given = frames.tables.get(name)
+                if given is not None and len(given):
+                    names.of(name).seed(_numbering_of(name, given))
+                    total += len(given)
+                    _write_frame(conn, name, given, run_id, inline=inline, referred=keys, written=written)
+                del given
+            for window in frames.windows:
+                logical = window if release else dict(window)
+                del window  # the producer's dict: under release, its frames go as they are written
+                _refuse_unknown_window_frames(logical)
+                total += _logical_rows(logical) + sum(len(df) for n, df in logical.items() if n not in _LOGICAL)
+                tables = {n: df for n, df in logical.items() if n not in _LOGICAL}
+                for name in _WINDOW_TABLES:
+                    if name in _GROUPS:
+                        tables.update(_GROUPS[name](logical, names))
+                        for source in _GROUP_SOURCES[name]:
+                            logical.pop(source, None)
+                    if name != "op_invocation":
+                        logical.pop(name, None)
+                    df = tables.pop(name, None)
+                    if df is None or not len(df):
+                        continue
+                    _write_frame(conn, name, df, run_id, inline=inline, referred=keys, written=written)
+                    if name == "op_invocation":
+                        ops.add(df["op_index"].to_numpy(dtype=np.int64))
+                    elif name == "dispatch_record":
+                        dispatches += len(df)
+                        if op_totals is None:
+                            op_totals = _WindowOpTotals(frames.run.get("dram_peak_gbps"))
+                        op_totals.add_window(df, logical.pop("op_invocation", None), ops)
+                    del df
+                logical.pop("op_invocation", None)
+                del logical, tables
+                release_free_memory()  # the window's frames, written: their memory back before the next
+            for name in _NUMBERED:
+                unused = names.of(name).unused()
+                if unused:
+                    raise ValueError(
+                        f"RunFrames.tables[{name!r}] numbers {unused[0]!r}, which no window has: the run "
+                        "would store a row its whole frames do not"
+                    )
+            # the run's own rows, final now that every window is in
+            if frames.run.get("content_sha256") != digest:
+                raise ValueError("RunFrames.run's content_sha256 changed while its windows were written")
+            final = {k: v for k, v in frames.run.items() if k not in ("run_id", "created_at")}
+            if final:
+                conn.execute(schema.run.update().where(schema.run.c.run_id == run_id).values(**_clean(final)))
+            _update_passes(conn, run_id, frames.tables.get("pass"), pass_keys)
+            _insert_run_lists(conn, run_id, labels, frames)
+            _refuse_stray_frames(frames.tables, "RunFrames.tables after its windows")
+            level = frames.tables if release else dict(frames.tables)
+            for name in _RUN_LEVEL_TABLES:  # op_model, op_edge, run_ceiling: they may refer to any window's op
+                df = level.pop(name, None)
+                if df is not None and len(df):
+                    total += len(df)
+                    _write_frame(conn, name, df, run_id, inline=inline, referred=keys, written=written)
+                del df
+            if release:
+                for name in ("agent", "pass", *_NUMBERED):
+                    frames.tables.pop(name, None)
+            written("op_total", 0)
+            if op_totals is not None:
+                op_totals.finish(dispatches)
+                peak = frames.run.get("dram_peak_gbps")
+                if (float(peak) if peak else None) != op_totals.peak:
+                    # a ceiling the first window did not know: the times at it are summed again from the rows
+                    op_totals.times_again(_stored_timing_bytes(conn, run_id), peak, dispatches)
+                op_total = op_totals.frame(ops)
+                for names_, rows, fixed in _chunks(op_total, schema.op_total, run_id, inline=inline):
+                    _insert_many(conn, schema.op_total, names_, rows, fixed)
+            if reports is not None:
+                written("stored_report", 0)
                 self._store_reports(conn, run_id, reports)
         return run_id
 
@@ -1664,12 +2062,48 @@ def _keys_within_run(table: sa.Table) -> list[tuple[str, str, str]]:
 _REFERRED = {(t, c) for table in schema.metadata.tables.values() for _, t, c in _keys_within_run(table)}
 
 
-def _check_keys(table: sa.Table, df: pd.DataFrame, referred: dict[tuple[str, str], np.ndarray]) -> None:
+class _KeySpans:
+    """A set of integers as sorted, disjoint ``[start, stop)`` spans: keys numbered 0 .. n-1 are one span.
+
+    What a run's written rows may refer to (see :func:`_check_keys`), kept over the windows of a
+    run in memory that does not grow with the run when its keys are numbered without gaps.
+    """
+
+    def __init__(self) -> None:
+        self.starts = np.zeros(0, dtype=np.int64)
+        self.stops = np.zeros(0, dtype=np.int64)
+
+    def add(self, values: np.ndarray) -> None:
+        """Add ``values`` (int64, any order, repeats allowed)."""
+        v = np.unique(np.asarray(values, dtype=np.int64))
+        if not len(v):
+            return
+        breaks = np.flatnonzero(np.diff(v) != 1) + 1
+        starts = np.concatenate([self.starts, v[np.concatenate(([0], breaks))]])
+        stops = np.concatenate([self.stops, v[np.concatenate((breaks - 1, [len(v) - 1]))] + 1])
+        order = np.argsort(starts, kind="stable")
+        starts, stops = starts[order], stops[order]
+        reach = np.maximum.accumulate(stops)  # spans that overlap or touch the ones before merge into them
+        first = np.flatnonzero(np.concatenate(([True], starts[1:] > reach[:-1])))
+        self.starts, self.stops = starts[first], np.maximum.reduceat(stops, first)
+
+    def contains(self, values: np.ndarray) -> np.ndarray:
+        """Which of ``values`` (int64, shape (n,)) are in the set: bool, shape (n,)."""
+        values = np.asarray(values, dtype=np.int64)
+        at = np.searchsorted(self.starts, values, side="right") - 1
+        inside = at >= 0
+        inside[inside] = values[inside] < self.stops[at[inside]]
+        return inside
+
+
+def _check_keys(table: sa.Table, df: pd.DataFrame, referred: dict[tuple[str, str], _KeySpans]) -> None:
     """Check ``df``'s foreign keys within the run against the rows written before; keep its referred keys.
 
     What SQLite's ``PRAGMA foreign_keys`` would check row by row (a B-tree lookup in the parent
     table per row and key: ~2.3 s of a 10^6-dispatch write, benchmarks/RESULTS.md), done once per
-    column (``np.isin``, sort-based). A missing key value (NULL) refers to nothing, as in SQL.
+    column (a sorted search in the referred keys' spans). A missing key value (NULL) refers to
+    nothing, as in SQL. ``referred`` gathers the keys of every frame given, so that the rows of a
+    run's later window may refer to those of an earlier one.
 
     Raises:
         sqlalchemy.exc.IntegrityError: a value names no row of the referred table (a bug in the
@@ -1683,7 +2117,7 @@ def _check_keys(table: sa.Table, df: pd.DataFrame, referred: dict[tuple[str, str
         if not present.any():
             continue
         wanted = values.astype("Int64").to_numpy(dtype=np.int64, na_value=0)[present]
-        found = np.isin(wanted, referred.get((parent, parent_column), np.zeros(0, dtype=np.int64)))
+        found = referred.get((parent, parent_column), _KeySpans()).contains(wanted)
         if not bool(found.all()):
             bad = int(wanted[~found][0])
             statement = f"{table.name}.{column} -> {parent}.{parent_column}"
@@ -1692,13 +2126,213 @@ def _check_keys(table: sa.Table, df: pd.DataFrame, referred: dict[tuple[str, str
             )
     for name, column in _REFERRED:
         if name == table.name and column in df:
-            referred[(name, column)] = df[column].dropna().to_numpy(dtype=np.int64)
+            referred.setdefault((name, column), _KeySpans()).add(df[column].dropna().to_numpy(dtype=np.int64))
 
 
 def _delete_run(conn: sa.Connection, run_id: int) -> None:
     for table in reversed(schema.metadata.sorted_tables):
         if "run_id" in table.c:
             conn.execute(table.delete().where(table.c.run_id == run_id))
+
+
+def _logical_rows(logical: dict[str, pd.DataFrame]) -> int:
+    """Rows the store writes for a run's (or a window's) logical frames, for progress.
+
+    Counter readings are ~1/counters of the long ones (16 a row).
+    """
+    values = logical.get("counter_value")
+    per_row = max(1, min(schema.COUNTERS_PER_READING, _distinct(values["counter_name"]))) if values is not None else 1
+    return sum(len(logical.get(name, ())) // (per_row if name == "counter_value" else 1) for name in _LOGICAL)
+
+
+def _refuse_stray_frames(tables: dict[str, pd.DataFrame], where: str) -> None:
+    """Refuse rows of a window's frame among a windowed run's run-level tables (the producer's bug).
+
+    Raises:
+        ValueError: such a frame holds rows.
+    """
+    per_row = [n for n in _WINDOW_FRAMES + _WINDOW_TABLES if n not in _NUMBERED]
+    stray = [name for name in per_row if name in tables and len(tables[name])]
+    if stray:
+        raise ValueError(f"{where}: {', '.join(stray)} belong in the windows, not in the run's tables")
+
+
+def _numbering_of(table: str, given: pd.DataFrame) -> list[Any]:
+    """The names of a numbered table's rows given up front (see :data:`_NUMBERED`), in id order.
+
+    Raises:
+        ValueError: ids other than 0, 1, ... in order, or names missing or repeated.
+    """
+    id_column, name_column = _NUMBERED[table]
+    ids = given[id_column].to_numpy(dtype=np.int64)
+    names: list[Any] = given[name_column].tolist()
+    if not np.array_equal(ids, np.arange(len(ids))) or given[name_column].isna().any() or len(set(names)) < len(names):
+        raise ValueError(
+            f"RunFrames.tables[{table!r}]: {id_column} must be 0, 1, ... in order, each with its own {name_column}"
+        )
+    return names
+
+
+def _refuse_unknown_window_frames(window: dict[str, pd.DataFrame]) -> None:
+    """Refuse rows of a frame other than :data:`_WINDOW_FRAMES` in a window (the producer's bug).
+
+    Raises:
+        ValueError: such a frame holds rows.
+    """
+    unknown = [name for name, df in window.items() if name not in _WINDOW_FRAMES and len(df)]
+    if unknown:
+        raise ValueError(
+            f"a window holds {', '.join(unknown)}: a window has {', '.join(_WINDOW_FRAMES)}; the run's other "
+            "tables go in RunFrames.tables"
+        )
+
+
+def _claim_content(
+    conn: sa.Connection, frames: RunFrames, labels: dict[str, str], replace: bool
+) -> tuple[int | None, dict[str, str]]:
+    """Refuse a run whose content hash is stored, or delete that run to replace it (in ``conn``'s transaction).
+
+    Returns:
+        The run id the new run must take (SQLite, replacing: past every id given so far) or None,
+        and the labels it gets (a replaced run's labels that ``labels`` does not set, kept).
+
+    Raises:
+        DuplicateRunError: the hash is stored and ``replace`` is False.
+    """
+    digest = frames.run.get("content_sha256")
+    if not digest:
+        return None, labels
+    old = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.content_sha256 == digest)).scalar()
+    if old is None:
+        return None, labels
+    if not replace:
+        raise DuplicateRunError(
+            f"{frames.run.get('source_path')}: this capture is already stored as run {old} "
+            f"(same content); use --replace to re-ingest it"
+        )
+    replace_id: int | None = None
+    if conn.dialect.name == "sqlite":
+        # SQLite would hand the deleted id out again: a replaced run gets a new id, so
+        # that a report saved for the old run cannot be mistaken for the new one
+        next_id = conn.execute(sa.select(sa.func.max(schema.run.c.run_id))).scalar()
+        replace_id = int(next_id or old) + 1
+    lab = schema.run_label
+    kept = conn.execute(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == old)).all()
+    labels = {**{k: v for k, v in kept}, **labels}  # the labels stay unless given again
+    _delete_run(conn, int(old))
+    return replace_id, labels
+
+
+def _insert_run_row(conn: sa.Connection, run: dict[str, Any], run_id: int | None) -> int:
+    """Insert the ``run`` row (ingest time now; ``run_id`` when given, else the database's next); return its id."""
+    row = dict(run)
+    if run_id is not None:
+        row["run_id"] = run_id
+    row["created_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    result = conn.execute(schema.run.insert().values(**_clean(row)))
+    return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
+def _insert_run_lists(conn: sa.Connection, run_id: int, labels: dict[str, str], frames: RunFrames) -> None:
+    """Insert a run's ``run_label``, ``run_note`` and ``run_setting`` rows."""
+    small: dict[str, list[dict[str, Any]]] = {
+        "run_label": [{"key": k, "value": v} for k, v in labels.items()],
+        "run_note": [
+            {"note_index": i, "severity": n.severity, "code": n.code, "message": n.message}
+            for i, n in enumerate(frames.notes)
+        ],
+        "run_setting": [{"key": k, "value": v} for k, v in frames.settings.items()],
+    }
+    for name, records in small.items():
+        if records:
+            conn.execute(schema.metadata.tables[name].insert(), [{"run_id": run_id, **r} for r in records])
+
+
+def _write_frame(
+    conn: sa.Connection,
+    name: str,
+    df: pd.DataFrame,
+    run_id: int,
+    *,
+    inline: bool,
+    referred: dict[tuple[str, str], _KeySpans] | None,
+    written: Callable[[str, int], None],
+) -> None:
+    """Insert ``df``'s rows into table ``name`` for run ``run_id``, a chunk at a time.
+
+    Args:
+        conn: the write transaction's connection.
+        name: the table.
+        df: its rows, in :func:`_chunks`' columns.
+        run_id: the run.
+        inline: as for :func:`_chunks` (SQLite's own connections).
+        referred: the keys written so far, to check ``df``'s against (:func:`_check_keys`; SQLite,
+            whose own checks are off), or None (PostgreSQL checks them).
+        written: told ``(name, rows)`` after each chunk.
+    """
+    table = schema.metadata.tables[name]
+    if referred is not None:
+        _check_keys(table, df, referred)
+    for names, rows, fixed in _chunks(df, table, run_id, inline=inline):
+        _insert_many(conn, table, names, rows, fixed)
+        release_pages()  # spilled columns (rocroof.spill): the chunk's pages go once written
+        written(name, len(rows))
+
+
+def _update_passes(conn: sa.Connection, run_id: int, passes: pd.DataFrame | None, keys: set[int]) -> None:
+    """Set a windowed run's ``pass`` rows (written before its windows) to their final values.
+
+    Raises:
+        ValueError: the final frame's passes are not the ones written before the windows.
+    """
+    final = set() if passes is None else set(passes["pass_index"].astype(np.int64).tolist())
+    if final != keys:
+        raise ValueError(
+            f"RunFrames.tables['pass'] holds passes {sorted(final)} after its windows, {sorted(keys)} before them"
+        )
+    if passes is None or not len(passes):
+        return
+    table = schema.pass_
+    columns = [c for c in table.columns if c.name in passes.columns and c.name not in ("run_id", "pass_index")]
+    if not columns:
+        return
+    values = {c.name: _py_values(passes[c.name], whole=isinstance(c.type, sa.Integer)) for c in columns}
+    stmt = (
+        table.update()
+        .where(table.c.run_id == sa.bindparam("_run_id"), table.c.pass_index == sa.bindparam("_pass_index"))
+        .values({c.name: sa.bindparam(f"_{c.name}") for c in columns})
+    )
+    keys_ = passes["pass_index"].astype(np.int64).tolist()
+    conn.execute(
+        stmt,
+        [
+            {"_run_id": run_id, "_pass_index": key, **{f"_{name}": v[i] for name, v in values.items()}}
+            for i, key in enumerate(keys_)
+        ],
+    )
+
+
+def _stored_timing_bytes(conn: sa.Connection, run_id: int) -> Iterator[pd.DataFrame]:
+    """A run's timing dispatches as stored so far, :data:`INSERT_CHUNK` rows a frame, in dispatch order.
+
+    Each frame has ``dispatch_index``, ``op`` (its op row's name, None for none), ``dram_read_bytes``
+    and ``dram_write_bytes`` (None where unknown).
+    """
+    d, o = schema.dispatch_record.c, schema.op_invocation.c
+    stmt = (
+        sa.select(d.dispatch_index, o.op, d.dram_read_bytes, d.dram_write_bytes)
+        .select_from(
+            schema.dispatch_record.outerjoin(
+                schema.op_invocation, sa.and_(o.run_id == d.run_id, o.op_index == d.op_index)
+            )
+        )
+        .where(d.run_id == run_id, d.timing_dispatch_index == d.dispatch_index)
+        .order_by(d.dispatch_index)
+        .execution_options(yield_per=INSERT_CHUNK)
+    )
+    columns = ["dispatch_index", "op", "dram_read_bytes", "dram_write_bytes"]
+    for part in conn.execute(stmt).partitions():
+        yield pd.DataFrame([tuple(r) for r in part], columns=columns)
 
 
 def _clean(row: dict[str, Any]) -> dict[str, Any]:
