@@ -185,17 +185,26 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
     owner = np.searchsorted(np.asarray(chosen, dtype=np.int64), m_start, side="right")
     for k in range(len(bounds) - 1):
         lo, hi = bounds[k], bounds[k + 1]
-        own = np.flatnonzero(owner == k)
         at = edges[k]
-        context = np.flatnonzero((owner < k) & (m_end >= at)) if at is not None else np.zeros(0, dtype=np.int64)
-        rows_m = np.union1d(own, context)
+        mine = owner == k
+        if at is not None:
+            mine |= (owner < k) & (m_end >= at)
+        rows_m = np.flatnonzero(mine)
+        del mine
+        calls_k = call_of[lo:hi]
+        if non_decreasing(calls_k):  # launch calls in dispatch order (the usual case): no sort
+            keep = np.ones(len(calls_k), dtype=bool)
+            keep[1:] = calls_k[1:] != calls_k[:-1]
+            calls_k = calls_k[keep]
+        else:
+            calls_k = np.unique(calls_k)
         windows.append(
             Window(
                 dispatch_start=lo,
                 dispatch_stop=hi,
                 markers=rows_m,
-                owned=np.isin(rows_m, own, assume_unique=True),
-                launches=np.unique(call_of[lo:hi]),
+                owned=owner[rows_m] == k,
+                launches=calls_k,
             )
         )
     del owner, call_of, m_start, m_end
@@ -289,8 +298,10 @@ def _clean_cuts(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     order = np.argsort(starts, kind="stable")
     s, e = starts[order], ends[order]
     reach = np.maximum.accumulate(e)
-    clean = s[1:] > reach[:-1]
-    return np.unique(s[1:][clean])
+    cuts = s[1:][s[1:] > reach[:-1]]  # ascending: the starts are sorted
+    keep = np.ones(len(cuts), dtype=bool)
+    keep[1:] = cuts[1:] != cuts[:-1]
+    return cuts[keep]
 
 
 def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
