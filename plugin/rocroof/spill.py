@@ -197,6 +197,8 @@ def take(values: np.ndarray, order: np.ndarray, lookup: np.ndarray | None = None
 
 def spilled_copy(values: np.ndarray) -> np.ndarray:
     """A copy of ``values`` (1-D) in a spill file, written a chunk at a time (in memory when small)."""
+    if values.nbytes < max(SPILL_MIN_BYTES, 1):  # what the file would give back: no file for it
+        return np.array(values, dtype=values.dtype, copy=True)
     with ColumnWriter(values.dtype) as writer:
         for lo in range(0, len(values), TAKE_ROWS):
             writer.append(values[lo : lo + TAKE_ROWS])

@@ -495,12 +495,13 @@ class _WindowOpTotals:
     """The ``op_total`` rows of a run written window by window (:meth:`Store.write_run` with ``windows``).
 
     Fed one window's ``dispatch_record`` frame and ``op_invocation`` rows at a time (:meth:`add_window`);
-    it holds sums per op name, never the run's rows. It gives the rows :func:`_op_totals` gives for the
-    whole run's frame, float sums to the last bit, when that frame's row i is dispatch i (the
-    pipeline's numbering) and the timing dispatches come in ``dispatch_index`` order over the
-    windows: the sums are taken in the same order and folded in the same chunks (dispatches
-    ``k * _OP_TOTAL_CHUNK`` .. ``(k + 1) * _OP_TOTAL_CHUNK - 1``; within a chunk one dispatch after
-    the other, as ``np.bincount`` does). An op's dispatches are all in the window of its op row.
+    it holds sums per op name and the values of one chunk's timing dispatches at most, never the
+    run's rows. It gives the rows :func:`_op_totals` gives for the whole run's frame, float sums to
+    the last bit, when that frame's row i is dispatch i (the pipeline's numbering) and the timing
+    dispatches come in ``dispatch_index`` order over the windows: the sums are taken over the same
+    chunks (dispatches ``k * _OP_TOTAL_CHUNK`` .. ``(k + 1) * _OP_TOTAL_CHUNK - 1``, whatever
+    windows they came in), in the same order, by the same ``np.bincount``. An op's dispatches are
+    all in the window of its op row.
 
     Args:
         peak_gbps: the DRAM ceiling each dispatch's time at the ceiling is taken with.
@@ -518,24 +519,22 @@ class _WindowOpTotals:
     def __init__(self, peak_gbps: float | None) -> None:
         self.peak = float(peak_gbps) if peak_gbps else None
         self.slots: dict[str, int] = {}  # op name -> its group (1, 2, ... by first appearance; 0: NULL)
-        n = 1
-        self.totals: dict[str, np.ndarray] | None = None  # the sums of the chunks folded so far
-        self.partial = {name: np.zeros(n) for name in self._SUMMED}  # the sums of the chunk being summed
-        self.missing = {name: np.zeros(n) for name in self._SUMMED}  # NaN rows (counts as floats)
-        self.rows = np.zeros(n, dtype=np.int64)
-        self.invocations = np.zeros(n, dtype=np.int64)
-        self.chunk = 0  # the chunk the partial sums belong to (the ones before it are folded)
+        self.sums = _StrictSums(1)  # the chunks summed so far, by group
+        self.folded = 0  # chunks summed so far: 0 .. folded - 1
+        self.pending: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []  # the chunk being gathered
+        self.invocations = np.zeros(1, dtype=np.int64)
         self.dangling: list[np.ndarray] = []  # op indexes of timing dispatches that name no op row
 
     def _grow(self, n: int) -> None:
-        """Room for ``n`` groups (a new op name: its sums so far are 0, as a chunk's bincount gives)."""
-        extra = n - len(self.rows)
+        """Room for ``n`` groups (a new op name: its sums so far are 0, as the chunks' bincounts gave it)."""
+        extra = n - self.sums.n_groups
         if extra <= 0:
             return
-        for sums in (self.totals or {}, self.partial, self.missing):
+        for sums in (self.sums.totals, self.sums.missing):
             for name, values in sums.items():
                 sums[name] = np.concatenate([values, np.zeros(extra)])
-        self.rows = np.concatenate([self.rows, np.zeros(extra, dtype=np.int64)])
+        self.sums.rows = np.concatenate([self.sums.rows, np.zeros(extra, dtype=np.int64)])
+        self.sums.n_groups = n
         self.invocations = np.concatenate([self.invocations, np.zeros(extra, dtype=np.int64)])
 
     def group_of(self, names: Iterable[Any]) -> np.ndarray:
@@ -545,34 +544,30 @@ class _WindowOpTotals:
         return out.astype(np.int64)
 
     def _fold(self) -> None:
-        """Add the chunk being summed to the totals, as :class:`_StrictSums` adds a chunk's bincount."""
-        if self.totals is None:
-            self.totals = self.partial
-        else:
-            self.totals = {name: self.totals[name] + self.partial[name] for name in self._SUMMED}
-        self.partial = {name: np.zeros(len(self.rows)) for name in self._SUMMED}
-        self.chunk += 1
+        """Sum the chunk gathered (none: a chunk of no timing dispatch) into the totals, as :func:`_op_totals` does."""
+        groups = np.concatenate([g for g, _ in self.pending]) if self.pending else np.zeros(0, dtype=np.int64)
+        values = {
+            name: np.concatenate([v[name] for _, v in self.pending]) if self.pending else np.zeros(0)
+            for name in self._SUMMED
+        }
+        self.sums.add(values, groups)
+        self.pending = []
+        self.folded += 1
 
     def add(self, ids: np.ndarray, groups: np.ndarray, values: dict[str, np.ndarray]) -> None:
         """Add timing dispatches: their ``dispatch_index`` (in increasing order), groups and values (shape (n,) each).
 
-        A dispatch of an earlier chunk than one already added goes into the chunk being summed
+        A dispatch of an earlier chunk than one already summed goes into the chunk being gathered
         (the sums then differ from the whole run's in the last bits at most).
         """
         if not len(ids):
             return
-        np.add.at(self.rows, groups, 1)
         chunk = ids // _OP_TOTAL_CHUNK
         cuts = np.flatnonzero(chunk[1:] != chunk[:-1]) + 1
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(ids)], strict=True):
-            while self.chunk < int(chunk[lo]):
+            while self.folded < int(chunk[lo]):
                 self._fold()
-            g = groups[lo:hi]
-            for name in self._SUMMED:
-                col = values[name][lo:hi]
-                gone = np.isnan(col)
-                np.add.at(self.partial[name], g, np.where(gone, 0.0, col))  # one row after the other
-                np.add.at(self.missing[name], g, gone.astype(np.float64))
+            self.pending.append((groups[lo:hi], {name: values[name][lo:hi] for name in self._SUMMED}))
 
     def add_window(self, record: pd.DataFrame, ops: pd.DataFrame | None, earlier_ops: _KeySpans) -> None:
         """Add a window: its ``dispatch_record`` frame and its ``op_invocation`` rows (or None).
@@ -601,21 +596,21 @@ class _WindowOpTotals:
                         f"op_index {int(op_index[lost][elsewhere][0])} is an op of an earlier window: every "
                         "dispatch of an op must be in the window of its op_invocation row"
                     )
-                self.dangling.append(np.unique(op_index[lost]))
+                self.dangling.append(_distinct_sorted(op_index[lost]))
             self.add(ids, op_groups[pos], values)
-            found.append(np.unique(op_index[pos >= 0]))
+            found.append(_distinct_sorted(op_index[pos >= 0]))
             release_pages()  # a spilled column's pages, once summed
         if found:
-            ops_found = np.unique(np.concatenate(found))  # each op of the window once (its dispatches are all here)
+            ops_found = _distinct_sorted(np.concatenate(found))  # each op of the window once (its dispatches are here)
             np.add.at(self.invocations, op_groups[op_rows.get_indexer(ops_found)], 1)
 
     def finish(self, dispatches: int) -> None:
-        """Fold the last chunks, once every window is added (``dispatches``: the run's ``dispatch_record`` rows).
+        """Sum the last chunks, once every window is added (``dispatches``: the run's ``dispatch_record`` rows).
 
         The whole frame's chunks are its rows / ``_OP_TOTAL_CHUNK``, rounded up: those of no timing
-        dispatch are folded too (they add 0.0, as the whole run's do).
+        dispatch are summed too (they add 0.0, as the whole run's do).
         """
-        while self.chunk < -(-dispatches // _OP_TOTAL_CHUNK):
+        while self.folded < -(-dispatches // _OP_TOTAL_CHUNK):
             self._fold()
 
     def times_again(self, batches: Iterable[pd.DataFrame], peak_gbps: float | None, dispatches: int) -> None:
@@ -634,7 +629,7 @@ class _WindowOpTotals:
         """
         again = _WindowOpTotals(peak_gbps)
         again.slots = dict(self.slots)
-        again._grow(len(self.rows))
+        again._grow(self.sums.n_groups)
         for batch in batches:
             ids = batch["dispatch_index"].to_numpy(dtype=np.int64)
             read, write = (
@@ -646,10 +641,9 @@ class _WindowOpTotals:
             values["dram_time_at_peak_ns"] = total / again.peak if again.peak else np.full(len(ids), np.nan)
             again.add(ids, again.group_of(batch["op"].tolist()), values)
         again.finish(dispatches)
-        assert self.totals is not None and again.totals is not None  # finish() folded a chunk at least
-        n = len(self.rows)
-        self.totals["dram_time_at_peak_ns"] = again.totals["dram_time_at_peak_ns"][:n]
-        self.missing["dram_time_at_peak_ns"] = again.missing["dram_time_at_peak_ns"][:n]
+        n = self.sums.n_groups
+        self.sums.totals["dram_time_at_peak_ns"] = again.sums.totals["dram_time_at_peak_ns"][:n]
+        self.sums.missing["dram_time_at_peak_ns"] = again.sums.missing["dram_time_at_peak_ns"][:n]
         self.peak = again.peak
 
     def frame(self, ops: _KeySpans) -> pd.DataFrame:
@@ -659,7 +653,7 @@ class _WindowOpTotals:
             ValueError: a timing dispatch names an op whose row a later window held.
         """
         if self.dangling:
-            dangling = np.unique(np.concatenate(self.dangling))
+            dangling = _distinct_sorted(np.concatenate(self.dangling))
             later = ops.contains(dangling)
             if later.any():
                 raise ValueError(
@@ -668,17 +662,17 @@ class _WindowOpTotals:
                 )
             self.invocations[0] += len(dangling)
         distinct = sorted(self.slots)
-        order = np.zeros(len(self.rows), dtype=np.int64)  # group by first appearance -> 1 + rank in byte order
+        n = self.sums.n_groups
+        order = np.zeros(n, dtype=np.int64)  # group by first appearance -> 1 + rank in byte order
         for name, group in self.slots.items():
             order[group] = distinct.index(name) + 1
-        ranked = _StrictSums(len(self.rows))
-        totals = self.totals if self.totals is not None else self.partial
+        ranked = _StrictSums(n)
         for name in self._SUMMED:
-            ranked.totals[name] = np.empty(len(self.rows))
-            ranked.totals[name][order] = totals[name]
-            ranked.missing[name] = np.empty(len(self.rows))
-            ranked.missing[name][order] = self.missing[name]
-        ranked.rows[order] = self.rows
+            ranked.totals[name] = np.empty(n)
+            ranked.totals[name][order] = self.sums.totals[name]
+            ranked.missing[name] = np.empty(n)
+            ranked.missing[name][order] = self.sums.missing[name]
+        ranked.rows[order] = self.sums.rows
         invocations = np.empty_like(self.invocations)
         invocations[order] = self.invocations
         return _op_total_rows(ranked.frame(), invocations, distinct, self.peak)
@@ -2062,6 +2056,12 @@ def _keys_within_run(table: sa.Table) -> list[tuple[str, str, str]]:
 _REFERRED = {(t, c) for table in schema.metadata.tables.values() for _, t, c in _keys_within_run(table)}
 
 
+def _distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an int64 array, sorted (by a sort: numpy 2's hashing ``np.unique`` is slower here)."""
+    ordered = np.sort(np.asarray(values, dtype=np.int64))
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
+
+
 class _KeySpans:
     """A set of integers as sorted, disjoint ``[start, stop)`` spans: keys numbered 0 .. n-1 are one span.
 
@@ -2075,7 +2075,7 @@ class _KeySpans:
 
     def add(self, values: np.ndarray) -> None:
         """Add ``values`` (int64, any order, repeats allowed)."""
-        v = np.unique(np.asarray(values, dtype=np.int64))
+        v = _distinct_sorted(values)
         if not len(v):
             return
         breaks = np.flatnonzero(np.diff(v) != 1) + 1
