@@ -291,3 +291,16 @@ def test_notes_merged_by_hand() -> None:
         ),
         Note("info", "no-ceiling", "no DRAM bandwidth ceiling known"),
     ]
+
+
+def test_clean_cuts_a_block_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block-wise sweep over chosen rows finds the cuts of the whole-array sweep."""
+    rng = np.random.default_rng(7)
+    starts = rng.integers(0, 10_000, 3_000).astype(np.int64)
+    ends = starts + rng.integers(0, 40, 3_000)
+    rows = np.flatnonzero(rng.random(3_000) < 0.7)
+    expected = W._clean_cuts(starts[rows], ends[rows])
+    assert len(expected) > 10
+    for block in (1, 7, 64, 1 << 16):
+        monkeypatch.setattr(W, "_BLOCK", block)
+        assert W._clean_cuts_of(starts, ends, rows).tolist() == expected.tolist()

@@ -151,11 +151,11 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
     m_start = starts.to_numpy(dtype=np.int64)
     m_end = ends.to_numpy(dtype=np.int64)
     is_ggml, m_inv = _ggml_invocations(m)
-    cuts = _clean_cuts(m_start[is_ggml], m_end[is_ggml])
-    if not len(cuts):
-        return None
-    if not non_decreasing(launch_ns):
-        return None  # dispatches not in launch order: a window's rows would not be consecutive
+    ggml_rows = np.flatnonzero(is_ggml)
+    del is_ggml
+    cuts = _clean_cuts_of(m_start, m_end, ggml_rows)
+    if not len(cuts) or not non_decreasing(launch_ns):
+        return None  # no clean cut; or dispatches not in launch order (a window's rows would not be consecutive)
     # choose cuts about `size` dispatches apart
     chosen: list[int] = []
     last_row = 0
@@ -165,31 +165,32 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
             last_row = row
     if not chosen:
         return None
-    bounds = [0, *(int(np.searchsorted(launch_ns, c, side="left")) for c in chosen), n]
+    cut_times = np.asarray(chosen, dtype=np.int64)
+    bounds = [0, *np.searchsorted(launch_ns, cut_times, side="left").tolist(), n]
     edges = [None, *chosen, None]
+    del launch_ns, cuts
     # ggml invocations must grow from window to window: the run's op numbering is their order
-    inv_g = m_inv[is_ggml]
-    start_g = m_start[is_ggml]
-    which = np.searchsorted(np.asarray(chosen, dtype=np.int64), start_g, side="right")
-    previous_max: int | None = None
-    for k in range(len(chosen) + 1):
-        mine = inv_g[which == k]
-        if not len(mine):
-            continue
-        if previous_max is not None and int(mine.min()) <= previous_max:
-            return None
-        previous_max = int(mine.max())
-    del inv_g, start_g, which, is_ggml, m_inv
+    lowest = np.full(len(chosen) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    highest = np.full(len(chosen) + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    for lo in range(0, len(ggml_rows), _BLOCK):
+        rows = ggml_rows[lo : lo + _BLOCK]
+        which = np.searchsorted(cut_times, m_start[rows], side="right")
+        np.minimum.at(lowest, which, m_inv[rows])
+        np.maximum.at(highest, which, m_inv[rows])
+    del ggml_rows, m_inv
+    seen = lowest <= highest  # windows with ggml ranges
+    if (lowest[seen][1:] <= highest[seen][:-1]).any():
+        return None
     # marker rows: owned by the window they start in; context where open at a window's start
     windows: list[Window] = []
-    owner = np.searchsorted(np.asarray(chosen, dtype=np.int64), m_start, side="right")
+    owner = np.searchsorted(cut_times, m_start, side="right").astype(np.int32)  # windows < 2**31
     for k in range(len(bounds) - 1):
         lo, hi = bounds[k], bounds[k + 1]
         at = edges[k]
         mine = owner == k
         if at is not None:
             mine |= (owner < k) & (m_end >= at)
-        rows_m = np.flatnonzero(mine)
+        rows_m = np.flatnonzero(mine).astype(np.int32 if len(m) < 2**31 else np.int64)
         del mine
         calls_k = call_of[lo:hi]
         if non_decreasing(calls_k):  # launch calls in dispatch order (the usual case): no sort
@@ -204,7 +205,7 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
                 dispatch_stop=hi,
                 markers=rows_m,
                 owned=owner[rows_m] == k,
-                launches=calls_k,
+                launches=calls_k.astype(np.int32 if len(calls) < 2**31 else np.int64),
             )
         )
     del owner, call_of, m_start, m_end
@@ -235,8 +236,8 @@ def _launch_calls(d: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.
     n = len(d)
     launch_ns = np.empty(n, dtype=np.int64)
     call_of = np.empty(n, dtype=np.int64)
-    if not c_corr.isna().any() and non_decreasing(c_corr.to_numpy(dtype=np.int64)):
-        keys = c_corr.to_numpy(dtype=np.int64)
+    keys = None if c_corr.isna().any() else c_corr.to_numpy(dtype=np.int64)
+    if keys is not None and non_decreasing(keys):
         for lo in range(0, n, _BLOCK):
             want = d_corr.iloc[lo : lo + _BLOCK].to_numpy(dtype=np.int64)
             at = np.searchsorted(keys, want, side="left")
@@ -253,7 +254,8 @@ def _launch_calls(d: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.
             return None
         call_of[:] = known[hit]
         del known, hit
-    starts = c_start.astype("Int64")
+    del keys
+    starts = c_start if isinstance(c_start.dtype, pd.Int64Dtype) else c_start.astype("Int64")
     for lo in range(0, n, _BLOCK):
         picked = starts.array[call_of[lo : lo + _BLOCK]]
         if picked.isna().any():
@@ -286,6 +288,28 @@ def _ggml_invocations(m: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         del _op, _node, _compacted
     release_pages()
     return is_ggml, inv
+
+
+def _clean_cuts_of(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """:func:`_clean_cuts` of the ranges at ``rows`` of ``(starts, ends)``, swept a block at a time.
+
+    Holds the ranges' start order (8 bytes a range) and a block, not sorted copies of both columns.
+    """
+    if len(rows) < 2:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(starts[rows], kind="stable")
+    parts = []
+    reach = np.iinfo(np.int64).min
+    for lo in range(0, len(order), _BLOCK):
+        at = rows[order[lo : lo + _BLOCK]]
+        s, e = starts[at], ends[at]
+        before = np.maximum.accumulate(np.concatenate(([reach], e[:-1])))  # reach of every earlier range
+        parts.append(s[(s > before) & (before > np.iinfo(np.int64).min)])
+        reach = max(reach, int(e.max()))
+    cuts = np.concatenate(parts)
+    keep = np.ones(len(cuts), dtype=bool)
+    keep[1:] = cuts[1:] != cuts[:-1]
+    return cuts[keep]
 
 
 def _clean_cuts(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
