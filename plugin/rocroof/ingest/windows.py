@@ -117,6 +117,7 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
         return None
     if d["agent_label"].nunique(dropna=False) != 1:
         return None
+    release_pages()  # the checks read spilled columns: their pages go (rocroof.spill)
     if len(_distinct_known(d["process_id"]) | _distinct_known(calls["process_id"])) > 1:
         return None
     # the launch call of every dispatch (one process: by correlation id, as the attribution joins them)
@@ -125,6 +126,7 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
         return None
     launch_ns, call_of = joined
     del joined
+    release_pages()
     notes: list[Note] = []
     if not keep_warmup:
         last = _last_reset_ns(p)
@@ -150,6 +152,8 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
         return None
     m_start = starts.to_numpy(dtype=np.int64)
     m_end = ends.to_numpy(dtype=np.int64)
+    del starts, ends
+    release_pages()
     is_ggml, m_inv = _ggml_invocations(m)
     ggml_rows = np.flatnonzero(is_ggml)
     del is_ggml
@@ -167,7 +171,6 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
         return None
     cut_times = np.asarray(chosen, dtype=np.int64)
     bounds = [0, *np.searchsorted(launch_ns, cut_times, side="left").tolist(), n]
-    edges = [None, *chosen, None]
     del launch_ns, cuts
     # ggml invocations must grow from window to window: the run's op numbering is their order
     lowest = np.full(len(chosen) + 1, np.iinfo(np.int64).max, dtype=np.int64)
@@ -184,12 +187,16 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
     # marker rows: owned by the window they start in; context where open at a window's start
     windows: list[Window] = []
     owner = np.searchsorted(cut_times, m_start, side="right").astype(np.int32)  # windows < 2**31
+    # a range is open at the start of window k (k >= 1) when it ends at or after cut k - 1:
+    # the cuts at or before its end count the windows whose start it reaches
+    reach = np.searchsorted(cut_times, m_end, side="right").astype(np.int32)
+    del m_start, m_end
+    call_of = call_of.astype(np.int32 if len(calls) < 2**31 else np.int64)
     for k in range(len(bounds) - 1):
         lo, hi = bounds[k], bounds[k + 1]
-        at = edges[k]
         mine = owner == k
-        if at is not None:
-            mine |= (owner < k) & (m_end >= at)
+        if k:
+            mine |= (owner < k) & (reach >= k)
         rows_m = np.flatnonzero(mine).astype(np.int32 if len(m) < 2**31 else np.int64)
         del mine
         calls_k = call_of[lo:hi]
@@ -208,7 +215,7 @@ def plan_windows(capture: Capture, *, size: int, keep_warmup: bool = False) -> W
                 launches=calls_k.astype(np.int32 if len(calls) < 2**31 else np.int64),
             )
         )
-    del owner, call_of, m_start, m_end
+    del owner, reach, call_of
     # every label of the pass, in order of first appearance (one agent row per label: numbered alike in every window)
     _idx, agents = _agent_index(pd.Series(d["agent_label"].unique(), dtype=object), capture.agents)
     release_free_memory()
