@@ -100,24 +100,28 @@ class ColumnWriter:
             raise
         self.rows += len(chunk)
 
-    def finish(self) -> np.ndarray:
-        """The whole column, shape (rows,): a read-only mapping of the file, or in memory when small."""
+    def finish(self, *, mapped: bool = False) -> np.ndarray:
+        """The whole column, shape (rows,): a read-only mapping of the file, or in memory when small.
+
+        ``mapped``: a mapping however small (an empty column is in memory all the same), e.g. the
+        codes of a text column whose per-row part is to stay out of memory (:class:`rocroof.records.TextWriter`).
+        """
         fh, self._file = self._file, None
         assert fh is not None, "ColumnWriter.finish called twice"
         size = self.rows * self.dtype.itemsize
         try:
             with _spill_errors():
                 fh.flush()
-                if size < max(SPILL_MIN_BYTES, 1):
+                if not size or (size < max(SPILL_MIN_BYTES, 1) and not mapped):
                     fh.seek(0)
                     data = fh.read(size)
                     return np.frombuffer(data, dtype=self.dtype).copy() if size else np.zeros(0, dtype=self.dtype)
-                mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+                mapping = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
         finally:
             fh.close()  # a mapping keeps the (unlinked) file's pages reachable by itself
         with _maps_lock:
-            _maps.append(weakref.ref(mapped))
-        return np.frombuffer(mapped, dtype=self.dtype)
+            _maps.append(weakref.ref(mapping))
+        return np.frombuffer(mapping, dtype=self.dtype)
 
     def __enter__(self) -> ColumnWriter:
         return self
@@ -164,16 +168,20 @@ def arange(start: int, stop: int) -> np.ndarray:
         return writer.finish()
 
 
-def full(n: int, value: int) -> np.ndarray:
-    """``np.full(n, value)`` as int64: :func:`zeros` for 0, else a spill file written a chunk at a time.
+def full(n: int, value: Any, dtype: Any = np.int64) -> np.ndarray:
+    """``np.full(n, value, dtype)``: :func:`zeros` for 0, else a spill file written a chunk at a time.
 
-    In memory when small (:data:`SPILL_MIN_BYTES`); read-only in a file.
+    In memory when small (:data:`SPILL_MIN_BYTES`); read-only in a file (e.g. the all-True mask
+    of a column of missing values: a byte per row that nothing writes).
     """
+    dtype = np.dtype(dtype)
     if value == 0:
-        return zeros(n, np.int64)
-    with ColumnWriter(np.int64) as writer:
+        return zeros(n, dtype)
+    if n * dtype.itemsize < max(SPILL_MIN_BYTES, 1):
+        return np.full(n, value, dtype=dtype)  # in memory: no file to write and read back
+    with ColumnWriter(dtype) as writer:
         for lo in range(0, n, TAKE_ROWS):
-            writer.append(np.full(min(TAKE_ROWS, n - lo), value, dtype=np.int64))
+            writer.append(np.full(min(TAKE_ROWS, n - lo), value, dtype=dtype))
         return writer.finish()
 
 
@@ -181,28 +189,33 @@ def full(n: int, value: int) -> np.ndarray:
 TAKE_ROWS = 1 << 20
 
 
-def take(values: np.ndarray, order: np.ndarray, lookup: np.ndarray | None = None) -> np.ndarray:
+def take(
+    values: np.ndarray, order: np.ndarray, lookup: np.ndarray | None = None, *, mapped: bool = False
+) -> np.ndarray:
     """``values[order]`` (1-D), or ``lookup[values[order]]``, written to a spill file a chunk at a time.
 
     A spilled column reordered or filtered without a copy of it in memory (the source's pages are
-    dropped after each chunk); a small result is in memory (:data:`SPILL_MIN_BYTES`).
+    dropped after each chunk); a small result is in memory (:data:`SPILL_MIN_BYTES`) unless ``mapped``.
     """
     with ColumnWriter(values.dtype if lookup is None else lookup.dtype) as writer:
         for lo in range(0, len(order), TAKE_ROWS):
             part = values[order[lo : lo + TAKE_ROWS]]
             writer.append(part if lookup is None else lookup[part])
             release_pages()
-        return writer.finish()
+        return writer.finish(mapped=mapped)
 
 
-def spilled_copy(values: np.ndarray) -> np.ndarray:
-    """A copy of ``values`` (1-D) in a spill file, written a chunk at a time (in memory when small)."""
-    if values.nbytes < max(SPILL_MIN_BYTES, 1):  # what the file would give back: no file for it
+def spilled_copy(values: np.ndarray, *, mapped: bool = False) -> np.ndarray:
+    """A copy of ``values`` (1-D) in a spill file, written a chunk at a time (in memory when small).
+
+    ``mapped``: a mapping however small (:meth:`ColumnWriter.finish`).
+    """
+    if not mapped and values.nbytes < max(SPILL_MIN_BYTES, 1):  # what the file would give back: no file for it
         return np.array(values, dtype=values.dtype, copy=True)
     with ColumnWriter(values.dtype) as writer:
         for lo in range(0, len(values), TAKE_ROWS):
             writer.append(values[lo : lo + TAKE_ROWS])
-        return writer.finish()
+        return writer.finish(mapped=mapped)
 
 
 def is_spilled(values: Any) -> bool:
