@@ -66,9 +66,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from . import spill
 from .note import Note as Note
 from .note import Severity as Severity
-from .spill import ColumnWriter, is_spilled, release_pages, spilled_copy, take, zeros
+from .spill import TAKE_ROWS, ColumnWriter, is_spilled, release_pages, spilled_copy, take, zeros
 
 DISPATCH_COLUMNS: dict[str, str] = {
     "dispatch_id": "Int64",
@@ -206,8 +207,10 @@ def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
             elif dtype == "float64":
                 out[name] = pd.Series(np.full(n, np.nan), dtype="float64")
             elif dtype == "Int64" and n:
-                # all NULL: the values are a mapping of zeros that no page of memory backs (rocroof.spill)
-                out[name] = pd.Series(pd.arrays.IntegerArray(zeros(n, np.int64), np.ones(n, dtype=bool)), copy=False)
+                # all NULL: the values are a mapping of zeros that no page of memory backs, the mask
+                # a spill file from SPILL_MIN_BYTES on (rocroof.spill)
+                mask = spill.full(n, True, np.bool_)
+                out[name] = pd.Series(pd.arrays.IntegerArray(zeros(n, np.int64), mask), copy=False)
             else:
                 out[name] = pd.Series(pd.NA, index=pd.RangeIndex(n), dtype=dtype)  # not a list of n NAs
     return pd.DataFrame(out, copy=False)  # the columns built above (copy-on-write: no second copy)
@@ -322,6 +325,262 @@ class ChunkStacker:
         self.close()  # the files of columns not finished (an error while reading); finished ones are kept
 
 
+def text_values(column: Any) -> np.ndarray:
+    """A text column's values as an object array (rows,), None where missing.
+
+    A categorical (a reader's spilled text: kernel names, messages...) is looked up through its
+    categories (``to_numpy(dtype=object)`` would give NaN for a missing value, where the other
+    readers' object columns hold None); any other column is ``to_numpy(dtype=object)`` (it may share
+    the column's memory: copy before writing into it).
+    """
+    array = column.array if isinstance(column, pd.Series) else column
+    if isinstance(array, pd.Categorical):
+        table = np.empty(len(array.categories) + 1, dtype=object)
+        table[:-1] = list(array.categories)
+        table[-1] = None  # code -1: missing
+        values: np.ndarray = table[np.asarray(array.codes)]
+        release_pages()
+        return values
+    out: np.ndarray = np.asarray(
+        column.to_numpy(dtype=object) if isinstance(column, pd.Series) else column, dtype=object
+    )
+    return out
+
+
+def code_dtype(categories: int) -> np.dtype[Any]:
+    """The integer type pandas gives the codes of a categorical of ``categories`` categories.
+
+    ``pd.Categorical.from_codes`` converts codes of another type (a copy of the column); codes
+    written in this type are used as they are, a spill mapping included.
+    """
+    for dtype in (np.int8, np.int16, np.int32):
+        if categories < np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+class TextWriter:
+    """A text column appended a chunk at a time: a code per row in a spill file, each distinct text once.
+
+    Codes number the texts in order of first appearance (after ``categories``), -1 for a missing
+    value (None or NaN); they are written in the type pandas keeps for that many categories
+    (:func:`code_dtype`), rewritten wider when a chunk brings more texts than it holds.
+
+    Args:
+        categories: texts numbered first, in this order (e.g. a marker's kind: range, mark).
+        categorical: :meth:`finish` gives a categorical however small the column (else a column
+            under :data:`rocroof.spill.SPILL_MIN_BYTES` as an object array comes back as one,
+            with None for missing values: what the readers gave before they spilled text).
+
+    Raises:
+        OutputError: the spill directory cannot take the file (:class:`rocroof.spill.ColumnWriter`).
+    """
+
+    def __init__(self, categories: tuple[str, ...] = (), *, categorical: bool = False) -> None:
+        self.categorical = categorical
+        self._number: dict[Any, int] = {text: i for i, text in enumerate(categories)}
+        self._codes = ColumnWriter(code_dtype(len(self._number)))
+        self.rows = 0
+
+    def append(self, values: Any) -> None:
+        """Add ``values``: a categorical (its categories are the texts) or object values, None/NaN missing."""
+        if isinstance(values, pd.Series):
+            values = values.array
+        if isinstance(values, pd.Categorical):
+            texts = list(values.categories)
+            local = np.asarray(values.codes)
+        else:
+            local, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
+            texts = list(uniques)
+        table = np.empty(len(texts) + 1, dtype=np.int64)
+        for i, text in enumerate(texts):
+            table[i] = self._number.setdefault(text, len(self._number))
+        table[-1] = -1  # local code -1: missing
+        wanted = code_dtype(len(self._number))
+        if wanted.itemsize > self._codes.dtype.itemsize:
+            self._widen(wanted)
+        self._codes.append(table[local].astype(self._codes.dtype))
+        self.rows += len(local)
+
+    def _widen(self, dtype: np.dtype[Any]) -> None:
+        """Rewrite the codes written so far in the wider ``dtype``."""
+        old = self._codes.finish(mapped=True)
+        wider = ColumnWriter(dtype)
+        try:
+            for lo in range(0, len(old), TAKE_ROWS):
+                wider.append(old[lo : lo + TAKE_ROWS])
+                release_pages()
+        except BaseException:
+            wider.close()
+            raise
+        self._codes = wider
+
+    @property
+    def categories(self) -> list[Any]:
+        """The distinct texts so far, in code order."""
+        return list(self._number)
+
+    def finish(self) -> Any:
+        """The column: a categorical whose codes are a spill mapping, or a small object array (see the class)."""
+        big = self.rows * 8 >= max(spill.SPILL_MIN_BYTES, 1)  # the size of the column as objects
+        codes = self._codes.finish(mapped=big)
+        categories = pd.Index(list(self._number), dtype=object)
+        if big or self.categorical:
+            return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories), validate=False)
+        table = np.empty(len(categories) + 1, dtype=object)
+        table[: len(categories)] = list(categories)
+        table[-1] = None
+        texts: np.ndarray = table[codes]
+        return texts
+
+    def close(self) -> None:
+        """Drop the file (an error while reading); nothing once finished."""
+        self._codes.close()
+
+    def __enter__(self) -> TextWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _column_kind(dtype: Any) -> str:
+    """How :class:`SpilledFrameWriter` writes a column of ``dtype``: ``Int64``, ``boolean``, ``text`` or numpy."""
+    if isinstance(dtype, pd.Int64Dtype) or str(dtype) == "Int64":
+        return "Int64"
+    if isinstance(dtype, pd.BooleanDtype) or str(dtype) == "boolean":
+        return "boolean"
+    if isinstance(dtype, pd.CategoricalDtype | pd.StringDtype) or str(dtype) in ("object", "category", "str"):
+        return "text"
+    return str(np.dtype(dtype))
+
+
+class SpilledFrameWriter:
+    """A frame of ``columns`` added a chunk at a time, every column written to spill files as it comes.
+
+    Integers and floats go to :class:`rocroof.spill.ColumnWriter` files (nullable ones as values
+    and mask), text columns to :class:`TextWriter` (a code per row): the chunks are not kept, and
+    the finished frame maps its columns from the files. Each chunk is conformed first
+    (:func:`conform`: missing columns added as missing values). Columns under
+    :data:`rocroof.spill.SPILL_MIN_BYTES` come back in memory, as :func:`conform` would give them.
+
+    A context manager: leaving the block drops the files of a frame not finished.
+
+    Args:
+        columns: ``{name: dtype}`` as :func:`conform` takes them (e.g. :data:`DISPATCH_COLUMNS`).
+        categorical: text columns given as categoricals however small (e.g. a marker's ``kind``).
+        categories: text columns' first categories, in order (``{"kind": ("range", "mark")}``).
+
+    Raises:
+        OutputError: the spill directory cannot take the files.
+    """
+
+    def __init__(
+        self,
+        columns: dict[str, str],
+        *,
+        categorical: tuple[str, ...] = (),
+        categories: dict[str, tuple[str, ...]] | None = None,
+    ) -> None:
+        self.columns = dict(columns)
+        self.rows = 0
+        self._writers: dict[str, Any] = {}
+        try:
+            for name, dtype in self.columns.items():
+                kind = _column_kind(dtype)
+                if kind == "text":
+                    self._writers[name] = TextWriter((categories or {}).get(name, ()), categorical=name in categorical)
+                elif kind in ("Int64", "boolean"):
+                    self._writers[name] = (
+                        ColumnWriter(np.int64 if kind == "Int64" else np.bool_),
+                        ColumnWriter(np.bool_),
+                    )
+                else:
+                    self._writers[name] = ColumnWriter(kind)
+        except BaseException:
+            self.close()
+            raise
+
+    def add(self, chunk: pd.DataFrame) -> None:
+        """Write ``chunk``'s rows (conformed to the columns) at the frame's end."""
+        chunk = conform(chunk, self.columns)
+        for name, writer in self._writers.items():
+            column = chunk[name]
+            if isinstance(writer, TextWriter):
+                writer.append(column)
+            elif isinstance(writer, tuple):
+                values, mask = writer
+                array = column.array
+                values.append(array._data)  # noqa: SLF001 (the arrays themselves, not copies)
+                mask.append(array._mask)  # noqa: SLF001
+            else:
+                writer.append(column.to_numpy())
+        self.rows += len(chunk)
+
+    def add_frame(self, frame: pd.DataFrame, rows: int = TAKE_ROWS) -> None:
+        """Write a whole frame (spilled or not) ``rows`` at a time, its pages let go after each part."""
+        for lo in range(0, len(frame), rows):
+            self.add(frame.iloc[lo : lo + rows])
+            release_pages()
+
+    def finish(self) -> pd.DataFrame:
+        """The frame, with a fresh index (the files are then mapped; the writer is spent)."""
+        out: dict[str, Any] = {}
+        try:
+            for name, writer in self._writers.items():
+                if isinstance(writer, TextWriter):
+                    text = writer.finish()
+                    out[name] = pd.Series(text, dtype=None if isinstance(text, pd.Categorical) else object, copy=False)
+                elif isinstance(writer, tuple):
+                    values, mask = writer
+                    data, missing = values.finish(), mask.finish()
+                    array = (
+                        pd.arrays.IntegerArray(data, missing)
+                        if data.dtype.kind == "i"
+                        else pd.arrays.BooleanArray(data, missing)
+                    )
+                    out[name] = pd.Series(array, copy=False)
+                else:
+                    out[name] = pd.Series(writer.finish(), copy=False)
+        finally:
+            self.close()
+        return pd.DataFrame(out, index=pd.RangeIndex(self.rows), copy=False)
+
+    def close(self) -> None:
+        """Drop the files of columns not finished (an error while reading)."""
+        for writer in self._writers.values():
+            for part in writer if isinstance(writer, tuple) else (writer,):
+                part.close()
+
+    def __enter__(self) -> SpilledFrameWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def frame_schema(frame: pd.DataFrame) -> dict[str, str]:
+    """``{name: dtype}`` of ``frame`` as :class:`SpilledFrameWriter` takes it (text columns: ``object``)."""
+    return {name: "object" if _column_kind(frame[name].dtype) == "text" else str(frame[name].dtype) for name in frame}
+
+
+def stack_spilled(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Frames of the same columns one after the other, written to spill files part by part.
+
+    The frames' columns may be spilled or not; categorical columns stay categorical (``frames``
+    is emptied). One frame is returned as it is.
+    """
+    if len(frames) == 1:
+        return frames.pop()
+    first = frames[0]
+    categorical = tuple(c for c in first.columns if isinstance(first[c].dtype, pd.CategoricalDtype))
+    seeds = {c: tuple(first[c].cat.categories) for c in categorical}
+    with SpilledFrameWriter(frame_schema(first), categorical=categorical, categories=seeds) as writer:
+        while frames:
+            writer.add_frame(frames.pop(0))
+        return writer.finish()
+
+
 def spilled_array(values: Any) -> Any:
     """A copy of ``values`` (a nullable ``Int64`` array, or a 1-D numpy array) in spill files (:mod:`rocroof.spill`)."""
     if isinstance(values, pd.arrays.IntegerArray):
@@ -398,6 +657,11 @@ def take_rows(
             out[name] = take(values, rows, lookup) if is_spilled(array) else lookup[values[rows]]
         elif is_spilled(array) and isinstance(column.dtype, pd.Int64Dtype):
             out[name] = pd.arrays.IntegerArray(take(array._data, rows), take(array._mask, rows))
+        elif is_spilled(array) and isinstance(column.dtype, pd.BooleanDtype):
+            out[name] = pd.arrays.BooleanArray(take(array._data, rows), take(array._mask, rows))
+        elif isinstance(column.dtype, pd.CategoricalDtype) and is_spilled(array.codes):
+            codes = take(array.codes, rows, mapped=True)  # a code per row: spilled however small
+            out[name] = pd.Categorical.from_codes(codes, dtype=column.dtype, validate=False)
         elif is_spilled(array):
             out[name] = take(column.to_numpy(), rows)
         else:

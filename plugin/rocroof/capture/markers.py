@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ParseError
 from ..fileio import open_binary
+from ..records import text_values
 
 RANGE_PREFIX = "ggml:"
 FUSED_PREFIX = "ggml-fused:"
@@ -270,6 +271,24 @@ def is_reset(message: str | None) -> bool:
     return isinstance(message, str) and message.strip() in RESET_MESSAGES
 
 
+def reset_rows(markers: Any) -> np.ndarray:
+    """Which rows of a marker frame are ``ggml reset`` marks: a bool array (rows,).
+
+    A categorical message column is looked at once per distinct text.
+    """
+    import pandas as pd
+
+    is_mark = (markers["kind"] == "mark").to_numpy(dtype=bool)
+    messages = markers["message"].array
+    if isinstance(messages, pd.Categorical):
+        table = np.array([*(is_reset(c) for c in messages.categories), False], dtype=bool)
+        hits: np.ndarray = table[np.asarray(messages.codes)]
+    else:
+        hits = np.fromiter((is_reset(m) for m in messages), dtype=bool, count=len(messages))
+    rows: np.ndarray = is_mark & hits
+    return rows
+
+
 def file_has_fused_lines(path: Path, probe_bytes: int = 4 << 20) -> bool:
     """True when the first ``probe_bytes`` of a text log contain a ``ggml-fused:`` line."""
     try:
@@ -337,7 +356,7 @@ def compact_ranges(markers: Any) -> Any:
     import pandas as pd
 
     if RANGE_PART_COLUMNS[0] not in markers.columns:  # not split as read: split here, marks included
-        kept, parts = split_ranges(markers["message"].to_numpy(dtype=object))
+        kept, parts = split_ranges(text_values(markers["message"]).copy())
         markers["message"] = pd.Series(kept, dtype=object, index=markers.index, copy=False)
         for name, values in parts.items():
             dtype = object if name != "range_invocation" else None
@@ -348,11 +367,11 @@ def compact_ranges(markers: Any) -> Any:
     )
     if len(marks):
         messages = marker_messages(markers)
-        kept = markers["message"].to_numpy(dtype=object).copy()
+        kept = text_values(markers["message"]).copy()
         kept[marks] = messages[marks]
         markers["message"] = pd.Series(kept, dtype=object, index=markers.index, copy=False)
         for name in RANGE_PART_COLUMNS[:2]:
-            values = markers[name].to_numpy(dtype=object).copy()
+            values = text_values(markers[name]).copy()
             values[marks] = None
             markers[name] = pd.Series(values, dtype=object, index=markers.index, copy=False)
         inv = markers["range_invocation"].astype("Int64").array.copy()
@@ -376,16 +395,18 @@ def ggml_fields(markers: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     if RANGE_PART_COLUMNS[0] in markers.columns:
         compacted = is_range & markers["range_op"].notna().to_numpy(dtype=bool)
     if not compacted.any():
-        is_ggml, inv, op, node = parse_ranges(np.where(is_range, markers["message"].to_numpy(dtype=object), None))
+        messages = text_values(markers["message"]).copy()
+        messages[~np.asarray(is_range, dtype=bool)] = None
+        is_ggml, inv, op, node = parse_ranges(messages)
         return is_ggml, inv, op, node, compacted
     # the ranges with their text (not ggml ranges, or ones whose parts do not write them back) are parsed
     rest = np.flatnonzero(is_range & ~compacted)
-    r_ggml, r_inv, r_op, r_node = parse_ranges(markers["message"].to_numpy(dtype=object)[rest])
+    r_ggml, r_inv, r_op, r_node = parse_ranges(text_values(markers["message"])[rest])
     rest = rest[r_ggml]
     inv = np.where(compacted, markers["range_invocation"].to_numpy(dtype=np.int64, na_value=0), 0)
     is_ggml = compacted.copy()
-    op = markers["range_op"].to_numpy(dtype=object)
-    node = markers["range_node"].to_numpy(dtype=object)
+    op = text_values(markers["range_op"])
+    node = text_values(markers["range_node"])
     if not len(rest):  # every ggml range let go: the frame's own columns (None on every other row), not copies
         return is_ggml, inv, op, node, compacted
     op, node = op.copy(), node.copy()
@@ -401,13 +422,13 @@ def marker_messages(markers: Any) -> np.ndarray:
 
     Shape (rows,), object: str, or None where the marker has no text.
     """
-    messages: np.ndarray = markers["message"].to_numpy(dtype=object).copy()
+    messages: np.ndarray = text_values(markers["message"]).copy()
     if RANGE_PART_COLUMNS[0] in markers.columns:
         rows = np.flatnonzero(markers["range_op"].notna().to_numpy(dtype=bool))
         if len(rows):
             messages[rows] = range_messages(
-                markers["range_op"].to_numpy(dtype=object)[rows],
-                markers["range_node"].to_numpy(dtype=object)[rows],
+                text_values(markers["range_op"])[rows],
+                text_values(markers["range_node"])[rows],
                 markers["range_invocation"].to_numpy(dtype=np.int64, na_value=0)[rows],
             )
     return messages

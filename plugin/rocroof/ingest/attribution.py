@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..capture.markers import ggml_fields, is_reset, parse_fused, parse_ranges, range_messages
+from ..capture.markers import ggml_fields, parse_fused, parse_ranges, range_messages, reset_rows
 from ..memory import release_free_memory
-from ..records import Note, PassData, match_rows
+from ..records import Note, PassData, match_rows, text_values
 
 #: Methods where the profiler recorded the dispatch's innermost range itself.
 REGION_METHODS = ("kernel_rename", "nvtx_stack")
@@ -419,7 +419,7 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
     m = p.markers.reset_index(drop=True)
     kinds = m["kind"].to_numpy(dtype=object)
     is_range_row = kinds == "range"
-    messages = m["message"].to_numpy(dtype=object)
+    messages = text_values(m["message"])
     # a reader may have let go of the ranges' messages already (compact_ranges): their parts are columns
     is_ggml, m_inv_values, m_op, m_name, compacted = ggml_fields(m)
     m_inv = _int64_or_na(m_inv_values, is_ggml)
@@ -527,7 +527,7 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
     # 2b. --kernel-rename regions, only where no launch record exists: rocprofv3 pushes roctx marks
     # on its rename stack and never pops them (rocm-systems PR #8141), so a ggml-fused mark inside a
     # range makes that range's name stick to later kernels; the launch time is the better witness
-    region = d["region"].reset_index(drop=True).to_numpy(dtype=object)
+    region = text_values(d["region"])
     has_region = (method == "none") & ~np.asarray(pd.isna(region), dtype=bool) & ~launched
     if has_region.any():
         candidates = np.flatnonzero(has_region)
@@ -698,7 +698,7 @@ def reset_cutoff(p: PassData, attr: PassAttribution) -> np.ndarray | None:
         A boolean mask over the pass's dispatches (True = warm-up, to drop).
     """
     m = p.markers
-    resets = m[(m["kind"] == "mark") & m["message"].map(is_reset)]
+    resets = m[reset_rows(m)]
     if not len(resets):
         return None
     last = resets.sort_values("start_ns").iloc[-1]
@@ -735,7 +735,7 @@ def normalise_kernel_name(name: object) -> str:
 
 def _normalised_names(names: pd.Series) -> np.ndarray:
     """:func:`normalise_kernel_name` of each name, computed once per distinct name."""
-    codes, uniques = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=False)
+    codes, uniques = pd.factorize(text_values(names), use_na_sentinel=False)
     table = np.array([*(normalise_kernel_name(u) for u in uniques), ""], dtype=object)[:-1]
     out: np.ndarray = table[codes]
     return out

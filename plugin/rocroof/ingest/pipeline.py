@@ -24,7 +24,7 @@ from ..analysis.dram import BYTE_COLUMNS as DRAM_BYTE_COLUMNS
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
 from ..analysis.peaks import choose_dram_ceiling
-from ..capture.markers import RANGE_PREFIX, ggml_fields, is_reset, range_messages
+from ..capture.markers import RANGE_PREFIX, ggml_fields, range_messages, reset_rows
 from ..errors import InputError
 from ..memory import release_free_memory
 from ..records import (
@@ -38,6 +38,7 @@ from ..records import (
     spill_columns,
     stack_column,
     take_rows,
+    text_values,
 )
 from ..spill import ColumnWriter, is_spilled, release_pages
 from ..text import printable
@@ -851,14 +852,14 @@ def _align_to_fork(capture: Capture, notes: list[Note]) -> None:
     ref = next((p for p in capture.passes if p.label == "ggml-roofline"), None)
     if ref is None or not bool(ref.dispatches["invocation"].notna().any()):
         return
-    ref_names = ref.dispatches["kernel_name"].tolist()
+    ref_names = text_values(ref.dispatches["kernel_name"]).tolist()
     ref_inv = ref.dispatches["invocation"].astype("Int64").to_numpy(dtype=np.int64, na_value=-1)
     aligned: list[tuple[PassData, Alignment, str]] = []
     refused: list[str] = []
     for p in capture.passes:
         if p is ref or not len(p.dispatches) or has_op_attribution(p):
             continue
-        a = align(ref_names, p.dispatches["kernel_name"].tolist())
+        a = align(ref_names, text_values(p.dispatches["kernel_name"]).tolist())
         where = f"{p.label}: {a.matched:,} of its {len(p.dispatches):,} kernels match the fork's {len(ref_names):,}"
         if not a.acceptable:
             refused.append(
@@ -1039,7 +1040,7 @@ def with_range_messages(ranges: pd.DataFrame) -> pd.DataFrame:
     todo = np.flatnonzero(~np.asarray(pd.isna(op), dtype=bool))
     out = ranges.drop(columns=list(RANGE_REBUILD_COLUMNS))
     if len(todo):
-        messages = ranges["message"].to_numpy(dtype=object).copy()
+        messages = text_values(ranges["message"]).copy()
         node = ranges[RANGE_REBUILD_COLUMNS[1]].to_numpy(dtype=object)
         invocation = ranges["invocation"].to_numpy(dtype=object)
         messages[todo] = range_messages(op[todo], node[todo], invocation[todo])
@@ -1050,12 +1051,12 @@ def with_range_messages(ranges: pd.DataFrame) -> pd.DataFrame:
 def _has_reset(p: PassData) -> bool:
     """True when the pass records a ``ggml reset`` mark (:func:`reset_cutoff` may cut it)."""
     m = p.markers
-    return bool(len(m)) and bool(m.loc[(m["kind"] == "mark").to_numpy(dtype=bool), "message"].map(is_reset).any())
+    return bool(len(m)) and bool(reset_rows(m).any())
 
 
 def _last_reset_ns(p: PassData) -> int | None:
     m = p.markers
-    resets = m[(m["kind"] == "mark") & m["message"].map(is_reset)]
+    resets = m[reset_rows(m)]
     return int(resets["start_ns"].max()) if len(resets) and resets["start_ns"].notna().any() else None
 
 
