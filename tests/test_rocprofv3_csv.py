@@ -698,3 +698,70 @@ def test_counter_file_dispatches_that_disagree_with_the_kernel_trace_are_counted
     same["start_ns"] = dispatches["start_ns"].tolist() + [None]
     same["kernel_name"] = None
     assert rocprofv3_csv._check_counter_timestamps(files, dispatches, same) == []
+
+
+# --------------------------------------------------------------------------------------------
+# enqueue order, repeated ids and the counter cross-check without whole-column sorts
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_a_dispatch_id_twice_out_of_order_names_its_second_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dense: bool
+) -> None:
+    """In a file out of id order the repeat is found by the table of dense ids, or by pandas: same row."""
+    if not dense:
+        monkeypatch.setattr(rocprofv3_csv.keys.DenseKeys, "build", classmethod(lambda cls, *a, **k: None))
+    kernels = [Kernel(i, "k", 10 + n, T0 + 10 * n, T0 + 10 * n + 5) for n, i in enumerate((3, 1, 2, 5, 1, 4, 3))]
+    write_pass(tmp_path / "cap", 7, kernels=kernels)
+    with pytest.raises(ParseError) as err:
+        _pass(tmp_path / "cap")
+    # by hand: id 1 is on data rows 2 and 5 (file rows 3 and 6), id 3 on rows 1 and 7: row 6 comes first
+    assert err.value.row == 6 and "dispatch id 1 appears twice" in err.value.reason
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_dispatches_of_two_processes_in_completion_order_come_in_enqueue_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dense: bool
+) -> None:
+    if not dense:  # the three keys sorted in memory, as before
+        monkeypatch.setattr(rocprofv3_csv.keys.DenseKeys, "build", classmethod(lambda cls, *a, **k: None))
+    for pid, ids in ((9, (4, 2, 3, 1)), (5, (2, 7, 1))):  # id 7: a gap in process 5's ids
+        kernels = [Kernel(i, f"k{pid}-{i}", 100 * pid + i, T0 + 1000 * n, T0 + 1000 * n + i) for n, i in enumerate(ids)]
+        write_pass(tmp_path / "cap", pid, kernels=kernels)
+    p = _pass(tmp_path / "cap")
+    d = p.dispatches
+    assert list(zip(d["process_id"], d["dispatch_id"], strict=True)) == [
+        (5, 1),
+        (5, 2),
+        (5, 7),
+        (9, 1),
+        (9, 2),
+        (9, 3),
+        (9, 4),
+    ]
+    assert [str(v) for v in d["kernel_name"].tolist()] == ["k5-1", "k5-2", "k5-7", "k9-1", "k9-2", "k9-3", "k9-4"]
+    assert (d["end_ns"] - d["start_ns"]).tolist() == [1, 2, 7, 1, 2, 3, 4]
+
+
+def test_counter_file_of_another_run_is_warned_about_once_per_dispatch(tmp_path: Path) -> None:
+    """The cross-check reads each counter-file dispatch once, whichever of its rows come first."""
+    kernels = [Kernel(i, f"k{i}", 10 + i, T0 + 100 * i, T0 + 100 * i + 50) for i in (1, 2, 3, 4)]
+    write_pass(tmp_path / "cap", 3, kernels=kernels)
+    rows = []
+    for k in kernels:
+        first, second = k.counter_rows(3, {"SQ_WAVES": 1.0}), k.counter_rows(3, {"GRBM_COUNT": 2.0})
+        if k.dispatch_id in (2, 4):  # another run's timestamps for dispatches 2 and 4
+            for row in first + second:
+                row["Start_Timestamp"] += 7
+        rows.append((first, second))
+    # dispatch 1's rows in two runs: before and after dispatch 2's
+    ordered = rows[0][0] + rows[1][0] + rows[1][1] + rows[0][1] + rows[2][0] + rows[2][1] + rows[3][0] + rows[3][1]
+    write_csv(tmp_path / "cap" / "3_counter_collection.csv", COUNTERS_70, ordered)
+    p = _pass(tmp_path / "cap")
+    notes = [n for n in p.notes if n.code == "files-disagree"]
+    # by hand: 4 dispatches in the counter file, 2 with other timestamps
+    assert len(notes) == 1 and "2 of 4 dispatches have other timestamps" in notes[0].message
+    assert sorted(zip(p.counters["row"].tolist(), p.counters["value"].tolist(), strict=True)) == [
+        (r, v) for r in range(4) for v in (1.0, 2.0)
+    ]

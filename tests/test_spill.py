@@ -20,7 +20,17 @@ import pytest
 import rocroof.spill as spill
 from rocroof.capture.readers import read_capture
 from rocroof.ingest.pipeline import RANGE_REBUILD_COLUMNS, build_run, with_range_messages
-from rocroof.records import ChunkStacker, stack_frames, take_rows
+from rocroof.records import (
+    ChunkStacker,
+    SpilledFrameWriter,
+    TextWriter,
+    code_dtype,
+    conform,
+    stack_frames,
+    stack_spilled,
+    take_rows,
+    text_values,
+)
 from rocroof.store import Store
 
 from . import synthetic
@@ -394,3 +404,156 @@ def test_an_abandoned_column_on_a_full_disk_closes_quietly(spill_all: None) -> N
     real.close()
     z = spill.zeros(1 << 20, np.int64)  # no file at all: a full spill directory cannot fault it
     assert spill.is_spilled(z) and not z.any()
+
+
+# ---- text columns as codes, frames written a chunk at a time ---------------------------------------
+
+
+@pytest.mark.parametrize("spill_everything", [True, False])
+def test_a_text_column_is_coded_as_written(spill_everything: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0 if spill_everything else 1 << 20)
+    parts = [
+        np.array(["b", None, "a", "b"], dtype=object),
+        pd.Categorical(["c", "a", None]),  # a chunk's categorical: its categories are the texts
+        np.array([], dtype=object),
+        np.array([float("nan"), "", "c"], dtype=object),  # NaN is missing; "" is a text
+    ]
+    writer = TextWriter()
+    for part in parts:
+        writer.append(part)
+    column = writer.finish()
+    expected = ["b", None, "a", "b", "c", "a", None, None, "", "c"]  # by hand
+    if spill_everything:  # a categorical whose codes are the spill file itself (pandas did not copy them)
+        assert isinstance(column, pd.Categorical) and spill.is_spilled(column.codes)
+        assert list(column.categories) == ["b", "a", "c", ""]  # in order of first appearance
+        assert text_values(pd.Series(column)).tolist() == expected
+    else:  # a small column is the object array the readers gave before
+        assert isinstance(column, np.ndarray) and column.dtype == object
+        assert column.tolist() == expected
+
+
+def test_codes_widen_when_the_texts_outgrow_them(spill_all: None) -> None:
+    writer = TextWriter(categories=("first",))
+    writer.append(np.array(["first"], dtype=object))
+    texts = [f"t{i}" for i in range(40_000)]  # past int8 (126 texts) and int16 (32,766 texts)
+    for lo in range(0, len(texts), 7_000):
+        writer.append(np.array(texts[lo : lo + 7_000], dtype=object))
+    column = writer.finish()
+    assert column.codes.dtype == np.int32 and spill.is_spilled(column.codes)
+    assert text_values(pd.Series(column)).tolist() == ["first", *texts]
+    assert code_dtype(126) == np.int8 and code_dtype(127) == np.int16  # what pandas keeps uncopied
+    kept = pd.Categorical.from_codes(np.zeros(3, dtype=code_dtype(127)), categories=[f"c{i}" for i in range(127)])
+    assert kept.codes.dtype == code_dtype(127)
+
+
+def _frame_chunks() -> list[pd.DataFrame]:
+    return [
+        pd.DataFrame(
+            {
+                "id": pd.array([1, None, 3], dtype="Int64"),
+                "name": pd.Series(["x", None, "y"], dtype=object),
+                "flag": pd.array([True, None, False], dtype="boolean"),
+                "value": [0.5, 1.5, 2.5],
+            }
+        ),
+        pd.DataFrame({"id": pd.array([4], dtype="Int64"), "name": pd.Categorical(["y"]), "value": [3.5]}),  # no flag
+    ]
+
+
+@pytest.mark.parametrize("spill_everything", [True, False])
+def test_a_spilled_frame_holds_what_conform_gives(spill_everything: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0 if spill_everything else 1 << 20)
+    columns = {"id": "Int64", "name": "object", "flag": "boolean", "value": "float64", "absent": "Int64"}
+    with SpilledFrameWriter(columns) as writer:
+        for chunk in _frame_chunks():
+            writer.add(chunk)
+        got = writer.finish()
+    expected = conform(pd.concat([conform(c, columns) for c in _frame_chunks()], ignore_index=True), columns)
+    materialised = got.copy()
+    materialised["name"] = pd.Series(text_values(got["name"]), dtype=object)
+    pd.testing.assert_frame_equal(materialised, expected)
+    for name in columns:
+        array = got[name].array
+        data = array.codes if isinstance(array, pd.Categorical) else getattr(array, "_data", array)
+        assert spill.is_spilled(data) == spill_everything, name
+    assert isinstance(got["name"].dtype, pd.CategoricalDtype) == spill_everything
+    # stacked twice (several files of one pass): spilled again, the same values one after the other
+    twice = stack_spilled([got, got])
+    pd.testing.assert_frame_equal(twice.iloc[4:].reset_index(drop=True), got)
+    assert len(twice) == 8
+
+
+def test_take_rows_keeps_coded_text_and_flags_spilled(spill_all: None) -> None:
+    columns = {"id": "Int64", "name": "object", "flag": "boolean", "value": "float64"}
+    with SpilledFrameWriter(columns) as writer:
+        for chunk in _frame_chunks():
+            writer.add(chunk)
+        frame = writer.finish()
+    rows = np.array([3, 0, 0, 2])
+    got = take_rows(frame, rows)
+    assert spill.is_spilled(got["name"].array.codes) and spill.is_spilled(got["flag"].array._data)
+    assert text_values(got["name"]).tolist() == ["y", "x", "x", "y"]
+    assert got["flag"].tolist() == [pd.NA, True, True, False]
+    assert got["id"].tolist() == [4, 1, 1, 3]
+
+
+# ---- the rocprofv3 CSV reader holds its rows on disk -----------------------------------------------
+
+
+def _rocprofv3_capture(directory: Path) -> Path:
+    """Two processes, kernel traces in completion order, counters, ranges, marks and launch calls."""
+    for pid in (31, 47):
+        kernels = [
+            Kernel(i, "ggml:MUL:x-0:1" if i == 2 else f"k{i % 3}", 100 + i, T0 + 100 * i, T0 + 100 * i + 40)
+            for i in (3, 1, 2, 5, 4)  # completion order, not enqueue order
+        ]
+        markers = [rng("ggml:MUL:x-0:1", 90, T0, T0 + 600), mark("ggml-fused:1:MUL+ADD:x-0|y-0", 91, T0 + 5)]
+        apis = [api("hipLaunchKernel", 100 + i, T0 + i, T0 + i + 1, pid=pid) for i in range(1, 6)]
+        counters = {k.dispatch_id: {"SQ_WAVES": float(k.dispatch_id), "GRBM_COUNT": 2.0} for k in kernels}
+        write_pass(directory, pid, kernels=kernels, markers=markers, apis=apis, counters=counters)
+    return directory
+
+
+def test_every_row_of_a_read_pass_is_in_spill_files(spill_all: None, tmp_path: Path) -> None:
+    """Each per-row column of the pass: a spill mapping, or codes in one (text: a categorical)."""
+    (p,) = read_capture(_rocprofv3_capture(tmp_path / "cap")).passes
+    for name in ("dispatches", "counters", "markers", "launches"):
+        frame = getattr(p, name)
+        assert len(frame), name
+        for column in frame.columns:
+            array = frame[column].array
+            if isinstance(array, pd.Categorical):
+                parts = [array.codes]
+            elif isinstance(array, pd.arrays.IntegerArray | pd.arrays.BooleanArray):
+                parts = [array._data, array._mask]
+            else:
+                parts = [array]
+            assert all(spill.is_spilled(part) for part in parts), (name, column, type(array))
+    # the values themselves (by hand): enqueue order per process, names through their codes
+    d = p.dispatches
+    assert d["process_id"].tolist() == [31] * 5 + [47] * 5
+    assert d["dispatch_id"].tolist() == [1, 2, 3, 4, 5] * 2
+    assert text_values(d["kernel_name"]).tolist() == ["k1", "ggml:MUL:x-0:1", "k0", "k1", "k2"] * 2
+    assert text_values(d["region"]).tolist() == [None, "ggml:MUL:x-0:1", None, None, None] * 2
+    assert d["timestamps_exact"].tolist() == [True] * 10
+    assert sorted(zip(p.counters["row"].tolist(), text_values(p.counters["counter_name"]), strict=True))[:2] == [
+        (0, "GRBM_COUNT"),
+        (0, "SQ_WAVES"),
+    ]
+    assert text_values(p.markers["kind"]).tolist() == ["range", "mark"] * 2
+    assert text_values(p.launches["api_name"]).tolist() == ["hipLaunchKernel"] * 10
+
+
+def test_a_pass_read_with_every_column_spilled_equals_the_one_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = _rocprofv3_capture(tmp_path / "cap")
+    (memory,) = read_capture(capture).passes
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    (spilled,) = read_capture(capture).passes
+    for name in ("dispatches", "counters", "markers", "launches"):
+        got = getattr(spilled, name).copy()
+        for column in got.columns:  # text as codes: its values (None where missing) to compare
+            if isinstance(got[column].dtype, pd.CategoricalDtype) and getattr(memory, name)[column].dtype == object:
+                got[column] = pd.Series(text_values(got[column]), dtype=object)
+        pd.testing.assert_frame_equal(got, getattr(memory, name), obj=name)

@@ -32,7 +32,7 @@ from rocroof.capture.markers import parse_range, parse_ranges
 from rocroof.capture.readers import nvidia, read_capture, rocpd, rocprofv3_csv
 from rocroof.errors import ParseError
 from rocroof.ingest.pipeline import build_run
-from rocroof.records import KeyIndex, distinct, match_rows, stack_frames
+from rocroof.records import DISPATCH_COLUMNS, KeyIndex, conform, distinct, match_rows, stack_frames, text_values
 from rocroof.store import Store
 from rocroof.text import storable
 
@@ -308,10 +308,16 @@ def test_any_cell_in_an_integer_column_reads_as_the_text_path_reads_it(
 
     def outcome(fn: Any) -> Any:
         try:
-            df, exact = fn(path, None)
+            got = fn(path, None)
         except ParseError as exc:
             return ("error", str(exc))
-        return ("ok", df.reset_index(drop=True), exact.tolist())
+        # the typed path gives the whole frame, timestamp exactness included; the text path its parts
+        df, exact = got if isinstance(got, tuple) else (got, got["timestamps_exact"])
+        df = conform(df, DISPATCH_COLUMNS).drop(columns=["region", "timestamps_exact"])
+        for c in df.columns:
+            if isinstance(df[c].dtype, pd.CategoricalDtype):  # text as codes: its values, None where missing
+                df[c] = pd.Series(text_values(df[c]), dtype=object)
+        return ("ok", df, [bool(v) for v in exact.tolist()])
 
     fast = outcome(rocprofv3_csv._dispatches_from_kernel_trace)
     slow = outcome(rocprofv3_csv._kernel_trace_text)

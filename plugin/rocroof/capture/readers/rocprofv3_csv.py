@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ... import keys, spill
 from ...errors import ParseError
 from ...fileio import (
     NotPlain,
@@ -49,21 +50,22 @@ from ...records import (
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
     MARKER_PART_COLUMNS,
-    SPILLED_AFTER_READ,
-    SPILLED_ON_READ,
-    ChunkStacker,
     KeyIndex,
     Note,
     PassData,
+    SpilledFrameWriter,
+    TextWriter,
+    code_dtype,
     conform,
     dispatch_blocks,
     empty_frame,
     marker_kinds,
     match_rows,
     non_decreasing,
+    stack_spilled,
     take_rows,
 )
-from ...spill import ColumnWriter, release_pages
+from ...spill import ColumnWriter, is_spilled, release_pages, zeros
 from ..markers import RANGE_PART_COLUMNS, compact_ranges, parse_range, split_ranges
 
 DOMAINS = ("kernel_trace", "counter_collection", "marker_api_trace", "hip_api_trace", "agent_info")
@@ -392,6 +394,12 @@ def _launches_text(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataFr
 # its columns typed (fileio.read_csv_plain): no string per cell. Any other file raises NotPlain
 # and is read cell by cell by the *_text functions above, which give the same values for plain
 # files and name the row of what is wrong in the others.
+#
+# Every per-row column of a pass goes to spill files as it is read (records.SpilledFrameWriter):
+# integers as they are, text as a code per row into the column's distinct texts (kernel names,
+# agent labels, API names, marker kinds and messages). What the read keeps in memory is the chunk
+# being parsed, the distinct texts, and a few bytes per dispatch while it sorts them into
+# enqueue order and matches counter rows to them (rocroof.keys).
 
 _KERNEL_TRACE_INTS = {
     "kernel_id": ("Kernel_Id",),
@@ -429,6 +437,13 @@ _COUNTER_INFO_INTS = {
 }
 
 
+#: Rows per chunk of the pandas parser (files below fileio.POLARS_MIN_BYTES) for the kernel, marker
+#: and HIP API traces: a chunk of 200,000 HIP API calls held ~50 MB while parsed, 50,000 ~17 MB,
+#: in the same time (the 95 MB trace of 10^6 dispatches: 1.0 s). The counter file keeps
+#: fileio.CHUNK_ROWS (its 50,000-row chunks took 10% longer).
+_TRACE_CHUNK_ROWS = 50_000
+
+
 def _ints(column: pd.Series) -> pd.Series:
     """An int64 column of a plain chunk as exact nullable ``Int64`` (what :func:`parse_int` gives)."""
     values = column.to_numpy(dtype=np.int64)
@@ -440,20 +455,82 @@ def _texts(column: pd.Series) -> pd.Series:
     return pd.Series(categorical_text(column), dtype=object)
 
 
+def _cells(column: pd.Series) -> pd.Series:
+    """A categorical column of a plain chunk as a categorical of its texts, empty cells missing.
+
+    The values of :func:`_texts` without a string per row: :class:`rocroof.records.TextWriter`
+    codes them by category.
+    """
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return _texts(column)
+    cells = column.array
+    texts = [str(c) for c in cells.categories]
+    codes = np.asarray(cells.codes)
+    if "" in texts:
+        empty = texts.index("")
+        table = np.arange(len(texts) + 1, dtype=np.int64) - (np.arange(len(texts) + 1) > empty)
+        table[empty] = table[-1] = -1
+        codes = table[codes]
+        del texts[empty]
+    categories = pd.Index(texts, dtype=object)
+    return pd.Series(
+        pd.Categorical.from_codes(codes.astype(code_dtype(len(categories))), dtype=pd.CategoricalDtype(categories)),
+        copy=False,
+    )
+
+
 def _present(cols: dict[str, str], wanted: dict[str, tuple[str, ...]]) -> dict[str, str]:
     """``{target: the file's column}`` of the ``wanted`` aliases the header has."""
     return {target: col for target, aliases in wanted.items() if (col := pick(cols, *aliases)) is not None}
 
 
-def _dispatches_from_kernel_trace(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
-    """Dispatches of a kernel_trace.csv and their timestamp exactness (typed fast path, else cell by cell)."""
+def _regions(kernel_names: pd.Series, known: dict[str, str | None]) -> pd.Series:
+    """The ``region`` of each dispatch: its kernel name where that is a ggml range (``--kernel-rename``), else None.
+
+    ``known``: names already looked at (one parse per distinct name across chunks). A categorical
+    gives a categorical (codes per chunk, never a string per row).
+    """
+
+    def region(name: object) -> str | None:
+        if not isinstance(name, str):
+            return None
+        if name not in known:
+            known[name] = name if parse_range(name) is not None else None
+        return known[name]
+
+    if isinstance(kernel_names.dtype, pd.CategoricalDtype):
+        names = kernel_names.array
+        renamed = [region(c) for c in names.categories]
+        kept = [c for c in renamed if c is not None]
+        number = {c: i for i, c in enumerate(kept)}
+        table = np.array([*(number[c] if c is not None else -1 for c in renamed), -1], dtype=np.int64)
+        categories = pd.Index(kept, dtype=object)
+        codes = table[np.asarray(names.codes)].astype(code_dtype(len(categories)))
+        return pd.Series(pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories)), copy=False)
+    return pd.Series(_per_distinct(kernel_names, region), dtype=object)
+
+
+def _dispatches_from_kernel_trace(path: Path, pid: int | None) -> pd.DataFrame:
+    """Dispatches of a kernel_trace.csv (typed fast path, else cell by cell), in file order.
+
+    Returns:
+        :data:`DISPATCH_COLUMNS` (``region`` from ``--kernel-rename`` names, ``timestamps_exact``
+        filled), every column in spill files from :data:`rocroof.spill.SPILL_MIN_BYTES` on.
+
+    Raises:
+        ParseError: malformed rows, or a dispatch id twice (the first repeat's row).
+    """
     try:
         return _kernel_trace_plain(path, pid)
     except NotPlain:
-        return _kernel_trace_text(path, pid)
+        df, exact = _kernel_trace_text(path, pid)  # the repeated ids checked already
+        df = conform(df, DISPATCH_COLUMNS)
+        df["region"] = _regions(df["kernel_name"], {})
+        df["timestamps_exact"] = pd.array(exact.to_numpy(dtype=bool), dtype="boolean")
+        return _spilled_frame(df, DISPATCH_COLUMNS)
 
 
-def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.Series]:
+def _kernel_trace_plain(path: Path, pid: int | None) -> pd.DataFrame:
     cols = column_map(read_header(path))
     did = pick(cols, "Dispatch_Id")  # ROCm 6.2 kernel traces have none (see _EARLY_NOTE)
     name = require(path, cols, "kernel name", "Kernel_Name")
@@ -461,36 +538,82 @@ def _kernel_trace_plain(path: Path, pid: int | None) -> tuple[pd.DataFrame, pd.S
     end = require(path, cols, "kernel end time", "End_Timestamp")
     agent = pick(cols, "Agent_Id")
     optional = _present(cols, _KERNEL_TRACE_INTS)
-    with ChunkStacker(spill=SPILLED_ON_READ) as frames:  # the columns only stored go to spill files as read
-        for chunk, _ in read_csv_plain(path, ints=[*([did] if did else []), start, end, *optional.values()]):
-            out: dict[str, pd.Series] = {
-                "dispatch_id": _ints(chunk[did]) if did else pd.Series(pd.array([pd.NA] * len(chunk), dtype="Int64")),
-                "kernel_name": _texts(chunk[name]),
+    known: dict[str, str | None] = {}  # kernel name -> its region
+    with SpilledFrameWriter(DISPATCH_COLUMNS) as frame:  # every column to spill files as read
+        ints = [*([did] if did else []), start, end, *optional.values()]
+        for chunk, _ in read_csv_plain(path, ints=ints, chunk_rows=_TRACE_CHUNK_ROWS):
+            n = len(chunk)
+            out: dict[str, Any] = {
+                "dispatch_id": _ints(chunk[did]) if did else None,
+                "kernel_name": _cells(chunk[name]),
                 "start_ns": _ints(chunk[start]),
                 "end_ns": _ints(chunk[end]),
-                "agent_label": _texts(chunk[agent]) if agent else pd.Series([None] * len(chunk), dtype=object),
+                "agent_label": _cells(chunk[agent]) if agent else None,
             }
             for target, col in optional.items():
                 out[target] = _ints(chunk[col])
-            frames.add(_dispatch_chunk(pd.DataFrame(out, copy=False), pid))
-        if not frames.chunks:
-            return empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool)
-        df = frames.finish()
-        keys = ["process_id", "dispatch_id"] if "process_id" in df else ["dispatch_id"]
-        dup = df.duplicated(subset=keys, keep="first") if did else pd.Series(False, index=df.index)
-        if bool(dup.any()):
-            pos = int(np.flatnonzero(dup.to_numpy())[0])
+            out["region"] = _regions(out["kernel_name"], known)
+            out["timestamps_exact"] = pd.Series(pd.arrays.BooleanArray(np.ones(n, bool), np.zeros(n, bool)), copy=False)
+            frame.add(_dispatch_chunk(pd.DataFrame({k: v for k, v in out.items() if v is not None}, copy=False), pid))
+        df = frame.finish()
+    if did:
+        pos = _first_repeated_dispatch(df)
+        if pos is not None:
             raise ParseError(
                 path,
                 f"dispatch id {df['dispatch_id'].iloc[pos]} appears twice (expected one row per dispatch)",
                 pos + 2,
             )
-        return df, pd.Series(np.ones(len(df), dtype=bool))
+    return df
+
+
+def _first_repeated_dispatch(df: pd.DataFrame) -> int | None:
+    """The first row (0-based) whose (process id, dispatch id) an earlier row has, or None.
+
+    The ids of a plain file have no missing value (a file's process ids are all missing or all
+    there): a file in key order has its repeats next to each other; any other is checked by a
+    table of its dense keys (:class:`rocroof.keys.DenseKeys`), else by pandas over the keys.
+    """
+    pids, ids = df["process_id"].array, df["dispatch_id"].array
+    in_order, repeat = keys.lex_sorted([pids, ids])
+    if in_order:
+        return repeat
+    if not keys.has_missing(ids):
+        dense = keys.DenseKeys.build(pids, ids)
+        if dense is not None:
+            return dense.first_repeat(pids, ids)
+    frame = pd.DataFrame({"p": pids, "d": ids}, copy=False)
+    dup = frame.duplicated(keep="first").to_numpy()
+    return int(np.flatnonzero(dup)[0]) if dup.any() else None
+
+
+def _spilled_frame(df: pd.DataFrame, columns: dict[str, str], **kwargs: Any) -> pd.DataFrame:
+    """``df`` (conformed to ``columns``) with every column in spill files (as :class:`SpilledFrameWriter` gives them).
+
+    A frame whose columns are all spilled already, or too small to spill, is returned as it is.
+    """
+    df = conform(df, columns)
+    if len(df) * 8 < max(spill.SPILL_MIN_BYTES, 1) or all(_is_spilled_column(df[c]) for c in df.columns):
+        return df
+    with SpilledFrameWriter(columns, **kwargs) as writer:
+        writer.add_frame(df)
+        del df
+        return writer.finish()
+
+
+def _is_spilled_column(column: pd.Series) -> bool:
+    """True when a column's per-row data lies in spill files (a categorical: its codes)."""
+    array = column.array
+    if isinstance(array, pd.Categorical):
+        return is_spilled(array.codes)
+    if isinstance(array, pd.arrays.IntegerArray | pd.arrays.BooleanArray):
+        return is_spilled(array._data) and is_spilled(array._mask)  # noqa: SLF001
+    return is_spilled(array)
 
 
 def _read_counter_file(
-    path: Path, pid: int | None, lookup: _RowLookup | None = None, error_path: Path | None = None
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    path: Path, pid: int | None, lookup: _SortedRows | _RowLookup | None = None, error_path: Path | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series | None]:
     """Read a long-form counter_collection.csv.
 
     Args:
@@ -504,8 +627,10 @@ def _read_counter_file(
         ``(counters, dispatch_info, exact)``: counters with columns ``process_id, dispatch_id,
         counter_name, value`` (or ``row, counter_name, value`` when matched by ``lookup``);
         one dispatch row per (process, dispatch id) in first-seen order, in
-        :data:`DISPATCH_COLUMNS` names (ids and start time only, no kernel names, when ``lookup``
-        matched a plain file: the pass's dispatches are known); and timestamp exactness per dispatch row.
+        :data:`DISPATCH_COLUMNS` names; and timestamp exactness per dispatch row. When
+        ``lookup`` matched a plain file, the info is :data:`_MATCHED_INFO` instead (the first
+        counter row of each run of one dispatch: ``_row``, ids and start time, in spill files)
+        and ``exact`` None (the pass's dispatches are known).
 
     Raises:
         ParseError: malformed rows, or (with ``lookup``) a counter row of no dispatch.
@@ -516,9 +641,14 @@ def _read_counter_file(
         return _counter_file_text(path, pid)
 
 
+#: The dispatch info of a counter file matched as read (:func:`_read_counter_file`): each run of
+#: counter rows of one dispatch gives its first row: the dispatch row, the ids and the start time.
+_MATCHED_INFO = {"_row": "int64", "process_id": "Int64", "dispatch_id": "Int64", "start_ns": "Int64"}
+
+
 def _counter_file_plain(
-    path: Path, pid: int | None, lookup: _RowLookup | None, error_path: Path
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    path: Path, pid: int | None, lookup: _SortedRows | _RowLookup | None, error_path: Path
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series | None]:
     """:func:`_read_counter_file` of a plain file.
 
     Counter names come back as a categorical; the dispatch columns are converted only for each
@@ -544,22 +674,23 @@ def _counter_file_plain(
     # the counter rows' columns go to spill files as they are read (rocroof.spill): the file's 8x10^6
     # rows (10^6 dispatches) are not held in memory, nor their parts and concatenation at once;
     # (process id, dispatch id or dispatch row, counter code, value), each dispatch's first row to info_parts
+    # (with the dispatches known: to spill files as well)
     with (
         ColumnWriter(np.int64) as proc_parts,
         ColumnWriter(np.int64) as id_parts,
-        ColumnWriter(np.int32) as code_parts,
+        TextWriter(categorical=True) as code_parts,
         ColumnWriter(np.float64) as value_parts,
+        SpilledFrameWriter(_MATCHED_INFO) as matched_info,
     ):
-        names: dict[str, int] = {}  # counter name -> code, in order of first appearance
         unmatched: np.ndarray | None = None
         for chunk, first in read_csv_plain(path, ints=ints, floats=[cval], columns=needed):
-            labels = [str(c) for c in chunk[cname].cat.categories]
-            local = chunk[cname].cat.codes.to_numpy()
+            names = chunk[cname].array
+            labels = [str(c) for c in names.categories]
+            local = np.asarray(names.codes)
             if "" in labels and bool((local == labels.index("")).any()):
                 pos = int(np.flatnonzero(local == labels.index(""))[0])
                 raise ParseError(path, f"column {cname!r} is empty; expected a counter name", first + pos)
-            to_global = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
-            code_parts.append(to_global[local])
+            code_parts.append(names)
             values = chunk[cval].to_numpy(dtype=np.float64)
             check_counter_values(path, values, first, cval)
             value_parts.append(values)
@@ -571,77 +702,87 @@ def _counter_file_plain(
                 if unmatched is None and bool((row < 0).any()):
                     unmatched = ids[row < 0][:1]  # reported once the whole file was read (as the text path)
                 id_parts.append(row)  # the dispatch rows themselves
-            else:
-                id_parts.append(ids)
-                if proc is not None:
-                    proc_parts.append(proc)
-            # one dispatch row per (process, dispatch id): its first row in the chunk
-            if lookup is not None:  # rows where the dispatch changes (the repeats are dropped after the file)
+                # the first row of each run of one dispatch (the repeats are dropped after the file)
                 firsts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.zeros(0, np.int64)
-            else:
-                keys = pd.DataFrame(
-                    {"p": proc if proc is not None else np.zeros(len(ids), np.int64), "d": ids}, copy=False
+                heads = chunk.iloc[firsts]
+                matched_info.add(
+                    pd.DataFrame(
+                        {
+                            "_row": row[firsts],
+                            "process_id": _ints(heads[pcol])
+                            if pcol
+                            else pd.Series(pd.array([pid] * len(heads), dtype="Int64")),
+                            "dispatch_id": _ints(heads[did]),
+                            **({"start_ns": _ints(heads[start])} if start else {}),
+                        },
+                        copy=False,
+                    )
                 )
-                firsts = np.flatnonzero(~keys.duplicated().to_numpy())
-            sub = chunk.iloc[firsts]
-            # with the dispatches known (their kernel trace), the names were not read: only ids and start
-            names_read = lookup is None
+                continue
+            id_parts.append(ids)
+            if proc is not None:
+                proc_parts.append(proc)
+            # one dispatch row per (process, dispatch id): its first row in the chunk
+            keyed = pd.DataFrame(
+                {"p": proc if proc is not None else np.zeros(len(ids), np.int64), "d": ids}, copy=False
+            )
+            sub = chunk.iloc[np.flatnonzero(~keyed.duplicated().to_numpy())]
             info: dict[str, pd.Series] = {
                 "process_id": _ints(sub[pcol]) if pcol else pd.Series(pd.array([pid] * len(sub), dtype="Int64")),
                 "dispatch_id": _ints(sub[did]),
-                "kernel_name": _texts(sub[kname])
-                if kname and names_read
-                else pd.Series([None] * len(sub), dtype=object),
-                "agent_label": _texts(sub[agent])
-                if agent and names_read
-                else pd.Series([None] * len(sub), dtype=object),
+                "kernel_name": _texts(sub[kname]) if kname else pd.Series([None] * len(sub), dtype=object),
+                "agent_label": _texts(sub[agent]) if agent else pd.Series([None] * len(sub), dtype=object),
             }
             for target, col in info_cols.items():
-                if lookup is None or target == "start_ns":  # with the dispatches known, only the cross-check needs them
-                    info[target] = _ints(sub[col])
+                info[target] = _ints(sub[col])
             info_df = pd.DataFrame(info, copy=False)
             info_df["_exact"] = True
             info_parts.append(info_df)
+        if lookup is not None and unmatched is not None:
+            _refuse_unmatched(np.array([-1]), unmatched, error_path)
+        names_column = code_parts.finish()
+        if lookup is not None:
+            counters = pd.DataFrame(
+                {"row": id_parts.finish(), "counter_name": names_column, "value": value_parts.finish()}, copy=False
+            )
+            return counters, matched_info.finish(), None
         if not id_parts.rows:
             info_parts.append(empty_frame(DISPATCH_COLUMNS).assign(_exact=pd.Series(dtype=bool)))
             counters = pd.DataFrame(columns=["process_id", "dispatch_id", "counter_name", "value"])
         else:
-            if lookup is not None and unmatched is not None:
-                _refuse_unmatched(np.array([-1]), unmatched, error_path)
-            names_column = pd.Categorical.from_codes(code_parts.finish(), categories=list(names))
-            if lookup is not None:
-                counters = pd.DataFrame(
-                    {"row": id_parts.finish(), "counter_name": names_column, "value": value_parts.finish()},
-                    copy=False,
-                )
+            n = id_parts.rows
+            if pcol:
+                process = pd.arrays.IntegerArray(proc_parts.finish(), np.zeros(n, dtype=bool))
             else:
-                n = id_parts.rows
-                if pcol:
-                    process = pd.arrays.IntegerArray(proc_parts.finish(), np.zeros(n, dtype=bool))
+                if pid is None:
+                    process = pd.arrays.IntegerArray(zeros(n, np.int64), spill.full(n, True, np.bool_))
                 else:
-                    process = pd.array(np.full(n, pid if pid is not None else 0, dtype=np.int64), dtype="Int64")
-                    if pid is None:
-                        process[:] = pd.NA
-                counters = pd.DataFrame(
-                    {
-                        "process_id": process,
-                        "dispatch_id": id_parts.finish(),
-                        "counter_name": names_column,
-                        "value": value_parts.finish(),
-                    },
-                    copy=False,
-                )
+                    process = pd.arrays.IntegerArray(spill.full(n, pid), zeros(n, np.bool_))
+            counters = pd.DataFrame(
+                {
+                    "process_id": process,
+                    "dispatch_id": id_parts.finish(),
+                    "counter_name": names_column,
+                    "value": value_parts.finish(),
+                },
+                copy=False,
+            )
     merged = pd.concat(info_parts, ignore_index=True).drop_duplicates(subset=["process_id", "dispatch_id"])
     merged = merged.reset_index(drop=True)
     return counters, merged.drop(columns="_exact"), merged["_exact"]
 
 
 def _read_markers(path: Path) -> pd.DataFrame:
-    """Roctx markers of a marker_api_trace.csv (typed fast path, else cell by cell)."""
+    """Roctx markers of a marker_api_trace.csv (typed fast path, else cell by cell), in spill files."""
     try:
         return _markers_plain(path)
     except NotPlain:
-        return _markers_text(path)
+        return _spilled_frame(_markers_text(path), _MARKER_COLUMNS, **_MARKER_TEXT)
+
+
+#: How the markers' text columns are spilled: the kind a categorical of ``range`` and ``mark`` (as
+#: :func:`rocroof.records.marker_kinds` makes it), whatever the size.
+_MARKER_TEXT: dict[str, Any] = {"categorical": ("kind",), "categories": {"kind": ("range", "mark")}}
 
 
 def _markers_plain(path: Path) -> pd.DataFrame:
@@ -654,9 +795,11 @@ def _markers_plain(path: Path) -> pd.DataFrame:
         cols,
         {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid"), "correlation_id": ("Correlation_Id",)},
     )
-    with ChunkStacker(spill=SPILLED_AFTER_READ) as frames:
+    with SpilledFrameWriter(_MARKER_COLUMNS, **_MARKER_TEXT) as frame:
         # the ggml ranges' messages split into their parts as read: ~70 MB of strings never made at 10^6
-        chunks = read_csv_plain(path, ints=[start, end, *optional.values()], strings=[func], split={func: split_ranges})
+        ints = [start, end, *optional.values()]
+        split = {func: split_ranges}
+        chunks = read_csv_plain(path, ints=ints, strings=[func], split=split, chunk_rows=_TRACE_CHUNK_ROWS)
         for chunk, first in chunks:
             df = pd.DataFrame(
                 {
@@ -670,21 +813,21 @@ def _markers_plain(path: Path) -> pd.DataFrame:
             for target, col in optional.items():
                 df[target] = _ints(chunk[col])
             domains = _texts(chunk[domain]) if domain is not None else None
-            frames.add(conform(_marker_chunk(path, df, domains, first), _MARKER_COLUMNS))
-        if not frames.chunks:
+            frame.add(_marker_chunk(path, df, domains, first))
+        if not frame.rows:
             return empty_frame(_MARKER_COLUMNS)
-        return frames.finish()
+        return frame.finish()
 
 
 def _read_launches(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataFrame:
     """The hip_api_trace.csv calls whose correlation id is in ``wanted`` (typed fast path, else cell by cell).
 
-    ``wanted``: the dispatches' correlation ids (int64, sorted, distinct).
+    ``wanted``: the dispatches' correlation ids (int64, sorted, distinct; spilled or not).
     """
     try:
         return _launches_plain(path, wanted, pid)
     except NotPlain:
-        return _launches_text(path, wanted, pid)
+        return _spilled_frame(_launches_text(path, wanted, pid), LAUNCH_COLUMNS)
 
 
 def _launches_plain(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataFrame:
@@ -694,9 +837,10 @@ def _launches_plain(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataF
     end = require(path, cols, "API end time", "End_Timestamp")
     optional = _present(cols, {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid")})
     func = pick(cols, "Function")
-    with ChunkStacker(spill=SPILLED_AFTER_READ) as frames:
-        for chunk, _ in read_csv_plain(path, ints=[corr, start, end, *optional.values()]):
-            keep = np.isin(chunk[corr].to_numpy(dtype=np.int64), wanted)
+    with SpilledFrameWriter(LAUNCH_COLUMNS) as frame:
+        for chunk, _ in read_csv_plain(path, ints=[corr, start, end, *optional.values()], chunk_rows=_TRACE_CHUNK_ROWS):
+            keep = keys.isin_sorted(chunk[corr].to_numpy(dtype=np.int64), wanted)
+            release_pages()
             if not keep.any():
                 continue
             sub = chunk[keep]
@@ -709,11 +853,21 @@ def _launches_plain(path: Path, wanted: np.ndarray, pid: int | None) -> pd.DataF
             if "process_id" not in df and pid is not None:
                 df["process_id"] = pid
             if func is not None:
-                df["api_name"] = _texts(sub[func])
-            frames.add(conform(df, LAUNCH_COLUMNS))
-        if not frames.chunks:
+                df["api_name"] = _cells(sub[func])
+            frame.add(df)
+        if not frame.rows:
             return empty_frame(LAUNCH_COLUMNS)
-        return frames.finish()
+        return frame.finish()
+
+
+def _correlation_ids(dispatches: pd.DataFrame) -> np.ndarray:
+    """The dispatches' distinct correlation ids, sorted (int64; a spill file when they come in order)."""
+    column = dispatches["correlation_id"].array
+    ordered = keys.sorted_distinct(column)
+    if ordered is not None:
+        return ordered
+    # an array, not a set of Python ints (~60 MB at 10^6 dispatches)
+    return np.unique(dispatches["correlation_id"].dropna().to_numpy(dtype=np.int64))
 
 
 def read_pass(files: PassFiles, label: str) -> PassData:
@@ -722,25 +876,21 @@ def read_pass(files: PassFiles, label: str) -> PassData:
     Dispatches come from ``kernel_trace.csv`` when present, else from the dispatch columns
     of ``counter_collection.csv``. Counters are joined to dispatches on (process, dispatch id).
     Launch records (``hip_api_trace.csv``) are kept only for correlation ids of dispatches.
+    Every per-row column is in spill files (:mod:`rocroof.spill`; text as categorical codes) from
+    :data:`rocroof.spill.SPILL_MIN_BYTES` on.
 
     Raises:
         ParseError: a file lacks a required column or holds malformed values.
     """
-    dispatch_frames = []
-    exact_frames = []
-    for prefix, path in files.files.get("kernel_trace", []):
-        df, exact = _dispatches_from_kernel_trace(path, _pid_from_prefix(prefix))
-        dispatch_frames.append(df)
-        exact_frames.append(exact)
-    dispatches = exact = None
+    dispatch_frames = [
+        _dispatches_from_kernel_trace(path, _pid_from_prefix(prefix))
+        for prefix, path in files.files.get("kernel_trace", [])
+    ]
+    dispatches = None
     notes: list[Note] = []
     counter_files = files.files.get("counter_collection", [])
     if dispatch_frames:
-        dispatches, exact = _in_enqueue_order(
-            pd.concat(dispatch_frames, ignore_index=True) if len(dispatch_frames) > 1 else dispatch_frames[0],
-            pd.concat(exact_frames, ignore_index=True),
-        )
-        del dispatch_frames, exact_frames
+        dispatches = _in_enqueue_order(stack_spilled(dispatch_frames))
         release_free_memory()
         if len(dispatches) and bool(dispatches["dispatch_id"].isna().all()):
             notes.append(Note("info", "early-rocprofv3", _EARLY_NOTE))
@@ -754,10 +904,10 @@ def read_pass(files: PassFiles, label: str) -> PassData:
     use_pid = None
     if dispatches is not None:
         file_pids = [_file_has_pids(path, prefix) for prefix, path in counter_files]
-        use_pid = bool(dispatches["process_id"].notna().all()) and all(file_pids)
+        use_pid = not keys.has_missing(dispatches["process_id"].array) and all(file_pids)
         if not use_pid and (dispatches["process_id"].notna().any() and any(file_pids)):
             use_pid = None  # a mix of known and unknown process ids: matched after reading, as a whole
-    lookup = _RowLookup(dispatches, use_pid) if dispatches is not None and use_pid is not None else None
+    lookup = _lookup(dispatches, use_pid) if dispatches is not None and use_pid is not None and counter_files else None
     error_path = counter_files[0][1] if counter_files else files.directory
     for prefix, path in counter_files:
         counters, info, info_ok = _read_counter_file(path, _pid_from_prefix(prefix), lookup, error_path)
@@ -765,15 +915,17 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         info_frames.append(info)
         info_exact.append(info_ok)
         release_free_memory()
+    del lookup
 
     if dispatches is None:
-        if info_frames:
-            dispatches, exact = _in_enqueue_order(
-                pd.concat(info_frames, ignore_index=True), pd.concat(info_exact, ignore_index=True)
-            )
-        else:
-            dispatches, exact = _in_enqueue_order(empty_frame(DISPATCH_COLUMNS), pd.Series(dtype=bool))
-    assert exact is not None
+        info = pd.concat(info_frames, ignore_index=True) if info_frames else empty_frame(DISPATCH_COLUMNS)
+        exact = pd.concat(info_exact, ignore_index=True) if info_exact else pd.Series(dtype=bool)
+        info = conform(info, DISPATCH_COLUMNS)
+        info["region"] = _regions(info["kernel_name"], {})
+        if len(exact):
+            info["timestamps_exact"] = pd.array(exact.to_numpy(dtype=bool), dtype="boolean")
+        dispatches = _in_enqueue_order(_spilled_frame(info, DISPATCH_COLUMNS))
+        del info, exact
 
     counters = empty_frame(COUNTER_COLUMNS)
     if counter_frames:
@@ -783,39 +935,37 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         if longs:
             long = pd.concat(longs, ignore_index=True) if len(longs) > 1 else longs[0]
             del longs
-            mapped.append(_counter_rows(long, dispatches, error_path))
-        counters = _summed(pd.concat(mapped, ignore_index=True) if len(mapped) > 1 else mapped[0])
+            mapped.append(_spilled_frame(_counter_rows(long, dispatches, error_path), COUNTER_COLUMNS))
+            del long
+        counters = _summed(stack_spilled(mapped))
+    counters = _spilled_frame(counters, COUNTER_COLUMNS, categorical=("counter_name",))
 
-    markers = pd.concat(
-        [_read_markers(p) for _, p in files.files.get("marker_api_trace", [])] or [empty_frame(MARKER_COLUMNS)],
-        ignore_index=True,
+    markers = stack_spilled(
+        [_read_markers(p) for _, p in files.files.get("marker_api_trace", [])] or [empty_frame(MARKER_COLUMNS)]
     )
     release_free_memory()
-    # an array, not a set of Python ints (~60 MB at 10^6 dispatches)
-    wanted = np.unique(dispatches["correlation_id"].dropna().to_numpy(dtype=np.int64))
-    launches = pd.concat(
+    wanted = _correlation_ids(dispatches)
+    launches = stack_spilled(
         [_read_launches(p, wanted, _pid_from_prefix(pre)) for pre, p in files.files.get("hip_api_trace", [])]
-        or [empty_frame(LAUNCH_COLUMNS)],
-        ignore_index=True,
+        or [empty_frame(LAUNCH_COLUMNS)]
     )
-    if len(exact):
-        dispatches["timestamps_exact"] = pd.array(exact.to_numpy(dtype=bool), dtype="boolean")
-    all_exact = bool(exact.all()) if len(exact) else True
+    del wanted
+    release_free_memory()
+    rounded, first_rounded = _rounded(dispatches["timestamps_exact"].array)
     rounded_note = None
-    if not all_exact:
+    if rounded:
         sources = files.files.get("kernel_trace") or files.files.get("counter_collection") or [(None, files.directory)]
         source = sources[0][1]
-        first = int(np.flatnonzero(~exact.to_numpy(dtype=bool))[0])
-        example = dispatches["dispatch_id"].iloc[first]
-        which = f"dispatch {example}" if pd.notna(example) else f"the {_ordinal(first + 1)} dispatch by start time"
+        example = dispatches["dispatch_id"].iloc[first_rounded]
+        which = (
+            f"dispatch {example}" if pd.notna(example) else f"the {_ordinal(first_rounded + 1)} dispatch by start time"
+        )
         rounded_note = (
-            f"{source}: {int((~exact).sum())} dispatch(es) have rounded timestamps (e.g. {which}); "
-            "their durations are unknown"
+            f"{source}: {rounded} dispatch(es) have rounded timestamps (e.g. {which}); their durations are unknown"
         )
     if files.files.get("kernel_trace") and info_frames:
-        info = pd.concat(info_frames, ignore_index=True) if len(info_frames) > 1 else info_frames[0]
-        del info_frames
-        notes += _check_counter_timestamps(files, dispatches, info)
+        notes += _counter_timestamp_notes(files, dispatches, info_frames, use_pid)
+    del info_frames
     for _, path in [*files.files.get("kernel_trace", []), *counter_files]:
         if ends_mid_row(path):
             notes.append(Note("warning", "file-cut", _CUT_NOTE.format(path=path)))
@@ -824,13 +974,28 @@ def read_pass(files: PassFiles, label: str) -> PassData:
         label=label,
         source=str(files.directory),
         dispatches=dispatches,
-        counters=conform(counters, COUNTER_COLUMNS),
+        counters=counters,
         markers=markers,
         launches=launches,
-        timestamps_exact=all_exact,
+        timestamps_exact=not rounded,
         timestamps_note=rounded_note,
         notes=notes,
     )
+
+
+def _rounded(exact: Any) -> tuple[int, int]:
+    """``(how many, first row)`` of the dispatches whose timestamps are not exact (False, not missing)."""
+    count, first = 0, -1
+    n = len(exact)
+    for lo in range(0, n, keys.BLOCK):
+        part = exact[lo : lo + keys.BLOCK]
+        inexact = ~np.asarray(part.to_numpy(dtype=bool, na_value=True))
+        if inexact.any():
+            if first < 0:
+                first = lo + int(np.flatnonzero(inexact)[0])
+            count += int(inexact.sum())
+    release_pages()
+    return count, first
 
 
 #: A kernel trace or counter file whose last row has every field but no newline after it. rocprofv3
@@ -870,7 +1035,10 @@ def _dispatch_ids_from_counters(dispatches: pd.DataFrame, counter_files: list[tu
         return
     key = ["correlation_id", "kernel_name"]
     ids = ids.assign(_n=ids.groupby(key, dropna=False).cumcount())
-    mine = dispatches[key].assign(_n=dispatches.groupby(key, dropna=False).cumcount())
+    mine = pd.DataFrame(
+        {"correlation_id": dispatches["correlation_id"], "kernel_name": dispatches["kernel_name"].astype(object)}
+    )
+    mine = mine.assign(_n=mine.groupby(key, dropna=False).cumcount())
     found = mine.merge(ids[[*key, "_n", "dispatch_id"]], on=[*key, "_n"], how="left")
     dispatches["dispatch_id"] = pd.array(found["dispatch_id"].to_numpy(), dtype="Int64")
 
@@ -882,29 +1050,32 @@ def _per_distinct(column: pd.Series, fn: Any) -> np.ndarray:
     return out
 
 
-def _in_enqueue_order(dispatches: pd.DataFrame, exact: pd.Series) -> tuple[pd.DataFrame, pd.Series]:
-    """Dispatches conformed and sorted by (process, dispatch id, start), with their timestamp exactness.
+def _in_enqueue_order(dispatches: pd.DataFrame) -> pd.DataFrame:
+    """Dispatches (:data:`DISPATCH_COLUMNS`) sorted by (process, dispatch id, start); spilled columns stay spilled.
 
     Dispatch ids are assigned at enqueue, per process; a trace without them (ROCm 6.2) is in GPU
-    start order. ``--kernel-rename`` regions are taken from
-    kernel names that are ggml ranges.
+    start order. rocprofv3 writes a kernel trace in completion order, nearly sorted: dispatches
+    already in order are not copied; keys of one process (or a few) dense in their ids are
+    ordered through a table of one int32 per id (:class:`rocroof.keys.DenseKeys`), others by a
+    sort of the three keys in memory.
     """
-    dispatches = conform(dispatches, DISPATCH_COLUMNS)
-    order = np.lexsort(
-        (
-            dispatches["start_ns"].fillna(-1).to_numpy(np.int64),
-            dispatches["dispatch_id"].fillna(-1).to_numpy(np.int64),
-            dispatches["process_id"].fillna(-1).to_numpy(np.int64),
+    pids, ids, starts = (dispatches[c].array for c in ("process_id", "dispatch_id", "start_ns"))
+    in_order, _ = keys.lex_sorted([pids, ids, starts])
+    if in_order:
+        return dispatches
+    order = None
+    if not keys.has_missing(pids) and not keys.has_missing(ids):
+        dense = keys.DenseKeys.build(pids, ids)
+        order = dense.order(pids, ids) if dense is not None else None  # None: a key twice (files of one process)
+    if order is None:
+        order = np.lexsort(
+            (
+                dispatches["start_ns"].fillna(-1).to_numpy(np.int64),
+                dispatches["dispatch_id"].fillna(-1).to_numpy(np.int64),
+                dispatches["process_id"].fillna(-1).to_numpy(np.int64),
+            )
         )
-    )
-    if not bool((order == np.arange(len(order))).all()):  # already in order: no copy
-        dispatches = take_rows(dispatches, order, consume=True)
-        exact = exact.iloc[order].reset_index(drop=True) if len(exact) else exact
-    renamed = pd.Series(
-        _per_distinct(dispatches["kernel_name"], lambda n: n if parse_range(n) is not None else None), dtype=object
-    )
-    dispatches["region"] = renamed.where(renamed.notna(), dispatches["region"])
-    return dispatches, exact
+    return take_rows(dispatches, order, consume=True)
 
 
 def _file_has_pids(path: Path, prefix: str | None) -> bool:
@@ -915,6 +1086,30 @@ def _file_has_pids(path: Path, prefix: str | None) -> bool:
         return pick(column_map(read_header(path)), "Process_Id", "Pid") is not None
     except ParseError:
         return False  # the reader names what is wrong with the file
+
+
+def _lookup(dispatches: pd.DataFrame, use_pid: bool) -> _SortedRows | _RowLookup:
+    """The pass's dispatches as a lookup of counter rows: searched where they lie when sorted by their keys."""
+    pids, ids = dispatches["process_id"].array, dispatches["dispatch_id"].array
+    if not keys.has_missing(pids) and not keys.has_missing(ids) and keys.lex_sorted([pids, ids])[0]:
+        return _SortedRows(dispatches, use_pid)
+    return _RowLookup(dispatches, use_pid)  # ids that are missing or out of order (a ROCm 6.2 trace)
+
+
+class _SortedRows:
+    """(process id, dispatch id) -> row of the pass's dispatches sorted by that key, without a copy of the keys.
+
+    The rows :class:`_RowLookup` finds (the first dispatch with the key), by binary search on the
+    dispatch columns themselves (:class:`rocroof.keys.SortedIndex`).
+    """
+
+    def __init__(self, dispatches: pd.DataFrame, use_pid: bool) -> None:
+        self.use_pid = use_pid
+        self.index = keys.SortedIndex(dispatches["process_id"].array, dispatches["dispatch_id"].array)
+
+    def rows(self, pids: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
+        """The dispatch row of each counter row; -1 where no dispatch has its key."""
+        return self.index.find(pids if self.use_pid else None, ids)
 
 
 class _RowLookup:
@@ -941,7 +1136,7 @@ def _summed(counters: pd.DataFrame) -> pd.DataFrame:
     """
     names = counters["counter_name"]
     if isinstance(names.dtype, pd.CategoricalDtype):
-        codes = names.cat.codes.to_numpy()
+        codes = np.asarray(names.array.codes)  # the codes themselves (Series.cat.codes copies them)
         width = max(len(names.cat.categories), 1)
     else:
         factor, uniques = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=False)
@@ -956,7 +1151,7 @@ def _summed(counters: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["row", "counter_name"], as_index=False, sort=False)["value"].sum()
 
 
-def _repeats(rows: np.ndarray, codes: np.ndarray, width: int, block: int = 1 << 20) -> bool:
+def _repeats(rows: np.ndarray, codes: np.ndarray, width: int, block: int = 1 << 18) -> bool:
     """True when some (row, code) pair occurs twice.
 
     Counter rows come grouped by dispatch: then only a dispatch's own rows can repeat a pair, and
@@ -965,8 +1160,21 @@ def _repeats(rows: np.ndarray, codes: np.ndarray, width: int, block: int = 1 << 
     if len(rows) < 2:
         return False
     if not non_decreasing(rows, block):  # (the rows may be spilled: their pages go once read)
-        key = np.sort(rows * width + codes)
-        return bool((key[1:] == key[:-1]).any())
+        if width > 64:
+            key = np.sort(rows * width + codes)
+            return bool((key[1:] == key[:-1]).any())
+        # counter rows in no dispatch order: a bit per (dispatch, counter) seen, 8 bytes per dispatch
+        top = max(int(rows[lo : lo + block].max()) for lo in range(0, len(rows), block))
+        seen = np.zeros(top + 1, dtype=np.uint64)
+        for lo in range(0, len(rows), block):
+            part, names = rows[lo : lo + block], codes[lo : lo + block]
+            key = np.sort(part * width + names)
+            bits = np.left_shift(np.uint64(1), names.astype(np.uint64))
+            if bool((key[1:] == key[:-1]).any()) or bool((seen[part] & bits).any()):
+                return True
+            np.bitwise_or.at(seen, part, bits)
+            release_pages()
+        return False
     for lo, hi in dispatch_blocks(rows, block):
         key = np.sort(rows[lo:hi] * width + codes[lo:hi])
         if bool((key[1:] == key[:-1]).any()):
@@ -1013,6 +1221,80 @@ def _refuse_unmatched(row: np.ndarray, ids: Any, path: Path) -> None:
 _NA_KEY = np.iinfo(np.int64).min
 
 
+def _counter_timestamp_notes(
+    files: PassFiles, dispatches: pd.DataFrame, infos: list[pd.DataFrame], use_pid: bool | None
+) -> list[Note]:
+    """:func:`_check_counter_timestamps` of the counter files' dispatch info (one frame per file).
+
+    Files matched as read (:data:`_MATCHED_INFO`) are checked a block at a time: each file's first
+    run of each dispatch row against that dispatch (a byte per dispatch marks the rows seen), when
+    a dispatch row stands for one key of the file (matched on (process, dispatch id), or the file
+    names one process). Any other mix is checked as a whole, in memory.
+    """
+    matched = [info for info in infos if "_row" in info.columns]
+    if len(matched) == len(infos) and all(use_pid or _one_process(info) for info in matched):
+        return _matched_timestamp_notes(files, dispatches, matched)
+    whole = [
+        info.drop(columns="_row").drop_duplicates(subset=["process_id", "dispatch_id"])
+        if "_row" in info.columns
+        else info
+        for info in infos
+    ]
+    return _check_counter_timestamps(files, dispatches, pd.concat(whole, ignore_index=True))
+
+
+def _one_process(info: pd.DataFrame) -> bool:
+    """True when every row of ``info`` has the same process id (or every one none)."""
+    pids = info["process_id"].array
+    if not len(pids):
+        return True
+    missing = np.asarray(pids._mask)  # noqa: SLF001
+    if missing.all():
+        return True
+    if missing.any():
+        return False
+    values = np.asarray(pids._data)  # noqa: SLF001
+    same = bool((values == values[0]).all())
+    release_pages()
+    return same
+
+
+def _matched_timestamp_notes(files: PassFiles, dispatches: pd.DataFrame, infos: list[pd.DataFrame]) -> list[Note]:
+    """:func:`_check_counter_timestamps` of files matched as read, a block at a time (see the caller)."""
+    if not any("start_ns" in info.columns and bool(info["start_ns"].notna().any()) for info in infos):
+        return []
+    starts = dispatches["start_ns"].array
+    matched = differ = 0
+    for info in infos:
+        seen = np.zeros(len(dispatches), dtype=bool)
+        with_start = "start_ns" in info.columns
+        for lo in range(0, len(info), keys.BLOCK):
+            rows = np.asarray(info["_row"].array[lo : lo + keys.BLOCK])
+            distinct, first = np.unique(rows, return_index=True)
+            new = ~seen[distinct]
+            distinct, first = distinct[new], first[new]
+            seen[distinct] = True
+            matched += len(distinct)
+            if with_start and len(distinct):
+                mine = info["start_ns"].array[lo : lo + keys.BLOCK][first]
+                theirs = starts[distinct]
+                differ += int((mine != theirs).fillna(False).to_numpy(dtype=bool).sum())
+            release_pages()
+    if not differ:
+        return []
+    path = files.files["counter_collection"][0][1]
+    return [_disagree_note(path, differ, matched)]
+
+
+def _disagree_note(path: Path, differ: int, matched: int) -> Note:
+    return Note(
+        "warning",
+        "files-disagree",
+        f"{path}: {differ} of {matched} dispatches have other timestamps or kernel names than "
+        "kernel_trace.csv; the two files look like different runs (counters were matched by dispatch id)",
+    )
+
+
 def _check_counter_timestamps(files: PassFiles, dispatches: pd.DataFrame, info: pd.DataFrame) -> list[Note]:
     """Warn when counter_collection.csv and kernel_trace.csv disagree.
 
@@ -1032,10 +1314,10 @@ def _check_counter_timestamps(files: PassFiles, dispatches: pd.DataFrame, info: 
 
     # each counter-file dispatch against the first kernel-trace dispatch of its key (an inner join on
     # the key, NULL matching NULL as in pandas' merge), without the joined copies of both frames
-    def keys(frame: pd.DataFrame) -> list[np.ndarray]:
+    def key_columns(frame: pd.DataFrame) -> list[np.ndarray]:
         return [frame[k].astype("Int64").to_numpy(dtype=np.int64, na_value=_NA_KEY) for k in key]
 
-    row = KeyIndex(keys(dispatches)).find(keys(info))
+    row = KeyIndex(key_columns(dispatches)).find(key_columns(info))
     matched = np.flatnonzero(row >= 0)
     row = row[matched]
     start_k = dispatches["start_ns"].astype("Int64").array[row]
@@ -1048,12 +1330,4 @@ def _check_counter_timestamps(files: PassFiles, dispatches: pd.DataFrame, info: 
         differ[named] |= pd.Series(name_k).fillna("").to_numpy() != pd.Series(name_c[named]).fillna("").to_numpy()
     if not bool(differ.any()):
         return []
-    path = files.files["counter_collection"][0][1]
-    return [
-        Note(
-            "warning",
-            "files-disagree",
-            f"{path}: {int(differ.sum())} of {len(matched)} dispatches have other timestamps or kernel names than "
-            "kernel_trace.csv; the two files look like different runs (counters were matched by dispatch id)",
-        )
-    ]
+    return [_disagree_note(files.files["counter_collection"][0][1], int(differ.sum()), len(matched))]
