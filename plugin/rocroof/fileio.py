@@ -10,9 +10,11 @@ import csv
 import gzip
 import io
 import itertools
+import os
 import re
 import shutil
 import sqlite3
+import sys
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -637,6 +639,25 @@ def _polars() -> Any:
     """The polars module, or None when it is not installed or :data:`USE_POLARS` is off."""
     if not USE_POLARS:
         return None
+    return import_polars()
+
+
+#: The settings of polars' allocator (jemalloc) that rocroof imports it with, unless
+#: ``_RJEM_MALLOC_CONF`` is set already: freed pages go back to the system at once. polars keeps
+#: them 0.5-1 s by default, and a read that parses a 16 MB block every few milliseconds then holds
+#: several blocks' worth: the rocprofv3 CSV read of 10^6 dispatches peaked 236-244 MB so, 215-221
+#: MB with them returned at once, in the same time (9.2-11.7 s against 9.5-12.8 s on a loaded machine).
+POLARS_ALLOCATOR = "dirty_decay_ms:0,muzzy_decay_ms:0"
+
+
+def import_polars() -> Any:
+    """The polars module (None when it is not installed), imported with :data:`POLARS_ALLOCATOR`.
+
+    The allocator reads its settings when polars is first imported: every first import of
+    polars in rocroof goes through here (an application that imported it before keeps its own).
+    """
+    if "polars" not in sys.modules and "_RJEM_MALLOC_CONF" not in os.environ:
+        os.environ["_RJEM_MALLOC_CONF"] = POLARS_ALLOCATOR  # polars puts its defaults before it
     try:
         import polars
     except ImportError:
@@ -678,7 +699,10 @@ class _Plan(NamedTuple):
 #: the 2.4 GB counter file of 10^6 dispatches (three columns read): 8 MB blocks 2.5 s, 16 MB 2.25 s
 #: and 200 MB peak (the scan: 1.95 s and 486 MB), 32 MB 4.1 s: glibc maps a block of 32 MB or more
 #: afresh each time (its largest dynamic mmap threshold), and the page faults cost more than the parse.
-POLARS_BLOCK_BYTES = 16 << 20
+#: Since the rocprofv3 CSV read spills every column as read, the blocks are its peak: the whole read
+#: of 10^6 dispatches peaked 216-220 MB in 16 MB blocks, 201-202 MB in 8 MB ones, in the same time
+#: (10.6-11.7 s against 10.6-11.0 s on a loaded machine; 4 MB blocks: 200 MB, 12.5-12.9 s).
+POLARS_BLOCK_BYTES = 8 << 20
 #: Bytes per block of a file with ``split`` columns (:func:`read_csv_plain`; at most
 #: :data:`POLARS_BLOCK_BYTES`). Splitting a block's texts makes several columns of its size: the
 #: 99 MB marker trace of 10^6 dispatches peaked 276 MB read in 16 MB blocks, 187 MB in 4 MB ones,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParseError
-from ..fileio import open_binary
+from ..fileio import import_polars, open_binary
 from ..records import text_values
 
 RANGE_PREFIX = "ggml:"
@@ -173,9 +173,8 @@ def _parse_ranges_polars(
     An invocation above 2**63 - 1 does not parse as Int64 and makes the message no range, as
     :func:`_fits` does.
     """
-    try:
-        import polars as pl
-    except ImportError:
+    pl = import_polars()
+    if pl is None:
         return None
     texts = [m if type(m) is str else None for m in messages]  # NaN, numbers, bytes: not ranges
     try:

@@ -437,11 +437,14 @@ _COUNTER_INFO_INTS = {
 }
 
 
-#: Rows per chunk of the pandas parser (files below fileio.POLARS_MIN_BYTES) for the kernel, marker
-#: and HIP API traces: a chunk of 200,000 HIP API calls held ~50 MB while parsed, 50,000 ~17 MB,
-#: in the same time (the 95 MB trace of 10^6 dispatches: 1.0 s). The counter file keeps
-#: fileio.CHUNK_ROWS (its 50,000-row chunks took 10% longer).
-_TRACE_CHUNK_ROWS = 50_000
+#: Rows per chunk of the pandas parser (files below fileio.POLARS_MIN_BYTES) for the kernel and HIP
+#: API traces. Reading the 95 MB HIP API trace of 10^6 dispatches raised the resident size by ~50 MB
+#: in chunks of 200,000 rows, ~40 MB in chunks of 50,000 and ~22 MB in chunks of 25,000, in the same
+#: time (0.5-0.8 s). The counter file keeps fileio.CHUNK_ROWS (its chunks of 50,000 rows took 10%
+#: longer), and so does a marker trace: a chunk of 50,000 messages or more is split by polars
+#: (capture.markers.POLARS_MIN_MESSAGES), and those of 10^5 dispatches (86,843) were split 0.2 s
+#: slower in chunks of 25,000.
+_TRACE_CHUNK_ROWS = 25_000
 
 
 def _ints(column: pd.Series) -> pd.Series:
@@ -799,7 +802,7 @@ def _markers_plain(path: Path) -> pd.DataFrame:
         # the ggml ranges' messages split into their parts as read: ~70 MB of strings never made at 10^6
         ints = [start, end, *optional.values()]
         split = {func: split_ranges}
-        chunks = read_csv_plain(path, ints=ints, strings=[func], split=split, chunk_rows=_TRACE_CHUNK_ROWS)
+        chunks = read_csv_plain(path, ints=ints, strings=[func], split=split)  # (messages split by polars)
         for chunk, first in chunks:
             df = pd.DataFrame(
                 {
@@ -1259,24 +1262,34 @@ def _one_process(info: pd.DataFrame) -> bool:
     return same
 
 
+#: Dispatch runs cross-checked at a time (:func:`_matched_timestamp_notes`): its temporaries, ~80
+#: bytes per run, stay with the allocator once freed (blocks of 2^18 runs: 23 MB at 10^6 dispatches).
+_CHECK_ROWS = 1 << 16
+
+
 def _matched_timestamp_notes(files: PassFiles, dispatches: pd.DataFrame, infos: list[pd.DataFrame]) -> list[Note]:
     """:func:`_check_counter_timestamps` of files matched as read, a block at a time (see the caller)."""
     if not any("start_ns" in info.columns and bool(info["start_ns"].notna().any()) for info in infos):
         return []
     starts = dispatches["start_ns"].array
     matched = differ = 0
+    # per dispatch row: whether a run of the file named it already, and (for the block at hand) its
+    # first run in the block; no sort of the block (its temporaries stayed with the allocator)
+    stamp = np.zeros(len(dispatches), dtype=np.int32)
     for info in infos:
         seen = np.zeros(len(dispatches), dtype=bool)
         with_start = "start_ns" in info.columns
-        for lo in range(0, len(info), keys.BLOCK):
-            rows = np.asarray(info["_row"].array[lo : lo + keys.BLOCK])
-            distinct, first = np.unique(rows, return_index=True)
-            new = ~seen[distinct]
-            distinct, first = distinct[new], first[new]
+        for lo in range(0, len(info), _CHECK_ROWS):
+            rows = np.asarray(info["_row"].array[lo : lo + _CHECK_ROWS])
+            candidates = np.flatnonzero(~seen[rows]).astype(np.int32)
+            named = rows[candidates]
+            stamp[named[::-1]] = candidates[::-1]  # a row named twice in the block: its first run wins
+            first = candidates[stamp[named] == candidates]
+            distinct = rows[first]
             seen[distinct] = True
             matched += len(distinct)
             if with_start and len(distinct):
-                mine = info["start_ns"].array[lo : lo + keys.BLOCK][first]
+                mine = info["start_ns"].array[lo : lo + _CHECK_ROWS][first]
                 theirs = starts[distinct]
                 differ += int((mine != theirs).fillna(False).to_numpy(dtype=bool).sum())
             release_pages()

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...fileio import sqlite_uri
+from ...fileio import import_polars, sqlite_uri
 
 
 class NotNumbers(Exception):
@@ -56,8 +56,10 @@ def arrow_columns(conn: sqlite3.Connection, sql: str) -> dict[str, Any] | None:
     try:
         import adbc_driver_manager
         import adbc_driver_sqlite
-        import polars as pl
     except ImportError:
+        return None
+    pl = import_polars()
+    if pl is None:
         return None
     row = conn.execute("PRAGMA database_list").fetchone()
     if row is None or not row[2]:
