@@ -22,6 +22,7 @@ STAGES = {
     "fileio": 0,
     "memory": 0,
     "spill": 0,
+    "keys": 0,
     "text": 0,
     "data": 0,
     "analysis": 1,
