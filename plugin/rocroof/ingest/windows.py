@@ -48,7 +48,7 @@ from ..spill import release_pages
 
 #: Dispatches per window (about: a window ends at the first clean cut after this many). Set by
 #: ``ROCROOF_WINDOW_DISPATCHES``; 0 builds every run whole.
-WINDOW_DISPATCHES = 1 << 16
+WINDOW_DISPATCHES = 1 << 14
 
 
 def window_size() -> int:
