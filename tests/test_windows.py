@@ -304,3 +304,24 @@ def test_clean_cuts_a_block_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     for block in (1, 7, 64, 1 << 16):
         monkeypatch.setattr(W, "_BLOCK", block)
         assert W._clean_cuts_of(starts, ends, rows).tolist() == expected.tolist()
+
+
+def test_windowed_only_where_the_read_is_on_disk(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``build`` windows a pass whose rows the reader spilled; one held in memory is built whole (it peaks lower)."""
+    from rocroof import spill
+
+    path = synthetic.capture("csv", 3000, tmp_path_factory.getbasetemp() / "synthetic")
+    in_memory = read_capture(path)
+    assert W.plan_windows(in_memory, size=500, on_disk_only=True) is None
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    on_disk = read_capture(path)
+    assert W.plan_windows(on_disk, size=500, on_disk_only=True) is not None
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "500")
+    whole = build_run(read_capture(path), source_path="c", release=True)
+    windowed = W.build(read_capture(path), source_path="c", release=True)
+    assert windowed.windows is not None
+    assert_same_run(whole, W.materialise(windowed))
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "0")
+    assert W.build(read_capture(path), source_path="c", release=True).windows is None
