@@ -26,18 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rocroof.ingest.pipeline import RunFrames
-
-#: The per-row frames of a window (the store's ``_WINDOW_FRAMES``).
-WINDOW_FRAMES = (
-    "dispatch",
-    "counter_value",
-    "counter_instance",
-    "dram_traffic",
-    "marker_range",
-    "op_invocation",
-    "op_node",
-    "op_operand",
-)
+from rocroof.records import WINDOW_FRAMES
 
 
 def _ints(frame: pd.DataFrame, column: str) -> np.ndarray:

@@ -857,6 +857,20 @@ class KeyIndex:
         return match_rows(self._table, query)
 
 
+#: The per-row frames of a run built a window at a time (``RunFrames.windows`` of
+#: :mod:`rocroof.ingest.pipeline`): each window holds these; the run's other frames are run-level.
+WINDOW_FRAMES = (
+    "dispatch",
+    "counter_value",
+    "counter_instance",
+    "dram_traffic",
+    "marker_range",
+    "op_invocation",
+    "op_node",
+    "op_operand",
+)
+
+
 @dataclass
 class PassData:
     """One profiled execution (application run) of the command.

@@ -43,7 +43,7 @@ import pandas as pd
 
 from ..capture.markers import ggml_fields
 from ..memory import release_free_memory
-from ..records import Capture, Note, PassData, match_rows, non_decreasing, take_rows
+from ..records import WINDOW_FRAMES, Capture, Note, PassData, match_rows, non_decreasing, take_rows
 from ..spill import is_spilled, release_pages
 
 #: Dispatches per window (about: a window ends at the first clean cut after this many). Set by
@@ -561,16 +561,7 @@ def build_windows(
 
 
 #: The per-row tables a window holds (the others are the run's).
-_WINDOW_TABLES = (
-    "dispatch",
-    "counter_value",
-    "counter_instance",
-    "dram_traffic",
-    "marker_range",
-    "op_invocation",
-    "op_node",
-    "op_operand",
-)
+_WINDOW_TABLES = WINDOW_FRAMES
 
 
 def _windows(

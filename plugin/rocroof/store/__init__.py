@@ -33,7 +33,7 @@ from ..dbfile import read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..labels import label_problem, parse_run_labels, runs_matching
 from ..memory import release_free_memory
-from ..records import non_decreasing, spilled_array
+from ..records import WINDOW_FRAMES, non_decreasing, spilled_array
 from ..spill import ColumnWriter, release_pages, take
 from ..text import printable, storable
 from . import migrations, schema
@@ -807,16 +807,7 @@ _GROUPS: dict[str, Callable[[dict[str, pd.DataFrame], _RunNames | None], dict[st
 #: The logical frames each group is built from (let go once it is built, under ``release``).
 _GROUP_SOURCES = {"kernel_symbol": ("dispatch", "dram_traffic"), "counter": ("counter_value", "counter_instance")}
 #: The frames of a window of a run (``RunFrames.windows``): the per-row ones.
-_WINDOW_FRAMES = (
-    "dispatch",
-    "counter_value",
-    "counter_instance",
-    "dram_traffic",
-    "marker_range",
-    "op_invocation",
-    "op_node",
-    "op_operand",
-)
+_WINDOW_FRAMES = WINDOW_FRAMES
 #: The tables a window's frames are written to, in :data:`_TABLE_ORDER`.
 _WINDOW_TABLES = tuple(
     n
