@@ -25,7 +25,9 @@ process, one agent), ggml ranges whose invocations grow from window to window, n
 fused-group logs, counter sample or source attribution (regions, the profiler's own invocations).
 Anything else is built whole (:func:`plan_windows` returns None): those captures are the small
 ones (fixtures, Nsight Compute's serialised passes) or need a cross-pass join that is not
-windowed yet (``docs/flat-ingest.md``, step 5).
+windowed yet (``docs/flat-ingest.md``, step 5). :func:`build`, what ``rocroof ingest`` calls, also
+needs the pass's rows on disk (a reader that spilled them): a pass held in memory peaks lower
+built whole, which lets the read's frames go as it builds.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -45,6 +47,9 @@ from ..capture.markers import ggml_fields
 from ..memory import release_free_memory
 from ..records import WINDOW_FRAMES, Capture, Note, PassData, match_rows, non_decreasing, take_rows
 from ..spill import is_spilled, release_pages
+
+if TYPE_CHECKING:
+    from .pipeline import RunFrames
 
 #: Dispatches per window (about: a window ends at the first clean cut after this many). Set by
 #: ``ROCROOF_WINDOW_DISPATCHES``; 0 builds every run whole.
@@ -530,7 +535,7 @@ def build_windows(
     *,
     arch_override: str | None = None,
     source_path: str | None = None,
-) -> Any:
+) -> RunFrames:
     """The run of ``capture`` as :class:`~rocroof.ingest.pipeline.RunFrames` whose ``windows`` build as they are read.
 
     ``frames.tables`` holds the run-level tables (``agent``, ``pass``, ``op_model``, ``op_edge``,
@@ -679,10 +684,15 @@ def _mapped(column: pd.Series, lookup: np.ndarray) -> Any:
     return pd.arrays.IntegerArray(out.astype(np.int64), ~known)
 
 
-def materialise(frames: Any) -> Any:
-    """A windowed :class:`RunFrames` as a whole one (its windows' tables stacked): for tests and comparisons."""
+def materialise(frames: RunFrames) -> RunFrames:
+    """A windowed :class:`RunFrames` as a whole one (its windows' tables stacked): for tests and comparisons.
+
+    A whole one (``windows`` None) is returned as it is.
+    """
     from .pipeline import RunFrames
 
+    if frames.windows is None:
+        return frames
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in _WINDOW_TABLES}
     for window in frames.windows:
         for name, frame in window.items():
@@ -701,7 +711,7 @@ def build(
     source_path: str | None = None,
     keep_warmup: bool = False,
     release: bool = False,
-) -> Any:
+) -> RunFrames:
     """The run of ``capture``: windowed where :func:`plan_windows` cuts it, else ``build_run`` whole.
 
     Windowed only where the reader holds the pass's rows on disk (``on_disk_only``): today the
