@@ -22,6 +22,7 @@ from rocroof.capture.readers import read_capture
 from rocroof.ingest import windows as W
 from rocroof.ingest.pipeline import build_run, with_range_messages
 from rocroof.records import Capture, Note
+from rocroof.store import Store
 
 from . import synthetic
 
@@ -54,7 +55,14 @@ def _values(column: pd.Series) -> list[Any]:
     return out
 
 
-_KEYS = {"marker_range": "range_index", "dispatch": "dispatch_index", "op_invocation": "op_index"}
+_KEYS: dict[str, list[str]] = {
+    "marker_range": ["range_index"],
+    "dispatch": ["dispatch_index"],
+    "op_invocation": ["op_index"],
+    # a window takes its dispatches' values in the capture's order: the store keys them by dispatch
+    "counter_value": ["dispatch_index", "counter_name"],
+    "counter_instance": ["dispatch_index", "counter_name", "instance"],
+}
 
 
 def _table(frame: pd.DataFrame | None, name: str) -> dict[str, list[Any]]:
@@ -62,8 +70,8 @@ def _table(frame: pd.DataFrame | None, name: str) -> dict[str, list[Any]]:
         return {}
     if name == "marker_range":
         frame = with_range_messages(frame)
-    key = _KEYS.get(name)
-    if key in frame:
+    key = [k for k in _KEYS.get(name, []) if k in frame]
+    if key:
         frame = frame.sort_values(key, kind="stable")
     return {c: _values(frame[c]) for c in frame.columns}
 
@@ -325,3 +333,31 @@ def test_windowed_only_where_the_read_is_on_disk(
     assert_same_run(whole, W.materialise(windowed))
     monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "0")
     assert W.build(read_capture(path), source_path="c", release=True).windows is None
+
+
+def test_counters_out_of_dispatch_order(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """Counter values not in dispatch order are found per window by a scan, with the whole build's rows."""
+    path = synthetic.capture("csv", 3000, tmp_path_factory.getbasetemp() / "synthetic")
+
+    def shuffled() -> Capture:
+        capture = read_capture(path)
+        p = capture.passes[0]
+        order = np.random.default_rng(3).permutation(len(p.counters))
+        p.counters = p.counters.iloc[order].reset_index(drop=True)
+        return capture
+
+    capture = shuffled()
+    plan = W.plan_windows(capture, size=500)
+    assert plan is not None and plan.in_row_order == {"counters": False}
+    whole, windowed, count = _both(shuffled, 500)
+    assert count >= 2
+    assert_same_run(whole, windowed)
+    # stored: the counters numbered as the whole run numbers them (the first window sees them in another order)
+    from .test_store_windows import assert_same_run as assert_same_stored_run
+
+    Store(tmp_path / "whole.db").write_run(build_run(shuffled(), source_path="c", release=True))
+    capture = shuffled()
+    plan = W.plan_windows(capture, size=500)
+    assert plan is not None
+    Store(tmp_path / "windowed.db").write_run(W.build_windows(capture, plan, source_path="c"))
+    assert_same_stored_run(tmp_path / "whole.db", tmp_path / "windowed.db")

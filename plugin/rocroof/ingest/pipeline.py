@@ -325,14 +325,8 @@ def build_run(
         if cut is not None:
             keep = ~cut
             if cut.any():
-                notes.append(
-                    Note(
-                        "info",
-                        "warmup-dropped",
-                        f"{p.label}: dropped {int(cut.sum())} warm-up dispatches before the last 'ggml reset' mark"
-                        + ("" if p.markers is not None and len(p.markers) else f" (op invocations < {first_measured})"),
-                    )
-                )
+                by_marks = p.markers is not None and len(p.markers) > 0
+                notes.append(warmup_note(p.label, int(cut.sum()), None if by_marks else first_measured))
             # the warm-up's ranges go too, so its op invocations do not appear without dispatches
             p = _subset(p, keep, markers_from_ns=_last_reset_ns(p))
             aidx = aidx[keep].reset_index(drop=True)
@@ -651,10 +645,10 @@ def build_run(
             )
         )
     methods = Counter(tdisp["attribution_method"]) if len(tdisp) else Counter()
-    attributed = {k: v for k, v in methods.items() if k != "none"}
-    method = max(attributed, key=lambda k: attributed[k]) if attributed else "none"
-    if attributed and methods.get("none"):
-        notes.append(Note("info", "unattributed", f"{methods['none']} dispatch(es) launched outside any ggml range"))
+    method = run_method(methods)
+    unattributed = unattributed_note(methods)
+    if unattributed is not None:
+        notes.append(unattributed)
     if method == "none" and not had_markers and meta is None:
         notes.append(
             Note(
@@ -666,14 +660,7 @@ def build_run(
             )
         )
     if method == "enqueue_order":
-        notes.append(
-            Note(
-                "info",
-                "attribution-enqueue-order",
-                "no HIP API trace: dispatches were attributed to the latest range pushed on their thread before "
-                "launch (correlation-id order); record with --hip-runtime-trace for launch-time attribution",
-            )
-        )
+        notes.append(ENQUEUE_ORDER_NOTE)
     pass_rows = pd.DataFrame(
         {
             "pass_index": np.arange(len(passes)),
@@ -753,6 +740,42 @@ def build_run(
     }
     release_free_memory()
     return RunFrames(run=run, tables=tables, notes=_dedupe(notes), settings=dict(capture.sysinfo))
+
+
+def warmup_note(label: str, count: int, first_measured: int | None = None) -> Note:
+    """``warmup-dropped``: ``count`` dispatches of pass ``label`` before the last ``ggml reset`` mark.
+
+    ``first_measured``: the first measured op invocation, named where the pass has no marks (its
+    warm-up found by invocation number: Nsight Compute).
+    """
+    return Note(
+        "info",
+        "warmup-dropped",
+        f"{label}: dropped {count} warm-up dispatches before the last 'ggml reset' mark"
+        + ("" if first_measured is None else f" (op invocations < {first_measured})"),
+    )
+
+
+def run_method(methods: Counter[str]) -> str:
+    """The run's attribution method: the commonest of its timing dispatches' methods but ``none`` (else ``none``)."""
+    attributed = {k: v for k, v in methods.items() if k != "none"}
+    return max(attributed, key=lambda k: attributed[k]) if attributed else "none"
+
+
+def unattributed_note(methods: Counter[str]) -> Note | None:
+    """``unattributed``: timing dispatches no ggml range held, in a run where others were attributed."""
+    if methods.get("none") and any(k != "none" for k in methods):
+        return Note("info", "unattributed", f"{methods['none']} dispatch(es) launched outside any ggml range")
+    return None
+
+
+#: The run note of a run attributed by correlation-id order (no launch record).
+ENQUEUE_ORDER_NOTE = Note(
+    "info",
+    "attribution-enqueue-order",
+    "no HIP API trace: dispatches were attributed to the latest range pushed on their thread before "
+    "launch (correlation-id order); record with --hip-runtime-trace for launch-time attribution",
+)
 
 
 #: A dispatch whose measured DRAM bytes over its time exceed this many times the DRAM ceiling is

@@ -99,6 +99,9 @@ class WindowPlan:
     windows: list[Window]
     agents: pd.DataFrame
     notes: list[Note]
+    #: Per frame of the pass with a ``row`` column (``counters``, ``instances``): True when its rows
+    #: are in dispatch order, so that a window's are one slice (checked once, not per window).
+    in_row_order: dict[str, bool] = dataclasses.field(default_factory=dict)
 
 
 def plan_windows(
@@ -113,7 +116,7 @@ def plan_windows(
     where windows keep the whole pass until the last is written (rocpd at 10^6 dispatches: 641 MB
     whole, 709 MB windowed).
     """
-    from .pipeline import _agent_index, _last_reset_ns, _subset
+    from .pipeline import _agent_index, _last_reset_ns, _subset, warmup_note
 
     if size <= 0 or len(capture.passes) != 1:
         return None
@@ -146,13 +149,7 @@ def plan_windows(
         if last is not None:
             warm = launch_ns < last
             if warm.any():
-                notes.append(
-                    Note(
-                        "info",
-                        "warmup-dropped",
-                        f"{p.label}: dropped {int(warm.sum())} warm-up dispatches before the last 'ggml reset' mark",
-                    )
-                )
+                notes.append(warmup_note(p.label, int(warm.sum())))
             p = _subset(p, ~warm, markers_from_ns=last)
             launch_ns, call_of = launch_ns[~warm], call_of[~warm]
             d, m, calls = p.dispatches, p.markers, p.launches
@@ -232,7 +229,13 @@ def plan_windows(
     # every label of the pass, in order of first appearance (one agent row per label: numbered alike in every window)
     _idx, agents = _agent_index(pd.Series(d["agent_label"].unique(), dtype=object), capture.agents)
     release_free_memory()
-    return WindowPlan(passdata=p, windows=windows, agents=agents, notes=notes)
+    in_row_order = {
+        name: non_decreasing(getattr(p, name)["row"].to_numpy(dtype=np.int64))
+        for name in ("counters", "instances")
+        if len(getattr(p, name))
+    }
+    release_pages()
+    return WindowPlan(passdata=p, windows=windows, agents=agents, notes=notes, in_row_order=in_row_order)
 
 
 #: Rows handled at a time by the plan's joins and parses (bounds their temporaries).
@@ -355,8 +358,14 @@ def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
     rows = np.arange(lo, hi, dtype=np.int64)
     renumber = np.full(len(p.dispatches), -1, dtype=np.int64)
     renumber[lo:hi] = np.arange(hi - lo)
-    counters = take_rows(p.counters, _rows_between(p.counters, lo, hi), {"row": renumber})
-    instances = take_rows(p.instances, _rows_between(p.instances, lo, hi), {"row": renumber})
+    counters, instances = (
+        take_rows(
+            frame,
+            _rows_between(frame, lo, hi, renumber >= 0, sorted_rows=plan.in_row_order.get(name, False)),
+            {"row": renumber},
+        )
+        for name, frame in (("counters", p.counters), ("instances", p.instances))
+    )
     del renumber
     sub = dataclasses.replace(
         p,
@@ -370,20 +379,21 @@ def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
     return dataclasses.replace(capture, passes=[sub], agents=plan.agents.drop(columns="agent_index", errors="ignore"))
 
 
-def _rows_between(records: pd.DataFrame, lo: int, hi: int) -> np.ndarray:
-    """Positions of ``records`` (counters, instances) whose ``row`` is in ``[lo, hi)``, ascending."""
+def _rows_between(records: pd.DataFrame, lo: int, hi: int, keep: np.ndarray, *, sorted_rows: bool) -> np.ndarray:
+    """Positions of ``records`` (counters, instances) whose ``row`` is in ``[lo, hi)``, ascending.
+
+    ``keep``: the same dispatch rows as a mask (for records not in row order, where
+    :func:`rocroof.ingest.pipeline._rows_of_kept` scans them); ``sorted_rows``: ``row`` never
+    decreases, so the records are one slice, found by binary search.
+    """
+    from .pipeline import _rows_of_kept
+
     if not len(records):
         return np.zeros(0, dtype=np.int64)
+    if not sorted_rows:
+        return _rows_of_kept(records, keep)
     rows = records["row"].to_numpy(dtype=np.int64)
-    if non_decreasing(rows):
-        return np.arange(int(np.searchsorted(rows, lo, side="left")), int(np.searchsorted(rows, hi, side="left")))
-    block = 1 << 20
-    parts = [
-        start + np.flatnonzero((rows[start : start + block] >= lo) & (rows[start : start + block] < hi))
-        for start in range(0, len(rows), block)
-    ]
-    release_pages()
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return np.arange(int(np.searchsorted(rows, lo, side="left")), int(np.searchsorted(rows, hi, side="left")))
 
 
 #: Notes whose message counts rows of a window: the pattern's ``count`` group is summed over the
@@ -559,10 +569,33 @@ def build_windows(
     )
     run_tables = {k: v for k, v in first.tables.items() if k not in _WINDOW_TABLES}
     run_tables["pass"] = run_tables["pass"].copy()  # its counts are the run's (summed as windows are built)
+    counters = _counter_numbering(plan)
+    if counters is not None:
+        run_tables["counter"] = counters
     frames = RunFrames(run=dict(first.run), tables=run_tables, notes=[], settings=dict(first.settings))
     # the whole run's marker numbering: rows of the pass's (warm-up cut) marker frame
     frames.windows = _windows(capture, plan, first, frames, arch_override, source_path)
     return frames
+
+
+def _counter_numbering(plan: WindowPlan) -> pd.DataFrame | None:
+    """The ``counter`` rows of the whole build (id, name), where windows would number them otherwise; else None.
+
+    The store numbers counters by first appearance over the run's counter values, then its
+    instances (``store._counter_tables``). Windows in dispatch order see the values' names in that
+    order when the values are in dispatch order and there are no instances; otherwise a name can
+    first come in a later window than the whole run has it, and the store is given the whole
+    run's numbering up front (``RunFrames.tables``).
+    """
+    p = plan.passdata
+    if not len(p.instances) and plan.in_row_order.get("counters", True):
+        return None
+    names: dict[Any, None] = {}
+    for frame in (p.counters, p.instances):
+        if len(frame):
+            names.update(dict.fromkeys(pd.unique(frame["counter_name"].dropna()).tolist()))
+    release_pages()
+    return pd.DataFrame({"counter_index": np.arange(len(names)), "counter_name": list(names)})
 
 
 #: The per-row tables a window holds (the others are the run's).
@@ -635,7 +668,6 @@ def _windows(
         totals.matched += int(matched) if pd.notna(matched) else 0
         del tables, built, dispatch, ranges, ops
         first = None
-        _finish(frames, totals, notes)
         release_free_memory()
         yield out
         del out
@@ -644,25 +676,18 @@ def _windows(
     _finish(frames, totals, notes)
 
 
-def _finish(frames: Any, totals: _Totals, notes: _Notes) -> None:
-    """Fill the run row, the pass row and the notes with what the windows so far sum to."""
-    attributed = {k: v for k, v in totals.methods.items() if k != "none"}
-    method = max(attributed, key=lambda k: attributed[k]) if attributed else "none"
+def _finish(frames: RunFrames, totals: _Totals, notes: _Notes) -> None:
+    """Fill the run row, the pass row and the notes with what the windows sum to."""
+    from .pipeline import ENQUEUE_ORDER_NOTE, run_method, unattributed_note
+
+    method = run_method(totals.methods)
     frames.run["attribution_method"] = method
     out = notes.notes()
-    if attributed and totals.methods.get("none"):
-        out.append(
-            Note("info", "unattributed", f"{totals.methods['none']} dispatch(es) launched outside any ggml range")
-        )
+    unattributed = unattributed_note(totals.methods)
+    if unattributed is not None:
+        out.append(unattributed)
     if method == "enqueue_order":
-        out.append(
-            Note(
-                "info",
-                "attribution-enqueue-order",
-                "no HIP API trace: dispatches were attributed to the latest range pushed on their thread before "
-                "launch (correlation-id order); record with --hip-runtime-trace for launch-time attribution",
-            )
-        )
+        out.append(ENQUEUE_ORDER_NOTE)
     frames.notes = list(dict.fromkeys(out))
     pass_row = frames.tables["pass"]
     pass_row["dispatch_count"] = [totals.dispatches]
@@ -687,7 +712,8 @@ def _mapped(column: pd.Series, lookup: np.ndarray) -> Any:
 def materialise(frames: RunFrames) -> RunFrames:
     """A windowed :class:`RunFrames` as a whole one (its windows' tables stacked): for tests and comparisons.
 
-    A whole one (``windows`` None) is returned as it is.
+    A whole one (``windows`` None) is returned as it is; the names a windowed one numbers up
+    front for the store (``counter``) are left out, as a whole build has none.
     """
     from .pipeline import RunFrames
 
@@ -698,7 +724,8 @@ def materialise(frames: RunFrames) -> RunFrames:
         for name, frame in window.items():
             if frame is not None and len(frame):
                 parts[name].append(frame)
-    tables = dict(frames.tables)
+    # the names numbered up front (counter ids) instruct the store; a whole build has no such table
+    tables = {k: v for k, v in frames.tables.items() if k not in ("kernel_symbol", "dram_text", "counter")}
     for name, frames_of in parts.items():
         tables[name] = pd.concat(frames_of, ignore_index=True) if frames_of else pd.DataFrame()
     return RunFrames(run=frames.run, tables=tables, notes=frames.notes, settings=frames.settings)
