@@ -31,7 +31,17 @@ from rocroof.store import Store
 
 from . import test_fuzz_readers as fuzz
 from .rocpd_builder import UUID_A, UUID_B, RocpdV4Builder, create_views, rocpd_db, suffix
-from .test_rocpd import COUNTERS, EXPECTED_BYTES, LAUNCHES, OPS, RANGES, _ingest, _query, _write_llama_pass
+from .test_rocpd import (
+    COUNTERS,
+    EXPECTED_BYTES,
+    LAUNCHES,
+    OPS,
+    RANGES,
+    _ingest,
+    _messages,
+    _query,
+    _write_llama_pass,
+)
 
 GFX942 = "gfx942"
 DAMAGED = "rocprofiler-sdk writes start and end for every dispatch; the database is damaged"
@@ -191,7 +201,7 @@ def test_a_schema_4_file_reads_as_the_same_run_in_schema_3(tmp_path: Path, views
     assert _instance_values(b, 0, "TCC_EA0_RDREQ") == [100.0 + ch for ch in range(16)]
     assert len(b.counters) == 4 * 5
     m = b.markers
-    assert m["message"].tolist() == [msg for msg, _, _ in RANGES]
+    assert _messages(m) == [msg for msg, _, _ in RANGES]
     assert list(zip(m["start_ns"], m["end_ns"], strict=True)) == [(s, e) for _, s, e in RANGES]
     assert m["kind"].tolist() == ["range"] * 3
     lc = b.launches
@@ -295,7 +305,7 @@ def test_roctx_ranges_marks_and_launches(tmp_path: Path) -> None:
 
     p = rocpd.read_pass(db, "trace")
     m = p.markers
-    assert m["message"].tolist() == [
+    assert _messages(m) == [
         "ggml reset",
         "ggml:MUL_MAT:Qcur-0:0",
         "inner work",
@@ -376,7 +386,7 @@ def test_merged_database_keeps_processes_apart(tmp_path: Path, views: bool) -> N
     assert _counter(p, 1, "TCC_EA0_RDREQ") == 40.0 + 50.0
     assert _instance_values(p, 0, "TCC_EA0_RDREQ") == [1.0, 2.0, 3.0]
     assert _instance_values(p, 1, "TCC_EA0_RDREQ") == [40.0, 50.0]
-    assert p.markers["message"].tolist() == ["ggml:ADD:n-100:0", "ggml:ADD:n-200:0"]
+    assert _messages(p.markers) == ["ggml:ADD:n-100:0", "ggml:ADD:n-200:0"]
     assert p.markers["start_ns"].tolist() == [100, 10_100]
     lc = p.launches.sort_values("start_ns")
     assert lc["process_id"].tolist() == [100, 200]
@@ -420,7 +430,7 @@ def test_track_based_records_with_inline_times_are_read(tmp_path: Path) -> None:
     assert d["start_ns"].tolist() == [row[4] for row in LAUNCHES]
     assert d["end_ns"].tolist() == [row[5] for row in LAUNCHES]
     assert d["thread_id"].tolist() == [4242] * 4
-    assert p.markers["message"].tolist() == [msg for msg, _, _ in RANGES]
+    assert _messages(p.markers) == [msg for msg, _, _ in RANGES]
     assert p.launches["start_ns"].tolist() == [row[2] for row in LAUNCHES]
 
 

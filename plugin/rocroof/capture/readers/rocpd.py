@@ -62,6 +62,7 @@ naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -76,6 +77,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pandas as pd
 
+from ... import spill
 from ...errors import ParseError
 from ...fileio import COUNTER_MAX, sqlite_connect, sqlite_file
 from ...memory import release_free_memory
@@ -86,8 +88,7 @@ from ...records import (
     INSTANCE_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
-    SPILLED_ON_READ,
-    ChunkStacker,
+    MARKER_PART_COLUMNS,
     KeyIndex,
     PassData,
     conform,
@@ -95,13 +96,22 @@ from ...records import (
     empty_frame,
     marker_kinds,
     non_decreasing,
-    spill_columns,
-    stack_frames,
-    take_rows,
 )
 from ...spill import ColumnWriter, release_pages
-from ..markers import parse_range
+from ..markers import marker_messages, parse_range, split_ranges
 from . import sqlite_arrow
+from .spilled_rows import (
+    BLOCK,
+    FrameWriter,
+    code_dtype,
+    has_missing,
+    in_order,
+    only_value,
+    small,
+    sorted_keys,
+    sorted_order,
+    take_frame,
+)
 from .sqlite_arrow import (
     NotNumbers,
     arrow_columns,
@@ -367,32 +377,67 @@ def _query(conn: sqlite3.Connection, path: Path, sql: str, params: Sequence[obje
         ) from exc
 
 
-def _chunked(
-    conn: sqlite3.Connection,
-    path: Path,
-    sql: str,
-    params: Sequence[object],
-    shape: Any,
-) -> pd.DataFrame:
-    """Run a query a chunk of :data:`FETCH_ROWS` rows at a time and stack the chunks ``shape`` makes.
-
-    ``shape(chunk)`` gives each chunk its final columns and dtypes, so that a raw chunk lives only
-    while it is shaped and the result is built column by column (never two whole copies).
+def _query_chunks(
+    conn: sqlite3.Connection, path: Path, sql: str, params: Sequence[object] = ()
+) -> Iterator[pd.DataFrame]:
+    """A query's rows through pandas' typed read, :data:`FETCH_ROWS` at a time (each column typed per chunk).
 
     Raises:
-        ParseError: the query fails (damaged database), or ``shape`` finds a bad value.
+        ParseError: (while iterating) the query fails (damaged database).
     """
     try:
-        chunks = [
-            shape(_shared_strings(part))
-            for part in pd.read_sql_query(sql, conn, params=list(params), chunksize=FETCH_ROWS)
-        ]
+        for part in pd.read_sql_query(sql, conn, params=list(params), chunksize=FETCH_ROWS):
+            yield _shared_strings(part)
     except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError, MemoryError) as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else exc
         raise ParseError(
             path, f"rocpd query failed ({_reason(cause)}); {_DAMAGED}, or not a rocpd schema 3 or 4 database"
         ) from exc
-    return stack_frames(chunks)
+
+
+def _chunked(
+    conn: sqlite3.Connection,
+    path: Path,
+    sql: str,
+    params: Sequence[object],
+    shape: Callable[[pd.DataFrame], pd.DataFrame],
+    columns: dict[str, str],
+) -> pd.DataFrame:
+    """:func:`_shaped`: the read of a table through sqlite3 when the fast paths cannot take it."""
+    return _shaped(conn, path, sql, params, shape, columns)
+
+
+def _shaped(
+    conn: sqlite3.Connection,
+    path: Path,
+    sql: str,
+    params: Sequence[object],
+    shape: Callable[[pd.DataFrame], pd.DataFrame],
+    columns: dict[str, str],
+) -> pd.DataFrame:
+    """Run a query a chunk of :data:`FETCH_ROWS` rows at a time; the chunks ``shape`` makes, in spill files.
+
+    ``shape(chunk)`` gives each chunk its final columns and dtypes (``columns``, as
+    :class:`~.spilled_rows.FrameWriter` takes them), so that a raw chunk lives only while it is
+    shaped and written out: the result maps its columns from spill files (in memory when small).
+
+    Raises:
+        ParseError: the query fails (damaged database), or ``shape`` finds a bad value.
+    """
+    with FrameWriter(columns, fixed=_FIXED) as writer:
+        for part in _query_chunks(conn, path, sql, params):
+            writer.add(shape(part))
+            del part
+        return writer.finish()
+
+
+def _spilled_frame(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """``frame`` (of ``columns``' dtypes) in spill files, a block at a time (:class:`~.spilled_rows.FrameWriter`)."""
+    with FrameWriter(columns, fixed=_FIXED) as writer:
+        for lo in range(0, len(frame), BLOCK):
+            writer.add(frame.iloc[lo : lo + BLOCK])
+        del frame
+        return writer.finish()
 
 
 def _shared_strings(df: pd.DataFrame) -> pd.DataFrame:
@@ -748,35 +793,37 @@ def _read_pass(conn: sqlite3.Connection, src: dict[str, str], path: Path, label:
         return out
 
     # the dispatches' (guid code, correlation id), set before the host side starts (which reads it)
-    dispatch_keys: pd.DataFrame | None = None
-    with _beside(conn, lambda c: _host_side(c, src, path, guids, dispatch_keys)) as host_side:
+    launched: _Launched | None = None
+    with _beside(conn, lambda c: _host_side(c, src, path, guids, launched)) as host_side:
         order_by = f"ORDER BY {at.pid}, kd.guid, kd.id"
         fast = _dispatches_as_integers(conn, src, path, guids, at, joins, order_by, bool(ev), owner) if _FAST else None
         if fast is not None:
             dispatches = fast
         else:
             dispatches = _chunked(
-                conn, path, f"SELECT {', '.join(select)} FROM {kd} kd {' '.join(joins)} {order_by}", guids, shape
+                conn,
+                path,
+                f"SELECT {', '.join(select)} FROM {kd} kd {' '.join(joins)} {order_by}",
+                guids,
+                shape,
+                _DISPATCH_READ,
             )
-        # the columns only stored go to spill files (rocroof.spill): ~150 MB at 10^6 dispatches
-        dispatches = spill_columns(dispatches, SPILLED_ON_READ)
-        guid_code = dispatches.pop("guid").to_numpy(dtype=np.int64)
+        guid_code = dispatches.pop("guid").to_numpy(dtype=np.int64)  # (the spilled column itself, not a copy)
+        event_ids = dispatches.pop("event_id").array
         _refuse_repeated_dispatches(guid_code, dispatches["dispatch_id"], guids, path)
         # (guid, event id) -> dispatch row: ids restart in every process of a merged database
-        keymap = pd.DataFrame(
-            {"guid": guid_code, "event_id": dispatches.pop("event_id").array, "row": np.arange(len(guid_code))}
-        )
-        keymap = keymap[keymap["event_id"].notna()].drop_duplicates(["guid", "event_id"])
-        dispatch_keys = (
-            pd.DataFrame({"guid": guid_code, "correlation_id": dispatches["correlation_id"]}) if ev else None
-        )
+        rows = _EventRows(guid_code, event_ids)
+        del event_ids
+        launched = _Launched(guid_code, dispatches["correlation_id"]) if ev else None
+        del guid_code
 
         release_free_memory()  # each query's Arrow and conversion buffers go back before the next query
         host_side.start()  # the markers and API calls, read while the counters are
-        counters, instances = _pass_counters(conn, src, path, guids, keymap, keep_instances)
+        counters, instances = _pass_counters(conn, src, path, guids, rows, keep_instances)
+        del rows
         release_free_memory()
         markers, calls = host_side()
-    launches = empty_frame(LAUNCH_COLUMNS) if calls is None else _launches(conn, src, path, calls)
+    launches = empty_frame(LAUNCH_COLUMNS) if calls is None else calls
     del calls
     return PassData(
         kind="counter" if len(counters) else "trace",
@@ -795,19 +842,25 @@ def _pass_counters(
     src: dict[str, str],
     path: Path,
     guids: list[object],
-    keymap: pd.DataFrame,
+    rows: _EventRows,
     keep_instances: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The pass's counter values (summed per dispatch) and per-instance values (COUNTER_COLUMNS, INSTANCE_COLUMNS)."""
+    """The pass's counter values (summed per dispatch) and per-instance values (COUNTER_COLUMNS, INSTANCE_COLUMNS).
+
+    ``rows`` finds the dispatch row of a record's (guid code, event id).
+    """
     counters = empty_frame(COUNTER_COLUMNS)
     instances = empty_frame(INSTANCE_COLUMNS)
     if "rocpd_pmc_event" in src and "rocpd_info_pmc" in src:
         _refuse_unnamed_counters(conn, src, path)
-        fast = _counters_one_record_each(conn, src, path, guids, keymap)
+        fast = _counters_one_record_each(conn, src, path, guids, rows)
         if fast is not None:
             counters = fast
         else:  # several records of one counter per dispatch (hardware instances), or damage: SQL sums them
-            counters, instances = _counters_summed(conn, src, path, guids, keymap, keep_instances)
+            counters, instances = _counters_summed(conn, src, path, guids, rows.frame(), keep_instances)
+            # (summed by SQL and joined in memory: the path of hardware instances; its results are spilled)
+            counters = _spilled_frame(counters, COUNTER_COLUMNS)
+            instances = _spilled_frame(instances, INSTANCE_COLUMNS)
     return counters, instances
 
 
@@ -816,20 +869,20 @@ def _host_side(
     src: dict[str, str],
     path: Path,
     guids: list[object],
-    dispatch_keys: pd.DataFrame | None,
+    launched: _Launched | None,
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The pass's roctx markers (MARKER_COLUMNS) and the API calls that launched its dispatches.
 
-    ``dispatch_keys``: the dispatches' guid code and correlation id (None without an event
-    table). The calls are :func:`_api_calls`'; None without a region table or without dispatch keys.
+    ``launched``: the dispatches' (guid code, correlation id) keys (None without an event
+    table). The calls are :func:`_api_calls`'; None without a region table or without dispatches.
     """
     if not (src.get("rocpd_event") and src.get("rocpd_string") and "rocpd_region" in src):
         return empty_frame(MARKER_COLUMNS), None
     markers = _markers(conn, src, path, paged=_one_guid(conn, src["rocpd_region"]))
     release_free_memory()
-    if dispatch_keys is None or not len(dispatch_keys):
+    if launched is None or not len(launched):
         return markers, None
-    return markers, _api_calls(conn, src, path, guids, dispatch_keys)
+    return markers, _api_calls(conn, src, path, guids, launched)
 
 
 def _one_guid(conn: sqlite3.Connection, table: str) -> bool:
@@ -961,101 +1014,162 @@ def _dispatches_as_integers(
     select = f"SELECT {', '.join(f'{e} AS c{j}' for j, e in enumerate(exprs.values()))} FROM {tables}"
     # one process's dispatches a range of ids per query (bounded Arrow results), else in one query
     pages = _id_pages(conn, kd, "kd", TABLE_PAGE_IDS) if len(guids) <= 1 else [""]
+    kernel_names = (
+        _TextsById(
+            conn.execute(
+                f"SELECT {_code('guid', guids)}, id, COALESCE(NULLIF(display_name, ''), kernel_name) FROM {ks}", guids
+            ).fetchall()
+        )
+        if ks
+        else None
+    )
+    refs = {"start_ref": "Int64", "end_ref": "Int64"} if at.refs is not None else {}
+
+    def shape(raw: pd.DataFrame) -> pd.DataFrame:
+        """Some rows of the query (nullable Int64 columns named as ``exprs``) in their final form."""
+        guid_code = raw["guid"].to_numpy(dtype=np.int64, na_value=-1)
+        frame = pd.DataFrame({name: raw[name] for name in exprs if name in DISPATCH_COLUMNS}, copy=False)
+        frame["agent_label"] = _per_value(raw["agent"], _label)
+        if kernel_names is not None:
+            frame["kernel_name"] = kernel_names.find(guid_code, raw["kernel_id"])
+        if st:
+            ids = pd.unique(raw["region_id"].dropna().to_numpy(dtype=np.int64))
+            strings = (
+                conn.execute(
+                    f"SELECT {_code('guid', guids)}, id, string FROM {st} WHERE id IN (SELECT value FROM json_each(?))",
+                    [*guids, json.dumps(ids.tolist())],
+                ).fetchall()
+                if len(ids)
+                else []
+            )
+            regions = _TextsById(strings).find(guid_code, raw["region_id"])
+            frame["region"] = _per_value(
+                regions, lambda r: r if isinstance(r, str) and parse_range(r) is not None else None
+            )
+        for axis in ("grid", "workgroup"):
+            frame[f"{axis}_size"] = frame[f"{axis}_x"] * frame[f"{axis}_y"] * frame[f"{axis}_z"]
+        out = conform(frame, DISPATCH_COLUMNS)
+        out["guid"] = guid_code
+        out["event_id"] = raw["event_id"].array
+        for name in refs:
+            out[name] = raw[name].array
+        return out
+
+    columns = {**_DISPATCH_READ, **refs}
+    names = list(exprs)
     try:
-        raw = _integer_pages(conn, [f"{select} WHERE 1{where} {order_by}" for where in pages], list(exprs))
-        if raw is not None and len(pages) > 1 and not _non_decreasing_or_null(raw["process_id"]):
+        out = _integer_pages(conn, [f"{select} WHERE 1{where} {order_by}" for where in pages], names, shape, columns)
+        if out is not None and len(pages) > 1 and not _non_decreasing_or_null(out["process_id"]):
             # one process with several process ids out of id order: the ranges are not in query order
-            raw = _integer_pages(conn, [f"{select} {order_by}"], list(exprs))
-        if raw is None:
-            columns = _integer_columns(conn, list(exprs.values()), f"{tables} {order_by}")
-            raw = pd.DataFrame(dict(zip(exprs, columns, strict=True)), copy=False)
+            out = _integer_pages(conn, [f"{select} {order_by}"], names, shape, columns)
+        if out is None:
+            out = _integer_rows(conn, list(exprs.values()), f"{tables} {order_by}", names, shape, columns)
     except NotNumbers:
         return None
     except sqlite3.Error as exc:
         raise ParseError(
             path, f"rocpd query failed ({_reason(exc)}); {_DAMAGED}, or not a rocpd schema 3 or 4 database"
         ) from exc
-    guid_code = raw["guid"].to_numpy(dtype=np.int64, na_value=-1)
-    frame = pd.DataFrame(
-        {name: raw[name] for name in exprs if name in DISPATCH_COLUMNS},
-        copy=False,
-    )
-    frame["agent_label"] = _per_value(raw["agent"], _label)
-    if ks:
-        names = conn.execute(
-            f"SELECT {_code('guid', guids)}, id, COALESCE(NULLIF(display_name, ''), kernel_name) FROM {ks}", guids
-        ).fetchall()
-        frame["kernel_name"] = _by_guid_and_id(names, guid_code, raw["kernel_id"])
-    if st:
-        ids = pd.unique(raw["region_id"].dropna().to_numpy(dtype=np.int64))
-        strings = (
-            conn.execute(
-                f"SELECT {_code('guid', guids)}, id, string FROM {st} WHERE id IN (SELECT value FROM json_each(?))",
-                [*guids, json.dumps(ids.tolist())],
-            ).fetchall()
-            if len(ids)
-            else []
-        )
-        regions = _by_guid_and_id(strings, guid_code, raw["region_id"])
-        frame["region"] = _per_value(
-            regions, lambda r: r if isinstance(r, str) and parse_range(r) is not None else None
-        )
-    for axis in ("grid", "workgroup"):
-        frame[f"{axis}_size"] = frame[f"{axis}_x"] * frame[f"{axis}_y"] * frame[f"{axis}_z"]
-    out = conform(frame, DISPATCH_COLUMNS)
-    _refuse_bad_times(
-        path, "rocpd_kernel_dispatch", out["dispatch_id"], out, raw, at, "dispatch", lambda i: owner(raw, i)
-    )
-    out["guid"] = guid_code
-    out["event_id"] = raw["event_id"].array
-    return out
+    _refuse_bad_times_in_blocks(path, "rocpd_kernel_dispatch", out, "dispatch_id", at, "dispatch", owner)
+    return out.drop(columns=list(refs)) if refs else out
 
 
-def _integer_pages(conn: sqlite3.Connection, queries: list[str], names: list[str]) -> pd.DataFrame | None:
-    """The results of ``queries`` (columns ``c0``, ``c1``... named ``names``) one after the other, as nullable Int64.
+#: The dispatch frame as read: :data:`DISPATCH_COLUMNS`, the guid code and the dispatch's event id.
+_DISPATCH_READ = {**DISPATCH_COLUMNS, "guid": "int64", "event_id": "Int64"}
 
-    Through ADBC, one query's Arrow result held at a time; the columns only stored
-    (:data:`SPILLED_ON_READ`) go to spill files a query at a time (:class:`ChunkStacker`). None
-    when ADBC cannot read the first query (the caller reads through sqlite3).
+#: Text columns of a fixed set of values (categoricals however small, as :func:`marker_kinds` made them).
+_FIXED: dict[str, tuple[str, ...]] = {"kind": ("range", "mark")}
+
+
+def _integer_pages(
+    conn: sqlite3.Connection,
+    queries: list[str],
+    names: list[str],
+    shape: Callable[[pd.DataFrame], pd.DataFrame],
+    columns: dict[str, str],
+) -> pd.DataFrame | None:
+    """The results of ``queries`` (columns ``c0``, ``c1``... named ``names``), shaped, in spill files.
+
+    Through ADBC, one query's Arrow result held at a time, turned into nullable Int64 columns
+    :data:`FETCH_ROWS` rows at a time; ``shape`` gives each such chunk its final ``columns``
+    (:class:`~.spilled_rows.FrameWriter`), and the chunk goes to spill files. None when ADBC
+    cannot read the first query (the caller reads through sqlite3).
 
     Raises:
         NotNumbers: a column is not integers, or ADBC cannot read a later query.
     """
-    with ChunkStacker(SPILLED_ON_READ) as stacker:
+    with FrameWriter(columns, fixed=_FIXED) as writer:
         for i, sql in enumerate(queries):
             arrow = arrow_columns(conn, sql)
             if arrow is None:
                 if i:
                     raise NotNumbers
                 return None
-            # each Arrow column let go once converted: not the Arrow and pandas columns at once
-            stacker.add(
-                pd.DataFrame({name: arrow_integers(arrow.pop(f"c{j}")) for j, name in enumerate(names)}, copy=False)
-            )
+            n = len(arrow["c0"]) if arrow else 0
+            for lo in range(0, n, FETCH_ROWS):
+                raw = pd.DataFrame(
+                    {name: arrow_integers(arrow[f"c{j}"].slice(lo, FETCH_ROWS)) for j, name in enumerate(names)},
+                    copy=False,
+                )
+                writer.add(shape(raw))
+                del raw
             del arrow
             release_free_memory()
-        return stacker.finish()
+        return writer.finish()
+
+
+def _integer_rows(
+    conn: sqlite3.Connection,
+    exprs: list[str],
+    sql_from: str,
+    names: list[str],
+    shape: Callable[[pd.DataFrame], pd.DataFrame],
+    columns: dict[str, str],
+) -> pd.DataFrame:
+    """:func:`_integer_pages` through sqlite3: :func:`_integer_chunks`' chunks, shaped, in spill files.
+
+    Raises:
+        NotNumbers: a value is neither an integer nor NULL.
+        sqlite3.Error: the query fails.
+    """
+    with FrameWriter(columns, fixed=_FIXED) as writer:
+        for chunk in _integer_chunks(conn, exprs, sql_from):
+            writer.add(shape(pd.DataFrame(dict(zip(names, chunk, strict=True)), copy=False)))
+        return writer.finish()
 
 
 def _non_decreasing_or_null(values: pd.Series) -> bool:
-    """True when ``values`` (nullable integers) are in SQLite's ascending order: NULLs first, then never decreasing."""
-    null = values.isna().to_numpy(dtype=bool)
-    if bool((~null[:-1] & null[1:]).any()):  # a NULL after a value
-        return False
-    return non_decreasing(values.to_numpy(dtype=np.int64, na_value=0)[~null])
+    """True when ``values`` (nullable integers) are in SQLite's ascending order: NULLs first, then never decreasing.
+
+    Read a block at a time (a spilled column's pages let go after each).
+    """
+    array = values.array
+    mask = array._mask if isinstance(array, pd.arrays.IntegerArray) else np.zeros(len(array), dtype=bool)  # noqa: SLF001
+    return in_order([mask, array], [True, False])
 
 
-def _by_guid_and_id(rows: list[tuple[Any, ...]], guid_code: np.ndarray, ids: pd.Series) -> pd.Series:
-    """The text of each (guid code, id) among ``rows`` of (guid code, id, text); None where no row has it."""
-    if not rows:
-        return pd.Series([None] * len(ids), dtype=object)
-    key_guid = np.array([int(r[0]) for r in rows], dtype=np.int64)
-    key_id = np.array([int(r[1]) if isinstance(r[1], int) else -(2**62) for r in rows], dtype=np.int64)
-    texts = np.array([*(r[2] for r in rows), None], dtype=object)
-    missing = ids.isna().to_numpy(dtype=bool)
-    at = KeyIndex([key_guid, key_id]).find([guid_code, ids.to_numpy(dtype=np.int64, na_value=0)])
-    at = np.where(missing | (at < 0), len(rows), at)
-    return pd.Series(texts[at], dtype=object)
+class _TextsById:
+    """The text of each (guid code, id) among rows of (guid code, id, text): kernel names, strings.
+
+    Args:
+        rows: ``(guid code, id, text)`` rows (an id that is not an integer never matches).
+    """
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self.rows = len(rows)
+        key_guid = np.array([int(r[0]) for r in rows], dtype=np.int64)
+        key_id = np.array([int(r[1]) if isinstance(r[1], int) else -(2**62) for r in rows], dtype=np.int64)
+        self.texts = np.array([*(r[2] for r in rows), None], dtype=object)
+        self.index = KeyIndex([key_guid, key_id])
+
+    def find(self, guid_code: np.ndarray, ids: pd.Series) -> pd.Series:
+        """The text of each (guid code, id); None where no row has it. Shape (len(ids),), object."""
+        if not self.rows:
+            return pd.Series([None] * len(ids), dtype=object)
+        missing = ids.isna().to_numpy(dtype=bool)
+        at = self.index.find([guid_code, ids.to_numpy(dtype=np.int64, na_value=0)])
+        at = np.where(missing | (at < 0), self.rows, at)
+        return pd.Series(self.texts[at], dtype=object)
 
 
 def _literal_code(column: str, values: list[object]) -> str:
@@ -1086,7 +1200,13 @@ def _shown(value: object) -> str:
 
 
 def _refuse_repeated_dispatches(guid_code: np.ndarray, ids: pd.Series, guids: list[object], path: Path) -> None:
-    """A (process, dispatch id) twice is a damaged database or a bad merge: ParseError naming the id."""
+    """A (process, dispatch id) twice is a damaged database or a bad merge: ParseError naming the id.
+
+    Rows in strictly increasing (guid code, id) order (one process's file, read in id order) are
+    checked a block at a time; other files by pandas over the whole columns.
+    """
+    if not has_missing(ids) and in_order([guid_code, ids.array], strict=True):
+        return
     dup = pd.DataFrame({"guid": guid_code, "id": ids.array}, copy=False).duplicated(keep="first")
     if bool(dup.any()):
         pos = int(np.flatnonzero(dup.to_numpy())[0])
@@ -1097,6 +1217,99 @@ def _refuse_repeated_dispatches(guid_code: np.ndarray, ids: pd.Series, guids: li
             f"rocpd_kernel_dispatch: dispatch id {_shown(ids.iloc[pos])}{owner} appears twice (expected one row per "
             "dispatch; a damaged database, or one merged twice)",
         )
+
+
+class _EventRows:
+    """The dispatch row of each (guid code, event id): how counter records find their dispatch.
+
+    One process's dispatches (one guid code, every event id known) are found by binary search
+    in their event ids, sorted in spill files when not in order already (:func:`sorted_keys`: a
+    few bytes per dispatch at most in memory); a merged database's by sorted copies in memory.
+
+    Args:
+        guid_code: the dispatches' guid codes (int64), shape (dispatches,).
+        event_ids: their event ids (nullable Int64), shape (dispatches,).
+    """
+
+    def __init__(self, guid_code: np.ndarray, event_ids: Any) -> None:
+        self.count = len(guid_code)
+        self.guid = only_value(guid_code)
+        self._guid_code, self._event_ids = guid_code, event_ids
+        self._by_guid: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+        self._sorted: tuple[np.ndarray, np.ndarray | None] | None = None
+        if self.guid is not None and not has_missing(event_ids):
+            self._sorted = sorted_keys(event_ids)
+        else:
+            self._by_guid = _sorted_keymap(self.frame())
+
+    def frame(self) -> pd.DataFrame:
+        """``guid``, ``event_id``, ``row`` of each dispatch with an event id, its first row per key (in memory)."""
+        keymap = pd.DataFrame(
+            {"guid": np.asarray(self._guid_code), "event_id": self._event_ids, "row": np.arange(self.count)}
+        )
+        return keymap[keymap["event_id"].notna()].drop_duplicates(["guid", "event_id"])
+
+    def find(self, guid: np.ndarray, event: np.ndarray) -> np.ndarray:
+        """The dispatch row of each (guid code, event id); -1 where no dispatch has it."""
+        if self._by_guid is not None:
+            return _guid_rows(self._by_guid, guid, event)
+        assert self._sorted is not None
+        keys, targets = self._sorted
+        rows = np.full(len(event), -1, dtype=np.int64)
+        sel = np.flatnonzero(guid == self.guid)
+        if len(sel) and len(keys):
+            at = np.searchsorted(keys, event[sel])
+            ok = at < len(keys)
+            ok[ok] = keys[at[ok]] == event[sel][ok]
+            rows[sel[ok]] = at[ok] if targets is None else targets[at[ok]]
+        release_pages()
+        return rows
+
+
+class _Launched:
+    """Whether a (guid code, correlation id) is a dispatch's: which API calls launched a dispatch.
+
+    One process's dispatches are looked up by binary search in their correlation ids, sorted in
+    spill files when not in order already (:func:`sorted_keys`); a merged database's through a
+    :class:`~rocroof.records.KeyIndex` in memory.
+
+    Args:
+        guid_code: the dispatches' guid codes (int64), shape (dispatches,).
+        correlation: their correlation ids (nullable Int64).
+    """
+
+    def __init__(self, guid_code: np.ndarray, correlation: pd.Series) -> None:
+        self.count = len(guid_code)
+        self.guid = only_value(guid_code)
+        self._index: KeyIndex | None = None
+        self._values: np.ndarray | None = None
+        if self.guid is not None:
+            self._values = sorted_keys(correlation)[0]
+        else:
+            known = correlation.notna().to_numpy(dtype=bool)
+            self._index = KeyIndex(
+                [np.asarray(guid_code)[known], correlation.to_numpy(dtype=np.int64, na_value=0)[known]]
+            )
+
+    def __len__(self) -> int:
+        return self.count
+
+    def contains(self, guid: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+        """Per (guid code, correlation id): True where a dispatch has it. Shape (len(guid),), bool."""
+        if self._index is not None:
+            found: np.ndarray = self._index.find([guid, correlation]) >= 0
+            return found
+        assert self._values is not None
+        out = np.zeros(len(guid), dtype=bool)
+        values = self._values
+        sel = np.flatnonzero(guid == self.guid)
+        if len(sel) and len(values):
+            at = np.searchsorted(values, correlation[sel])
+            ok = at < len(values)
+            ok[ok] = values[at[ok]] == correlation[sel][ok]
+            out[sel] = ok
+        release_pages()
+        return out
 
 
 def _refuse_bad_times(
@@ -1156,6 +1369,32 @@ def _refuse_bad_times(
     )
 
 
+def _refuse_bad_times_in_blocks(
+    path: Path,
+    table: str,
+    frame: pd.DataFrame,
+    id_column: str,
+    at: _Placement,
+    what: str,
+    owner: Callable[[pd.DataFrame, int], str] | None = None,
+) -> None:
+    """:func:`_refuse_bad_times` over ``frame`` a block of rows at a time (its spilled pages let go after each).
+
+    ``frame`` holds ``start_ns``, ``end_ns``, ``id_column`` (the record's id) and, where ``at``
+    has references, ``start_ref``/``end_ref``; ``owner(rows, i)`` names the process of row ``i``
+    of the block ``rows`` (a slice of ``frame``). The first bad record in ``frame``'s order is named.
+
+    Raises:
+        ParseError: as :func:`_refuse_bad_times`.
+    """
+    for lo in range(0, len(frame), BLOCK):
+        rows = frame.iloc[lo : lo + BLOCK]
+        named = (lambda i, rows=rows: owner(rows, i)) if owner is not None else None
+        _refuse_bad_times(path, table, rows[id_column], rows, rows, at, what, named)
+        del rows
+        release_pages()
+
+
 def _sorted_keymap(keymap: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per guid code: the dispatches' event ids (sorted) and their rows, for :func:`_guid_rows`."""
     out = {}
@@ -1185,7 +1424,7 @@ def _guid_rows(keymap: dict[int, tuple[np.ndarray, np.ndarray]], guid: np.ndarra
 
 
 def _counters_one_record_each(
-    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], keymap: pd.DataFrame
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], dispatch_rows: _EventRows
 ) -> pd.DataFrame | None:
     """Counter values when each dispatch has one record per counter (the usual rocprofv3 output).
 
@@ -1211,7 +1450,6 @@ def _counters_one_record_each(
         mine = np.flatnonzero(info_guid == g)
         order = np.argsort(info_id[mine])
         lookups.append((info_id[mine][order], name_code[mine][order]))
-    by_event = _sorted_keymap(keymap)
     guid_code = _literal_code("pe.guid", guids)
     select = (
         f"SELECT {guid_code}, {_integer('pe.event_id')}, {_integer('pe.pmc_id')}, "
@@ -1221,7 +1459,9 @@ def _counters_one_record_each(
     # (dispatch row, counter code, value) written to spill files (rocroof.spill) a chunk at a time:
     # 8x10^6 records are not held in memory
     chunks = 0
-    with ColumnWriter(np.int64) as rows, ColumnWriter(np.int32) as codes, ColumnWriter(np.float64) as values:
+    # codes of the type pandas keeps them in (an int8 per record for up to 126 counters): no copy
+    code_type = code_dtype(len(labels))
+    with ColumnWriter(np.int64) as rows, ColumnWriter(code_type) as codes, ColumnWriter(np.float64) as values:
         try:
             for guid, event_id, pmc_id, value in _counter_records(conn, select, raw, pe):
                 chunks += 1
@@ -1235,10 +1475,10 @@ def _counters_one_record_each(
                     code[sel[ok]] = targets[at[ok]]
                 if bool(np.isnan(value).any()):  # NULL, or not a counter value: the path that names it
                     raise NotNumbers
-                row = _guid_rows(by_event, guid, event_id)
+                row = dispatch_rows.find(guid, event_id)
                 keep = (code >= 0) & (row >= 0)  # as the joins: records of no counter or no dispatch are left out
                 rows.append(row[keep])
-                codes.append(code[keep].astype(np.int32))
+                codes.append(code[keep].astype(code_type))
                 values.append(value[keep])
         except NotNumbers:
             return None
@@ -1254,19 +1494,15 @@ def _counters_one_record_each(
         if ordered is None:
             return None  # a counter recorded twice for one dispatch: summed by SQL instead
         row, code, value = ordered
-    else:
-        key = row * len(labels) + code
-        del row, code
-        by_key = np.argsort(key, kind="stable")
-        key = key[by_key]
-        if bool((np.diff(key) == 0).any()):
-            return None  # a counter recorded twice for one dispatch: summed by SQL instead
-        value = value[by_key]
+    else:  # records in any order: sorted a bucket of records at a time, the order in a spill file
+        by_key = sorted_order([row, code])
+        assert by_key is not None  # (not in order: _increasing said so)
+        row, code, value = (spill.take(column, by_key) for column in (row, code, value))
         del by_key
-        row, code = key // len(labels), (key % len(labels)).astype(np.int32)
-        del key
-    # the names as a categorical column: a code per value, not a pointer to a string
-    names_column = pd.Categorical.from_codes(code, categories=labels)
+        if not _increasing(row, code, len(labels)):
+            return None  # a counter recorded twice for one dispatch: summed by SQL instead
+    # the names as a categorical column: a code per value (in a spill file), not a pointer to a string
+    names_column = pd.Categorical.from_codes(code, dtype=pd.CategoricalDtype(labels), validate=False)
     return pd.DataFrame({"row": row, "counter_name": names_column, "value": value}, copy=False)
 
 
@@ -1300,14 +1536,14 @@ def _sorted_per_dispatch(
     sorts the whole. The columns are written to spill files (:mod:`rocroof.spill`) a block at a
     time. Returns None when a key repeats (a counter recorded twice for one dispatch).
     """
-    with ColumnWriter(np.int64) as rows, ColumnWriter(np.int32) as codes, ColumnWriter(np.float64) as values:
+    with ColumnWriter(np.int64) as rows, ColumnWriter(code.dtype) as codes, ColumnWriter(np.float64) as values:
         for lo, hi in dispatch_blocks(row, block):
             key = row[lo:hi] * width + code[lo:hi]
             order = np.argsort(key, kind="stable")
             if bool((np.diff(key[order]) == 0).any()):
                 return None
             rows.append(row[lo:hi][order])
-            codes.append(np.asarray(code[lo:hi][order], dtype=np.int32))
+            codes.append(code[lo:hi][order])
             values.append(value[lo:hi][order])
             release_pages()
         return rows.finish(), codes.finish(), values.finish()
@@ -1520,16 +1756,18 @@ def _blocks(cur: sqlite3.Cursor, width: int, dtype: Any) -> Iterator[np.ndarray]
         yield block.reshape(-1, width)
 
 
-def _integer_columns(conn: sqlite3.Connection, exprs: Sequence[str], sql_from: str) -> list[pd.arrays.IntegerArray]:
-    """The query ``SELECT exprs FROM sql_from`` as nullable int64 columns, built without pandas' row objects.
+def _integer_chunks(
+    conn: sqlite3.Connection, exprs: Sequence[str], sql_from: str
+) -> Iterator[list[pd.arrays.IntegerArray]]:
+    """The query ``SELECT exprs FROM sql_from`` as nullable int64 columns, :data:`FETCH_ROWS` rows at a time.
 
-    Each expression must give an integer or NULL in every row: a row is fetched as the values
-    (0 for NULL) and one integer whose bits say which are NULL, then turned into arrays by
-    :func:`numpy.fromiter` a chunk at a time. At most 62 expressions.
+    Built without pandas' row objects: each expression must give an integer or NULL in every row;
+    a row is fetched as the values (0 for NULL) and one integer whose bits say which are NULL,
+    then turned into arrays by :func:`numpy.fromiter` a chunk at a time. At most 62 expressions.
 
     Raises:
-        NotNumbers: a value is neither an integer nor NULL (text, REAL): the caller reads the
-            rows the slow way, which names such a value.
+        NotNumbers: (while iterating) a value is neither an integer nor NULL (text, REAL): the
+            caller reads the rows the slow way, which names such a value.
         sqlite3.Error: the query fails.
     """
     k = len(exprs)
@@ -1537,15 +1775,11 @@ def _integer_columns(conn: sqlite3.Connection, exprs: Sequence[str], sql_from: s
     values = [f"(CASE typeof({e}) WHEN 'integer' THEN {e} WHEN 'null' THEN 0 END)" for e in exprs]
     # SQLite gives <<, >>, & and | one precedence: each term in parentheses
     nulls = " | ".join(f"((({e}) IS NULL) << {j})" for j, e in enumerate(exprs))
-    parts = list(_blocks(conn.execute(f"SELECT {', '.join(values)}, {nulls} FROM {sql_from}"), k + 1, np.int64))
-    table = np.concatenate(parts) if parts else np.zeros((0, k + 1), dtype=np.int64)
-    del parts
-    bits = table[:, k]
-    out = []
-    for j in range(k):
-        mask = ((bits >> j) & 1).astype(bool)
-        out.append(pd.arrays.IntegerArray(np.ascontiguousarray(table[:, j]), mask))
-    return out
+    for table in _blocks(conn.execute(f"SELECT {', '.join(values)}, {nulls} FROM {sql_from}"), k + 1, np.int64):
+        bits = table[:, k]
+        yield [
+            pd.arrays.IntegerArray(np.ascontiguousarray(table[:, j]), ((bits >> j) & 1).astype(bool)) for j in range(k)
+        ]
 
 
 def _counters_summed(
@@ -1622,7 +1856,7 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path, paged: b
                 f"(start {chunk['start_ns'].iloc[i]}, end {chunk['end_ns'].iloc[i]})",
             )
         chunk["kind"] = marker_kinds(chunk["start_ns"] == chunk["end_ns"])
-        return _conform(chunk, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample")
+        return _split_ranges(_conform(chunk, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample"))
 
     # the simple messages are found by polars on the ADBC path (one regex over the column: ~2 s less
     # than SQLite's JSON functions for 10^6 markers), by SQLite's JSON functions otherwise
@@ -1647,11 +1881,12 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path, paged: b
         conn,
         [query(where) for where in pages],
         shape,
+        _MARKER_READ,
         texts=frozenset({"simple_message", "extdata", "name"}),
         derive=None if with_json else _simple_messages,
     )
     if mk is None:  # a result the fast path cannot type: every record through sqlite3
-        mk = _chunked(conn, path, query(""), (), shape)
+        mk = _chunked(conn, path, query(""), (), shape, _MARKER_READ)
     frames = [mk]
     if "rocpd_sample" in src and "rocpd_track" in src:
         sa = _placement(conn, src, path, "rocpd_sample", "s", instant=True)
@@ -1659,69 +1894,158 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path, paged: b
         name = "n.string" if sample_named else "NULL"
         name_join = f"LEFT JOIN {st} n ON n.id = s.name_id AND n.guid = s.guid " if sample_named else ""
         sample_refs = f", {sa.refs[0]} AS start_ref, {sa.refs[1]} AS end_ref" if sa.refs is not None else ""
-        samples = _query(
-            conn,
-            path,
-            f"SELECT s.id AS id, {sa.pid} AS process_id, {sa.tid} AS thread_id, {sa.start} AS start_ns, "
-            f"{sa.end} AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, "
-            f"{category} AS category, {name} AS name{sample_refs} FROM {src['rocpd_sample']} s "
-            f"JOIN {ev} e ON e.id = s.event_id AND e.guid = s.guid {sa.joins} {category_join} {name_join}"
-            f"ORDER BY {sa.start}, s.guid, s.id",
+
+        def marks(samples: pd.DataFrame) -> pd.DataFrame:
+            """Sample rows that are roctx marks, with their message, as marker rows."""
+            keep = samples["category"].map(lambda c: isinstance(c, str) and _marker_category(c)).astype(bool)
+            samples = samples[keep].copy()
+            samples["message"] = _messages(path, "rocpd_sample", samples, named and sample_named)
+            samples = samples[samples["message"].notna()].copy()
+            if sa.refs is not None:
+                for column, which in (("start_ns", "timestamp"), ("end_ns", "timestamp")):
+                    samples[column] = _int_ids(samples[column], path, "rocpd_sample", which)
+                _refuse_bad_times(path, "rocpd_sample", samples["id"], samples, samples, sa, "mark")
+            samples["kind"] = "mark"
+            return _conform(samples, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample")
+
+        frames.append(
+            _shaped(
+                conn,
+                path,
+                f"SELECT s.id AS id, {sa.pid} AS process_id, {sa.tid} AS thread_id, {sa.start} AS start_ns, "
+                f"{sa.end} AS end_ns, e.id AS event_id, e.stack_id AS correlation_id, e.extdata AS extdata, "
+                f"{category} AS category, {name} AS name{sample_refs} FROM {src['rocpd_sample']} s "
+                f"JOIN {ev} e ON e.id = s.event_id AND e.guid = s.guid {sa.joins} {category_join} {name_join}"
+                f"ORDER BY {sa.start}, s.guid, s.id",
+                (),
+                marks,
+                _MARKER_READ,
+            )
         )
-        keep = samples["category"].map(lambda c: isinstance(c, str) and _marker_category(c)).astype(bool)
-        samples = samples[keep].copy()
-        samples["message"] = _messages(path, "rocpd_sample", samples, named and sample_named)
-        samples = samples[samples["message"].notna()].copy()
-        if sa.refs is not None:
-            for column, which in (("start_ns", "timestamp"), ("end_ns", "timestamp")):
-                samples[column] = _int_ids(samples[column], path, "rocpd_sample", which)
-            _refuse_bad_times(path, "rocpd_sample", samples["id"], samples, samples, sa, "mark")
-        samples["kind"] = "mark"
-        frames.append(samples)
-    frames = [_conform(f, MARKER_COLUMNS, path, "rocpd_region/rocpd_sample") for f in frames if len(f)]
     del mk
+    frames = [f for f in frames if len(f)]
     if not frames:
         return empty_frame(MARKER_COLUMNS)
-    # by host time; at equal starts the outer (longer) range first
-    both = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
-    frames.clear()  # the parts go once stacked: not the parts, the stack and its reordering at once
-    order = np.lexsort((-both["end_ns"].fillna(0).to_numpy(np.int64), both["start_ns"].fillna(0).to_numpy(np.int64)))
-    if bool((order == np.arange(len(order))).all()):
-        return both
-    return take_rows(both, order, consume=True)  # a column at a time, each let go once reordered
+    both = _stacked(frames, _MARKER_READ)
+    # by host time; at equal starts the outer (longer) range first (a stable sort of the rows as read)
+    order = sorted_order([both["start_ns"], both["end_ns"]], [False, True])
+    if order is not None:
+        both = take_frame(both, order)  # a column at a time, each let go once reordered
+    del order
+    return _whole_messages(both)
+
+
+#: The marker frame as read: :data:`MARKER_COLUMNS` and the ggml ranges' parts (their messages let go).
+_MARKER_READ = {**MARKER_COLUMNS, **MARKER_PART_COLUMNS}
+
+
+def _split_ranges(chunk: pd.DataFrame) -> pd.DataFrame:
+    """``chunk`` (marker rows) with its ggml ranges' messages let go, their parts in :data:`MARKER_PART_COLUMNS`.
+
+    As :func:`rocroof.capture.markers.compact_ranges` does it: a ``range`` row whose message
+    parses and is written back exactly by its op, node name and invocation gets those and a
+    message of None; every other row keeps its message. A marker table of 10^6 ranges then holds
+    their parts as codes (:class:`~.spilled_rows.TextCodes`), not a text per range;
+    :func:`_whole_messages` writes them back in a table small enough to stay in memory.
+    """
+    import polars as pl
+
+    n = len(chunk)
+    messages = chunk["message"].to_numpy(dtype=object)
+    ranges = np.flatnonzero((chunk["kind"] == "range").to_numpy(dtype=bool))
+    op = np.full(n, None, dtype=object)
+    node = np.full(n, None, dtype=object)
+    invocation = np.zeros(n, dtype=np.int64)
+    unknown = np.ones(n, dtype=bool)
+    if len(ranges):
+        texts: Any = messages[ranges]
+        # polars splits the texts and checks them without a Python string per part; a text it refuses
+        # (a lone surrogate) leaves them to the Python reading
+        with contextlib.suppress(Exception):
+            texts = pl.Series("m", texts, dtype=pl.String)
+        kept, parts = split_ranges(texts)
+        messages = messages.copy()
+        messages[ranges] = kept
+        op[ranges] = parts["range_op"]
+        node[ranges] = parts["range_node"]
+        numbers = parts["range_invocation"]
+        invocation[ranges] = numbers.to_numpy(dtype=np.int64, na_value=0)
+        unknown[ranges] = numbers.isna()
+    return chunk.assign(
+        message=pd.Series(messages, index=chunk.index, dtype=object),
+        range_op=pd.Series(op, index=chunk.index, dtype=object),
+        range_node=pd.Series(node, index=chunk.index, dtype=object),
+        range_invocation=pd.Series(pd.arrays.IntegerArray(invocation, unknown), index=chunk.index),
+    )
+
+
+def _whole_messages(markers: pd.DataFrame) -> pd.DataFrame:
+    """``markers`` as :data:`MARKER_COLUMNS` alone (every message written back) when small or none was let go.
+
+    A marker table that stays in memory (:data:`rocroof.spill.SPILL_MIN_BYTES`) keeps its texts as
+    before; a large one keeps the parts of the ranges whose messages were let go
+    (:func:`_split_ranges`), which :func:`rocroof.capture.markers.ggml_fields` reads and the store
+    writes back.
+    """
+    if "range_op" not in markers.columns:
+        return markers
+    if not small(len(markers)) and not markers["range_op"].isna().all():
+        return markers
+    if bool(markers["range_op"].notna().any()):
+        markers = markers.assign(message=pd.Series(marker_messages(markers), dtype=object))
+    return markers[list(MARKER_COLUMNS)]
+
+
+def _stacked(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:
+    """Frames of ``columns`` one after the other, written to spill files a block at a time (``frames`` emptied)."""
+    if len(frames) == 1:
+        return frames.pop()
+    with FrameWriter(columns, fixed=_FIXED) as writer:
+        while frames:
+            frame = frames.pop(0)
+            for lo in range(0, len(frame), BLOCK):
+                writer.add(frame.iloc[lo : lo + BLOCK])
+                release_pages()
+            del frame
+        return writer.finish()
 
 
 def _arrow_pages(
     conn: sqlite3.Connection,
     queries: list[str],
     shape: Callable[[pd.DataFrame], pd.DataFrame],
+    columns: dict[str, str],
     *,
     texts: frozenset[str] = frozenset(),
     derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> pd.DataFrame | None:
-    """The results of ``queries`` through ADBC, each a slice at a time (:func:`arrow_slices`), shaped and stacked.
+    """The results of ``queries`` through ADBC, each a slice at a time (:func:`arrow_slices`), shaped, in spill files.
 
-    One query's Arrow result is held at a time, and one slice of it as pandas. None (the caller
+    One query's Arrow result is held at a time, and one slice of it as pandas; each shaped slice
+    (of ``columns``) goes to spill files (:class:`~.spilled_rows.FrameWriter`). None (the caller
     reads every record through sqlite3) when ADBC cannot read or type a result, when no query
     returns a row (an empty result's columns come from sqlite3), or when ``shape`` refuses a record
     of one of several queries (the one read names the record first in the query's order, as a
     read of the file at once would).
     """
-    frames: list[pd.DataFrame] = []
-    for sql in queries:
-        slices = arrow_slices(conn, sql, FETCH_ROWS * 4, texts=texts, derive=derive)
-        if slices is None:
-            return None
-        try:
-            frames.extend(shape(frame) for frame in slices)
-        except NotNumbers:
-            return None
-        except ParseError:
-            if len(queries) == 1:
-                raise
-            return None  # a damaged record: the read of every record at once names the one it meets first
-        del slices
-    return stack_frames(frames) if frames else None  # no rows: sqlite3 gives the columns
+    with FrameWriter(columns, fixed=_FIXED) as writer:
+        for sql in queries:
+            slices = arrow_slices(conn, sql, FETCH_ROWS, texts=texts, derive=derive)
+            if slices is None:
+                return None
+            try:
+                for frame in slices:
+                    writer.add(shape(frame))
+                    del frame
+            except NotNumbers:
+                return None
+            except ParseError:
+                if len(queries) == 1:
+                    raise
+                return None  # a damaged record: the read of every record at once names the one it meets first
+            del slices
+            release_free_memory()
+        return writer.finish() if writer.rows else None  # no rows: sqlite3 gives the columns
 
 
 def _marker_category(category: str) -> bool:
@@ -1767,40 +2091,84 @@ def _marker_message(name: object, extdata_message: str | None) -> str | None:
 
 
 def _api_calls(
-    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], dispatch_keys: pd.DataFrame
+    conn: sqlite3.Connection, src: dict[str, str], path: Path, guids: list[object], launched: _Launched
 ) -> pd.DataFrame:
-    """The HIP API calls that launched a dispatch, in time order.
+    """The HIP API calls that launched a dispatch, in time order, as :data:`LAUNCH_COLUMNS` (their times checked).
 
     ``rocpd_region`` rows of other categories than markers whose (guid, correlation id) a
-    dispatch has (``dispatch_keys``: the dispatches' guid code and correlation id): an inner join,
-    made as each slice of the result is read, so that other calls are never held.
+    dispatch has (``launched``): an inner join, made as each slice of the result is read, so that
+    other calls are never held; the calls kept go to spill files a slice at a time.
     """
-    ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
+    rg = src["rocpd_region"]
     at = _placement(conn, src, path, "rocpd_region", "r")
     category_join, category = _category(src, "e", "c")
     refs = f", {at.refs[0]} AS start_ref, {at.refs[1]} AS end_ref" if at.refs is not None else ""
-    wanted = _int_ids(dispatch_keys["correlation_id"], path, "rocpd_event", "stack_id")
-    known = wanted.notna().to_numpy(dtype=bool)
-    launched = KeyIndex(
-        [dispatch_keys["guid"].to_numpy(dtype=np.int64)[known], wanted.to_numpy(dtype=np.int64, na_value=0)[known]]
-    )
-    del wanted, known
+    query = _api_query(src, at, guids, refs, category_join, category)
+    # one process's calls a range of region ids per query (bounded Arrow results), put in query order
+    pages = _id_pages(conn, rg, "r", TABLE_PAGE_IDS) if len(guids) <= 1 else [""]
+    # read in several queries, the calls keep their guid code, id (and references) for the sort and the checks
+    ranged = {"guid": "Int64", "id": "Int64", **({"start_ref": "Int64", "end_ref": "Int64"} if refs else {})}
 
-    def launches_only(calls: pd.DataFrame) -> pd.DataFrame:
-        """The rows of ``calls`` whose (guid, correlation id) a dispatch has."""
+    def launches_only(calls: pd.DataFrame, *, checked: bool = False) -> pd.DataFrame:
+        """The rows of ``calls`` whose (guid, correlation id) a dispatch has, as launch rows.
+
+        ``checked``: their times are refused here (a read in one query: the rows in their final order).
+        """
         calls["correlation_id"] = _int_ids(calls["correlation_id"], path, "rocpd_event", "stack_id")
         keep = calls["correlation_id"].notna().to_numpy(dtype=bool).copy()  # (pandas may give a read-only view)
-        found = launched.find(
-            [
-                calls["guid"].to_numpy(dtype=np.int64)[keep],
-                calls["correlation_id"].to_numpy(dtype=np.int64, na_value=0)[keep],
-            ]
+        keep[keep] = launched.contains(
+            calls["guid"].to_numpy(dtype=np.int64)[keep],
+            calls["correlation_id"].to_numpy(dtype=np.int64, na_value=0)[keep],
         )
-        keep[keep] = found >= 0
-        return calls if keep.all() else calls[keep].reset_index(drop=True)
+        calls = calls if keep.all() else calls[keep].reset_index(drop=True)
+        if at.refs is not None and len(calls):
+            for column, which in (("start_ns", "start"), ("end_ns", "end")):
+                calls[column] = _int_ids(calls[column], path, "rocpd_region", which)
+            if checked:
+                _refuse_bad_times(path, "rocpd_region", calls["id"], calls, calls, at, "API call")
+        out = _conform(calls, LAUNCH_COLUMNS, path, "rocpd_region")
+        if not checked:
+            for name in ranged:
+                out[name] = calls[name].array
+        return out
+
+    if len(pages) > 1:
+        calls = _arrow_pages(
+            conn,
+            [query(where) for where in pages],
+            launches_only,
+            {**LAUNCH_COLUMNS, **ranged},
+            texts=frozenset({"api_name"}),
+        )
+        if calls is not None:
+            # the query's order: start (NULL first, as SQLite sorts it), guid, id
+            known = calls["start_ns"].array._mask  # noqa: SLF001 (True: no start; first)
+            order = sorted_order([known, calls["start_ns"], calls["guid"], calls["id"]], [True, False, False, False])
+            if order is not None:
+                calls = take_frame(calls, order)
+            del order, known
+            if at.refs is not None:
+                _refuse_bad_times_in_blocks(path, "rocpd_region", calls, "id", at, "API call")
+            return calls[list(LAUNCH_COLUMNS)]
+
+    def checked(calls: pd.DataFrame) -> pd.DataFrame:
+        """:func:`launches_only` of a read in one query."""
+        return launches_only(calls, checked=True)
+
+    if len(pages) == 1:
+        calls = _arrow_pages(conn, [query("")], checked, LAUNCH_COLUMNS, texts=frozenset({"api_name"}))
+        if calls is not None:
+            return calls
+    return _chunked(conn, path, query(""), (), checked, LAUNCH_COLUMNS)
+
+
+def _api_query(
+    src: dict[str, str], at: _Placement, guids: list[object], refs: str, category_join: str, category: str
+) -> Callable[[str], str]:
+    """The API calls' query (:func:`_api_calls`) of the records that ``where`` (``" AND ..."`` or "") leaves."""
+    ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
 
     def query(where: str) -> str:
-        """The API calls' query, of the records that ``where`` (``" AND ..."`` or "") leaves."""
         return (
             f"SELECT {_literal_code('r.guid', guids)} AS guid, r.id AS id, {at.pid} AS process_id, "
             f"{at.tid} AS thread_id, {at.start} AS start_ns, {at.end} AS end_ns, e.stack_id AS correlation_id, "
@@ -1810,28 +2178,7 @@ def _api_calls(
             f"WHERE ({category} IS NULL OR NOT {_is_marker(category)}){where} ORDER BY {at.start}, r.guid, r.id"
         )
 
-    # one process's calls a range of region ids per query (bounded Arrow results), put in query order
-    pages = _id_pages(conn, rg, "r", TABLE_PAGE_IDS) if len(guids) <= 1 else [""]
-    calls = _arrow_pages(conn, [query(where) for where in pages], launches_only, texts=frozenset({"api_name"}))
-    if calls is None:
-        return launches_only(_query(conn, path, query("")))
-    if len(pages) > 1:  # the query's order: start (NULL first, as SQLite sorts it), guid, id
-        known = calls["start_ns"].notna().to_numpy(dtype=bool)
-        start = calls["start_ns"].to_numpy(dtype=np.int64, na_value=0)
-        order = np.lexsort((calls["id"].to_numpy(dtype=np.int64), calls["guid"].to_numpy(dtype=np.int64), start, known))
-        if not bool((order == np.arange(len(order))).all()):
-            calls = take_rows(calls, order, consume=True)
-    return calls
-
-
-def _launches(conn: sqlite3.Connection, src: dict[str, str], path: Path, calls: pd.DataFrame) -> pd.DataFrame:
-    """The launch calls of :func:`_api_calls` (``calls``) as LAUNCH_COLUMNS, their times checked."""
-    at = _placement(conn, src, path, "rocpd_region", "r")
-    if at.refs is not None and len(calls):
-        for column, which in (("start_ns", "start"), ("end_ns", "end")):
-            calls[column] = _int_ids(calls[column], path, "rocpd_region", which)
-        _refuse_bad_times(path, "rocpd_region", calls["id"], calls, calls, at, "API call")
-    return _conform(calls, LAUNCH_COLUMNS, path, "rocpd_region")
+    return query
 
 
 def _label(agent: object) -> str | None:
