@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import rocroof.spill as spill
 from rocroof.capture.markers import marker_messages
-from rocroof.capture.readers import detect, read_capture, rocpd, sqlite_arrow
+from rocroof.capture.readers import detect, read_capture, rocpd, spilled_rows, sqlite_arrow
 from rocroof.errors import InputError, ParseError
 from rocroof.ingest.pipeline import build_run
 from rocroof.records import PassData, non_decreasing
@@ -589,11 +590,17 @@ def test_end_to_end_joins_a_trace_pass_and_a_counter_pass_per_invocation(
     assert not bool(run["serialised_timings"].iloc[0])
 
 
-def test_reset_mark_from_rocpd_sample_drops_warmup(tmp_path: Path) -> None:
+@pytest.mark.parametrize("spilled", [False, True], ids=["in-memory", "spilled"])
+def test_reset_mark_from_rocpd_sample_drops_warmup(
+    tmp_path: Path, spilled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A 'ggml reset' roctxMark (a rocpd_sample) ends warm-up: dispatches launched before it are dropped.
 
-    The DB is built by the test in the documented schema (rocpd_tables.sql, schema version 3).
+    The DB is built by the test in the documented schema (rocpd_tables.sql, schema version 3). Read
+    ``spilled``, the messages are a categorical whose codes are in a file (a large capture's read).
     """
+    if spilled:
+        monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
     cap = tmp_path / "capture"
     with rocpd_db(cap / "1_results.db") as b:
         gpu = _gpu(b)
@@ -1550,3 +1557,68 @@ def test_an_empty_wal_left_by_a_reader_is_no_warning(tmp_path: Path) -> None:
     con.close()
     (tmp_path / "1_results.db-wal").write_bytes(b"")
     assert not [n for n in read_capture(db).notes if n.code == "database-being-written"]
+
+
+# ---- a large read holds its rows in spill files ---------------------------------------------------
+
+
+def _spilled(column: pd.Series) -> bool:
+    """True when every per-row part of ``column`` lies in a spill file (a text column: its codes)."""
+    array = column.array
+    if isinstance(array, pd.Categorical):
+        return spill.is_spilled(np.asarray(array.codes))
+    if isinstance(array, pd.arrays.IntegerArray | pd.arrays.BooleanArray):
+        return spill.is_spilled(array._data) and spill.is_spilled(array._mask)
+    return column.dtype != object and spill.is_spilled(column.to_numpy())
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` in memory as the small read gives it: text as object values (None missing), messages written back."""
+    if "range_op" in frame.columns:
+        frame = frame.assign(message=pd.Series(marker_messages(frame), dtype=object))
+        frame = frame.drop(columns=["range_op", "range_node", "range_invocation"])
+    out = {}
+    for name in frame.columns:
+        column = frame[name]
+        if isinstance(column.dtype, pd.CategoricalDtype) and name != "kind":
+            out[name] = pd.Series(_texts(column), dtype=object)
+        else:
+            out[name] = column.copy(deep=True)
+    return pd.DataFrame(out)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(_synthetic_rocpd, id="synthetic-3000"),
+        pytest.param(_counter_db, id="counter-instances"),
+        pytest.param(lambda p: _merged_db(p, views=True), id="merged-views"),
+        pytest.param(_v4_merged, id="v4"),
+        pytest.param(_renamed_db, id="renamed"),
+    ],
+)
+def test_a_large_read_holds_its_rows_in_spill_files_with_the_values_of_a_small_one(
+    tmp_path: Path, make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every per-row column of a read past ``SPILL_MIN_BYTES`` lies in a spill file (text: its codes), and holds
+    the small read's values; its sorts and checks go a few rows at a time, its tables a few ids a query."""
+    db = tmp_path / "results.db"
+    make(db)
+    memory = rocpd.read_pass(db, "p")
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    monkeypatch.setattr(spilled_rows, "BLOCK", 16)  # sorts a bucket of 16 rows at a time
+    monkeypatch.setattr(rocpd, "BLOCK", 16)  # checks 16 rows at a time
+    monkeypatch.setattr(rocpd, "TABLE_PAGE_IDS", 97)  # several queries, sorted as one
+    monkeypatch.setattr(rocpd, "FETCH_ROWS", 13)
+    spilled = rocpd.read_pass(db, "p")
+    assert len(spilled.dispatches) > 0
+    for name in ("dispatches", "counters", "instances", "markers", "launches"):
+        frame = getattr(spilled, name)
+        assert [c for c in frame.columns if len(frame) and not _spilled(frame[c])] == [], name
+        expected = getattr(memory, name)
+        if name == "counters":  # the fast path's names are a categorical in either read
+            expected = expected.astype({"counter_name": object})
+        pd.testing.assert_frame_equal(_plain(frame), _plain(expected), obj=name)
+    if make is _synthetic_rocpd:  # the ggml ranges as their parts, no text per range
+        assert spilled.markers["range_op"].notna().sum() > 1000
+        assert spilled.markers["message"].notna().sum() < len(spilled.markers) // 5

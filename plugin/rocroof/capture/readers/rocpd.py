@@ -103,6 +103,7 @@ from . import sqlite_arrow
 from .spilled_rows import (
     BLOCK,
     FrameWriter,
+    Key,
     code_dtype,
     has_missing,
     in_order,
@@ -1145,7 +1146,7 @@ def _non_decreasing_or_null(values: pd.Series) -> bool:
     """
     array = values.array
     mask = array._mask if isinstance(array, pd.arrays.IntegerArray) else np.zeros(len(array), dtype=bool)  # noqa: SLF001
-    return in_order([mask, array], [True, False])
+    return in_order([Key(mask, descending=True), array])
 
 
 class _TextsById:
@@ -1928,7 +1929,7 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path, paged: b
         return empty_frame(MARKER_COLUMNS)
     both = _stacked(frames, _MARKER_READ)
     # by host time; at equal starts the outer (longer) range first (a stable sort of the rows as read)
-    order = sorted_order([both["start_ns"], both["end_ns"]], [False, True])
+    order = sorted_order([both["start_ns"], Key(both["end_ns"], descending=True)])
     if order is not None:
         both = take_frame(both, order)  # a column at a time, each let go once reordered
     del order
@@ -2141,12 +2142,13 @@ def _api_calls(
             texts=frozenset({"api_name"}),
         )
         if calls is not None:
-            # the query's order: start (NULL first, as SQLite sorts it), guid, id
-            known = calls["start_ns"].array._mask  # noqa: SLF001 (True: no start; first)
-            order = sorted_order([known, calls["start_ns"], calls["guid"], calls["id"]], [True, False, False, False])
+            # the query's order: start (NULL first, as SQLite sorts it, before the smallest start), guid, id
+            start = calls["start_ns"]
+            unknown = Key(start.array._mask, descending=True)  # noqa: SLF001
+            order = sorted_order([Key(start, fill=-(2**63)), unknown, calls["guid"], calls["id"]])
             if order is not None:
                 calls = take_frame(calls, order)
-            del order, known
+            del order, start, unknown
             if at.refs is not None:
                 _refuse_bad_times_in_blocks(path, "rocpd_region", calls, "id", at, "API call")
             return calls[list(LAUNCH_COLUMNS)]

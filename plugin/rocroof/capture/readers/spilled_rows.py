@@ -16,6 +16,7 @@ nullable ``Int64`` (spilled or not).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,9 @@ from ...spill import ColumnWriter, release_pages
 #: Rows of a key column read at a time (2 MB of int64), and the most rows sorted at once by
 #: :func:`sorted_order`.
 BLOCK = 1 << 18
+
+#: The smallest int64: a missing key that sorts first.
+_MIN = -(2**63)
 
 
 def code_dtype(categories: int) -> np.dtype[Any]:
@@ -139,6 +143,12 @@ class TextCodes:
     def close(self) -> None:
         """Drop the file (an error while reading); nothing once finished."""
         self._codes.close()
+
+    def __enter__(self) -> TextCodes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _renumbered(codes: np.ndarray, renumber: np.ndarray) -> np.ndarray:
@@ -286,13 +296,36 @@ def key_rows(column: Any, rows: np.ndarray, fill: int = 0) -> np.ndarray:
     return np.asarray(column[rows], dtype=np.int64)
 
 
-def _keys(columns: list[Any], descending: list[bool], block: np.ndarray | tuple[int, int]) -> list[np.ndarray]:
-    """The sort keys of some rows: ``block`` a range (lo, hi) or an array of positions; descending ones negated."""
+@dataclass(frozen=True)
+class Key:
+    """A sort key: a key column, its direction and the value a missing entry counts as.
+
+    Attributes:
+        column: 1-D integers (numpy, bool, or nullable ``Int64``/``boolean``; spilled or not).
+        descending: compared negated (numpy's negation: -(-2**63) wraps, as a negated lexsort key did).
+        fill: the value of a missing entry (before negation).
+    """
+
+    column: Any
+    descending: bool = False
+    fill: int = 0
+
+
+def _spec(keys: list[Any]) -> list[Key]:
+    """``keys`` as :class:`Key` s (a bare column: ascending, missing as 0)."""
+    return [k if isinstance(k, Key) else Key(k) for k in keys]
+
+
+def _keys(keys: list[Key], rows: np.ndarray | tuple[int, int]) -> list[np.ndarray]:
+    """The int64 values of ``keys`` at some rows: ``rows`` a range (lo, hi) or an array of positions."""
     out = []
-    for column, down in zip(columns, descending, strict=True):
+    for key in keys:
+        if isinstance(rows, tuple):
+            values = key_block(key.column, *rows, fill=key.fill)
+        else:
+            values = key_rows(key.column, rows, fill=key.fill)
         with np.errstate(over="ignore"):
-            values = key_block(column, *block) if isinstance(block, tuple) else key_rows(column, block)
-            out.append(-values if down else values)  # (numpy's negation: -(-2**63) wraps, as a lexsort key did)
+            out.append(-values if key.descending else values)
     return out
 
 
@@ -306,55 +339,57 @@ def _ordered(keys: list[np.ndarray], strict: bool = False) -> np.ndarray:
     return ordered
 
 
-def in_order(
-    columns: list[Any], descending: list[bool] | None = None, block: int = BLOCK, *, strict: bool = False
-) -> bool:
-    """True when the rows never go backwards in the lexicographic order of ``columns`` (primary first).
+def in_order(keys: list[Any], *, strict: bool = False, block: int | None = None) -> bool:
+    """True when the rows never go backwards in the lexicographic order of ``keys`` (primary first).
 
     Then a stable sort leaves them where they are; with ``strict``, every row is after the one
-    before it (no key twice). Missing values count as 0; ``descending`` columns are compared
-    negated. Read a block at a time.
+    before it (no key twice). ``keys``: :class:`Key` s or bare columns (ascending, missing as 0).
+    Read ``block`` rows at a time (default :data:`BLOCK`), each block's pages let go.
     """
-    descending = descending or [False] * len(columns)
-    n = len(columns[0]) if columns else 0
+    block = block or BLOCK
+    spec = _spec(keys)
+    n = len(spec[0].column) if spec else 0
     last: list[np.ndarray] | None = None
     for lo in range(0, n, block):
-        keys = _keys(columns, descending, (lo, min(lo + block, n)))
+        values = _keys(spec, (lo, min(lo + block, n)))
         if last is not None:
-            keys = [np.concatenate([a, k]) for a, k in zip(last, keys, strict=True)]
+            values = [np.concatenate([a, k]) for a, k in zip(last, values, strict=True)]
         release_pages()
-        if not bool(_ordered(keys, strict).all()):
+        if not bool(_ordered(values, strict).all()):
             return False
-        last = [k[-1:] for k in keys]
+        last = [k[-1:] for k in values]
     return True
 
 
-def sorted_order(columns: list[Any], descending: list[bool] | None = None, block: int = BLOCK) -> np.ndarray | None:
-    """The rows' stable order by ``columns`` (primary first; missing values as 0, ``descending`` negated).
+def sorted_order(keys: list[Any], *, block: int | None = None) -> np.ndarray | None:
+    """The rows' stable order by ``keys`` (:class:`Key` s or bare columns; primary first).
 
-    What ``np.lexsort`` of the keys (last key first) gives, without the keys and the order of
-    the whole table in memory at once: None when the rows are in order already (:func:`in_order`);
-    else the rows are split by ranges of the primary key into buckets of about ``block`` rows
-    (their positions written to spill files), each bucket sorted alone, and the order written to a
-    spill file (in memory when small). Rows with equal keys keep their order.
+    What ``np.lexsort`` of the key values (last key first) gives, without the keys and the
+    order of the whole table in memory at once: None when the rows are in order already
+    (:func:`in_order`); else the rows are split by ranges of the primary key into buckets of
+    about ``block`` rows (default :data:`BLOCK`; their positions written to spill files), each
+    bucket sorted alone, and the order written to a spill file (in memory when small). Rows with
+    equal keys keep their order. The primary key should tell most rows apart: rows of one
+    primary value are sorted in one bucket, however many.
 
     Returns:
         None, or the order: int64 row positions, shape (rows,).
     """
-    descending = descending or [False] * len(columns)
-    n = len(columns[0]) if columns else 0
-    if in_order(columns, descending, block):
+    block = block or BLOCK
+    spec = _spec(keys)
+    n = len(spec[0].column) if spec else 0
+    if in_order(spec, block=block):
         return None
     with ColumnWriter(np.int64) as out:
-        for positions in _buckets(columns, descending, n, block):
-            keys = _keys(columns, descending, positions)
+        for positions in _buckets(spec[0], n, block):
+            values = _keys(spec, positions)
             release_pages()
-            out.append(positions[np.lexsort(keys[::-1])])
-            del keys
+            out.append(positions[np.lexsort(values[::-1])])
+            del values
         return out.finish()
 
 
-def _buckets(columns: list[Any], descending: list[bool], n: int, block: int) -> Iterator[np.ndarray]:
+def _buckets(primary: Key, n: int, block: int) -> Iterator[np.ndarray]:
     """The row positions (ascending) of each range of primary key values, the ranges in key order.
 
     A sample of the primary key sets ranges of about ``block`` rows each (rows of one value are
@@ -366,14 +401,14 @@ def _buckets(columns: list[Any], descending: list[bool], n: int, block: int) -> 
     parts = -(-n // block)
     step = max(1, n // (64 * parts))
     picks = [np.arange(lo, min(lo + block, n), step) for lo in range(0, n, block)]
-    sample = np.sort(np.concatenate([_keys(columns[:1], descending[:1], rows)[0] for rows in picks]))
+    sample = np.sort(np.concatenate([_keys([primary], rows)[0] for rows in picks]))
     release_pages()
     bounds = np.unique(sample[(np.arange(1, parts) * len(sample)) // parts])
     writers = [ColumnWriter(np.int64) for _ in range(len(bounds) + 1)]
     try:
         for lo in range(0, n, block):
             hi = min(lo + block, n)
-            first = _keys(columns[:1], descending[:1], (lo, hi))[0]
+            first = _keys([primary], (lo, hi))[0]
             release_pages()
             bucket = np.searchsorted(bounds, first, side="right")
             order = np.argsort(bucket, kind="stable")
@@ -428,8 +463,9 @@ def take_frame(frame: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(out, index=pd.RangeIndex(len(order)), copy=False)
 
 
-def first_row(n: int, test: Any, block: int = BLOCK) -> int | None:
+def first_row(n: int, test: Any, block: int | None = None) -> int | None:
     """The first row (0-based) of ``n`` where ``test(lo, hi)`` (a bool array of rows lo:hi) is True; None if none."""
+    block = block or BLOCK
     for lo in range(0, n, block):
         hit = np.flatnonzero(test(lo, min(lo + block, n)))
         release_pages()
@@ -438,16 +474,18 @@ def first_row(n: int, test: Any, block: int = BLOCK) -> int | None:
     return None
 
 
-def has_missing(column: Any, block: int = BLOCK) -> bool:
+def has_missing(column: Any, block: int | None = None) -> bool:
     """True when a key column (numpy, or nullable ``Int64``: spilled or not) has a missing value; read in blocks."""
+    block = block or BLOCK
     array = column.array if isinstance(column, pd.Series) else column
     if not isinstance(array, pd.arrays.IntegerArray | pd.arrays.BooleanArray):
         return False
     return first_row(len(array), lambda lo, hi: array._mask[lo:hi], block) is not None  # noqa: SLF001
 
 
-def only_value(column: np.ndarray, block: int = BLOCK) -> int | None:
+def only_value(column: np.ndarray, block: int | None = None) -> int | None:
     """The one value of an int64 column when every row holds it (None when empty or not); read in blocks."""
+    block = block or BLOCK
     if not len(column):
         return None
     value = int(column[0])
@@ -456,7 +494,7 @@ def only_value(column: np.ndarray, block: int = BLOCK) -> int | None:
     return value
 
 
-def sorted_keys(column: Any, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray | None]:
+def sorted_keys(column: Any, block: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """The non-missing values of a key column in ascending order, and the rows they are at.
 
     Returns:
@@ -466,21 +504,23 @@ def sorted_keys(column: Any, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray
         own values, not a copy). Sorted a bucket at a time (:func:`sorted_order`), the results in
         spill files (in memory when small).
     """
+    block = block or BLOCK
     array = column.array if isinstance(column, pd.Series) else column
     if isinstance(array, pd.arrays.IntegerArray):
         data, mask = array._data, array._mask  # noqa: SLF001
     else:
         data, mask = np.asarray(array, dtype=np.int64), None
     missing = mask is not None and has_missing(array, block)
-    keys: list[Any] = [mask, data] if missing else [data]
-    order = sorted_order(keys, [True, False] if missing else [False], block)
+    # a missing entry as the smallest integer, before any value equal to it: the missing rows come first
+    keys: list[Any] = [Key(array, fill=_MIN), Key(mask, descending=True)] if missing else [data]
+    order = sorted_order(keys, block=block)
     if order is None and not missing:
         return data, None
     if order is None:
         order = spill.arange(0, len(data))
     if missing:
         assert mask is not None
-        skip = sum(int(mask[lo : lo + block].sum()) for lo in range(0, len(mask), block))  # the missing rows come first
+        skip = sum(int(mask[lo : lo + block].sum()) for lo in range(0, len(mask), block))
         order = order[skip:]
     values = spill.take(data, order)
     release_pages()
