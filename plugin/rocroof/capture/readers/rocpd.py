@@ -356,6 +356,11 @@ def _is_marker(category: str) -> str:
 #: chunk by chunk, so that its Python row tuples never all exist at once.
 FETCH_ROWS = 50_000
 
+#: Rows of an ADBC result turned into pandas at a time (:func:`_arrow_pages`: markers and API
+#: calls; at most :data:`FETCH_ROWS`): a marker's message is a Python string while its slice is
+#: shaped (50,000 rows a slice: the read's peak ~12 MB higher at 10^6 dispatches, no faster).
+SLICE_ROWS = 1 << 14
+
 
 def _query(conn: sqlite3.Connection, path: Path, sql: str, params: Sequence[object] = ()) -> pd.DataFrame:
     try:
@@ -1508,8 +1513,8 @@ def _counters_one_record_each(
 
 
 #: Counter records checked or sorted at a time (:func:`_increasing`, :func:`_sorted_per_dispatch`):
-#: ~2 MB per int64 temporary.
-_RECORD_BLOCK = 1 << 18
+#: ~0.5 MB per int64 temporary (2^18 records: the read's peak ~10 MB higher at 10^6 dispatches).
+_RECORD_BLOCK = 1 << 16
 
 
 def _increasing(row: np.ndarray, code: np.ndarray, width: int, block: int = _RECORD_BLOCK) -> bool:
@@ -1620,12 +1625,14 @@ def _counter_records(
         yield block[:, 0].astype(np.int64), block[:, 1].astype(np.int64), block[:, 2].astype(np.int64), block[:, 3]
 
 
-#: Counter records read through ADBC per query (:func:`_id_pages`): ~8 MB of Arrow columns.
-PAGE_IDS = 1 << 18
+#: Counter records read through ADBC per query (:func:`_id_pages`): ~2 MB of Arrow columns and
+#: their conversions (2^18 records: the read's peak ~15 MB higher at 10^6 dispatches, no faster).
+PAGE_IDS = 1 << 16
 
 #: Dispatch and region (roctx range, API call) records read through ADBC per query
-#: (:func:`_id_pages`): ~60 MB of Arrow columns for a dispatch's ~25 columns.
-TABLE_PAGE_IDS = 1 << 18
+#: (:func:`_id_pages`): ~15 MB of Arrow columns for a dispatch's ~25 columns (2^18 ids: the read's
+#: peak ~10 MB higher at 10^5 and 10^6 dispatches, no faster).
+TABLE_PAGE_IDS = 1 << 16
 
 
 #: Ranges of ids up to which :func:`_id_pages` splits by arithmetic (no query); beyond, the
@@ -2031,7 +2038,7 @@ def _arrow_pages(
     """
     with FrameWriter(columns, fixed=_FIXED) as writer:
         for sql in queries:
-            slices = arrow_slices(conn, sql, FETCH_ROWS, texts=texts, derive=derive)
+            slices = arrow_slices(conn, sql, min(FETCH_ROWS, SLICE_ROWS), texts=texts, derive=derive)
             if slices is None:
                 return None
             try:

@@ -102,7 +102,7 @@ class TextCodes:
 
     def _widen(self, dtype: np.dtype[Any]) -> None:
         """Rewrite the codes written so far in the wider ``dtype``."""
-        written = self._codes.finish()
+        written = self._codes.finish(mapped=True)
         wider = ColumnWriter(dtype)
         try:
             for lo in range(0, len(written), BLOCK):
@@ -121,7 +121,8 @@ class TextCodes:
         an object array with None for missing values (what the readers held before), unless
         ``categorical``.
         """
-        codes = self._codes.finish()
+        big = not small(self.rows)  # (as a column of object pointers: 8 bytes a row)
+        codes = self._codes.finish(mapped=big)
         texts = list(self._number)
         if not self.fixed:
             ranked = sorted(range(len(texts)), key=texts.__getitem__)
@@ -129,9 +130,9 @@ class TextCodes:
                 renumber = np.empty(len(texts) + 1, dtype=codes.dtype)
                 renumber[np.array(ranked, dtype=np.int64)] = np.arange(len(texts), dtype=codes.dtype)
                 renumber[-1] = -1
-                codes = _renumbered(codes, renumber) if len(codes) else codes
+                codes = _renumbered(codes, renumber, big) if len(codes) else codes
                 texts = [texts[i] for i in ranked]
-        if small(self.rows) and not self.categorical:
+        if not big and not self.categorical:
             table = np.empty(len(texts) + 1, dtype=object)
             table[: len(texts)] = texts
             table[-1] = None
@@ -151,13 +152,13 @@ class TextCodes:
         self.close()
 
 
-def _renumbered(codes: np.ndarray, renumber: np.ndarray) -> np.ndarray:
+def _renumbered(codes: np.ndarray, renumber: np.ndarray, mapped: bool) -> np.ndarray:
     """``renumber[codes]`` (code -1 reads ``renumber[-1]``), written to a spill file a block at a time."""
     with ColumnWriter(codes.dtype) as writer:
         for lo in range(0, len(codes), BLOCK):
             writer.append(renumber[codes[lo : lo + BLOCK]])
             release_pages()
-        return writer.finish()
+        return writer.finish(mapped=mapped)
 
 
 def _kind(dtype: str) -> str:
@@ -241,6 +242,7 @@ class FrameWriter:
     def finish(self) -> pd.DataFrame:
         """The frame, with a fresh index (the writer is spent)."""
         out: dict[str, Any] = {}
+        big = not small(self.rows)  # every column of a large frame in a file, its masks and codes too
         try:
             for name, writer in self._writers.items():
                 if isinstance(writer, TextCodes):
@@ -248,7 +250,7 @@ class FrameWriter:
                     out[name] = pd.Series(text, dtype=None if isinstance(text, pd.Categorical) else object, copy=False)
                 elif isinstance(writer, tuple):
                     values, mask = writer
-                    data, missing = values.finish(), mask.finish()
+                    data, missing = values.finish(mapped=big), mask.finish(mapped=big)
                     array = (
                         pd.arrays.IntegerArray(data, missing)
                         if data.dtype.kind == "i"
@@ -256,7 +258,7 @@ class FrameWriter:
                     )
                     out[name] = pd.Series(array, copy=False)
                 else:
-                    out[name] = pd.Series(writer.finish(), copy=False)
+                    out[name] = pd.Series(writer.finish(mapped=big), copy=False)
         finally:
             self.close()
         return pd.DataFrame(out, index=pd.RangeIndex(self.rows), copy=False)
@@ -434,18 +436,20 @@ def take_column(column: pd.Series, order: np.ndarray) -> Any:
 
     Categoricals keep their categories, their codes taken; nullable integers and booleans their
     values and mask; numpy columns their values; an object column in memory is taken in memory.
+    A result of many rows (:func:`small`) is in files entirely, its masks and codes included.
     """
     array = column.array
+    big = not small(len(order))
     if isinstance(array, pd.Categorical):
-        codes = spill.take(np.asarray(array.codes), order)
+        codes = spill.take(np.asarray(array.codes), order, mapped=big)
         return pd.Categorical.from_codes(codes, dtype=array.dtype, validate=False)
-    if isinstance(array, pd.arrays.IntegerArray):
-        return pd.arrays.IntegerArray(spill.take(array._data, order), spill.take(array._mask, order))  # noqa: SLF001
-    if isinstance(array, pd.arrays.BooleanArray):
-        return pd.arrays.BooleanArray(spill.take(array._data, order), spill.take(array._mask, order))  # noqa: SLF001
+    if isinstance(array, pd.arrays.IntegerArray | pd.arrays.BooleanArray):
+        data = spill.take(array._data, order, mapped=big)  # noqa: SLF001
+        mask = spill.take(array._mask, order, mapped=big)  # noqa: SLF001
+        return type(array)(data, mask)
     if column.dtype == object:
         return column.to_numpy()[order]
-    return spill.take(column.to_numpy(), order)
+    return spill.take(column.to_numpy(), order, mapped=big)
 
 
 def take_frame(frame: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
