@@ -58,6 +58,19 @@ database only (guid, id) is unique. Files are opened read-only and ``immutable``
 failure (not SQLite, not rocpd, damaged, a value of the wrong type, marker ``extdata`` that is
 not JSON, a time reference to no ``rocpd_timestamp`` row) is a :class:`~rocroof.errors.ParseError`
 naming the file.
+
+The read holds its chunk buffers, not the tables (:mod:`.spilled_rows`): dispatches, counter
+records, ranges, marks and launch calls are read a range of ids per query (one process's file)
+and a slice of rows at a time, and each shaped slice goes to spill files (:mod:`rocroof.spill`).
+A table past :data:`rocroof.spill.SPILL_MIN_BYTES` (as 8 bytes a row) comes back with every
+column mapped from its file: integers as they are, texts (kernel names, agent labels, regions,
+messages, API names) as categoricals whose codes are in a file, and the ggml ranges' messages as
+their op, node name and invocation (:data:`rocroof.records.MARKER_PART_COLUMNS`, as
+:func:`rocroof.capture.markers.compact_ranges` makes them). A smaller table is in memory, as it
+always was. The sorts into time order, the matching of counter records and launch calls to
+dispatches and the checks for damage go a block of rows at a time (a merged database's matching
+excepted: its keys are sorted in memory), and the per-instance counter values of
+:func:`_counters_summed` are joined in memory before they are spilled.
 """
 
 from __future__ import annotations
@@ -977,9 +990,12 @@ def _dispatches_as_integers(
 
     Every column of a dispatch record is an integer but the kernel's name and the
     ``--kernel-rename`` region, which are numbers too (the kernel symbol's and the string's id)
-    until they are looked up once per distinct id. Returns None (the caller reads the rows
-    through pandas, which names a bad value) when a value is not an integer, or when kernel
-    symbol or string ids repeat within a process (a join on them would add rows).
+    until they are looked up once per distinct id (a chunk of rows at a time). Returns None (the
+    caller reads the rows through pandas, which names a bad value) when a value is not an integer,
+    or when kernel symbol or string ids repeat within a process (a join on them would add rows).
+
+    Returns:
+        :data:`_DISPATCH_READ` columns, in spill files (:class:`~.spilled_rows.FrameWriter`).
 
     Raises:
         ParseError: a dispatch without a start or end time, or ending before it starts.
@@ -1837,7 +1853,13 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path, paged: b
     Schema 3 keeps the message in the event's ``extdata`` ``$.message``; schema 4 in the
     record's name (see :func:`_marker_message`). Times are host ns. ``paged``: the database is
     one process's (one guid), and its regions may be read a range of ids at a time
-    (:func:`_id_pages`); the ranges are put in time order as the query orders them.
+    (:func:`_id_pages`). Ranges and marks are put in time order (at equal starts the longer
+    first) by :func:`~.spilled_rows.sorted_order`, a bucket of rows at a time.
+
+    Returns:
+        :data:`~rocroof.records.MARKER_COLUMNS` (and, in a large table whose ggml ranges' messages
+        were let go, :data:`~rocroof.records.MARKER_PART_COLUMNS`: :func:`_whole_messages`), in
+        spill files when large.
     """
     ev, st, rg = src["rocpd_event"], src["rocpd_string"], src["rocpd_region"]
     at = _placement(conn, src, path, "rocpd_region", "r")
