@@ -96,8 +96,9 @@ def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd
         lookup[str(row["agent_label"])] = int(i)
     gpus = agents[agents["agent_type"] == "GPU"].sort_values("node_id")
     cpus = agents[agents["agent_type"] == "CPU"].sort_values("node_id")
-    values = labels.astype(object)
-    for label in pd.unique(values):
+    # per distinct label, not per dispatch: a pass of 10^6 dispatches names a handful of agents
+    codes, uniques = _label_codes(labels)
+    for label in uniques:
         if label is None or (isinstance(label, float) and np.isnan(label)):
             continue
         text = str(label).strip()
@@ -125,12 +126,36 @@ def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd
             )
             hit = len(agents) - 1
         lookup[text] = hit
-    # per distinct label, not per dispatch: a pass of 10^6 dispatches names a handful of agents
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
     hits = [lookup.get(str(v).strip()) for v in uniques]
     table = np.array([-1 if h is None else h for h in hits] + [-1], dtype=np.int64)  # code -1: missing label
     result = table[codes]
     return pd.Series(pd.arrays.IntegerArray(result, result < 0)), agents
+
+
+def _label_codes(labels: pd.Series) -> tuple[np.ndarray, list[Any]]:
+    """A code per row of ``labels`` (-1: missing) and the distinct labels in order of first appearance.
+
+    A categorical (a large read's text, its codes in a spill file) is read through its codes a
+    block at a time, without an object per row; other columns through :func:`pandas.factorize`.
+    Shapes: codes (rows,) integers; one label per code.
+    """
+    array = labels.array
+    if not isinstance(array, pd.Categorical):
+        codes, uniques = pd.factorize(labels.astype(object), use_na_sentinel=True)
+        return codes, list(uniques)
+    codes = np.asarray(array.codes)
+    first = np.full(len(array.categories), len(codes), dtype=np.int64)  # each code's first row
+    for lo in range(0, len(codes), _CATEGORY_BLOCK):
+        present, at = np.unique(codes[lo : lo + _CATEGORY_BLOCK], return_index=True)
+        keep = present >= 0
+        np.minimum.at(first, present[keep].astype(np.int64), lo + at[keep])
+        release_pages()
+    seen = np.flatnonzero(first < len(codes))
+    ordered = seen[np.argsort(first[seen], kind="stable")]  # the codes in order of first appearance
+    renumber = np.full(len(array.categories) + 1, -1, dtype=np.int64)
+    renumber[ordered] = np.arange(len(ordered))
+    categories = list(array.categories)
+    return renumber[codes], [categories[i] for i in ordered.tolist()]
 
 
 def _durations(p: PassData, notes: list[Note]) -> pd.Series:
