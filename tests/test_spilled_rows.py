@@ -144,7 +144,9 @@ def test_a_frame_written_a_chunk_at_a_time_is_the_chunks_stacked(
     pd.testing.assert_frame_equal(got, expected)
 
 
-def test_take_frame_is_iloc(spill_all: None) -> None:
+@pytest.mark.parametrize("spill_everything", [True, False])
+def test_take_frame_is_iloc(spill_everything: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)  # the frame's columns in files
     frame = pd.DataFrame(
         {
             "id": pd.arrays.IntegerArray(spill.spilled_copy(np.arange(6)), spill.spilled_copy(np.arange(6) == 2)),
@@ -158,6 +160,9 @@ def test_take_frame_is_iloc(spill_all: None) -> None:
     )
     order = np.array([5, 0, 2, 2, 4])
     expected = frame.iloc[order].reset_index(drop=True)
+    if not spill_everything:  # a small result: taken in memory
+        monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 1 << 20)
+        frame = pd.DataFrame({name: frame[name].copy(deep=True) for name in frame.columns})
     got = sr.take_frame(frame, order)
     pd.testing.assert_frame_equal(got, expected)
-    assert spill.is_spilled(np.asarray(got["name"].array.codes)) and list(frame.columns) == []
+    assert spill.is_spilled(np.asarray(got["name"].array.codes)) == spill_everything and list(frame.columns) == []

@@ -109,6 +109,7 @@ from ...records import (
     empty_frame,
     marker_kinds,
     non_decreasing,
+    stack_frames,
 )
 from ...spill import ColumnWriter, release_pages
 from ..markers import marker_messages, parse_range, split_ranges
@@ -2027,9 +2028,14 @@ def _whole_messages(markers: pd.DataFrame) -> pd.DataFrame:
 
 
 def _stacked(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:
-    """Frames of ``columns`` one after the other, written to spill files a block at a time (``frames`` emptied)."""
+    """Frames of ``columns`` one after the other, written to spill files a block at a time (``frames`` emptied).
+
+    Frames of few rows in all (:func:`~.spilled_rows.small`) are stacked in memory.
+    """
     if len(frames) == 1:
         return frames.pop()
+    if small(sum(len(f) for f in frames)):
+        return stack_frames(frames)
     with FrameWriter(columns, fixed=_FIXED) as writer:
         while frames:
             frame = frames.pop(0)

@@ -435,11 +435,20 @@ def take_column(column: pd.Series, order: np.ndarray) -> Any:
     """``column`` (a frame's column) in ``order``, a spilled one written to spill files a block at a time.
 
     Categoricals keep their categories, their codes taken; nullable integers and booleans their
-    values and mask; numpy columns their values; an object column in memory is taken in memory.
-    A result of many rows (:func:`small`) is in files entirely, its masks and codes included.
+    values and mask; numpy columns their values; an object column in memory is taken in memory,
+    as is any column in memory whose result is small (:func:`small`). A result of many rows is in
+    files entirely, its masks and codes included.
     """
     array = column.array
     big = not small(len(order))
+    if column.dtype == object:
+        return column.to_numpy()[order]
+    if not big and not spill.is_spilled(array):  # a small column in memory: taken in memory
+        return (
+            array.take(order)
+            if isinstance(array, pd.Categorical | pd.arrays.IntegerArray | pd.arrays.BooleanArray)
+            else column.to_numpy()[order]
+        )
     if isinstance(array, pd.Categorical):
         codes = spill.take(np.asarray(array.codes), order, mapped=big)
         return pd.Categorical.from_codes(codes, dtype=array.dtype, validate=False)
@@ -447,8 +456,6 @@ def take_column(column: pd.Series, order: np.ndarray) -> Any:
         data = spill.take(array._data, order, mapped=big)  # noqa: SLF001
         mask = spill.take(array._mask, order, mapped=big)  # noqa: SLF001
         return type(array)(data, mask)
-    if column.dtype == object:
-        return column.to_numpy()[order]
     return spill.take(column.to_numpy(), order, mapped=big)
 
 
