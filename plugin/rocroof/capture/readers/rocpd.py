@@ -372,8 +372,8 @@ FETCH_ROWS = 50_000
 
 #: Rows of an ADBC result turned into pandas at a time (:func:`_arrow_pages`: markers and API
 #: calls; at most :data:`FETCH_ROWS`): a marker's message is a Python string while its slice is
-#: shaped (50,000 rows a slice: the read's peak ~12 MB higher at 10^6 dispatches, no faster).
-SLICE_ROWS = 1 << 14
+#: shaped (2^14 rows a slice: the read's peak ~12 MB lower at 10^6 dispatches, ~7% slower).
+SLICE_ROWS = 1 << 15
 
 
 def _query(conn: sqlite3.Connection, path: Path, sql: str, params: Sequence[object] = ()) -> pd.DataFrame:
@@ -1647,9 +1647,9 @@ def _counter_records(
 PAGE_IDS = 1 << 16
 
 #: Dispatch and region (roctx range, API call) records read through ADBC per query
-#: (:func:`_id_pages`): ~15 MB of Arrow columns for a dispatch's ~25 columns (2^18 ids: the read's
-#: peak ~10 MB higher at 10^5 and 10^6 dispatches, no faster).
-TABLE_PAGE_IDS = 1 << 16
+#: (:func:`_id_pages`): ~30 MB of Arrow columns for a dispatch's ~25 columns (2^18 ids: the read's
+#: peak ~45 MB higher at 10^6 dispatches; 2^16: ~5% slower for a few MB less).
+TABLE_PAGE_IDS = 1 << 17
 
 
 #: Ranges of ids up to which :func:`_id_pages` splits by arithmetic (no query); beyond, the
