@@ -742,7 +742,7 @@ def build(
     """The run of ``capture``: windowed where :func:`plan_windows` cuts it, else ``build_run`` whole.
 
     Windowed only where the reader holds the pass's rows on disk (``on_disk_only``): today the
-    rocprofv3 CSV reader, for runs whose columns pass ``SPILL_MIN_BYTES`` (~2^17 dispatches).
+    rocprofv3 CSV and rocpd readers, for runs whose columns pass ``SPILL_MIN_BYTES`` (~2^17 dispatches).
 
     Takes the same arguments as :func:`rocroof.ingest.pipeline.build_run` and returns its
     :class:`~rocroof.ingest.pipeline.RunFrames`, with ``windows`` set when windowed
