@@ -321,6 +321,7 @@ def test_windowed_only_where_the_read_is_on_disk(
     from rocroof import spill
 
     path = synthetic.capture("csv", 3000, tmp_path_factory.getbasetemp() / "synthetic")
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", spill._min_bytes(None))  # the default, whatever the environment sets
     in_memory = read_capture(path)
     assert W.plan_windows(in_memory, size=500, on_disk_only=True) is None
     monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
