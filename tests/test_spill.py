@@ -483,6 +483,36 @@ def test_a_spilled_frame_holds_what_conform_gives(spill_everything: bool, monkey
     assert len(twice) == 8
 
 
+def test_a_mapped_frame_maps_its_byte_wide_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame large enough to map maps its masks and booleans too (1 byte a row: each under the threshold alone).
+
+    4 rows: the 8-byte columns hold 32 bytes, the masks and booleans 4. With the threshold at 32
+    bytes, a per-column test kept the byte-wide columns in memory (at 10^6 rows, 1 MB each under
+    the 1 MiB default: 36 MB held for a rocprofv3 CSV pass).
+    """
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 32)
+    columns = {"id": "Int64", "flag": "boolean", "value": "float64"}
+    with SpilledFrameWriter(columns) as writer:
+        for chunk in _frame_chunks():
+            writer.add(chunk)
+        got = writer.finish()
+    assert len(got) == 4
+    for name in ("id", "flag"):
+        assert spill.is_spilled(got[name].array._data), name
+        assert spill.is_spilled(got[name].array._mask), name
+    assert spill.is_spilled(got["value"].to_numpy())
+    expected = conform(pd.concat([conform(c, columns) for c in _frame_chunks()], ignore_index=True), columns)
+    pd.testing.assert_frame_equal(got, expected)
+    # one row fewer than the threshold's 8 bytes a row: the frame stays in memory, every column
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 40)
+    with SpilledFrameWriter(columns) as writer:
+        for chunk in _frame_chunks():
+            writer.add(chunk)
+        small = writer.finish()
+    assert not any(spill.is_spilled(small[n].array._mask) for n in ("id", "flag"))
+    assert not spill.is_spilled(small["value"].to_numpy())
+
+
 def test_take_rows_keeps_coded_text_and_flags_spilled(spill_all: None) -> None:
     columns = {"id": "Int64", "name": "object", "flag": "boolean", "value": "float64"}
     with SpilledFrameWriter(columns) as writer:

@@ -461,8 +461,9 @@ class SpilledFrameWriter:
     Integers and floats go to :class:`rocroof.spill.ColumnWriter` files (nullable ones as values
     and mask), text columns to :class:`TextWriter` (a code per row): the chunks are not kept, and
     the finished frame maps its columns from the files. Each chunk is conformed first
-    (:func:`conform`: missing columns added as missing values). Columns under
-    :data:`rocroof.spill.SPILL_MIN_BYTES` come back in memory, as :func:`conform` would give them.
+    (:func:`conform`: missing columns added as missing values). A frame of fewer than
+    :data:`rocroof.spill.SPILL_MIN_BYTES` / 8 rows comes back in memory, as :func:`conform` would
+    give it; a larger one maps every column, byte-wide ones (masks, booleans) too.
 
     A context manager: leaving the block drops the files of a frame not finished.
 
@@ -526,6 +527,10 @@ class SpilledFrameWriter:
     def finish(self) -> pd.DataFrame:
         """The frame, with a fresh index (the files are then mapped; the writer is spent)."""
         out: dict[str, Any] = {}
+        # one decision for the frame, by its rows (as TextWriter decides its codes): a frame that is
+        # mapped maps its byte-wide columns too (masks, booleans: 1 MB each at 10^6 rows, 36 MB for
+        # the three frames of a rocprofv3 CSV pass, where a per-column size test kept them in memory)
+        big = self.rows * 8 >= max(spill.SPILL_MIN_BYTES, 1)
         try:
             for name, writer in self._writers.items():
                 if isinstance(writer, TextWriter):
@@ -533,7 +538,7 @@ class SpilledFrameWriter:
                     out[name] = pd.Series(text, dtype=None if isinstance(text, pd.Categorical) else object, copy=False)
                 elif isinstance(writer, tuple):
                     values, mask = writer
-                    data, missing = values.finish(), mask.finish()
+                    data, missing = values.finish(mapped=big), mask.finish(mapped=big)
                     array = (
                         pd.arrays.IntegerArray(data, missing)
                         if data.dtype.kind == "i"
@@ -541,7 +546,7 @@ class SpilledFrameWriter:
                     )
                     out[name] = pd.Series(array, copy=False)
                 else:
-                    out[name] = pd.Series(writer.finish(), copy=False)
+                    out[name] = pd.Series(writer.finish(mapped=big), copy=False)
         finally:
             self.close()
         return pd.DataFrame(out, index=pd.RangeIndex(self.rows), copy=False)
