@@ -93,6 +93,24 @@ def test_secrets_inside_paths_go_from_logs_gzip_csv_and_json(tmp_path: Path) -> 
     assert f"path token={REDACTED}\n" in text  # the trial's line, in the log
 
 
+def test_secrets_in_json_keys_go(tmp_path: Path) -> None:
+    """A JSON object keyed by text the scrub redacts (paths, secrets) loses it from its keys too."""
+    cap = synthetic.capture("csv", 20, tmp_path / "cache", dest=tmp_path / "cap")
+    keyed = {p: {"n": i, "path": p} for i, p in enumerate(PLANTED)}
+    keyed["ops"] = 3  # a plain key stays as it is
+    (cap / "rocroof-collect.json").write_text(json.dumps({"models": keyed}))
+    assert all(secret in dump(cap) for secret in MUST_GO)
+    scrub_capture(cap, tmp_path / "clean")
+    text = dump(tmp_path / "clean")
+    for secret in MUST_GO:
+        assert secret not in text, f"{secret!r} left in the scrubbed copy"
+    assert "/home/alice" not in text
+    models = json.loads((tmp_path / "clean" / "rocroof-collect.json").read_text())["models"]
+    assert len(models) == len(PLANTED) + 1  # keys that redact alike are numbered, none lost
+    assert models["ops"] == 3
+    assert sorted(v["n"] for k, v in models.items() if k != "ops") == list(range(len(PLANTED)))
+
+
 def test_secrets_inside_paths_go_from_sqlite_cells_of_every_type(tmp_path: Path) -> None:
     cap = synthetic.capture("rocpd", 20, tmp_path / "cache", dest=tmp_path / "cap")
     (db,) = cap.glob("*_results.db")

@@ -893,7 +893,14 @@ def _scrub_json(path: Path, text: str, redact: Redactor, *, manifest: bool) -> s
                 if key == "env" and not KEEP_ENV.match(str(k)):
                     redact.report.count("environment variable")
                     continue
-                out[k] = walk(v, str(k))
+                # a key is text like any other (a model path, a host name as a key): redacted, and
+                # numbered where two keys redact alike (` <2>`, as rocpd's unique strings are)
+                name = redact(k) if isinstance(k, str) else k
+                if name != k:
+                    base, n = name, 2
+                    while name in out or name in obj:
+                        name, n = f"{base} <{n}>", n + 1
+                out[name] = walk(v, str(k))
             return out
         if isinstance(obj, list):
             return redact.argv(obj) if manifest and key in ("command", "argv") else [walk(v, key) for v in obj]
