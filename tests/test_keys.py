@@ -142,3 +142,74 @@ def test_block_of_fills_missing_values() -> None:
     assert keys.block_of(column, 0, 3).tolist() == [4, -1, 6]
     assert keys.block_of(column, 1, 3, fill=99).tolist() == [99, 6]
     assert keys.has_missing(column) and not keys.has_missing(_spilled([1, 2]))
+
+
+# ---- sorts a bucket of rows at a time (rocpd's ranges and launch calls into time order) -------------
+
+
+def _nullable(values: np.ndarray, missing: np.ndarray, spilled: bool) -> pd.arrays.IntegerArray:
+    data = np.where(missing, 12345, values).astype(np.int64)  # what lies under a missing value must not matter
+    if spilled:
+        return pd.arrays.IntegerArray(spill.spilled_copy(data), spill.spilled_copy(missing))
+    return pd.arrays.IntegerArray(data, missing)
+
+
+@pytest.mark.parametrize("block", [1, 3, 7, 64, 10_000])
+@pytest.mark.parametrize("spilled", [True, False])
+def test_sorted_order_is_numpy_s_stable_lexsort(block: int, spilled: bool) -> None:
+    rng = np.random.default_rng(block)
+    n = 500
+    start = rng.integers(-3, 20, size=n)  # many ties: equal keys must keep their order
+    end = rng.integers(0, 4, size=n)
+    missing = rng.random(n) < 0.1
+    column = _nullable(start, missing, spilled)
+    # the keys by hand: a missing start counts as 0 (its fill), the end descending
+    expected = np.lexsort((-end, np.where(missing, 0, start)))
+    got = keys.sorted_order([keys.Key(column, fill=0), keys.Key(end, descending=True)], block=block)
+    assert got is not None
+    np.testing.assert_array_equal(got, expected)
+    # a bare column: a missing value counts as -1
+    expected = np.lexsort((end, np.where(missing, -1, start)))
+    np.testing.assert_array_equal(keys.sorted_order([column, end], block=block), expected)
+    # a missing start as the smallest value, before a real one equal to it
+    low = -(2**63)
+    with_min = np.where(rng.random(n) < 0.05, low, start)
+    column = _nullable(with_min, missing, spilled)
+    expected = np.lexsort((np.arange(n), (~missing).astype(int), np.where(missing, low, with_min)))
+    spec = [keys.Key(column, fill=low), keys.Key(missing, descending=True), np.arange(n)]
+    np.testing.assert_array_equal(keys.sorted_order(spec, block=block), expected)
+
+
+def test_rows_in_order_are_not_sorted_again() -> None:
+    ordered = spill.spilled_copy(np.repeat(np.arange(50), 3))
+    assert keys.sorted_order([ordered], block=4) is None
+    assert keys.in_order([ordered], block=4) and not keys.in_order([ordered], strict=True, block=4)
+    assert keys.in_order([np.arange(10)], strict=True, block=3)
+    # the first key decides, the second only between equal first keys; across block ends too
+    assert keys.in_order([np.array([1, 1, 2, 2]), np.array([5, 6, 0, 1])], strict=True, block=1)
+    assert not keys.in_order([np.array([1, 1, 2, 2]), np.array([5, 6, 1, 0])], block=3)
+
+
+def test_sorted_keys_gives_the_values_present_and_their_rows() -> None:
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 40, size=300)
+    missing = rng.random(300) < 0.2
+    got, rows = keys.sorted_keys(_nullable(values, missing, True), block=16)
+    present = np.flatnonzero(~missing)
+    order = present[np.argsort(values[present], kind="stable")]
+    assert rows is not None
+    np.testing.assert_array_equal(rows, order)
+    np.testing.assert_array_equal(got, values[order])
+    in_order = spill.spilled_copy(np.arange(0, 90, 3))
+    same, none = keys.sorted_keys(in_order)
+    assert none is None and np.shares_memory(same, in_order)  # the column itself: no copy
+
+
+def test_missing_values_and_a_single_value_found_a_block_at_a_time() -> None:
+    flags = pd.array([True, False, None, True], dtype="boolean")
+    assert keys.has_missing(pd.Series(flags)) and keys.has_missing(flags)
+    assert keys.block_of(flags, 1, 4, fill=7).tolist() == [0, 7, 1]
+    assert not keys.has_missing(np.arange(5)) and not keys.has_missing(pd.array([1, 2], dtype="Int64"))
+    assert keys.only_value(np.full(10, 4), block=3) == 4
+    assert keys.only_value(np.array([4] * 9 + [5]), block=3) is None and keys.only_value(np.array([])) is None
+    assert keys.first_row(10, lambda lo, hi: np.arange(lo, hi) >= 7, block=4) == 7

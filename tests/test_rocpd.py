@@ -21,8 +21,9 @@ import pandas as pd
 import pytest
 
 import rocroof.spill as spill
+from rocroof import keys
 from rocroof.capture.markers import marker_messages
-from rocroof.capture.readers import detect, read_capture, rocpd, spilled_rows, sqlite_arrow
+from rocroof.capture.readers import detect, read_capture, rocpd, sqlite_arrow
 from rocroof.errors import InputError, ParseError
 from rocroof.ingest.pipeline import build_run
 from rocroof.records import PassData, non_decreasing
@@ -1606,7 +1607,7 @@ def test_a_large_read_holds_its_rows_in_spill_files_with_the_values_of_a_small_o
     make(db)
     memory = rocpd.read_pass(db, "p")
     monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
-    monkeypatch.setattr(spilled_rows, "BLOCK", 16)  # sorts a bucket of 16 rows at a time
+    monkeypatch.setattr(keys, "BLOCK", 16)  # sorts a bucket of 16 rows at a time
     monkeypatch.setattr(rocpd, "BLOCK", 16)  # checks 16 rows at a time
     monkeypatch.setattr(rocpd, "TABLE_PAGE_IDS", 97)  # several queries, sorted as one
     monkeypatch.setattr(rocpd, "FETCH_ROWS", 13)

@@ -446,6 +446,108 @@ def test_codes_widen_when_the_texts_outgrow_them(spill_all: None) -> None:
     assert kept.codes.dtype == code_dtype(127)
 
 
+@pytest.mark.parametrize("distinct", [3, 200, 40_000])
+def test_text_codes_hold_each_text_once_and_give_the_values_back(spill_all: None, distinct: int) -> None:
+    rng = np.random.default_rng(distinct)
+    pool = np.array([f"t{i:05d}" for i in rng.permutation(distinct)], dtype=object)
+    chunks = [pool[rng.integers(0, distinct, size=n)] for n in (10, 0, 5000, 30_000, 20_000)]
+    for chunk in chunks[2:]:
+        chunk[rng.random(len(chunk)) < 0.01] = None
+    writer = TextWriter()
+    for chunk in chunks:
+        writer.append(chunk)
+    column = writer.finish()
+    assert isinstance(column, pd.Categorical) and spill.is_spilled(np.asarray(column.codes))
+    expected = np.concatenate(chunks)
+    assert list(column.categories) == list(pd.unique(expected[pd.notna(expected)]))  # in order of first appearance
+    assert column.codes.dtype == code_dtype(len(column.categories))  # the type pandas keeps: no copy
+    assert text_values(pd.Series(column)).tolist() == expected.tolist()
+
+
+def test_fixed_categories_and_small_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 1 << 20)
+    writer = TextWriter()
+    writer.append(np.array(["b", None, "a"], dtype=object))
+    writer.append(pd.Categorical(["a", "c"]))
+    got = writer.finish()
+    assert isinstance(got, np.ndarray) and got.dtype == object and got.tolist() == ["b", None, "a", "a", "c"]
+    kinds = TextWriter(("range", "mark"), fixed=True, categorical=True)
+    kinds.append(np.array(["mark", "range"], dtype=object))
+    fixed = kinds.finish()
+    assert isinstance(fixed, pd.Categorical) and list(fixed.categories) == ["range", "mark"]
+    assert fixed.codes.tolist() == [1, 0]
+    with pytest.raises(ValueError, match="not one of"), TextWriter(("range", "mark"), fixed=True) as other:
+        other.append(np.array(["other"], dtype=object))
+    with (
+        pytest.raises(ValueError, match="not one of"),
+        SpilledFrameWriter({"kind": "object"}, categories={"kind": ("range", "mark")}, fixed=True) as frame,
+    ):
+        frame.add(pd.DataFrame({"kind": ["range", "other"]}))
+
+
+@pytest.mark.parametrize("spill_everything", [True, False])
+def test_a_frame_written_a_chunk_at_a_time_is_the_chunks_stacked(
+    spill_everything: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0 if spill_everything else 1 << 20)
+    rng = np.random.default_rng(11)
+    columns = {"id": "Int64", "flag": "boolean", "value": "float64", "row": "int64", "name": "object"}
+    chunks = []
+    for n in (4, 0, 9, 1, 6):
+        ints = rng.integers(0, 5, size=n)
+        chunk = pd.DataFrame(
+            {
+                "id": pd.array(np.where(ints == 0, None, ints), dtype="Int64"),
+                "value": rng.random(n),
+                "row": ints,
+                "name": pd.Series(rng.choice(np.array(["x", "y", None], dtype=object), size=n), dtype=object),
+            }
+        )
+        if n != 9:  # a chunk without a nullable column: missing values there
+            chunk["flag"] = pd.array(np.where(ints == 1, None, ints > 2), dtype="boolean")
+        chunks.append(chunk)
+    with SpilledFrameWriter(columns) as writer:
+        for chunk in chunks:
+            writer.add(chunk)
+        got = writer.finish()
+    expected = pd.concat([c.reindex(columns=list(columns)) for c in chunks], ignore_index=True)
+    expected = expected.astype({"id": "Int64", "flag": "boolean", "value": "float64", "row": "int64"})
+    expected["name"] = expected["name"].astype(object).where(expected["name"].notna(), None)
+    # a frame past SPILL_MIN_BYTES is in files whole, its masks and codes too
+    assert spill.is_spilled(got["id"].array) == spill_everything
+    assert spill.is_spilled(got["id"].array._mask) == spill_everything  # noqa: SLF001
+    assert spill.is_spilled(got["flag"].array._mask) == spill_everything  # noqa: SLF001
+    got["name"] = pd.Series(text_values(got["name"]), dtype=object)
+    pd.testing.assert_frame_equal(got, expected)
+
+
+@pytest.mark.parametrize("spill_everything", [True, False])
+def test_take_rows_consumed_is_iloc(spill_everything: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)  # the frame's columns in files
+    frame = pd.DataFrame(
+        {
+            "id": pd.arrays.IntegerArray(spill.spilled_copy(np.arange(6)), spill.spilled_copy(np.arange(6) == 2)),
+            "flag": pd.array([True, None, False, True, False, None], dtype="boolean"),
+            "name": pd.Categorical.from_codes(
+                spill.spilled_copy(np.array([0, 1, -1, 1, 0, 0], dtype=np.int8)), ["a", "b"]
+            ),
+            "text": pd.Series(["p", "q", None, "r", "s", "t"], dtype=object),
+            "value": spill.spilled_copy(np.linspace(0, 1, 6)),
+        },
+        copy=False,  # (the arrays themselves, as SpilledFrameWriter gives them)
+    )
+    order = np.array([5, 0, 2, 2, 4])
+    expected = frame.iloc[order].reset_index(drop=True)
+    if not spill_everything:  # a small result: taken in memory
+        monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 1 << 20)
+        frame = pd.DataFrame({name: frame[name].copy(deep=True) for name in frame.columns})
+    got = take_rows(frame, order, consume=True)
+    pd.testing.assert_frame_equal(got, expected)
+    assert spill.is_spilled(got["id"].array._mask) == spill_everything  # noqa: SLF001 (a large result: its mask too)
+    assert spill.is_spilled(got["value"].to_numpy()) == spill_everything and list(frame.columns) == []
+    assert spill.is_spilled(np.asarray(got["name"].array.codes)) == spill_everything
+
+
 def _frame_chunks() -> list[pd.DataFrame]:
     return [
         pd.DataFrame(

@@ -347,6 +347,16 @@ def text_values(column: Any) -> np.ndarray:
     return out
 
 
+def small_frame(rows: int) -> bool:
+    """True when a frame of ``rows`` rows stays in memory: 8 bytes a row under ``SPILL_MIN_BYTES``.
+
+    A column of 8 bytes a row is an int64 or float64 one, or text as object pointers
+    (:data:`rocroof.spill.SPILL_MIN_BYTES`). A larger frame is in spill files whole, its masks and
+    text codes included (:class:`SpilledFrameWriter`, :func:`take_rows`).
+    """
+    return rows * 8 < max(spill.SPILL_MIN_BYTES, 1)
+
+
 def code_dtype(categories: int) -> np.dtype[Any]:
     """The integer type pandas gives the codes of a categorical of ``categories`` categories.
 
@@ -364,20 +374,25 @@ class TextWriter:
 
     Codes number the texts in order of first appearance (after ``categories``), -1 for a missing
     value (None or NaN); they are written in the type pandas keeps for that many categories
-    (:func:`code_dtype`), rewritten wider when a chunk brings more texts than it holds.
+    (:func:`code_dtype`), rewritten wider when a chunk brings more texts than it holds. The
+    categories are those of the rows as read: what is stored does not depend on their order (the
+    store and the pipeline number texts in order of first appearance themselves).
 
     Args:
         categories: texts numbered first, in this order (e.g. a marker's kind: range, mark).
         categorical: :meth:`finish` gives a categorical however small the column (else a column
             under :data:`rocroof.spill.SPILL_MIN_BYTES` as an object array comes back as one,
             with None for missing values: what the readers gave before they spilled text).
+        fixed: the column holds none but ``categories`` (a reader's check of its own values).
 
     Raises:
         OutputError: the spill directory cannot take the file (:class:`rocroof.spill.ColumnWriter`).
+        ValueError: (:meth:`append`) with ``fixed``, a text not in ``categories`` (a reader's bug).
     """
 
-    def __init__(self, categories: tuple[str, ...] = (), *, categorical: bool = False) -> None:
+    def __init__(self, categories: tuple[str, ...] = (), *, categorical: bool = False, fixed: bool = False) -> None:
         self.categorical = categorical
+        self.fixed = fixed
         self._number: dict[Any, int] = {text: i for i, text in enumerate(categories)}
         self._codes = ColumnWriter(code_dtype(len(self._number)))
         self.rows = 0
@@ -394,6 +409,8 @@ class TextWriter:
             texts = list(uniques)
         table = np.empty(len(texts) + 1, dtype=np.int64)
         for i, text in enumerate(texts):
+            if self.fixed and text not in self._number:
+                raise ValueError(f"{text!r} is not one of the column's categories {list(self._number)}")
             table[i] = self._number.setdefault(text, len(self._number))
         table[-1] = -1  # local code -1: missing
         wanted = code_dtype(len(self._number))
@@ -422,7 +439,7 @@ class TextWriter:
 
     def finish(self) -> Any:
         """The column: a categorical whose codes are a spill mapping, or a small object array (see the class)."""
-        big = self.rows * 8 >= max(spill.SPILL_MIN_BYTES, 1)  # the size of the column as objects
+        big = not small_frame(self.rows)  # (the size of the column as object pointers)
         codes = self._codes.finish(mapped=big)
         categories = pd.Index(list(self._number), dtype=object)
         if big or self.categorical:
@@ -460,10 +477,11 @@ class SpilledFrameWriter:
 
     Integers and floats go to :class:`rocroof.spill.ColumnWriter` files (nullable ones as values
     and mask), text columns to :class:`TextWriter` (a code per row): the chunks are not kept, and
-    the finished frame maps its columns from the files. Each chunk is conformed first
-    (:func:`conform`: missing columns added as missing values). A frame of fewer than
-    :data:`rocroof.spill.SPILL_MIN_BYTES` / 8 rows comes back in memory, as :func:`conform` would
-    give it; a larger one maps every column, byte-wide ones (masks, booleans) too.
+    the finished frame maps its columns from the files. A chunk's column of the frame's type is
+    written as it is; one of another type is cast as :func:`conform` casts it, and a column the
+    chunk lacks is missing values there. A frame of few rows (:func:`small_frame`) comes back in
+    memory, as :func:`conform` would give it; a larger one maps every column, byte-wide ones
+    (masks, booleans) and text codes too.
 
     A context manager: leaving the block drops the files of a frame not finished.
 
@@ -471,6 +489,7 @@ class SpilledFrameWriter:
         columns: ``{name: dtype}`` as :func:`conform` takes them (e.g. :data:`DISPATCH_COLUMNS`).
         categorical: text columns given as categoricals however small (e.g. a marker's ``kind``).
         categories: text columns' first categories, in order (``{"kind": ("range", "mark")}``).
+        fixed: the ``categories`` columns hold none but those (:class:`TextWriter`).
 
     Raises:
         OutputError: the spill directory cannot take the files.
@@ -482,6 +501,7 @@ class SpilledFrameWriter:
         *,
         categorical: tuple[str, ...] = (),
         categories: dict[str, tuple[str, ...]] | None = None,
+        fixed: bool = False,
     ) -> None:
         self.columns = dict(columns)
         self.rows = 0
@@ -490,7 +510,10 @@ class SpilledFrameWriter:
             for name, dtype in self.columns.items():
                 kind = _column_kind(dtype)
                 if kind == "text":
-                    self._writers[name] = TextWriter((categories or {}).get(name, ()), categorical=name in categorical)
+                    seeds = (categories or {}).get(name)
+                    self._writers[name] = TextWriter(
+                        seeds or (), categorical=name in categorical, fixed=fixed and seeds is not None
+                    )
                 elif kind in ("Int64", "boolean"):
                     self._writers[name] = (
                         ColumnWriter(np.int64 if kind == "Int64" else np.bool_),
@@ -503,20 +526,33 @@ class SpilledFrameWriter:
             raise
 
     def add(self, chunk: pd.DataFrame) -> None:
-        """Write ``chunk``'s rows (conformed to the columns) at the frame's end."""
-        chunk = conform(chunk, self.columns)
+        """Write ``chunk``'s rows at the frame's end (its other columns are left out).
+
+        Raises:
+            ValueError: a value cannot be cast to its column's type, or a numpy integer column is
+                missing from the chunk (a reader's bug).
+        """
+        n = len(chunk)
         for name, writer in self._writers.items():
-            column = chunk[name]
+            column = chunk[name] if name in chunk.columns else None
             if isinstance(writer, TextWriter):
-                writer.append(column)
-            elif isinstance(writer, tuple):
+                writer.append(column if column is not None else np.full(n, None, dtype=object))
+                continue
+            if isinstance(writer, tuple):
                 values, mask = writer
-                array = column.array
+                if column is None:
+                    values.append(np.zeros(n, dtype=values.dtype))
+                    mask.append(np.ones(n, dtype=np.bool_))
+                    continue
+                dtype = "Int64" if values.dtype == np.int64 else "boolean"
+                array = (column if str(column.dtype) == dtype else column.astype(dtype)).array
                 values.append(array._data)  # noqa: SLF001 (the arrays themselves, not copies)
                 mask.append(array._mask)  # noqa: SLF001
-            else:
-                writer.append(column.to_numpy())
-        self.rows += len(chunk)
+                continue
+            if column is None:  # (missing floats are NaN; an integer column cannot miss a value)
+                column = pd.Series(np.full(n, np.nan))
+            writer.append((column if column.dtype == writer.dtype else column.astype(writer.dtype)).to_numpy())
+        self.rows += n
 
     def add_frame(self, frame: pd.DataFrame, rows: int = TAKE_ROWS) -> None:
         """Write a whole frame (spilled or not) ``rows`` at a time, its pages let go after each part."""
@@ -530,7 +566,7 @@ class SpilledFrameWriter:
         # one decision for the frame, by its rows (as TextWriter decides its codes): a frame that is
         # mapped maps its byte-wide columns too (masks, booleans: 1 MB each at 10^6 rows, 36 MB for
         # the three frames of a rocprofv3 CSV pass, where a per-column size test kept them in memory)
-        big = self.rows * 8 >= max(spill.SPILL_MIN_BYTES, 1)
+        big = not small_frame(self.rows)
         try:
             for name, writer in self._writers.items():
                 if isinstance(writer, TextWriter):
@@ -647,12 +683,16 @@ def take_rows(
 ) -> pd.DataFrame:
     """``df.iloc[rows]`` with a fresh index; a spilled column stays spilled (:func:`rocroof.spill.take`).
 
-    ``remap`` maps a column name to a lookup array: that column's taken values ``v`` become
-    ``remap[name][v]`` (e.g. dispatch rows renumbered), computed a chunk at a time. With
-    ``consume``, ``df`` loses each column once it is taken: the frame and its reordering are never
-    both held whole.
+    A spilled column's rows are taken a chunk at a time into a spill file: a small result in
+    memory (:data:`rocroof.spill.SPILL_MIN_BYTES`), a result of many rows (:func:`small_frame`)
+    in files whole, its mask too; a categorical's codes in a file however small. A column in
+    memory is taken in memory. ``remap`` maps a column name to a lookup array: that column's
+    taken values ``v`` become ``remap[name][v]`` (e.g. dispatch rows renumbered), computed a chunk
+    at a time. With ``consume``, ``df`` loses each column once it is taken (its pages let go):
+    the frame and its reordering are never both held whole.
     """
     out: dict[str, Any] = {}
+    big = not small_frame(len(rows))
     for name in list(df.columns):
         column = df[name]
         lookup = (remap or {}).get(name)
@@ -660,19 +700,19 @@ def take_rows(
         if lookup is not None:
             values = column.to_numpy(dtype=np.int64)
             out[name] = take(values, rows, lookup) if is_spilled(array) else lookup[values[rows]]
-        elif is_spilled(array) and isinstance(column.dtype, pd.Int64Dtype):
-            out[name] = pd.arrays.IntegerArray(take(array._data, rows), take(array._mask, rows))
-        elif is_spilled(array) and isinstance(column.dtype, pd.BooleanDtype):
-            out[name] = pd.arrays.BooleanArray(take(array._data, rows), take(array._mask, rows))
+        elif is_spilled(array) and isinstance(column.dtype, pd.Int64Dtype | pd.BooleanDtype):
+            data, mask = take(array._data, rows, mapped=big), take(array._mask, rows, mapped=big)
+            out[name] = type(array)(data, mask)
         elif isinstance(column.dtype, pd.CategoricalDtype) and is_spilled(array.codes):
             codes = take(array.codes, rows, mapped=True)  # a code per row: spilled however small
             out[name] = pd.Categorical.from_codes(codes, dtype=column.dtype, validate=False)
         elif is_spilled(array):
-            out[name] = take(column.to_numpy(), rows)
+            out[name] = take(column.to_numpy(), rows, mapped=big)
         else:
             out[name] = column.iloc[rows].reset_index(drop=True)
         if consume:
             del df[name], column, array
+            release_pages()
     return pd.DataFrame(out, index=pd.RangeIndex(len(rows)), copy=False)
 
 

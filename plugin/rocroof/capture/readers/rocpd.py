@@ -59,18 +59,18 @@ failure (not SQLite, not rocpd, damaged, a value of the wrong type, marker ``ext
 not JSON, a time reference to no ``rocpd_timestamp`` row) is a :class:`~rocroof.errors.ParseError`
 naming the file.
 
-The read holds its chunk buffers, not the tables (:mod:`.spilled_rows`): dispatches, counter
-records, ranges, marks and launch calls are read a range of ids per query (one process's file)
-and a slice of rows at a time, and each shaped slice goes to spill files (:mod:`rocroof.spill`).
+The read holds its chunk buffers, not the tables: dispatches, counter records, ranges, marks and
+launch calls are read a range of ids per query (one process's file) and a slice of rows at a
+time, and each shaped slice goes to spill files (:class:`rocroof.records.SpilledFrameWriter`).
 A table past :data:`rocroof.spill.SPILL_MIN_BYTES` (as 8 bytes a row) comes back with every
 column mapped from its file: integers as they are, texts (kernel names, agent labels, regions,
 messages, API names) as categoricals whose codes are in a file, and the ggml ranges' messages as
 their op, node name and invocation (:data:`rocroof.records.MARKER_PART_COLUMNS`, as
 :func:`rocroof.capture.markers.compact_ranges` makes them). A smaller table is in memory, as it
 always was. The sorts into time order, the matching of counter records and launch calls to
-dispatches and the checks for damage go a block of rows at a time (a merged database's matching
-excepted: its keys are sorted in memory), and the per-instance counter values of
-:func:`_counters_summed` are joined in memory before they are spilled.
+dispatches and the checks for damage go a block of rows at a time (:mod:`rocroof.keys`; a merged
+database's matching excepted: its keys are sorted in memory), and the per-instance counter
+values of :func:`_counters_summed` are joined in memory before they are spilled.
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ import pandas as pd
 from ... import spill
 from ...errors import ParseError
 from ...fileio import COUNTER_MAX, sqlite_connect, sqlite_file
+from ...keys import BLOCK, Key, has_missing, in_order, only_value, sorted_keys, sorted_order
 from ...memory import release_free_memory
 from ...records import (
     AGENT_COLUMNS,
@@ -104,29 +105,20 @@ from ...records import (
     MARKER_PART_COLUMNS,
     KeyIndex,
     PassData,
+    SpilledFrameWriter,
+    code_dtype,
     conform,
     dispatch_blocks,
     empty_frame,
     marker_kinds,
     non_decreasing,
+    small_frame,
     stack_frames,
+    take_rows,
 )
 from ...spill import ColumnWriter, release_pages
 from ..markers import marker_messages, parse_range, split_ranges
 from . import sqlite_arrow
-from .spilled_rows import (
-    BLOCK,
-    FrameWriter,
-    Key,
-    code_dtype,
-    has_missing,
-    in_order,
-    only_value,
-    small,
-    sorted_keys,
-    sorted_order,
-    take_frame,
-)
 from .sqlite_arrow import (
     NotNumbers,
     arrow_columns,
@@ -431,13 +423,13 @@ def _shaped(
     """Run a query a chunk of :data:`FETCH_ROWS` rows at a time; the chunks ``shape`` makes, in spill files.
 
     ``shape(chunk)`` gives each chunk its final columns and dtypes (``columns``, as
-    :class:`~.spilled_rows.FrameWriter` takes them), so that a raw chunk lives only while it is
+    :class:`~rocroof.records.SpilledFrameWriter` takes them), so that a raw chunk lives only while it is
     shaped and written out: the result maps its columns from spill files (in memory when small).
 
     Raises:
         ParseError: the query fails (damaged database), or ``shape`` finds a bad value.
     """
-    with FrameWriter(columns, fixed=_FIXED) as writer:
+    with SpilledFrameWriter(columns, **_KIND) as writer:
         for part in _query_chunks(conn, path, sql, params):
             writer.add(shape(part))
             del part
@@ -451,10 +443,9 @@ _chunked = _shaped
 
 
 def _spilled_frame(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
-    """``frame`` (of ``columns``' dtypes) in spill files, a block at a time (:class:`~.spilled_rows.FrameWriter`)."""
-    with FrameWriter(columns, fixed=_FIXED) as writer:
-        for lo in range(0, len(frame), BLOCK):
-            writer.add(frame.iloc[lo : lo + BLOCK])
+    """``frame`` (of ``columns``' dtypes) in spill files, a block at a time (:class:`SpilledFrameWriter`)."""
+    with SpilledFrameWriter(columns, **_KIND) as writer:
+        writer.add_frame(frame, BLOCK)
         del frame
         return writer.finish()
 
@@ -995,7 +986,7 @@ def _dispatches_as_integers(
     or when kernel symbol or string ids repeat within a process (a join on them would add rows).
 
     Returns:
-        :data:`_DISPATCH_READ` columns, in spill files (:class:`~.spilled_rows.FrameWriter`).
+        :data:`_DISPATCH_READ` columns, in spill files (:class:`~rocroof.records.SpilledFrameWriter`).
 
     Raises:
         ParseError: a dispatch without a start or end time, or ending before it starts.
@@ -1100,7 +1091,7 @@ def _dispatches_as_integers(
 _DISPATCH_READ = {**DISPATCH_COLUMNS, "guid": "int64", "event_id": "Int64"}
 
 #: Text columns of a fixed set of values (categoricals however small, as :func:`marker_kinds` made them).
-_FIXED: dict[str, tuple[str, ...]] = {"kind": ("range", "mark")}
+_KIND: dict[str, Any] = {"categorical": ("kind",), "categories": {"kind": ("range", "mark")}, "fixed": True}
 
 
 def _integer_pages(
@@ -1114,13 +1105,13 @@ def _integer_pages(
 
     Through ADBC, one query's Arrow result held at a time, turned into nullable Int64 columns
     :data:`FETCH_ROWS` rows at a time; ``shape`` gives each such chunk its final ``columns``
-    (:class:`~.spilled_rows.FrameWriter`), and the chunk goes to spill files. None when ADBC
+    (:class:`~rocroof.records.SpilledFrameWriter`), and the chunk goes to spill files. None when ADBC
     cannot read the first query (the caller reads through sqlite3).
 
     Raises:
         NotNumbers: a column is not integers, or ADBC cannot read a later query.
     """
-    with FrameWriter(columns, fixed=_FIXED) as writer:
+    with SpilledFrameWriter(columns, **_KIND) as writer:
         for i, sql in enumerate(queries):
             arrow = arrow_columns(conn, sql)
             if arrow is None:
@@ -1154,7 +1145,7 @@ def _integer_rows(
         NotNumbers: a value is neither an integer nor NULL.
         sqlite3.Error: the query fails.
     """
-    with FrameWriter(columns, fixed=_FIXED) as writer:
+    with SpilledFrameWriter(columns, **_KIND) as writer:
         for chunk in _integer_chunks(conn, exprs, sql_from):
             writer.add(shape(pd.DataFrame(dict(zip(names, chunk, strict=True)), copy=False)))
         return writer.finish()
@@ -1854,7 +1845,7 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path, paged: b
     record's name (see :func:`_marker_message`). Times are host ns. ``paged``: the database is
     one process's (one guid), and its regions may be read a range of ids at a time
     (:func:`_id_pages`). Ranges and marks are put in time order (at equal starts the longer
-    first) by :func:`~.spilled_rows.sorted_order`, a bucket of rows at a time.
+    first) by :func:`~rocroof.keys.sorted_order`, a bucket of rows at a time.
 
     Returns:
         :data:`~rocroof.records.MARKER_COLUMNS` (and, in a large table whose ggml ranges' messages
@@ -1958,9 +1949,9 @@ def _markers(conn: sqlite3.Connection, src: dict[str, str], path: Path, paged: b
         return empty_frame(MARKER_COLUMNS)
     both = _stacked(frames, _MARKER_READ)
     # by host time; at equal starts the outer (longer) range first (a stable sort of the rows as read)
-    order = sorted_order([both["start_ns"], Key(both["end_ns"], descending=True)])
+    order = sorted_order([Key(both["start_ns"], fill=0), Key(both["end_ns"], descending=True, fill=0)])
     if order is not None:
-        both = take_frame(both, order)  # a column at a time, each let go once reordered
+        both = take_rows(both, order, consume=True)  # a column at a time, each let go once reordered
     del order
     return _whole_messages(both)
 
@@ -1975,7 +1966,7 @@ def _split_ranges(chunk: pd.DataFrame) -> pd.DataFrame:
     As :func:`rocroof.capture.markers.compact_ranges` does it: a ``range`` row whose message
     parses and is written back exactly by its op, node name and invocation gets those and a
     message of None; every other row keeps its message. A marker table of 10^6 ranges then holds
-    their parts as codes (:class:`~.spilled_rows.TextCodes`), not a text per range;
+    their parts as codes (:class:`~rocroof.records.TextWriter`), not a text per range;
     :func:`_whole_messages` writes them back in a table small enough to stay in memory.
     """
     import polars as pl
@@ -2019,7 +2010,7 @@ def _whole_messages(markers: pd.DataFrame) -> pd.DataFrame:
     """
     if "range_op" not in markers.columns:
         return markers
-    if not small(len(markers)) and not markers["range_op"].isna().all():
+    if not small_frame(len(markers)) and not markers["range_op"].isna().all():
         return markers
     if bool(markers["range_op"].notna().any()):
         markers = markers.assign(message=pd.Series(marker_messages(markers), dtype=object))
@@ -2029,19 +2020,15 @@ def _whole_messages(markers: pd.DataFrame) -> pd.DataFrame:
 def _stacked(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:
     """Frames of ``columns`` one after the other, written to spill files a block at a time (``frames`` emptied).
 
-    Frames of few rows in all (:func:`~.spilled_rows.small`) are stacked in memory.
+    Frames of few rows in all (:func:`~rocroof.records.small_frame`) are stacked in memory.
     """
     if len(frames) == 1:
         return frames.pop()
-    if small(sum(len(f) for f in frames)):
+    if small_frame(sum(len(f) for f in frames)):
         return stack_frames(frames)
-    with FrameWriter(columns, fixed=_FIXED) as writer:
+    with SpilledFrameWriter(columns, **_KIND) as writer:
         while frames:
-            frame = frames.pop(0)
-            for lo in range(0, len(frame), BLOCK):
-                writer.add(frame.iloc[lo : lo + BLOCK])
-                release_pages()
-            del frame
+            writer.add_frame(frames.pop(0), BLOCK)
         return writer.finish()
 
 
@@ -2057,13 +2044,13 @@ def _arrow_pages(
     """The results of ``queries`` through ADBC, each a slice at a time (:func:`arrow_slices`), shaped, in spill files.
 
     One query's Arrow result is held at a time, and one slice of it as pandas; each shaped slice
-    (of ``columns``) goes to spill files (:class:`~.spilled_rows.FrameWriter`). None (the caller
+    (of ``columns``) goes to spill files (:class:`~rocroof.records.SpilledFrameWriter`). None (the caller
     reads every record through sqlite3) when ADBC cannot read or type a result, when no query
     returns a row (an empty result's columns come from sqlite3), or when ``shape`` refuses a record
     of one of several queries (the one read names the record first in the query's order, as a
     read of the file at once would).
     """
-    with FrameWriter(columns, fixed=_FIXED) as writer:
+    with SpilledFrameWriter(columns, **_KIND) as writer:
         for sql in queries:
             slices = arrow_slices(conn, sql, min(FETCH_ROWS, SLICE_ROWS), texts=texts, derive=derive)
             if slices is None:
@@ -2181,7 +2168,7 @@ def _api_calls(
             unknown = Key(start.array._mask, descending=True)  # noqa: SLF001
             order = sorted_order([Key(start, fill=-(2**63)), unknown, calls["guid"], calls["id"]])
             if order is not None:
-                calls = take_frame(calls, order)
+                calls = take_rows(calls, order, consume=True)
             del order, start, unknown
             if at.refs is not None:
                 _refuse_bad_times_in_blocks(path, "rocpd_region", calls, "id", at, "API call")
