@@ -1189,14 +1189,9 @@ class Store:
             return self._write_windows(frames, labels, replace, progress, release, reports)
         tables = {name: df for name, df in frames.tables.items() if name not in _LOGICAL}
         logical = frames.tables if release else dict(frames.tables)
-        total = sum(len(tables.get(name, ())) for name in _TABLE_ORDER) + _logical_rows(logical)
-        done = 0
-
-        def written(stage: str, rows: int) -> None:
-            nonlocal done
-            done += rows
-            if progress:
-                progress(stage, done, total)
+        written = _RowsWritten(
+            progress, sum(len(tables.get(name, ())) for name in _TABLE_ORDER) + _logical_rows(logical)
+        )
 
         referred: dict[tuple[str, str], _KeySpans] = {}  # the keys written so far that rows refer to
         with self.begin_write(sqlite_key_lookups=False) as conn:
@@ -1247,14 +1242,9 @@ class Store:
         assert frames.windows is not None
         _refuse_stray_frames(frames.tables, "RunFrames.tables with windows")
         agent, passes = frames.tables.get("agent"), frames.tables.get("pass")
-        total = len(agent if agent is not None else ()) + len(passes if passes is not None else ())
-        done = 0
-
-        def written(stage: str, rows: int) -> None:
-            nonlocal done
-            done += rows
-            if progress:
-                progress(stage, done, total)
+        written = _RowsWritten(
+            progress, len(agent if agent is not None else ()) + len(passes if passes is not None else ())
+        )
 
         referred: dict[tuple[str, str], _KeySpans] = {}  # the keys written so far that rows refer to
         ops = _KeySpans()  # the op indexes of the windows written so far
@@ -1277,14 +1267,14 @@ class Store:
                 given = frames.tables.get(name)
                 if given is not None and len(given):
                     names.of(name).seed(_numbering_of(name, given))
-                    total += len(given)
+                    written.total += len(given)
                     _write_frame(conn, name, given, run_id, inline=inline, referred=keys, written=written)
                 del given
             for window in frames.windows:
                 logical = window if release else dict(window)
                 del window  # the producer's dict: under release, its frames go as they are written
                 _refuse_unknown_window_frames(logical)
-                total += _logical_rows(logical) + sum(len(df) for n, df in logical.items() if n not in _LOGICAL)
+                written.total += _logical_rows(logical) + sum(len(df) for n, df in logical.items() if n not in _LOGICAL)
                 tables = {n: df for n, df in logical.items() if n not in _LOGICAL}
                 for name in _WINDOW_TABLES:
                     if name in _GROUPS:
@@ -1328,7 +1318,7 @@ class Store:
             for name in _RUN_LEVEL_TABLES:  # op_model, op_edge, run_ceiling: they may refer to any window's op
                 df = level.pop(name, None)
                 if df is not None and len(df):
-                    total += len(df)
+                    written.total += len(df)
                     _write_frame(conn, name, df, run_id, inline=inline, referred=keys, written=written)
                 del df
             if release:
@@ -2051,6 +2041,23 @@ def _distinct_sorted(values: np.ndarray) -> np.ndarray:
     """The distinct values of an int64 array, sorted (by a sort: numpy 2's hashing ``np.unique`` is slower here)."""
     ordered = np.sort(np.asarray(values, dtype=np.int64))
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
+
+
+class _RowsWritten:
+    """The ``written(stage, rows)`` callback of one run's write: counts rows, calls ``progress(stage, done, total)``.
+
+    ``total`` (rows) may grow while the run is written (windows come one at a time).
+    """
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress = progress
+        self.total = total
+        self.done = 0
+
+    def __call__(self, stage: str, rows: int) -> None:
+        self.done += rows
+        if self.progress:
+            self.progress(stage, self.done, self.total)
 
 
 class _KeySpans:
