@@ -375,8 +375,11 @@ def test_a_spill_directory_that_cannot_take_the_files_is_one_line(
 
     missing = tmp_path / "no-such-dir"
     monkeypatch.setenv("ROCROOF_SPILL_DIR", str(missing))
+    small = spill.ColumnWriter(np.int64)  # a column under BUFFER_BYTES needs no file: it works
+    small.append(np.arange(10))
+    assert small.finish().tolist() == list(range(10))
     with pytest.raises(OutputError, match="no-such-dir: cannot write the ingest's temporary column files"):
-        spill.ColumnWriter(np.int64)
+        spill.ColumnWriter(np.int64).append(np.arange(spill.BUFFER_BYTES // 8 + 1))  # one row past the buffer
     monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
     capture = write_pass(
         tmp_path / "cap", 1234, kernels=[Kernel(1, MMQ, 10, T0 + 1000, T0 + 1200)], markers=[], apis=[]
@@ -389,6 +392,44 @@ def test_a_spill_directory_that_cannot_take_the_files_is_one_line(
         assert Store(tmp_path / "r.db", read_only=True).query("SELECT COUNT(*) AS n FROM run")["n"].iloc[0] == 0
 
 
+def test_a_small_column_is_held_until_it_outgrows_the_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks are copies in memory up to BUFFER_BYTES (no file); past it, or when a mapping is asked for, a file."""
+    opened: list[object] = []
+    real = spill.tempfile.TemporaryFile
+
+    def counting(*args: object, **kwargs: object) -> object:
+        opened.append(args)
+        return real(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(spill.tempfile, "TemporaryFile", counting)
+    source = np.arange(100, dtype=np.int64)
+    writer = spill.ColumnWriter(np.int64)
+    writer.append(source[:40])
+    source[:40] = -1  # the caller reuses its array: the column keeps what was appended
+    writer.append(source[40:])
+    got = writer.finish()
+    assert not opened
+    assert got.tolist() == [*range(40), *range(40, 100)] and got.flags.writeable
+    # asked for a mapping: the file is opened at finish, with the held chunks
+    writer = spill.ColumnWriter(np.float64)
+    writer.append(np.array([0.5, 1.5]))
+    mapped = writer.finish(mapped=True)
+    assert len(opened) == 1 and spill.is_spilled(mapped) and mapped.tolist() == [0.5, 1.5]
+    # one chunk past the buffer: held chunks first, then the rest, in order
+    n = spill.BUFFER_BYTES // 8
+    writer = spill.ColumnWriter(np.int64)
+    writer.append(np.arange(10))
+    writer.append(np.arange(10, n + 10))
+    assert len(opened) == 2
+    assert np.array_equal(writer.finish(), np.arange(n + 10))
+    # every column to a file (the tests' ROCROOF_SPILL_MIN_BYTES=0): no buffer at all
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    writer = spill.ColumnWriter(np.int64)
+    writer.append(np.arange(3))
+    assert len(opened) == 3
+    assert spill.is_spilled(out := writer.finish()) and out.tolist() == [0, 1, 2]
+
+
 def test_an_abandoned_column_on_a_full_disk_closes_quietly(spill_all: None) -> None:
     """Closing a column given up after an error flushes nothing that matters: ENOSPC there is not raised."""
 
@@ -397,6 +438,7 @@ def test_an_abandoned_column_on_a_full_disk_closes_quietly(spill_all: None) -> N
             raise OSError(28, "No space left on device")
 
     writer = spill.ColumnWriter(np.int64)
+    writer.append(np.arange(3))  # every column to a file here (spill_all): the file is open now
     real = writer._file
     writer._file = FullDisk()  # type: ignore[assignment]
     writer.close()  # no error: the file is dropped either way

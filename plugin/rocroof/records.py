@@ -335,10 +335,24 @@ def text_values(column: Any) -> np.ndarray:
     """
     array = column.array if isinstance(column, pd.Series) else column
     if isinstance(array, pd.Categorical):
-        table = np.empty(len(array.categories) + 1, dtype=object)
-        table[:-1] = list(array.categories)
+        codes = np.asarray(array.codes)
+        categories = array.categories
+        if len(codes) < len(categories):
+            # few rows of many texts (a window's ranges of a run's marker messages): the rows' texts
+            # only, not an object table of every category (92,000 at 10^6 dispatches) per call
+            missing = codes < 0
+            picked: np.ndarray = (
+                np.array(categories.take(np.where(missing, 0, codes)), dtype=object)
+                if len(categories)
+                else np.full(len(codes), None, dtype=object)
+            )
+            picked[missing] = None
+            release_pages()
+            return picked
+        table = np.empty(len(categories) + 1, dtype=object)
+        table[:-1] = list(categories)
         table[-1] = None  # code -1: missing
-        values: np.ndarray = table[np.asarray(array.codes)]
+        values: np.ndarray = table[codes]
         release_pages()
         return values
     out: np.ndarray = np.asarray(

@@ -71,30 +71,58 @@ def spill_dir() -> str:
     return os.environ.get("ROCROOF_SPILL_DIR") or tempfile.gettempdir()
 
 
+#: Bytes a :class:`ColumnWriter` keeps in memory before it opens its file (at most
+#: :data:`SPILL_MIN_BYTES`): a column that stays this small (a window's rows) needs no file.
+BUFFER_BYTES = 1 << 18
+
+
 class ColumnWriter:
     """One column appended a chunk at a time to a temporary file; :meth:`finish` gives the array.
+
+    The file is opened once the column outgrows :data:`BUFFER_BYTES` (the chunks until then are
+    copies in memory), or at a :meth:`finish` that asks for a mapping: a small column (thousands
+    of them in a windowed ingest) costs no file.
 
     Args:
         dtype: the column's numpy dtype (every chunk is converted to it).
 
     Raises:
         OutputError: the spill directory cannot take the file (:func:`spill_dir`: missing, not
-            writable, or full).
+            writable, or full), from the call that opens or writes it.
     """
 
     def __init__(self, dtype: Any) -> None:
         self.dtype = np.dtype(dtype)
-        with _spill_errors():
-            self._file: IO[bytes] | None = tempfile.TemporaryFile(dir=spill_dir())  # noqa: SIM115 (kept open)
+        self._file: IO[bytes] | None = None
+        self._parts: list[np.ndarray] | None = []  # None once finished or closed
+        self._buffered = 0
         self.rows = 0
+
+    def _to_file(self) -> IO[bytes]:
+        """The open file, opened now if need be, with the chunks held in memory written to it."""
+        assert self._parts is not None
+        if self._file is None:
+            with _spill_errors():
+                self._file = tempfile.TemporaryFile(dir=spill_dir())  # noqa: SIM115 (kept open)
+        with _spill_errors():
+            for part in self._parts:
+                self._file.write(part.data.cast("B"))
+        self._parts.clear()
+        self._buffered = 0
+        return self._file
 
     def append(self, values: np.ndarray) -> None:
         """Add ``values`` (1-D) at the column's end."""
-        assert self._file is not None, "ColumnWriter.append after finish"
+        assert self._parts is not None, "ColumnWriter.append after finish"
         chunk = np.ascontiguousarray(values, dtype=self.dtype)
         try:
-            with _spill_errors():
-                self._file.write(chunk.data.cast("B"))
+            if self._file is None and self._buffered + chunk.nbytes < min(BUFFER_BYTES, SPILL_MIN_BYTES):
+                self._parts.append(np.array(chunk, copy=True))  # the caller may reuse its array
+                self._buffered += chunk.nbytes
+            else:
+                fh = self._to_file()
+                with _spill_errors():
+                    fh.write(chunk.data.cast("B"))
         except BaseException:
             self.close()
             raise
@@ -106,13 +134,22 @@ class ColumnWriter:
         ``mapped``: a mapping however small (an empty column is in memory all the same), e.g. the
         codes of a text column whose per-row part is to stay out of memory (:class:`rocroof.records.TextWriter`).
         """
-        fh, self._file = self._file, None
-        assert fh is not None, "ColumnWriter.finish called twice"
+        assert self._parts is not None, "ColumnWriter.finish called twice"
         size = self.rows * self.dtype.itemsize
+        small = not size or (size < max(SPILL_MIN_BYTES, 1) and not mapped)
+        if self._file is None and small:
+            parts, self._parts = self._parts, None
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)
+        try:
+            fh = self._to_file()
+        except BaseException:
+            self.close()
+            raise
+        self._file, self._parts = None, None
         try:
             with _spill_errors():
                 fh.flush()
-                if not size or (size < max(SPILL_MIN_BYTES, 1) and not mapped):
+                if small:
                     fh.seek(0)
                     data = fh.read(size)
                     return np.frombuffer(data, dtype=self.dtype).copy() if size else np.zeros(0, dtype=self.dtype)
@@ -131,6 +168,7 @@ class ColumnWriter:
 
     def close(self) -> None:
         """Drop the file without making a column (an error while reading); nothing once finished."""
+        self._parts = None
         if self._file is not None:
             fh, self._file = self._file, None
             with contextlib.suppress(OSError):  # its buffered rest cannot be written (a full disk): not needed
@@ -197,7 +235,14 @@ def take(
     A spilled column reordered or filtered without a copy of it in memory (the source's pages are
     dropped after each chunk); a small result is in memory (:data:`SPILL_MIN_BYTES`) unless ``mapped``.
     """
-    with ColumnWriter(values.dtype if lookup is None else lookup.dtype) as writer:
+    dtype = values.dtype if lookup is None else lookup.dtype
+    if not mapped and len(order) * dtype.itemsize < max(SPILL_MIN_BYTES, 1):
+        # what the file would give back, without the file (a window's rows: thousands of takes a run)
+        part = values[order]
+        small: np.ndarray = np.ascontiguousarray(part if lookup is None else lookup[part], dtype=dtype)
+        release_pages()
+        return small
+    with ColumnWriter(dtype) as writer:
         for lo in range(0, len(order), TAKE_ROWS):
             part = values[order[lo : lo + TAKE_ROWS]]
             writer.append(part if lookup is None else lookup[part])
