@@ -213,7 +213,11 @@ def test_not_windowed(tmp_path_factory: pytest.TempPathFactory) -> None:
     cache = tmp_path_factory.getbasetemp() / "synthetic"
     two_passes = read_capture(synthetic.capture("nvidia", 3000, cache))
     assert len(two_passes.passes) == 2
-    assert W.plan_windows(two_passes, size=100) is None
+    unattributed = dataclasses.replace(two_passes.passes[1], dispatches=two_passes.passes[1].dispatches.copy())
+    unattributed.dispatches.loc[7, "region"] = None  # an Nsight Compute kernel outside every ggml range
+    damaged = dataclasses.replace(two_passes, passes=[two_passes.passes[0], unattributed])
+    assert W.plan_windows(damaged, size=100) is None
+    assert W.plan_windows(two_passes, size=100) is not None  # two passes: Nsight Systems + Compute
     with_sidecar = read_capture(REPO / "examples/h200/dense500m-decode")
     assert with_sidecar.op_metadata is not None
     assert W.plan_windows(with_sidecar, size=40) is None
@@ -362,3 +366,161 @@ def test_counters_out_of_dispatch_order(tmp_path_factory: pytest.TempPathFactory
     assert plan is not None
     Store(tmp_path / "windowed.db").write_run(W.build_windows(capture, plan, source_path="c"))
     assert_same_stored_run(tmp_path / "whole.db", tmp_path / "windowed.db")
+
+
+# -- two passes: Nsight Systems (timing) + Nsight Compute (counters), design step 5
+
+
+def _nvidia(n: int, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic.capture("nvidia", n, tmp_path_factory.getbasetemp() / "synthetic")
+
+
+def _with_reset(read: Any, at: float = 0.3) -> Any:
+    """``read`` with a ``ggml reset`` mark at a clean cut ``at`` of the way through the trace pass's ggml ranges."""
+
+    def capture() -> Capture:
+        c = read()
+        p = c.passes[0]
+        m = p.markers
+        is_ggml, _inv = W._ggml_invocations(m)
+        starts = m["start_ns"].astype("Int64").to_numpy(dtype=np.int64)
+        ends = m["end_ns"].astype("Int64").to_numpy(dtype=np.int64)
+        cuts = W._clean_cuts(starts[is_ggml], ends[is_ggml])
+        t = int(cuts[int(len(cuts) * at)]) - 1
+        mark = pd.DataFrame(
+            {
+                "process_id": [m["process_id"].iloc[0]],
+                "thread_id": [m["thread_id"].iloc[0]],
+                "start_ns": [t],
+                "end_ns": [t],
+                "message": ["ggml reset"],
+                "kind": ["mark"],
+                "correlation_id": [None],
+            }
+        ).astype({k: str(v) for k, v in m.dtypes.items() if k in {"process_id", "thread_id", "start_ns", "end_ns"}})
+        mark["correlation_id"] = mark["correlation_id"].astype(m["correlation_id"].dtype)
+        merged = pd.concat([m.astype({"message": object}), mark], ignore_index=True)
+        p.markers = merged.sort_values("start_ns", kind="stable").reset_index(drop=True)
+        return c
+
+    return capture
+
+
+@pytest.mark.parametrize("size", [37, 250, 1000])
+def test_nsight_two_passes_same_rows(size: int, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Nsight Compute's kernels go with the windows of their op invocations: every row as built whole."""
+    path = _nvidia(3000, tmp_path_factory)
+    whole, windowed, count = _both(lambda: read_capture(path), size)
+    assert count >= 2
+    d = whole.tables["dispatch"]
+    assert (d["pass_index"] == 1).sum() == 3000 and len(whole.tables["counter_value"]) == 24000
+    assert d["timing_dispatch_index"].notna().all()  # every Nsight Compute kernel matched by (invocation, ordinal)
+    assert_same_run(whole, windowed)
+
+
+@pytest.mark.parametrize("keep_warmup", [False, True])
+def test_nsight_two_passes_warmup_cut(keep_warmup: bool, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A 'ggml reset' in the trace: Nsight Compute's warm-up is its kernels before the first measured invocation."""
+    path = _nvidia(3000, tmp_path_factory)
+    read = _with_reset(lambda: read_capture(path))
+    whole, windowed, count = _both(read, 200, keep_warmup=keep_warmup)
+    assert count >= 3
+    warmup = [n.message for n in whole.notes if n.code == "warmup-dropped"]
+    if keep_warmup:
+        assert not warmup
+    else:
+        assert len(warmup) == 2 and "op invocations <" in warmup[1]
+        assert 0 < (whole.tables["dispatch"]["pass_index"] == 1).sum() < 3000
+    assert_same_run(whole, windowed)
+
+
+def test_nsight_pass_mismatch_note_summed(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Nsight Compute kernels missing or renamed in several windows: the whole build's pass-mismatch note."""
+    path = _nvidia(3000, tmp_path_factory)
+    inv = W._region_invocations(read_capture(path).passes[1].dispatches["region"])
+    assert inv is not None
+    dropped = inv[[100, 1500, 2900]]  # three ops whose kernels Nsight Compute did not profile
+    gone = int(np.isin(inv, dropped).sum())
+
+    def damaged(rename: bool) -> Any:
+        def read() -> Capture:
+            c = read_capture(path)
+            q = c.passes[1]
+            keep = ~np.isin(W._region_invocations(q.dispatches["region"]), dropped)
+            d = q.dispatches.copy()
+            if rename:
+                d["kernel_name"] = d["kernel_name"].astype(object)
+                for row in (400, 2000, 2500):
+                    d.loc[row, "kernel_name"] = f"other_kernel_{row}"
+            rows = np.flatnonzero(keep)
+            renumber = np.cumsum(keep) - 1
+            counters = q.counters[keep[q.counters["row"].to_numpy()]].reset_index(drop=True)
+            counters["row"] = renumber[counters["row"].to_numpy()]
+            c.passes[1] = dataclasses.replace(q, dispatches=d.iloc[rows].reset_index(drop=True), counters=counters)
+            return c
+
+        return read
+
+    for rename in (False, True):
+        whole, windowed, count = _both(damaged(rename), 300)
+        assert count >= 3
+        (note,) = [n for n in whole.notes if n.code == "pass-mismatch"]
+        left = 3000 - gone
+        if rename:
+            assert note.message.startswith(f"ncu: 3 of {left} dispatches do not match the timing pass trace ({left} vs")
+            assert "first difference at invocation" in note.message and "other_kernel_400" in note.message
+        else:
+            assert note.message.startswith(f"ncu: {gone} of 3000 dispatches of the timing pass trace have no row")
+        assert_same_run(whole, windowed)
+
+
+def _trial_two_passes(tmp_path: Path) -> Path:
+    """The h200-trial fixture's Nsight Systems and Compute files as one capture folder."""
+    import shutil
+
+    shutil.copy(TRIAL, tmp_path / "nsys.sqlite.gz")
+    shutil.copy(TRIAL.with_name("dense_ncu_raw.csv.gz"), tmp_path / "ncu_raw.csv.gz")
+    return tmp_path
+
+
+def _no_sidecar(path: Path) -> Any:
+    """``path`` read without its op metadata and fused-group logs (a capture with them is built whole)."""
+    return lambda: dataclasses.replace(read_capture(path), op_metadata=None, fused_groups={})
+
+
+@pytest.mark.skipif(not TRIAL.is_file(), reason=f"shared fixtures not found ({TRIAL}); set ROCROOF_SHARED")
+@pytest.mark.parametrize("size", [1, 17, 68])
+def test_nsight_two_passes_real(size: int, tmp_path: Path) -> None:
+    """Real H200 Nsight Systems + Compute captures (ncu spells kernels its own way): windows of 1 to 68 dispatches."""
+    trial = _no_sidecar(_trial_two_passes(tmp_path))
+    whole, windowed, count = _both(trial, size)
+    assert count >= 5
+    assert (whole.tables["dispatch"]["pass_index"] == 1).sum() == 343
+    assert_same_run(whole, windowed)
+    example = _no_sidecar(REPO / "examples/h200/dense500m-decode")
+    whole, windowed, count = _both(example, size * 3)
+    assert count >= 3
+    assert_same_run(whole, windowed)
+    with_sidecar = read_capture(REPO / "examples/h200/dense500m-decode")
+    assert W.plan_windows(with_sidecar, size=size) is None  # op metadata: built whole
+
+
+def test_nsight_two_passes_stored(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """Stored windowed, a two-pass run is the database of the whole build (kernel and counter ids too)."""
+    from .test_store_windows import assert_same_run as assert_same_stored_run
+
+    read = _with_reset(lambda: read_capture(_nvidia(3000, tmp_path_factory)))
+    Store(tmp_path / "whole.db").write_run(build_run(read(), source_path="c", release=True))
+    capture = read()
+    plan = W.plan_windows(capture, size=200)
+    assert plan is not None and len(plan.windows) >= 3
+    Store(tmp_path / "windowed.db").write_run(W.build_windows(capture, plan, source_path="c"))
+    assert_same_stored_run(tmp_path / "whole.db", tmp_path / "windowed.db")
+    if TRIAL.is_file():
+        trial = _no_sidecar(_trial_two_passes(tmp_path))
+        Store(tmp_path / "trial-whole.db").write_run(build_run(trial(), source_path="c", release=True))
+        capture = trial()
+        plan = W.plan_windows(capture, size=17)
+        assert plan is not None
+        Store(tmp_path / "trial-windowed.db").write_run(W.build_windows(capture, plan, source_path="c"))
+        assert_same_stored_run(tmp_path / "trial-whole.db", tmp_path / "trial-windowed.db")

@@ -74,6 +74,9 @@ class Window:
         markers: its marker rows (owned and context), ascending.
         owned: per entry of ``markers``, True where the row starts in this window.
         launches: its launch-call rows, ascending.
+        counter_start, counter_stop: in a two-pass capture, the counter pass's rows (Nsight
+            Compute's kernels) of the window's op invocations, ``[start, stop)`` of that pass's
+            frames as read (its warm-up rows are before the first window's start); 0, 0 otherwise.
     """
 
     dispatch_start: int
@@ -81,6 +84,8 @@ class Window:
     markers: np.ndarray
     owned: np.ndarray
     launches: np.ndarray
+    counter_start: int = 0
+    counter_stop: int = 0
 
 
 @dataclass
@@ -102,6 +107,16 @@ class WindowPlan:
     #: Per frame of the pass with a ``row`` column (``counters``, ``instances``): True when its rows
     #: are in dispatch order, so that a window's are one slice (checked once, not per window).
     in_row_order: dict[str, bool] = dataclasses.field(default_factory=dict)
+    #: A two-pass capture's counter pass (Nsight Compute, ``nvtx_stack`` regions) as read, warm-up
+    #: rows included (rows before ``windows[0].counter_start``); None for a one-pass capture.
+    counters_pass: PassData | None = None
+    #: The counter pass's ``counters`` frame as runs of non-decreasing ``row`` (Nsight Compute's
+    #: values come counter by counter): the first record of each run, then the frame's length.
+    #: A window's records are one slice of each run.
+    counter_runs: np.ndarray | None = None
+    #: The first op invocation measured (``build_run``'s ``first_measured``), where a warm-up was cut
+    #: from a two-pass capture; its counter pass's rows of earlier invocations are the warm-up.
+    first_measured: int | None = None
 
 
 def plan_windows(
@@ -118,17 +133,27 @@ def plan_windows(
     """
     from .pipeline import _agent_index, _last_reset_ns, _subset, warmup_note
 
-    if size <= 0 or len(capture.passes) != 1:
+    if size <= 0 or len(capture.passes) not in (1, 2):
         return None
     if capture.op_metadata is not None or capture.fused_groups or capture.counter_sample is not None:
         return None
     p = capture.passes[0]
+    q = capture.passes[1] if len(capture.passes) == 2 else None
     d, m, calls = p.dispatches, p.markers, p.launches
     n = len(d)
     if n <= size or not len(m) or not len(calls) or p.region_method == "nvtx_stack":
         return None
     if on_disk_only and not is_spilled(d["start_ns"].array):
         return None
+    q_inv: np.ndarray | None = None  # the counter pass's op invocation per row
+    if q is not None:
+        if p.kind != "trace" or not _counter_pass_qualifies(q):
+            return None
+        if on_disk_only and not is_spilled(q.dispatches["dispatch_id"].array):
+            return None
+        q_inv = _region_invocations(q.dispatches["region"])
+        if q_inv is None:
+            return None
     if d["invocation"].notna().any() or ("region" in d and d["region"].notna().any()):
         return None
     if d["agent_label"].nunique(dropna=False) != 1:
@@ -144,12 +169,14 @@ def plan_windows(
     del joined
     release_pages()
     notes: list[Note] = []
+    warmup_cut = False
     if not keep_warmup:
         last = _last_reset_ns(p)
         if last is not None:
             warm = launch_ns < last
             if warm.any():
                 notes.append(warmup_note(p.label, int(warm.sum())))
+                warmup_cut = True
             p = _subset(p, ~warm, markers_from_ns=last)
             launch_ns, call_of = launch_ns[~warm], call_of[~warm]
             d, m, calls = p.dispatches, p.markers, p.launches
@@ -228,6 +255,8 @@ def plan_windows(
     del owner, reach, call_of
     # every label of the pass, in order of first appearance (one agent row per label: numbered alike in every window)
     _idx, agents = _agent_index(pd.Series(d["agent_label"].unique(), dtype=object), capture.agents)
+    if q is not None:  # then the counter pass's, as build_run numbers them pass after pass
+        _idx, agents = _agent_index(pd.Series(q.dispatches["agent_label"].unique(), dtype=object), agents)
     release_free_memory()
     in_row_order = {
         name: non_decreasing(getattr(p, name)["row"].to_numpy(dtype=np.int64))
@@ -235,7 +264,10 @@ def plan_windows(
         if len(getattr(p, name))
     }
     release_pages()
-    return WindowPlan(passdata=p, windows=windows, agents=agents, notes=notes, in_row_order=in_row_order)
+    plan = WindowPlan(passdata=p, windows=windows, agents=agents, notes=notes, in_row_order=in_row_order)
+    if q is not None and q_inv is not None and not _cut_counter_pass(plan, capture, q, q_inv, lowest, warmup_cut):
+        return None
+    return plan
 
 
 #: Rows handled at a time by the plan's joins and parses (bounds their temporaries).
@@ -294,6 +326,120 @@ def _distinct_known(column: pd.Series) -> set[int]:
         block = column.iloc[lo : lo + _BLOCK].dropna()
         out.update(int(v) for v in pd.unique(block.to_numpy(dtype=np.int64)))
     return out
+
+
+def _counter_pass_qualifies(q: PassData) -> bool:
+    """Whether a second pass is one :func:`plan_windows` cuts by op invocation: Nsight Compute's kernels.
+
+    A counter pass attributed by its kernels' NVTX stacks only (``region_method`` ``nvtx_stack``, a
+    region per row, no markers, launch calls, launch times, the profiler's own invocations or
+    per-instance values): its rows' invocations come from their regions alone.
+    """
+    d = q.dispatches
+    if q.kind != "counter" or q.region_method != "nvtx_stack" or "region" not in d or not len(d):
+        return False
+    if len(q.markers) or len(q.launches) or len(q.instances):
+        return False
+    return not (d["invocation"].notna().any() or d["launch_ns"].notna().any())
+
+
+def _region_invocations(regions: pd.Series) -> np.ndarray | None:
+    """The op invocation of each row's region (the innermost ggml range, ``ggml:<OP>:<node>:<inv>``), shape (rows,).
+
+    None when a row's region is missing or not a ggml range: such a row is unattributed, and
+    :func:`rocroof.ingest.attribution.join_pass` numbers those over the whole pass (a window could
+    not). A categorical (a spilled read) is parsed once per distinct text, other columns a block at a time.
+    """
+    from ..capture.markers import parse_ranges
+
+    array = regions.array
+    out = np.empty(len(regions), dtype=np.int64)
+    if isinstance(array, pd.Categorical):
+        is_ggml, inv, _op, _node = parse_ranges(np.asarray(array.categories, dtype=object))
+        valid = np.append(is_ggml, False)  # code -1 (missing): not a range
+        table = np.append(inv, 0)
+        codes = array.codes
+        for lo in range(0, len(codes), _BLOCK):
+            block = np.asarray(codes[lo : lo + _BLOCK], dtype=np.int64)
+            if not valid[block].all():
+                return None
+            out[lo : lo + len(block)] = table[block]
+        release_pages()
+        return out
+    for lo in range(0, len(regions), _BLOCK):
+        texts = regions.iloc[lo : lo + _BLOCK].to_numpy(dtype=object)
+        is_ggml, inv, _op, _node = parse_ranges(texts)
+        if not is_ggml.all():
+            return None
+        out[lo : lo + len(texts)] = inv
+    return out
+
+
+def _cut_counter_pass(
+    plan: WindowPlan, capture: Capture, q: PassData, q_inv: np.ndarray, lowest: np.ndarray, warmup_cut: bool
+) -> bool:
+    """Give ``plan``'s windows the counter pass ``q``'s rows of their op invocations; False where it cannot.
+
+    Window k takes the rows whose invocation is at least the lowest of window k's ggml ranges and
+    below the lowest of any later window's (``lowest``: per window, int64 max where it has none);
+    the first window from the first measured invocation where a warm-up was cut (``build_run``
+    cuts Nsight Compute's warm-up by it: ``first_measured``, the lowest invocation of the trace
+    pass's measured dispatches, found here by attributing the first window's). The rows must come
+    window after window (Nsight Compute profiles kernels in launch order), so that each window's
+    are one slice of the pass. The ``warmup-dropped`` note of the counter pass joins ``plan.notes``.
+    """
+    from .attribution import attribute_pass
+    from .pipeline import warmup_note
+
+    first_measured = None
+    if warmup_cut:
+        attr = attribute_pass(_sub_capture(capture, plan, plan.windows[0]).passes[0])
+        known = attr.dispatch["invocation"].dropna()
+        if not len(known):
+            return False  # no op in the first window: the measured part's first invocation lies beyond it
+        first_measured = int(known.min())
+        del attr, known
+    k = len(plan.windows)
+    bounds = np.minimum.accumulate(lowest[::-1])[::-1][1:k]  # window j >= 1 starts at the lowest invocation from j on
+    window_of = np.empty(len(q_inv), dtype=np.int32)
+    for lo in range(0, len(q_inv), _BLOCK):
+        inv = q_inv[lo : lo + _BLOCK]
+        w = np.searchsorted(bounds, inv, side="right").astype(np.int32)
+        if first_measured is not None:
+            w[inv < first_measured] = -1
+        window_of[lo : lo + len(inv)] = w
+    if not non_decreasing(window_of.astype(np.int64)):
+        return False  # the pass's rows are not in window order: a window's would not be one slice
+    starts = np.searchsorted(window_of, np.arange(k + 1), side="left")
+    for j, window in enumerate(plan.windows):
+        window.counter_start, window.counter_stop = int(starts[j]), int(starts[j + 1])
+    warm = int(starts[0])
+    if warm:
+        plan.notes.append(warmup_note(q.label, warm, first_measured))
+    plan.counters_pass = q
+    plan.first_measured = first_measured
+    plan.counter_runs = _runs(q.counters["row"]) if len(q.counters) else np.zeros(1, dtype=np.int64)
+    return True
+
+
+def _runs(rows: pd.Series) -> np.ndarray:
+    """Where ``rows`` (a column of dispatch rows) starts a run of non-decreasing values; then its length.
+
+    Read a block at a time. Shape: (runs + 1,) int64, the first entry 0.
+    """
+    values = rows.array
+    data = np.asarray(getattr(values, "_data", values))
+    breaks = [np.zeros(1, dtype=np.int64)]
+    last = None
+    for lo in range(0, len(data), _BLOCK):
+        block = np.asarray(data[lo : lo + _BLOCK], dtype=np.int64)
+        if last is not None and block[0] < last:
+            breaks.append(np.array([lo], dtype=np.int64))
+        breaks.append(lo + 1 + np.flatnonzero(block[1:] < block[:-1]))
+        last = int(block[-1])
+    release_pages()
+    breaks.append(np.array([len(data)], dtype=np.int64))
+    return np.concatenate(breaks)
 
 
 def _ggml_invocations(m: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -376,7 +522,37 @@ def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
         launches=take_rows(p.launches, w.launches),
     )
     release_pages()
-    return dataclasses.replace(capture, passes=[sub], agents=plan.agents.drop(columns="agent_index", errors="ignore"))
+    passes = [sub]
+    q = plan.counters_pass
+    if q is not None:
+        passes.append(_counter_slice(q, plan.counter_runs, w.counter_start, w.counter_stop))
+    return dataclasses.replace(capture, passes=passes, agents=plan.agents.drop(columns="agent_index", errors="ignore"))
+
+
+def _counter_slice(q: PassData, runs: np.ndarray | None, lo: int, hi: int) -> PassData:
+    """The counter pass ``q`` cut to its rows ``[lo, hi)`` (renumbered from 0), with their counter values.
+
+    ``runs``: :attr:`WindowPlan.counter_runs`; the values of rows ``[lo, hi)`` are one slice of
+    each run, found by binary search.
+    """
+    counters = q.counters
+    if len(counters) and runs is not None:
+        rows = counters["row"].array
+        data = np.asarray(getattr(rows, "_data", rows))
+        parts = []
+        for a, b in zip(runs[:-1].tolist(), runs[1:].tolist(), strict=True):
+            run = data[a:b]
+            first, stop = int(np.searchsorted(run, lo, side="left")), int(np.searchsorted(run, hi, side="left"))
+            if stop > first:
+                parts.append(np.arange(a + first, a + stop, dtype=np.int64))
+        taken = take_rows(counters, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+        if len(taken):
+            taken["row"] = taken["row"].to_numpy(dtype=np.int64) - lo
+        counters = taken
+    rows = np.arange(lo, hi, dtype=np.int64)
+    out = dataclasses.replace(q, dispatches=take_rows(q.dispatches, rows), counters=counters)
+    release_pages()
+    return out
 
 
 def _rows_between(records: pd.DataFrame, lo: int, hi: int, keep: np.ndarray, *, sorted_rows: bool) -> np.ndarray:
@@ -439,6 +615,7 @@ _BUILD_ORDER = (
     "timestamps-rounded",
     "negative-duration",
     "implausible-duration",
+    "pass-mismatch",
     "malformed-range",
     "invocations-shared-by-processes",
     "fused-unmatched",
@@ -463,18 +640,29 @@ class _Notes:
     A note that repeats unchanged (the capture's own, the ceiling's) is kept once; a counted one
     (:data:`_COUNTED`) has its counts summed; the others are kept as the first window gave them.
     Notes added with ``first=True`` (the capture's and its pass's own) stay ahead of the rest.
+    ``labels``: the passes' labels, in pass order: the whole build makes a per-pass note pass
+    after pass (a note names its pass first, ``<label>: ...``). The ``pass-mismatch`` note of a
+    two-pass run is made again from the run's counts (:func:`_finish`): of the windows' own, the
+    first difference they name is kept (:attr:`first_difference`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, labels: list[str] | None = None) -> None:
+        self.labels = list(labels or [])
         self.order: list[tuple[str, str]] = []
-        self.rank: dict[tuple[str, str], int] = {}
+        self.rank: dict[tuple[str, str], tuple[int, int, int]] = {}
         self.kept: dict[tuple[str, str], Note] = {}
         self.counts: dict[tuple[str, str], list[int]] = {}
         self.worst: dict[tuple[str, str], float] = {}
+        self.first_difference: str | None = None
 
-    def add(self, notes: list[Note], *, first: bool = False) -> None:
+    def add(self, notes: list[Note], *, first: bool = False, made: bool = False) -> None:
+        """Merge ``notes`` (a window's, or with ``made`` one made from the run's counts) into the run's."""
         for note in notes:
             if note.code in _RUN_NOTES:
+                continue
+            if note.code == "pass-mismatch" and len(self.labels) > 1 and not (first or made):
+                if self.first_difference is None:
+                    self.first_difference = _first_difference(note.message)
                 continue
             counted = _COUNTED.get(note.code)
             match = counted[0].match(note.message) if counted else None
@@ -482,7 +670,7 @@ class _Notes:
             key = (note.severity if match is None or note.code != "fused-unmatched" else "", note.code + "\0" + head)
             if key not in self.kept:
                 self.order.append(key)
-                self.rank[key] = -1 if first else _rank(note.code)
+                self.rank[key] = (-1, 0, 0) if first else _rank(note.code, self._pass_of(note.message))
                 self.kept[key] = note
                 if match is not None:
                     self.counts[key] = [0, 0]
@@ -498,6 +686,11 @@ class _Notes:
                 if worst > self.worst[key]:
                     self.worst[key] = worst
                     self.kept[key] = note
+
+    def _pass_of(self, message: str) -> int:
+        """The pass a note names first (``<label>: ...``; the longest such label), else 0."""
+        named = [(len(label), i) for i, label in enumerate(self.labels) if message.startswith(f"{label}:")]
+        return max(named)[1] if named else 0
 
     def notes(self) -> list[Note]:
         out = []
@@ -525,9 +718,58 @@ class _Notes:
         return out
 
 
-def _rank(code: str) -> int:
-    """Position of ``code`` in :data:`_BUILD_ORDER` (a code not listed: after every listed one)."""
-    return _BUILD_ORDER.index(code) if code in _BUILD_ORDER else len(_BUILD_ORDER)
+def _rank(code: str, pass_index: int = 0) -> tuple[int, int, int]:
+    """Where the whole build makes a note of ``code`` about pass ``pass_index``: a sort key.
+
+    By the position of ``code`` in :data:`_BUILD_ORDER` (a code not listed: after every listed
+    one), then by pass; except the notes made while the passes' dispatch rows are built (the
+    durations, then the join to the timing pass), which come pass by pass.
+    """
+    at = _BUILD_ORDER.index(code) if code in _BUILD_ORDER else len(_BUILD_ORDER)
+    if code in _DISPATCH_ROW_NOTES:
+        return (_BUILD_ORDER.index(_DISPATCH_ROW_NOTES[0]), pass_index, at)
+    return (at, pass_index, 0)
+
+
+#: The notes ``build_run`` makes pass by pass as it builds each pass's dispatch rows.
+_DISPATCH_ROW_NOTES = ("negative-duration", "implausible-duration", "pass-mismatch")
+
+#: How ``join_pass`` names the first counter-pass dispatch that matched no timing dispatch.
+_FIRST_DIFFERENCE = "; first difference at "
+_UNMATCHED_TAIL = "; unmatched dispatches keep their counters but add nothing to the timing pass"
+
+
+def _first_difference(message: str) -> str | None:
+    """The ``; first difference at ...`` part of a ``pass-mismatch`` note, or None where it names none."""
+    at = message.find(_FIRST_DIFFERENCE)
+    if at < 0 or not message.endswith(_UNMATCHED_TAIL):
+        return None
+    return message[at : len(message) - len(_UNMATCHED_TAIL)]
+
+
+def _mismatch_note(
+    other: str, primary: str, rows: int, timing_rows: int, matched: int, first_difference: str | None
+) -> Note | None:
+    """The ``pass-mismatch`` note :func:`rocroof.ingest.attribution.join_pass` makes, from the run's counts.
+
+    ``rows``: the counter pass's dispatches; ``timing_rows``: the timing pass's; ``matched``: the
+    counter pass's dispatches matched; ``first_difference``: that part of the first window's note.
+    None where every dispatch matched and the passes are as long.
+    """
+    bad = rows - matched
+    if not bad and rows == timing_rows:
+        return None
+    if bad:
+        head = f"{other}: {bad} of {rows} dispatches do not match the timing pass {primary}"
+        if rows != timing_rows:
+            head += f" ({rows} vs {timing_rows} dispatches)"
+        text = head.replace(" ;", ";") + (first_difference or "") + _UNMATCHED_TAIL
+    else:
+        text = (
+            f"{other}: {timing_rows - matched} of {timing_rows} dispatches of the timing pass {primary} have no row "
+            f"in this pass (it holds {rows}; cut short, filtered, or the run ended early)"
+        ).replace(" ;", ";")
+    return Note("warning", "pass-mismatch", text)
 
 
 @dataclass
@@ -537,6 +779,9 @@ class _Totals:
     dispatches: int = 0
     matched: int = 0
     methods: Counter[str] = dataclasses.field(default_factory=Counter)
+    #: A two-pass run's counter pass: its dispatches, and those matched to a timing dispatch.
+    counter_dispatches: int = 0
+    counter_matched: int = 0
 
 
 def build_windows(
@@ -572,6 +817,8 @@ def build_windows(
     counters = _counter_numbering(plan)
     if counters is not None:
         run_tables["counter"] = counters
+    if plan.counters_pass is not None:
+        run_tables["kernel_symbol"] = _kernel_numbering(plan)
     frames = RunFrames(run=dict(first.run), tables=run_tables, notes=[], settings=dict(first.settings))
     # the whole run's marker numbering: rows of the pass's (warm-up cut) marker frame
     frames.windows = _windows(capture, plan, first, frames, arch_override, source_path)
@@ -588,6 +835,14 @@ def _counter_numbering(plan: WindowPlan) -> pd.DataFrame | None:
     run's numbering up front (``RunFrames.tables``).
     """
     p = plan.passdata
+    q = plan.counters_pass
+    if q is not None:
+        if len(p.counters) or len(p.instances):
+            raise AssertionError("a two-pass plan's trace pass has no counters")  # _counter_pass_qualifies
+        start = plan.windows[0].counter_start
+        first = _first_seen(q.counters["counter_name"], q.counters["row"], start)
+        release_pages()
+        return pd.DataFrame({"counter_index": np.arange(len(first)), "counter_name": first})
     if not len(p.instances) and plan.in_row_order.get("counters", True):
         return None
     names: dict[Any, None] = {}
@@ -596,6 +851,50 @@ def _counter_numbering(plan: WindowPlan) -> pd.DataFrame | None:
             names.update(dict.fromkeys(pd.unique(frame["counter_name"].dropna()).tolist()))
     release_pages()
     return pd.DataFrame({"counter_index": np.arange(len(names)), "counter_name": list(names)})
+
+
+def _kernel_numbering(plan: WindowPlan) -> pd.DataFrame:
+    """The ``kernel_symbol`` rows of the whole build of a two-pass plan (kernel_index, kernel_name).
+
+    The store numbers kernel names by first appearance over the whole run's dispatches, pass after
+    pass; a window holds both passes' rows of its ops, so a name Nsight Compute spells its own way
+    would come before a later trace name. Given up front (``RunFrames.tables``).
+    """
+    q = plan.counters_pass
+    assert q is not None
+    names = _first_seen(plan.passdata.dispatches["kernel_name"])
+    start = plan.windows[0].counter_start
+    seen = set(names)
+    names += [v for v in _first_seen(q.dispatches["kernel_name"], None, start) if v not in seen]
+    release_pages()
+    return pd.DataFrame({"kernel_index": np.arange(len(names)), "kernel_name": names})
+
+
+def _first_seen(column: pd.Series, rows: pd.Series | None = None, start: int = 0) -> list[Any]:
+    """The distinct known values of ``column`` in order of first appearance, a block at a time.
+
+    Only where ``rows`` (a column of the same length: dispatch rows) is at least ``start``, or,
+    without ``rows``, from position ``start`` on. A categorical is read through its codes.
+    """
+    array = column.array
+    categorical = isinstance(array, pd.Categorical)
+    values = np.asarray(array.codes) if categorical else None
+    row_data = None if rows is None else np.asarray(getattr(rows.array, "_data", rows.array))
+    seen: dict[Any, None] = {}
+    lo0 = start if rows is None else 0
+    for lo in range(lo0, len(column), _BLOCK):
+        hi = min(lo + _BLOCK, len(column))
+        keep = None if row_data is None else np.asarray(row_data[lo:hi]) >= start
+        if values is not None:
+            block = np.asarray(values[lo:hi])
+            block = block if keep is None else block[keep]
+            codes = pd.unique(block[block >= 0])
+            seen.update(dict.fromkeys(array.categories[codes].tolist()))
+        else:
+            part = column.iloc[lo:hi]
+            part = part if keep is None else part[keep]
+            seen.update(dict.fromkeys(pd.unique(part.dropna()).tolist()))
+    return list(seen)
 
 
 #: The per-row tables a window holds (the others are the run's).
@@ -612,9 +911,13 @@ def _windows(
 ) -> Iterator[dict[str, pd.DataFrame]]:
     from .pipeline import build_run
 
-    notes = _Notes()
-    notes.add([*capture.notes, *plan.passdata.notes], first=True)  # the capture's own, as each window repeats them
+    q = plan.counters_pass
+    notes = _Notes([plan.passdata.label, *([q.label] if q is not None else [])])
+    own = [*capture.notes, *plan.passdata.notes, *(q.notes if q is not None else [])]
+    notes.add(own, first=True)  # the capture's own, as each window repeats them
     notes.add(plan.notes)
+    timing_total = len(plan.passdata.dispatches)  # a counter pass's dispatches are numbered after these
+    counter_first = plan.windows[0].counter_start if q is not None else 0
     totals = _Totals()
     op_offset = 0
     built = first
@@ -631,24 +934,43 @@ def _windows(
         tables = built.tables
         out: dict[str, pd.DataFrame] = {}
         d_off = w.dispatch_start
+        local_timing = w.dispatch_stop - w.dispatch_start  # the window's trace dispatches (its dispatch rows 0 ..)
+        # the counter pass's rows: window-local dispatch index local_timing + j -> the run's
+        c_off = timing_total + (w.counter_start - counter_first) - local_timing
         ranges = tables.get("marker_range", pd.DataFrame())
         range_global = w.markers  # local range_index -> the pass's marker row
         ops = tables.get("op_invocation", pd.DataFrame())
         dispatch = tables.get("dispatch", pd.DataFrame())
         if len(dispatch):
             dispatch = dispatch.copy(deep=False)
-            for col in ("dispatch_index", "ordinal", "timing_dispatch_index"):
-                dispatch[col] = _shift(dispatch[col], d_off)
+            timing = dispatch["pass_index"].to_numpy() == 0
+            if q is None:
+                for col in ("dispatch_index", "ordinal", "timing_dispatch_index"):
+                    dispatch[col] = _shift(dispatch[col], d_off)
+            else:
+                dispatch["dispatch_index"] = _shift_by_pass(dispatch["dispatch_index"], timing, d_off, c_off)
+                ordinal_off = w.counter_start - counter_first
+                dispatch["ordinal"] = _shift_by_pass(dispatch["ordinal"], timing, d_off, ordinal_off)
+                dispatch["timing_dispatch_index"] = _shift(dispatch["timing_dispatch_index"], d_off)
+                if (~timing).any() and not (dispatch["attribution_method"][timing].astype(object) != "none").any():
+                    # join_pass would match this window's counter pass by position, not by op invocation
+                    raise RuntimeError(
+                        f"window {k}: counter-pass kernels, but no trace dispatch attributed to an op (plan_windows)"
+                    )
             dispatch["range_index"] = _mapped(dispatch["range_index"], range_global)
             dispatch["op_index"] = _shift(dispatch["op_index"], op_offset)
-            timing = dispatch["pass_index"].to_numpy() == 0
             totals.methods.update(dispatch["attribution_method"][timing].astype(object).tolist())
         out["dispatch"] = dispatch
         for name in ("counter_value", "counter_instance", "dram_traffic"):
             frame = tables.get(name)
             if frame is not None and len(frame):
                 frame = frame.copy(deep=False)
-                frame["dispatch_index"] = _shift(frame["dispatch_index"], d_off)
+                if q is None:
+                    frame["dispatch_index"] = _shift(frame["dispatch_index"], d_off)
+                else:
+                    index = frame["dispatch_index"]
+                    is_timing = index.astype("Int64").to_numpy(dtype=np.int64, na_value=0) < local_timing
+                    frame["dispatch_index"] = _shift_by_pass(index, is_timing, d_off, c_off)
             out[name] = frame if frame is not None else pd.DataFrame()
         if len(ranges):
             keep = w.owned[ranges["range_index"].to_numpy(dtype=np.int64)]
@@ -666,6 +988,10 @@ def _windows(
         totals.dispatches += int(pass_row["dispatch_count"].iloc[0])
         matched = pass_row["matched_count"].iloc[0]
         totals.matched += int(matched) if pd.notna(matched) else 0
+        if q is not None:
+            totals.counter_dispatches += int(pass_row["dispatch_count"].iloc[1])
+            matched = pass_row["matched_count"].iloc[1]
+            totals.counter_matched += int(matched) if pd.notna(matched) else 0
         del tables, built, dispatch, ranges, ops
         first = None
         release_free_memory()
@@ -673,15 +999,27 @@ def _windows(
         del out
         release_free_memory()
     capture.passes = []  # taken: the pass's frames go with the plan
-    _finish(frames, totals, notes)
+    _finish(frames, totals, notes, plan)
 
 
-def _finish(frames: RunFrames, totals: _Totals, notes: _Notes) -> None:
-    """Fill the run row, the pass row and the notes with what the windows sum to."""
+def _finish(frames: RunFrames, totals: _Totals, notes: _Notes, plan: WindowPlan) -> None:
+    """Fill the run row, the pass rows and the notes with what the windows sum to."""
     from .pipeline import ENQUEUE_ORDER_NOTE, run_method, unattributed_note
 
     method = run_method(totals.methods)
     frames.run["attribution_method"] = method
+    q = plan.counters_pass
+    if q is not None:
+        mismatch = _mismatch_note(
+            q.label,
+            plan.passdata.label,
+            totals.counter_dispatches,
+            totals.dispatches,
+            totals.counter_matched,
+            notes.first_difference,
+        )
+        if mismatch is not None:
+            notes.add([mismatch], made=True)
     out = notes.notes()
     unattributed = unattributed_note(totals.methods)
     if unattributed is not None:
@@ -690,14 +1028,26 @@ def _finish(frames: RunFrames, totals: _Totals, notes: _Notes) -> None:
         out.append(ENQUEUE_ORDER_NOTE)
     frames.notes = list(dict.fromkeys(out))
     pass_row = frames.tables["pass"]
-    pass_row["dispatch_count"] = [totals.dispatches]
-    pass_row["matched_count"] = [totals.matched]
+    if q is None:
+        pass_row["dispatch_count"] = [totals.dispatches]
+        pass_row["matched_count"] = [totals.matched]
+    else:
+        pass_row["dispatch_count"] = [totals.dispatches, totals.counter_dispatches]
+        pass_row["matched_count"] = [totals.matched, totals.counter_matched]
 
 
 def _shift(column: pd.Series, offset: int) -> Any:
     """``column + offset`` as nullable Int64 (missing stays missing)."""
     values = column.astype("Int64")
     return (values + offset).array if offset else values.array
+
+
+def _shift_by_pass(column: pd.Series, timing: np.ndarray, timing_offset: int, other_offset: int) -> Any:
+    """``column`` plus ``timing_offset`` where ``timing`` (bool per row), else plus ``other_offset``; nullable Int64."""
+    values = column.astype("Int64")
+    known = values.notna().to_numpy(dtype=bool)
+    raw = values.to_numpy(dtype=np.int64, na_value=0) + np.where(timing, timing_offset, other_offset)
+    return pd.arrays.IntegerArray(np.where(known, raw, 0).astype(np.int64), ~known)
 
 
 def _mapped(column: pd.Series, lookup: np.ndarray) -> Any:
