@@ -524,3 +524,25 @@ def test_nsight_two_passes_stored(tmp_path_factory: pytest.TempPathFactory, tmp_
         assert plan is not None
         Store(tmp_path / "trial-windowed.db").write_run(W.build_windows(capture, plan, source_path="c"))
         assert_same_stored_run(tmp_path / "trial-whole.db", tmp_path / "trial-windowed.db")
+
+
+def test_nsight_windowed_where_both_reads_are_on_disk(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``build`` windows an Nsight capture whose two reads spilled their rows (text as codes), as built whole."""
+    from rocroof import spill
+
+    path = _nvidia(3000, tmp_path_factory)
+    assert W.plan_windows(read_capture(path), size=500, on_disk_only=True) is None  # small: read in memory
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    on_disk = read_capture(path)
+    assert isinstance(on_disk.passes[1].dispatches["region"].array, pd.Categorical)
+    assert on_disk.passes[0].markers["message"].isna().any()  # the ggml ranges' messages as their parts
+    plan = W.plan_windows(on_disk, size=500, on_disk_only=True)
+    assert plan is not None and plan.region_texts is not None
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "500")
+    for read in (lambda: read_capture(path), _with_reset(lambda: read_capture(path))):
+        whole = build_run(read(), source_path="c", release=True)
+        windowed = W.build(read(), source_path="c", release=True)
+        assert windowed.windows is not None
+        assert_same_run(whole, W.materialise(windowed))

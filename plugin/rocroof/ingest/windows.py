@@ -117,6 +117,8 @@ class WindowPlan:
     #: The first op invocation measured (``build_run``'s ``first_measured``), where a warm-up was cut
     #: from a two-pass capture; its counter pass's rows of earlier invocations are the warm-up.
     first_measured: int | None = None
+    #: The counter pass's regions by code (None last, for code -1) where they are a categorical.
+    region_texts: np.ndarray | None = None
 
 
 def plan_windows(
@@ -418,6 +420,11 @@ def _cut_counter_pass(
         plan.notes.append(warmup_note(q.label, warm, first_measured))
     plan.counters_pass = q
     plan.first_measured = first_measured
+    regions = q.dispatches["region"].array
+    if isinstance(regions, pd.Categorical):
+        plan.region_texts = np.empty(len(regions.categories) + 1, dtype=object)
+        plan.region_texts[:-1] = list(regions.categories)
+        plan.region_texts[-1] = None
     plan.counter_runs = _runs(q.counters["row"]) if len(q.counters) else np.zeros(1, dtype=np.int64)
     return True
 
@@ -501,7 +508,6 @@ def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
     """The capture cut to window ``w``: its rows of the pass, the plan's agents, the capture's notes."""
     p = plan.passdata
     lo, hi = w.dispatch_start, w.dispatch_stop
-    rows = np.arange(lo, hi, dtype=np.int64)
     renumber = np.full(len(p.dispatches), -1, dtype=np.int64)
     renumber[lo:hi] = np.arange(hi - lo)
     counters, instances = (
@@ -515,7 +521,9 @@ def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
     del renumber
     sub = dataclasses.replace(
         p,
-        dispatches=take_rows(p.dispatches, rows),
+        dispatches=_row_slice(p.dispatches, lo, hi)
+        if plan.counters_pass is not None
+        else take_rows(p.dispatches, np.arange(lo, hi)),
         counters=counters,
         instances=instances,
         markers=take_rows(p.markers, w.markers),
@@ -525,17 +533,20 @@ def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
     passes = [sub]
     q = plan.counters_pass
     if q is not None:
-        passes.append(_counter_slice(q, plan.counter_runs, w.counter_start, w.counter_stop))
+        passes.append(_counter_slice(q, plan, w.counter_start, w.counter_stop))
     return dataclasses.replace(capture, passes=passes, agents=plan.agents.drop(columns="agent_index", errors="ignore"))
 
 
-def _counter_slice(q: PassData, runs: np.ndarray | None, lo: int, hi: int) -> PassData:
+def _counter_slice(q: PassData, plan: WindowPlan, lo: int, hi: int) -> PassData:
     """The counter pass ``q`` cut to its rows ``[lo, hi)`` (renumbered from 0), with their counter values.
 
-    ``runs``: :attr:`WindowPlan.counter_runs`; the values of rows ``[lo, hi)`` are one slice of
-    each run, found by binary search.
+    The values of rows ``[lo, hi)`` are one slice of each of :attr:`WindowPlan.counter_runs`,
+    found by binary search. Slices of the pass's columns (views of its spill files, no copy); the
+    regions as text (:attr:`WindowPlan.region_texts`: a window's categorical would carry every
+    region of the run as its categories, which the attribution turns into text window by window).
     """
     counters = q.counters
+    runs = plan.counter_runs
     if len(counters) and runs is not None:
         rows = counters["row"].array
         data = np.asarray(getattr(rows, "_data", rows))
@@ -544,15 +555,25 @@ def _counter_slice(q: PassData, runs: np.ndarray | None, lo: int, hi: int) -> Pa
             run = data[a:b]
             first, stop = int(np.searchsorted(run, lo, side="left")), int(np.searchsorted(run, hi, side="left"))
             if stop > first:
-                parts.append(np.arange(a + first, a + stop, dtype=np.int64))
-        taken = take_rows(counters, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+                parts.append(_row_slice(counters, a + first, a + stop))
+        taken = pd.concat(parts, ignore_index=True) if parts else counters.iloc[:0].reset_index(drop=True)
         if len(taken):
             taken["row"] = taken["row"].to_numpy(dtype=np.int64) - lo
         counters = taken
-    rows = np.arange(lo, hi, dtype=np.int64)
-    out = dataclasses.replace(q, dispatches=take_rows(q.dispatches, rows), counters=counters)
+    dispatches = _row_slice(q.dispatches, lo, hi)
+    if plan.region_texts is not None:
+        codes = np.asarray(q.dispatches["region"].array.codes[lo:hi], dtype=np.int64)
+        dispatches["region"] = pd.Series(plan.region_texts[codes], dtype=object, copy=False)
+    out = dataclasses.replace(q, dispatches=dispatches, counters=counters)
     release_pages()
     return out
+
+
+def _row_slice(frame: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """Rows ``[lo, hi)`` of ``frame`` with a fresh index: views of its columns (spilled ones stay in their files)."""
+    return pd.DataFrame(
+        {name: frame[name].array[lo:hi] for name in frame.columns}, index=pd.RangeIndex(hi - lo), copy=False
+    )
 
 
 def _rows_between(records: pd.DataFrame, lo: int, hi: int, keep: np.ndarray, *, sorted_rows: bool) -> np.ndarray:

@@ -25,6 +25,7 @@ import io
 import re
 import sqlite3
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ... import keys, spill
 from ...errors import ParseError
 from ...fileio import (
     check_counter_values,
@@ -54,20 +56,23 @@ from ...records import (
     DISPATCH_COLUMNS,
     LAUNCH_COLUMNS,
     MARKER_COLUMNS,
-    SPILLED_AFTER_READ,
+    MARKER_PART_COLUMNS,
     SPILLED_ON_READ,
-    ChunkStacker,
     Note,
     PassData,
+    SpilledFrameWriter,
+    code_dtype,
     conform,
     distinct,
     empty_frame,
     marker_kinds,
     spill_columns,
     spilled_array,
+    take_rows,
 )
-from ...spill import ColumnWriter
+from ...spill import TAKE_ROWS, ColumnWriter, release_pages
 from ...text import printable
+from ..markers import compact_ranges
 from .sqlite_arrow import arrow_frame, sqlite_frame
 
 NVTX_COLUMN = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
@@ -382,6 +387,11 @@ def _ncu_layout(path: Path) -> _NcuLayout:
     return _NcuLayout(cols, units, unit_cells, metrics, name_col, id_col, pick(cols, "gpu__time_duration.sum"))
 
 
+#: Kernel rows parsed at a time. A row of the raw page is ~20 text cells (metrics with thousands
+#: separators, the NVTX stack): a chunk of 200,000 rows was ~300 MB of Python strings at once.
+NCU_CHUNK_ROWS = 25_000
+
+
 def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
     """Read an Nsight Compute raw-page CSV as one counter pass, a chunk of rows at a time.
 
@@ -392,12 +402,60 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
         ParseError: a missing or repeated column, or a row without a kernel name / duration.
     """
     layout = _ncu_layout(path)
-    # the dispatch columns only stored go to spill files as read (rocroof.spill)
-    with ChunkStacker(spill=SPILLED_ON_READ) as frames:
-        return _ncu_rows(path, layout, frames, label)
+    # every dispatch column to spill files as read (rocroof.spill): integers as they are, text
+    # (kernel names, regions, agent labels) as a code per row into its distinct texts
+    with SpilledFrameWriter(DISPATCH_COLUMNS) as frames, _MetricFiles() as metric_files:
+        return _ncu_rows(path, layout, frames, metric_files, label)
 
 
-def _ncu_rows(path: Path, layout: _NcuLayout, frames: ChunkStacker, label: str) -> tuple[PassData, dict[str, str]]:
+class _MetricFiles:
+    """Each counter's values and dispatch rows, appended chunk by chunk to spill files of its own.
+
+    The counter frame is counter-major (a counter's values, then the next's): each counter's are
+    written as its column is parsed and copied into the frame's files at the end, a block at a time,
+    so that no counter's values are held in memory (8x10^6 values at 10^6 kernels: ~130 MB).
+    A context manager: leaving it drops the files.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[str, tuple[ColumnWriter, ColumnWriter]] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, name: str, first: int, kept: np.ndarray | None, values: np.ndarray) -> None:
+        """Counter ``name``'s ``values`` of dispatch rows ``first ..`` (every row) or ``kept``."""
+        if name not in self._files:
+            self._files[name] = (ColumnWriter(np.int64), ColumnWriter(np.float64))
+            self.counts[name] = 0
+        rows, out = self._files[name]
+        rows.append(np.arange(first, first + len(values), dtype=np.int64) if kept is None else kept)
+        out.append(values)
+        self.counts[name] += len(values)
+
+    def drain(self, name: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Counter ``name``'s ``(rows, values)`` a block at a time; its files are dropped after."""
+        rows_file, values_file = self._files.pop(name)
+        rows, values = rows_file.finish(mapped=True), values_file.finish(mapped=True)
+        for lo in range(0, len(rows), TAKE_ROWS):
+            yield np.asarray(rows[lo : lo + TAKE_ROWS]), np.asarray(values[lo : lo + TAKE_ROWS])
+            release_pages()
+        del rows, values
+
+    def close(self) -> None:
+        for rows, values in self._files.values():
+            rows.close()
+            values.close()
+        self._files.clear()
+
+    def __enter__(self) -> _MetricFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _ncu_rows(
+    path: Path, layout: _NcuLayout, frames: SpilledFrameWriter, metric_files: _MetricFiles, label: str
+) -> tuple[PassData, dict[str, str]]:
     """:func:`read_ncu_csv` past its header: the rows, a chunk at a time, through ``frames``."""
     cols, units, unit_cells, metrics = layout.cols, layout.units, layout.unit_cells, layout.metrics
     name_col, id_col, dur_col = layout.name_col, layout.id_col, layout.dur_col
@@ -405,13 +463,11 @@ def _ncu_rows(path: Path, layout: _NcuLayout, frames: ChunkStacker, label: str) 
     numbers = [id_col, *id_like, *(m for m, _ in metrics), *([dur_col] if dur_col else [])]
     nvtx = pick(cols, NVTX_COLUMN)
     device = pick(cols, "Device")
-    values: dict[str, list[np.ndarray]] = {m: [] for m, _ in metrics}
-    # the dispatch rows of each value: (first row of the chunk, rows kept, or None when every row is)
-    rows: dict[str, list[tuple[int, np.ndarray | None]]] = {m: [] for m, _ in metrics}
     facts: dict[str, str] = {}
     instance_names: list[str] = []  # "<metric>:<OPCODE>" counters found in instanced cells, in order
     offset = 0
-    for chunk, first_row in read_csv_chunks(path, numbers=numbers, skip_second_row=unit_cells is not None):
+    chunks = read_csv_chunks(path, NCU_CHUNK_ROWS, numbers=numbers, skip_second_row=unit_cells is not None)
+    for chunk, first_row in chunks:
         if not facts and len(chunk):
             facts = _ncu_facts(chunk, cols)
         disp = pd.DataFrame({"kernel_name": parse_str(chunk[name_col])})
@@ -450,7 +506,7 @@ def _ncu_rows(path: Path, layout: _NcuLayout, frames: ChunkStacker, label: str) 
             )
             del parsed, shared
         disp["agent_label"] = parse_str(chunk[device]) if device else "0"
-        frames.add(conform(disp, DISPATCH_COLUMNS))
+        frames.add(disp)
         local = np.arange(offset, offset + len(chunk), dtype=np.int64)
         for col, scale in metrics:
             inst = None if pd.api.types.is_numeric_dtype(chunk[col]) else instance_cells(chunk[col])
@@ -459,8 +515,7 @@ def _ncu_rows(path: Path, layout: _NcuLayout, frames: ChunkStacker, label: str) 
                     key = f"{col}:{name}"
                     check_counter_values(path, v, first_row, key)
                     keep = ~np.isnan(v)
-                    values.setdefault(key, []).append(v[keep])
-                    rows.setdefault(key, []).append((offset, None if keep.all() else local[keep]))
+                    metric_files.add(key, offset, None if keep.all() else local[keep], v[keep])
                     if key not in instance_names:
                         instance_names.append(key)
             numbers_of = inst[0] if inst is not None else _numeric(path, chunk[col], first_row)
@@ -469,45 +524,43 @@ def _ncu_rows(path: Path, layout: _NcuLayout, frames: ChunkStacker, label: str) 
             if str(units[col]).strip().lower().endswith("byte") and str(col).endswith(".sum"):
                 v = np.round(v)  # a byte count: 0.509952 Mbyte is 509,952 B, not 509,951.99999999994
             keep = ~np.isnan(v)
-            values[col].append(v if keep.all() else v[keep])
-            rows[col].append((offset, None if keep.all() else local[keep]))
+            metric_files.add(col, offset, None if keep.all() else local[keep], v if keep.all() else v[keep])
         offset += len(chunk)
-    dispatches = frames.finish() if frames.chunks else empty_frame(DISPATCH_COLUMNS)
+    dispatches = frames.finish() if frames.rows else empty_frame(DISPATCH_COLUMNS)
     # a kernel's ID is unique in a report (per profiled process): a repeated row is damage
-    repeated = dispatches.duplicated(subset=["process_id", "dispatch_id"], keep="first")
-    if bool(repeated.any()):
-        pos = int(np.flatnonzero(repeated.to_numpy())[0])
+    repeat = _first_repeated_kernel(dispatches)
+    if repeat is not None:
         raise ParseError(
             path,
-            f"kernel ID {dispatches['dispatch_id'].iloc[pos]} appears twice (expected one row per profiled kernel)",
-            (3 if unit_cells is not None else 2) + pos,
+            f"kernel ID {dispatches['dispatch_id'].iloc[repeat]} appears twice (expected one row per profiled kernel)",
+            (3 if unit_cells is not None else 2) + repeat,
         )
     counter_frame = empty_frame(COUNTER_COLUMNS)
-    present = [m for m in [*(m for m, _ in metrics), *instance_names] if sum(len(v) for v in values[m])]
+    present = [m for m in [*(m for m, _ in metrics), *instance_names] if metric_files.counts.get(m, 0)]
     if present:  # counter-major, as the columns come: one row per dispatch and counter measured
-        # filled piece by piece, each piece let go once copied: the pieces and the columns are not
-        # both held whole (8x10^6 values: ~130 MB less at the peak)
-        # the rows and values to spill files (rocroof.spill): 8x10^6 values are not held in memory
-        code_parts = []
-        with ColumnWriter(np.int64) as row_file, ColumnWriter(np.float64) as value_file:
+        # each counter's files copied into the frame's a block at a time (rocroof.spill): 8x10^6
+        # values are never held in memory; the codes in the type a categorical keeps (from_codes
+        # takes them as they are)
+        code_type = code_dtype(len(present))
+        with (
+            ColumnWriter(np.int64) as row_file,
+            ColumnWriter(np.float64) as value_file,
+            ColumnWriter(code_type) as code_file,
+        ):
             for j, m in enumerate(present):
-                for (first, kept), v in zip(rows.pop(m), values.pop(m), strict=True):
-                    row_file.append(np.arange(first, first + len(v)) if kept is None else kept)
-                    code_parts.append(np.full(len(v), j, dtype=np.int32))
-                    value_file.append(v)
-                    del v
-            code = np.concatenate(code_parts)
-            del code_parts
+                for rows_part, values_part in metric_files.drain(m):
+                    row_file.append(rows_part)
+                    code_file.append(np.full(len(values_part), j, dtype=code_type))
+                    value_file.append(values_part)
+            categories = pd.CategoricalDtype(pd.Index([str(m) for m in present], dtype=object))
             counter_frame = pd.DataFrame(
                 {
                     "row": row_file.finish(),
-                    "counter_name": pd.Categorical.from_codes(code, categories=[str(m) for m in present]),
+                    "counter_name": pd.Categorical.from_codes(code_file.finish(), dtype=categories, validate=False),
                     "value": value_file.finish(),
                 },
                 copy=False,
             )
-        del code
-    del values, rows
     return (
         PassData(
             kind="counter",
@@ -519,6 +572,22 @@ def _ncu_rows(path: Path, layout: _NcuLayout, frames: ChunkStacker, label: str) 
         ),
         facts,
     )
+
+
+def _first_repeated_kernel(dispatches: pd.DataFrame) -> int | None:
+    """The first row (0-based) whose (process id, kernel ID) an earlier row has, or None.
+
+    Nsight Compute writes its kernels in ID order: repeats are then next to each other, found a
+    block at a time (:func:`rocroof.keys.lex_sorted`) without a hash table of every key; rows in
+    another order or with missing ids are checked by pandas.
+    """
+    pids, ids = dispatches["process_id"].array, dispatches["dispatch_id"].array
+    if not keys.has_missing(pids) and not keys.has_missing(ids):
+        in_order, repeat = keys.lex_sorted([pids, ids])
+        if in_order:
+            return repeat
+    repeated = dispatches.duplicated(subset=["process_id", "dispatch_id"], keep="first").to_numpy()
+    return int(np.flatnonzero(repeated)[0]) if repeated.any() else None
 
 
 def _dims(column: pd.Series) -> pd.DataFrame:
@@ -682,96 +751,57 @@ def _is_key(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and np.isnan(value))
 
 
-def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str, str]]:
-    try:
-        conn = sqlite_connect(path)
-    except sqlite3.Error as exc:
-        raise ParseError(path, f"cannot open the Nsight Systems database ({exc})") from exc
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
-            raise ParseError(path, "not an nsys SQLite export (no CUPTI_ACTIVITY_KIND_KERNEL table)")
-        # names by id from StringIds (a handful of kernels), not a string per row
-        k = _query(
-            conn,
-            "SELECT k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId, k.globalPid, "
-            "k.demangledName AS demangled_id, k.shortName AS short_id, k.registersPerThread, k.gridX, k.gridY, "
-            "k.gridZ, k.blockX, k.blockY, k.blockZ, k.staticSharedMemory, k.dynamicSharedMemory, "
-            "k.localMemoryPerThread FROM CUPTI_ACTIVITY_KIND_KERNEL k ORDER BY k.correlationId, k.start",
-        )
-        names = (
-            _strings(
-                conn,
-                "SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION "
-                "SELECT DISTINCT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL",
-            )
-            if "StringIds" in tables
-            else {}
-        )
-        k["name"] = _names(k.pop("demangled_id"), k.pop("short_id"), names)
-        pids = (
-            pd.read_sql_query("SELECT globalPid, pid FROM PROCESSES", conn) if "PROCESSES" in tables else pd.DataFrame()
-        )
-        runtime = pd.DataFrame()
-        if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-            runtime = _query(
-                conn,
-                "SELECT r.start, r.end, r.globalTid, r.correlationId, r.nameId AS name_id "
-                "FROM CUPTI_ACTIVITY_KIND_RUNTIME r",
-            )
-            api = (
-                _strings(conn, "SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME")
-                if "StringIds" in tables
-                else {}
-            )
-            runtime["api_name"] = _names(runtime.pop("name_id"), None, api)
-        nvtx = pd.DataFrame()
-        if "NVTX_EVENTS" in tables:
-            nvtx = _query(
-                conn,
-                "SELECT e.start, e.end, e.eventType, e.globalTid, COALESCE(e.text, s.value) AS message "
-                "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (34, 59, 60)",
-                texts=frozenset({"message"}),
-            )
-        gpus = pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", conn) if "TARGET_INFO_GPU" in tables else None
-    except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError) as exc:
-        raise ParseError(path, f"query failed ({exc}); is this a complete nsys SQLite export?") from exc
-    except MemoryError as exc:  # SQLITE_NOMEM: a damaged page can claim a record of any size
-        raise ParseError(path, "SQLite ran out of memory reading it; the file is damaged or cut short") from exc
-    finally:
-        conn.close()
+#: Rows of an Nsight Systems table read per query (by rowid): the query's Arrow columns and their
+#: pandas copy are those of one slice, and the checked columns go to spill files slice by slice.
+SLICE_ROWS = 1 << 16
 
-    # every value is checked, so that a damaged export is a ParseError naming the table and column
+_KERNEL_SQL = (
+    "SELECT k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId, k.globalPid, "
+    "k.demangledName AS demangled_id, k.shortName AS short_id, k.registersPerThread, k.gridX, k.gridY, "
+    "k.gridZ, k.blockX, k.blockY, k.blockZ, k.staticSharedMemory, k.dynamicSharedMemory, "
+    "k.localMemoryPerThread FROM CUPTI_ACTIVITY_KIND_KERNEL k"
+)
+_RUNTIME_SQL = (
+    "SELECT r.start, r.end, r.globalTid, r.correlationId, r.nameId AS name_id FROM CUPTI_ACTIVITY_KIND_RUNTIME r"
+)
+_NVTX_SQL = (
+    "SELECT e.start, e.end, e.eventType, e.globalTid, COALESCE(e.text, s.value) AS message "
+    "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (34, 59, 60)"
+)
+#: The marker frame as read: the ggml ranges' messages let go where their parts give them back
+#: (:func:`rocroof.capture.markers.compact_ranges`), every column in spill files.
+_MARKER_READ = {**MARKER_COLUMNS, **MARKER_PART_COLUMNS}
+_MARKER_TEXT: dict[str, Any] = {"categorical": ("kind",), "categories": {"kind": ("range", "mark")}}
+
+
+def _slices(conn: sqlite3.Connection, sql: str, table: str, alias: str, texts: frozenset[str] = frozenset()) -> Any:
+    """The rows of ``sql`` (over ``table`` as ``alias``), :data:`SLICE_ROWS` rowids a query, in rowid order."""
+    lo, hi = conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
+    if lo is None:
+        return
+    glue = " AND " if " WHERE " in sql else " WHERE "
+    for first in range(int(lo), int(hi) + 1, SLICE_ROWS):
+        last = min(first + SLICE_ROWS - 1, int(hi))
+        yield _query(conn, f"{sql}{glue}{alias}.rowid BETWEEN {first} AND {last} ORDER BY {alias}.rowid", texts)
+
+
+def _pids(global_id: pd.Series, pid_of: dict[int, int]) -> Any:
+    """The process id of each ``globalPid``/``globalTid`` (its high bits), looked up once per distinct value."""
+    gpid = global_id & ~0xFFFFFF if len(global_id) else global_id
+    codes, uniques = pd.factorize(gpid, use_na_sentinel=True)  # a few processes: looked up once each
+    table = np.array([*(pid_of.get(int(g)) for g in uniques), None], dtype=object)
+    return pd.array(table[codes], dtype="Int64")
+
+
+def _kernel_slice(path: Path, k: pd.DataFrame, names: dict[object, object], pid_of: dict[int, int]) -> pd.DataFrame:
+    """A slice of kernel rows as dispatch columns, every value checked (ParseError naming the table and column)."""
     kt = "CUPTI_ACTIVITY_KIND_KERNEL"
 
-    def ints(frame: pd.DataFrame, column: str, table: str = kt) -> pd.Series:
-        return _ints(path, table, frame, column)
+    def ints(column: str) -> pd.Series:
+        return _ints(path, kt, k, column)
 
-    pid_of: dict[int, int] = {}
-    if len(pids):
-        process_ids = ints(pids, "pid", "PROCESSES")
-        for g, p in zip(ints(pids, "globalPid", "PROCESSES"), process_ids, strict=True):
-            if pd.notna(g) and pd.notna(p):
-                pid_of[int(g)] = int(p)
-
-    def pid(global_id: pd.Series) -> pd.Series:
-        gpid = global_id & ~0xFFFFFF if len(global_id) else global_id
-        codes, uniques = pd.factorize(gpid, use_na_sentinel=True)  # a few processes: looked up once each
-        table = np.array([*(pid_of.get(int(g)) for g in uniques), None], dtype=object)
-        return pd.array(table[codes], dtype="Int64")
-
-    def tid(global_tid: pd.Series) -> pd.Series:
-        return (global_tid & 0xFFFFFF).astype("Int64")
-
-    # each column to a spill file as it is checked, the query's copy of it let go at once: the
-    # kernel rows are never held twice (rocroof.spill; ~370 MB of query columns at 10^6 kernels)
-    def spilled(column: str, frame: pd.DataFrame = k) -> Any:
-        values = spilled_array(ints(frame, column).array)
-        del frame[column]
-        return values
-
-    block = {a: spilled(f"block{a.upper()}") for a in "xyz"}
-    cols: dict[str, Any] = {"kernel_name": k.pop("name")}
+    block = {a: ints(f"block{a.upper()}") for a in "xyz"}
+    out: dict[str, Any] = {"kernel_name": _names(k.pop("demangled_id"), k.pop("short_id"), names)}
     for target, column in (
         ("start_ns", "start"),
         ("end_ns", "end"),
@@ -779,101 +809,214 @@ def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str
         ("stream_id", "streamId"),
         ("correlation_id", "correlationId"),
     ):
-        cols[target] = spilled(column)
-    cols["process_id"] = spilled_array(pid(ints(k, "globalPid")))
-    del k["globalPid"]
-    cols["vgpr_count"] = spilled("registersPerThread")
-    static = spilled("staticSharedMemory")
-    cols["lds_bytes"] = spilled_array(static + spilled("dynamicSharedMemory"))
-    del static
-    cols["scratch_bytes"] = spilled("localMemoryPerThread")
-    cols["agent_label"] = _shared_text(k.pop("deviceId"))
+        out[target] = ints(column)
+    out["process_id"] = _pids(ints("globalPid"), pid_of)
+    out["vgpr_count"] = ints("registersPerThread")
+    out["lds_bytes"] = ints("staticSharedMemory") + ints("dynamicSharedMemory")
+    out["scratch_bytes"] = ints("localMemoryPerThread")
+    out["agent_label"] = _shared_text(k["deviceId"])
     for a in "xyz":
-        cols[f"workgroup_{a}"] = block[a]
+        out[f"workgroup_{a}"] = block[a]
     for a in "xyz":
-        cols[f"grid_{a}"] = spilled_array(spilled(f"grid{a.upper()}") * block[a])
-    del k
-    order = ["kernel_name", "start_ns", "end_ns", "agent_label", "queue_id", "stream_id", "correlation_id"]
-    order += ["process_id", "vgpr_count", "lds_bytes", "scratch_bytes"]
-    order += [f"workgroup_{a}" for a in "xyz"] + [f"grid_{a}" for a in "xyz"]
-    disp = pd.DataFrame({c: cols.pop(c) for c in order}, copy=False)
-    disp["dispatch_id"] = pd.array(np.arange(1, len(disp) + 1), dtype="Int64")
-    disp["workgroup_size"] = disp["workgroup_x"] * disp["workgroup_y"] * disp["workgroup_z"]
-    disp["grid_size"] = disp["grid_x"] * disp["grid_y"] * disp["grid_z"]
+        out[f"grid_{a}"] = ints(f"grid{a.upper()}") * block[a]
+    out["workgroup_size"] = out["workgroup_x"] * out["workgroup_y"] * out["workgroup_z"]
+    out["grid_size"] = out["grid_x"] * out["grid_y"] * out["grid_z"]
+    return pd.DataFrame({c: pd.Series(v).reset_index(drop=True) for c, v in out.items()}, copy=False)
+
+
+def _in_correlation_order(disp: pd.DataFrame) -> pd.DataFrame:
+    """``disp`` ordered by correlation id, then start (missing first, as SQLite's ORDER BY puts NULL).
+
+    The kernels as read (rowid order) are usually in that order already: checked a block at a time
+    (:func:`rocroof.keys.lex_sorted`); otherwise reordered by one sort (spilled columns stay spilled).
+    """
+    corr, start = disp["correlation_id"].array, disp["start_ns"].array
+    if not keys.has_missing(corr) and not keys.has_missing(start) and keys.lex_sorted([corr, start])[0]:
+        return disp
+    c = pd.array(corr, dtype="Int64")
+    t = pd.array(start, dtype="Int64")
+    order = np.lexsort(
+        (
+            t.to_numpy(dtype=np.int64, na_value=0),
+            ~np.asarray(t.isna(), dtype=bool),
+            c.to_numpy(dtype=np.int64, na_value=0),
+            ~np.asarray(c.isna(), dtype=bool),
+        )
+    )
+    return take_rows(disp, order)
+
+
+def _nvtx_slice(path: Path, nvtx: pd.DataFrame, pid_of: dict[int, int]) -> tuple[int, int, pd.DataFrame]:
+    """A slice of NVTX events as marker rows: ``(open ranges, ranges, markers)``.
+
+    Open ranges (no end) and events without a message are left out; the ggml ranges' messages are
+    let go where their parts give them back (:func:`rocroof.capture.markers.compact_ranges`).
+
+    Raises:
+        ParseError: an event without a start time, or a range that ends before it starts.
+    """
+    nt = "NVTX_EVENTS"
+    is_mark = (_ints(path, nt, nvtx, "eventType") == 34).fillna(False).to_numpy(dtype=bool)
+    start = _ints(path, nt, nvtx, "start")
+    unstarted = (start.isna() & nvtx["message"].notna()).to_numpy(dtype=bool)
+    if unstarted.any():  # a damaged export (nsys writes every event's start)
+        pos = int(np.flatnonzero(unstarted)[0])
+        what = "mark" if is_mark[pos] else "range"
+        raise ParseError(path, f"{nt}: {what} {str(nvtx['message'].iloc[pos])[:80]!r} has no start time (NULL)")
+    end = _ints(path, nt, nvtx, "end").where(~is_mark, start)
+    backwards = (end < start).fillna(False).to_numpy(dtype=bool)
+    if backwards.any():
+        pos = int(np.flatnonzero(backwards)[0])
+        raise ParseError(
+            path,
+            f"{nt}: range {str(nvtx['message'].iloc[pos])[:80]!r} ends before it starts "
+            f"(start {start.iloc[pos]}, end {end.iloc[pos]} ns)",
+        )
+    opened = int((end.isna() & nvtx["message"].notna()).sum())
+    gtid = _ints(path, nt, nvtx, "globalTid")
+    markers = conform(
+        pd.DataFrame(
+            {
+                "process_id": _pids(gtid, pid_of),
+                "thread_id": (gtid & 0xFFFFFF).astype("Int64"),
+                "start_ns": start,
+                "end_ns": end,
+                "message": nvtx.pop("message"),
+                "kind": marker_kinds(is_mark),
+            }
+        ).dropna(subset=["message", "end_ns"]),
+        MARKER_COLUMNS,
+    ).reset_index(drop=True)
+    return opened, int((~is_mark).sum()), compact_ranges(markers)
+
+
+def _read_nsys(path: Path, label: str) -> tuple[PassData, pd.DataFrame, dict[str, str]]:
+    try:
+        conn = sqlite_connect(path)
+    except sqlite3.Error as exc:
+        raise ParseError(path, f"cannot open the Nsight Systems database ({exc})") from exc
+    try:
+        return _read_nsys_tables(path, label, conn)
+    except (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError) as exc:
+        raise ParseError(path, f"query failed ({exc}); is this a complete nsys SQLite export?") from exc
+    except MemoryError as exc:  # SQLITE_NOMEM: a damaged page can claim a record of any size
+        raise ParseError(path, "SQLite ran out of memory reading it; the file is damaged or cut short") from exc
+    finally:
+        conn.close()
+
+
+def _read_nsys_tables(
+    path: Path, label: str, conn: sqlite3.Connection
+) -> tuple[PassData, pd.DataFrame, dict[str, str]]:
+    """:func:`_read_nsys` on the open database: each table a slice of rows at a time, its columns to spill files.
+
+    Every value is checked as read, so that a damaged export is a ParseError naming the table and
+    column. Kernel names, agent labels, API names and marker messages are written as codes into
+    their distinct texts (:class:`rocroof.records.SpilledFrameWriter`); the ggml ranges' messages
+    as their op, node name and invocation (:func:`rocroof.capture.markers.compact_ranges`).
+    """
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+        raise ParseError(path, "not an nsys SQLite export (no CUPTI_ACTIVITY_KIND_KERNEL table)")
+    # names by id from StringIds (a handful of kernels), not a string per row
+    names = (
+        _strings(
+            conn,
+            "SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION "
+            "SELECT DISTINCT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL",
+        )
+        if "StringIds" in tables
+        else {}
+    )
+    pids = pd.read_sql_query("SELECT globalPid, pid FROM PROCESSES", conn) if "PROCESSES" in tables else pd.DataFrame()
+    pid_of: dict[int, int] = {}
+    if len(pids):
+        process_ids = _ints(path, "PROCESSES", pids, "pid")
+        for g, p in zip(_ints(path, "PROCESSES", pids, "globalPid"), process_ids, strict=True):
+            if pd.notna(g) and pd.notna(p):
+                pid_of[int(g)] = int(p)
+
+    with SpilledFrameWriter(DISPATCH_COLUMNS) as writer:
+        for k in _slices(conn, _KERNEL_SQL, "CUPTI_ACTIVITY_KIND_KERNEL", "k"):
+            writer.add(_kernel_slice(path, k, names, pid_of))
+            del k
+        disp = writer.finish() if writer.rows else empty_frame(DISPATCH_COLUMNS)
+    disp = _in_correlation_order(disp)
+    n = len(disp)
+    disp["dispatch_id"] = pd.arrays.IntegerArray(spill.arange(1, n + 1), spill.full(n, False, np.bool_))
+    release_free_memory()  # the slices' Arrow and conversion buffers
+
     launches = empty_frame(LAUNCH_COLUMNS)
-    if len(runtime):
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
         rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
+        api = _strings(conn, "SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME") if "StringIds" in tables else {}
         # the launches' correlation ids as a sorted array, not a set of Python ints (~60 MB at 10^6)
         dispatched = distinct(disp["correlation_id"].dropna().to_numpy(dtype=np.int64))
-        called = ints(runtime, "correlationId", rt)
-        keep = called.notna().to_numpy(dtype=bool) & np.isin(called.to_numpy(dtype=np.int64, na_value=0), dispatched)
-        wanted = runtime[keep]
-        del dispatched, called, keep, runtime
-        gtid = ints(wanted, "globalTid", rt)
-        launches = conform(
-            pd.DataFrame(
-                {
-                    "correlation_id": ints(wanted, "correlationId", rt),
-                    "process_id": pid(gtid),
-                    "thread_id": tid(gtid),
-                    "start_ns": ints(wanted, "start", rt),
-                    "end_ns": ints(wanted, "end", rt),
-                    "api_name": wanted["api_name"],
-                }
-            ),
-            LAUNCH_COLUMNS,
-        )
-        launches = spill_columns(launches, SPILLED_AFTER_READ)
-        by_corr = launches.drop_duplicates("correlation_id").set_index("correlation_id")
-        disp["thread_id"] = pd.array(by_corr["thread_id"].reindex(disp["correlation_id"]).to_numpy(), dtype="Int64")
+        with SpilledFrameWriter(LAUNCH_COLUMNS) as writer:
+            for runtime in _slices(conn, _RUNTIME_SQL, rt, "r"):
+                called = _ints(path, rt, runtime, "correlationId")
+                keep = called.notna().to_numpy(dtype=bool) & np.isin(
+                    called.to_numpy(dtype=np.int64, na_value=0), dispatched
+                )
+                wanted = runtime[keep].reset_index(drop=True)
+                del runtime, called, keep
+                if not len(wanted):
+                    continue
+                gtid = _ints(path, rt, wanted, "globalTid")
+                writer.add(
+                    pd.DataFrame(
+                        {
+                            "correlation_id": _ints(path, rt, wanted, "correlationId"),
+                            "process_id": _pids(gtid, pid_of),
+                            "thread_id": (gtid & 0xFFFFFF).astype("Int64"),
+                            "start_ns": _ints(path, rt, wanted, "start"),
+                            "end_ns": _ints(path, rt, wanted, "end"),
+                            "api_name": _names(wanted["name_id"], None, api),
+                        }
+                    )
+                )
+            if writer.rows:
+                launches = writer.finish()
+        del dispatched
+        if len(launches):
+            by_corr = launches.drop_duplicates("correlation_id").set_index("correlation_id")
+            thread = pd.array(by_corr["thread_id"].reindex(disp["correlation_id"]).to_numpy(), dtype="Int64")
+            disp["thread_id"] = spilled_array(thread)
+            del by_corr, thread
+        release_free_memory()
+
     markers = empty_frame(MARKER_COLUMNS)
     pass_notes: list[Note] = []
-    if len(nvtx):
+    if "NVTX_EVENTS" in tables:
         nt = "NVTX_EVENTS"
-        is_mark = (ints(nvtx, "eventType", nt) == 34).fillna(False).to_numpy(dtype=bool)
-        start = ints(nvtx, "start", nt)
-        unstarted = (start.isna() & nvtx["message"].notna()).to_numpy(dtype=bool)
-        if unstarted.any():  # a damaged export (nsys writes every event's start)
-            pos = int(np.flatnonzero(unstarted)[0])
-            what = "mark" if is_mark[pos] else "range"
-            raise ParseError(path, f"{nt}: {what} {str(nvtx['message'].iloc[pos])[:80]!r} has no start time (NULL)")
-        end = ints(nvtx, "end", nt).where(~is_mark, start)
-        backwards = (end < start).fillna(False).to_numpy(dtype=bool)
-        if backwards.any():
-            pos = int(np.flatnonzero(backwards)[0])
-            raise ParseError(
-                path,
-                f"{nt}: range {str(nvtx['message'].iloc[pos])[:80]!r} ends before it starts "
-                f"(start {start.iloc[pos]}, end {end.iloc[pos]} ns)",
-            )
-        open_ranges = int((end.isna() & nvtx["message"].notna()).sum())
+        open_ranges = ranges = 0
+        with SpilledFrameWriter(_MARKER_READ, **_MARKER_TEXT) as writer:
+            for nvtx in _slices(conn, _NVTX_SQL, nt, "e", texts=frozenset({"message"})):
+                opened, counted, chunk = _nvtx_slice(path, nvtx, pid_of)
+                open_ranges += opened
+                ranges += counted
+                if len(chunk):
+                    writer.add(chunk)
+                del nvtx, chunk
+            if writer.rows:
+                markers = writer.finish()
         if open_ranges:
             pass_notes.append(
                 Note(
                     "warning",
                     "open-ranges",
-                    f"{path.name}: {open_ranges} of {int((~is_mark).sum())} NVTX ranges never ended (the application "
+                    f"{path.name}: {open_ranges} of {ranges} NVTX ranges never ended (the application "
                     "stopped inside them?); they are left out, and kernels they held are not attributed",
                 )
             )
-        gtid = ints(nvtx, "globalTid", nt)
-        markers = conform(
-            pd.DataFrame(
-                {
-                    "process_id": pid(gtid),
-                    "thread_id": tid(gtid),
-                    "start_ns": start,
-                    "end_ns": end,
-                    "message": nvtx.pop("message"),
-                    "kind": marker_kinds(is_mark),
-                }
-            ).dropna(subset=["message", "end_ns"]),
-            MARKER_COLUMNS,
-        )
-        del nvtx, start, end, gtid
-        markers = spill_columns(markers, SPILLED_AFTER_READ)
+        release_free_memory()
+    gpus = pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", conn) if "TARGET_INFO_GPU" in tables else None
     agents = empty_frame(AGENT_COLUMNS)
     facts: dict[str, str] = {}
+
+    def ints(frame: pd.DataFrame, column: str, table: str) -> pd.Series:
+        return _ints(path, table, frame, column)
+
     if gpus is not None and len(gpus):
         gt = "TARGET_INFO_GPU"
         clock = _floats(path, gt, gpus, "clockRate")
