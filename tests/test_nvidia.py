@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from rocroof.capture.collect import execute, make_plan
-from rocroof.capture.markers import marker_messages
+from rocroof.capture.markers import marker_messages, region_messages
 from rocroof.capture.profilers import choose_profiler
 from rocroof.capture.profilers.base import Device
 from rocroof.capture.profilers.nsight import DRAM_METRICS, FLOP_METRICS, NsightPair, parse_smi, resolve_metrics
@@ -261,7 +261,8 @@ def test_read_ncu_csv_applies_the_units_row_and_reads_the_nvtx_stack() -> None:
     assert list(d["kernel_name"]) == [k.name for k in expected]
     assert list(d["dispatch_id"]) == [k.kernel_id for k in expected]
     assert list(d["duration_ns"]) == [k.duration_ns for k in expected]
-    assert list(d["region"]) == [f"ggml:{k.op}:{k.node}:{k.invocation}" for k in expected]
+    assert list(region_messages(d)) == [f"ggml:{k.op}:{k.node}:{k.invocation}" for k in expected]
+    assert d["region"].isna().all()  # read as their parts (op, node name, invocation): the texts let go
     assert list(d["thread_id"]) == [k.thread_id for k in expected]
     # ncu's Grid Size counts blocks; rocroof's counts threads
     assert list(d["workgroup_x"]) == [k.block[0] for k in expected]
@@ -296,8 +297,8 @@ def test_read_ncu_csv_in_base_units_takes_the_innermost_ggml_range(tmp_path: Pat
     assert is_ncu_csv(path)
     p, facts = read_ncu_csv(path, "ncu")
     assert list(p.dispatches["duration_ns"]) == [12345, 678]
-    assert p.dispatches["region"].iloc[0] == "ggml:MUL_MAT:ffn_up-0:12"
-    assert p.dispatches["region"].iloc[1] is None
+    assert region_messages(p.dispatches)[0] == "ggml:MUL_MAT:ffn_up-0:12"
+    assert region_messages(p.dispatches)[1] is None
     assert p.dispatches["thread_id"].iloc[0] == 77
     reads = p.counters[p.counters["counter_name"] == "dram__bytes_read.sum"]
     assert list(reads["row"]) == [0]  # n/a is unknown, not zero
@@ -1185,7 +1186,7 @@ def test_an_nvtx_thread_id_that_is_no_64_bit_number_is_an_unknown_thread(tmp_pat
         w.writerow(["", "", "", "", "nsecond"])
         w.writerow(["0", "void k(float *)", stack, "9.0", "100"])
     p, _ = read_ncu_csv(path, "ncu")
-    assert p.dispatches["region"].iloc[0] == "ggml:ADD:l_out-0:5"
+    assert region_messages(p.dispatches)[0] == "ggml:ADD:l_out-0:5"
     assert p.dispatches["thread_id"].isna().iloc[0]
 
 

@@ -214,7 +214,8 @@ def test_not_windowed(tmp_path_factory: pytest.TempPathFactory) -> None:
     two_passes = read_capture(synthetic.capture("nvidia", 3000, cache))
     assert len(two_passes.passes) == 2
     unattributed = dataclasses.replace(two_passes.passes[1], dispatches=two_passes.passes[1].dispatches.copy())
-    unattributed.dispatches.loc[7, "region"] = None  # an Nsight Compute kernel outside every ggml range
+    for column in ("region", "region_op", "region_node", "region_invocation"):  # text, or its parts
+        unattributed.dispatches.loc[7, column] = None  # an Nsight Compute kernel outside every ggml range
     damaged = dataclasses.replace(two_passes, passes=[two_passes.passes[0], unattributed])
     assert W.plan_windows(damaged, size=100) is None
     assert W.plan_windows(two_passes, size=100) is not None  # two passes: Nsight Systems + Compute
@@ -437,7 +438,7 @@ def test_nsight_two_passes_warmup_cut(keep_warmup: bool, tmp_path_factory: pytes
 def test_nsight_pass_mismatch_note_summed(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Nsight Compute kernels missing or renamed in several windows: the whole build's pass-mismatch note."""
     path = _nvidia(3000, tmp_path_factory)
-    inv = W._region_invocations(read_capture(path).passes[1].dispatches["region"])
+    inv = W._region_invocations(read_capture(path).passes[1].dispatches)
     assert inv is not None
     dropped = inv[[100, 1500, 2900]]  # three ops whose kernels Nsight Compute did not profile
     gone = int(np.isin(inv, dropped).sum())
@@ -446,7 +447,7 @@ def test_nsight_pass_mismatch_note_summed(tmp_path_factory: pytest.TempPathFacto
         def read() -> Capture:
             c = read_capture(path)
             q = c.passes[1]
-            keep = ~np.isin(W._region_invocations(q.dispatches["region"]), dropped)
+            keep = ~np.isin(W._region_invocations(q.dispatches), dropped)
             d = q.dispatches.copy()
             if rename:
                 d["kernel_name"] = d["kernel_name"].astype(object)

@@ -43,7 +43,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..capture.markers import ggml_fields, parse_fused, parse_ranges, range_messages, reset_rows
+from ..capture.markers import (
+    REGION_PART_COLUMNS,
+    ggml_fields,
+    parse_fused,
+    parse_ranges,
+    range_messages,
+    reset_rows,
+)
 from ..memory import release_free_memory
 from ..records import Note, PassData, match_rows, text_values
 
@@ -528,10 +535,26 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
     # on its rename stack and never pops them (rocm-systems PR #8141), so a ggml-fused mark inside a
     # range makes that range's name stick to later kernels; the launch time is the better witness
     region = text_values(d["region"])
-    has_region = (method == "none") & ~np.asarray(pd.isna(region), dtype=bool) & ~launched
+    # a reader may have let go of the regions' texts (Nsight Compute: REGION_PART_COLUMNS): their parts
+    parts = REGION_PART_COLUMNS[0] in d.columns
+    compact = d[REGION_PART_COLUMNS[0]].notna().to_numpy(dtype=bool) if parts else np.zeros(n, dtype=bool)
+    has_region = (method == "none") & (~np.asarray(pd.isna(region), dtype=bool) | compact) & ~launched
     if has_region.any():
         candidates = np.flatnonzero(has_region)
-        r_ggml, r_inv, r_op, r_name = parse_ranges(region[candidates])
+        r_ggml = np.zeros(len(candidates), dtype=bool)
+        r_inv = np.zeros(len(candidates), dtype=np.int64)
+        r_op = np.full(len(candidates), None, dtype=object)
+        r_name = np.full(len(candidates), None, dtype=object)
+        as_text = np.flatnonzero(~compact[candidates])
+        if len(as_text):
+            r_ggml[as_text], r_inv[as_text], r_op[as_text], r_name[as_text] = parse_ranges(region[candidates[as_text]])
+        as_parts = np.flatnonzero(compact[candidates])
+        if len(as_parts):
+            at_rows = candidates[as_parts]
+            r_ggml[as_parts] = True
+            r_inv[as_parts] = d[REGION_PART_COLUMNS[2]].to_numpy(dtype=np.int64, na_value=0)[at_rows]
+            r_op[as_parts] = text_values(d[REGION_PART_COLUMNS[0]])[at_rows]
+            r_name[as_parts] = text_values(d[REGION_PART_COLUMNS[1]])[at_rows]
         rows = candidates[r_ggml]
         invocation[rows] = r_inv[r_ggml]
         has_inv[rows] = True
@@ -540,16 +563,25 @@ def attribute_pass(p: PassData, *, release: bool = False) -> PassAttribution:
         method[rows] = p.region_method
         # the first ggml range row with the region's message, when the pass recorded the ranges
         ggml_rows = np.flatnonzero(is_ggml)
-        texts = messages[ggml_rows]
-        if rebuilt is not None:  # the messages let go, rebuilt for the lookup
-            back = np.flatnonzero(rebuilt[ggml_rows])
-            texts[back] = range_messages(m_op[ggml_rows[back]], m_name[ggml_rows[back]], m_inv_values[ggml_rows[back]])
-        first_row_of = pd.Series(ggml_rows, index=texts).groupby(level=0, sort=False).first()
-        found = first_row_of.reindex(region[rows]).to_numpy(dtype=np.float64)
-        at = ~np.isnan(found)
-        range_row[rows[at]] = found[at].astype(np.int64)
-        ggml_row[rows[at]] = found[at].astype(np.int64)
-        del candidates, r_ggml, r_inv, r_op, r_name, rows, ggml_rows, first_row_of, found, at, texts
+        if len(ggml_rows):
+            texts = messages[ggml_rows]
+            if rebuilt is not None:  # the messages let go, rebuilt for the lookup
+                back = np.flatnonzero(rebuilt[ggml_rows])
+                texts[back] = range_messages(
+                    m_op[ggml_rows[back]], m_name[ggml_rows[back]], m_inv_values[ggml_rows[back]]
+                )
+            first_row_of = pd.Series(ggml_rows, index=texts).groupby(level=0, sort=False).first()
+            wanted = region[rows].copy()
+            given_back = np.flatnonzero(compact[rows])  # the regions let go, rebuilt for the lookup
+            wanted[given_back] = range_messages(
+                op[rows[given_back]], node_name[rows[given_back]], invocation[rows[given_back]]
+            )
+            found = first_row_of.reindex(wanted).to_numpy(dtype=np.float64)
+            at = ~np.isnan(found)
+            range_row[rows[at]] = found[at].astype(np.int64)
+            ggml_row[rows[at]] = found[at].astype(np.int64)
+            del first_row_of, found, at, texts, wanted
+        del candidates, r_ggml, r_inv, r_op, r_name, rows, ggml_rows
     del region, has_region
 
     # a dispatch whose launch is known stays out of the enqueue-order fallback, even if no range held it

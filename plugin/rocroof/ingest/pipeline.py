@@ -24,7 +24,7 @@ from ..analysis.dram import BYTE_COLUMNS as DRAM_BYTE_COLUMNS
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_OUTPUT_COLUMNS
 from ..analysis.dram import base_arch, dram_bytes, is_input_counter
 from ..analysis.peaks import choose_dram_ceiling
-from ..capture.markers import RANGE_PREFIX, ggml_fields, range_messages, reset_rows
+from ..capture.markers import RANGE_PREFIX, REGION_PART_COLUMNS, ggml_fields, range_messages, reset_rows
 from ..errors import InputError
 from ..memory import release_free_memory
 from ..records import (
@@ -366,8 +366,9 @@ def build_run(
         # stack) served the attribution only: their memory goes now (~50 and ~140 MB at 10^6)
         for q in every_pass:
             q.launches = q.launches.iloc[:0].copy()
-            if "region" in q.dispatches.columns:
-                del q.dispatches["region"]
+            for column in ("region", *REGION_PART_COLUMNS):
+                if column in q.dispatches.columns:
+                    del q.dispatches[column]
 
     # timing pass
     timing = next((i for i, p in enumerate(passes) if p.kind == "trace"), 0 if passes else None)

@@ -153,10 +153,10 @@ def plan_windows(
             return None
         if on_disk_only and not is_spilled(q.dispatches["dispatch_id"].array):
             return None
-        q_inv = _region_invocations(q.dispatches["region"])
+        q_inv = _region_invocations(q.dispatches)
         if q_inv is None:
             return None
-    if d["invocation"].notna().any() or ("region" in d and d["region"].notna().any()):
+    if d["invocation"].notna().any() or ("region" in d and d["region"].notna().any()) or "region_op" in d:
         return None
     if d["agent_label"].nunique(dropna=False) != 1:
         return None
@@ -345,15 +345,19 @@ def _counter_pass_qualifies(q: PassData) -> bool:
     return not (d["invocation"].notna().any() or d["launch_ns"].notna().any())
 
 
-def _region_invocations(regions: pd.Series) -> np.ndarray | None:
-    """The op invocation of each row's region (the innermost ggml range, ``ggml:<OP>:<node>:<inv>``), shape (rows,).
+def _region_invocations(d: pd.DataFrame) -> np.ndarray | None:
+    """The op invocation of each dispatch's region (its innermost ggml range, ``ggml:<OP>:<node>:<inv>``), (rows,).
 
-    None when a row's region is missing or not a ggml range: such a row is unattributed, and
-    :func:`rocroof.ingest.attribution.join_pass` numbers those over the whole pass (a window could
-    not). A categorical (a spilled read) is parsed once per distinct text, other columns a block at a time.
+    From the regions' parts where the reader let their texts go (``region_invocation``), else
+    parsed from the text. None when a row's region is missing or not a ggml range: such a row is
+    unattributed, and :func:`rocroof.ingest.attribution.join_pass` numbers those over the whole
+    pass (a window could not). A categorical (a spilled read) is parsed once per distinct text,
+    other columns a block at a time.
     """
-    from ..capture.markers import parse_ranges
+    from ..capture.markers import REGION_PART_COLUMNS, parse_ranges
 
+    regions = d["region"]
+    given = d[REGION_PART_COLUMNS[2]].array if REGION_PART_COLUMNS[2] in d else None
     array = regions.array
     out = np.empty(len(regions), dtype=np.int64)
     if isinstance(array, pd.Categorical):
@@ -361,19 +365,22 @@ def _region_invocations(regions: pd.Series) -> np.ndarray | None:
         valid = np.append(is_ggml, False)  # code -1 (missing): not a range
         table = np.append(inv, 0)
         codes = array.codes
-        for lo in range(0, len(codes), _BLOCK):
-            block = np.asarray(codes[lo : lo + _BLOCK], dtype=np.int64)
-            if not valid[block].all():
-                return None
-            out[lo : lo + len(block)] = table[block]
-        release_pages()
-        return out
     for lo in range(0, len(regions), _BLOCK):
-        texts = regions.iloc[lo : lo + _BLOCK].to_numpy(dtype=object)
-        is_ggml, inv, _op, _node = parse_ranges(texts)
-        if not is_ggml.all():
+        hi = min(lo + _BLOCK, len(regions))
+        if isinstance(array, pd.Categorical):
+            block = np.asarray(codes[lo:hi], dtype=np.int64)
+            ok, values = valid[block], table[block]
+        else:
+            ok, values, _op, _node = parse_ranges(regions.iloc[lo:hi].to_numpy(dtype=object))
+        if given is not None:  # the regions let go: their invocations
+            part = given[lo:hi]
+            known = ~np.asarray(part.isna(), dtype=bool)
+            ok = ok | known
+            values = np.where(known, part.to_numpy(dtype=np.int64, na_value=0), values)
+        if not ok.all():
             return None
-        out[lo : lo + len(texts)] = inv
+        out[lo:hi] = values
+    release_pages()
     return out
 
 

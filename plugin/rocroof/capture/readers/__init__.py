@@ -1085,6 +1085,8 @@ def has_op_attribution(p: PassData) -> bool:
     regions = p.dispatches["region"].dropna().astype(str)
     if bool(regions.str.contains("ggml").any()):
         return True
+    if "region_op" in p.dispatches.columns and bool(p.dispatches["region_op"].notna().any()):  # regions let go
+        return True
     if not len(p.markers):
         return False
     ranges = p.markers[p.markers["kind"].astype(str) == "range"]

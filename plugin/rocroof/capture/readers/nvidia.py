@@ -72,7 +72,7 @@ from ...records import (
 )
 from ...spill import TAKE_ROWS, ColumnWriter, release_pages
 from ...text import printable
-from ..markers import compact_ranges
+from ..markers import RANGE_PART_COLUMNS, REGION_PART_COLUMNS, compact_ranges, split_ranges
 from .sqlite_arrow import arrow_frame, sqlite_frame
 
 NVTX_COLUMN = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
@@ -404,8 +404,16 @@ def read_ncu_csv(path: Path, label: str) -> tuple[PassData, dict[str, str]]:
     layout = _ncu_layout(path)
     # every dispatch column to spill files as read (rocroof.spill): integers as they are, text
     # (kernel names, regions, agent labels) as a code per row into its distinct texts
-    with SpilledFrameWriter(DISPATCH_COLUMNS) as frames, _MetricFiles() as metric_files:
-        return _ncu_rows(path, layout, frames, metric_files, label)
+    with (
+        SpilledFrameWriter(DISPATCH_COLUMNS) as frames,
+        SpilledFrameWriter(_REGION_PARTS) as region_parts,
+        _MetricFiles() as metric_files,
+    ):
+        return _ncu_rows(path, layout, frames, region_parts, metric_files, label)
+
+
+#: The regions' parts as read (:data:`rocroof.capture.markers.REGION_PART_COLUMNS`).
+_REGION_PARTS = dict(zip(REGION_PART_COLUMNS, ("object", "object", "Int64"), strict=True))
 
 
 class _MetricFiles:
@@ -454,7 +462,12 @@ class _MetricFiles:
 
 
 def _ncu_rows(
-    path: Path, layout: _NcuLayout, frames: SpilledFrameWriter, metric_files: _MetricFiles, label: str
+    path: Path,
+    layout: _NcuLayout,
+    frames: SpilledFrameWriter,
+    region_parts: SpilledFrameWriter,
+    metric_files: _MetricFiles,
+    label: str,
 ) -> tuple[PassData, dict[str, str]]:
     """:func:`read_ncu_csv` past its header: the rows, a chunk at a time, through ``frames``."""
     cols, units, unit_cells, metrics = layout.cols, layout.units, layout.unit_cells, layout.metrics
@@ -499,12 +512,18 @@ def _ncu_rows(
         if nvtx is not None:
             parsed = [_innermost_ggml(c) for c in chunk[nvtx].to_numpy(dtype=object).tolist()]
             disp["thread_id"] = pd.array([t for t, _ in parsed], dtype="Int64")
-            # one string per distinct message in the chunk: an invocation's kernels share it
-            shared: dict[str, str] = {}
-            disp["region"] = pd.Series(
-                [msg if msg is None else shared.setdefault(msg, msg) for _, msg in parsed], dtype=object
+            # the ggml ranges' messages as their parts (op, node name, invocation) where these give
+            # them back exactly: a region is then None, not a string per op invocation
+            messages = np.empty(len(parsed), dtype=object)
+            messages[:] = [msg for _, msg in parsed]
+            kept, parts = split_ranges(messages)
+            disp["region"] = pd.Series(kept, dtype=object, copy=False)
+            region_parts.add(
+                pd.DataFrame(
+                    {new: parts[old] for new, old in zip(REGION_PART_COLUMNS, RANGE_PART_COLUMNS, strict=True)}
+                )
             )
-            del parsed, shared
+            del parsed, messages, kept, parts
         disp["agent_label"] = parse_str(chunk[device]) if device else "0"
         frames.add(disp)
         local = np.arange(offset, offset + len(chunk), dtype=np.int64)
@@ -527,6 +546,9 @@ def _ncu_rows(
             metric_files.add(col, offset, None if keep.all() else local[keep], v if keep.all() else v[keep])
         offset += len(chunk)
     dispatches = frames.finish() if frames.rows else empty_frame(DISPATCH_COLUMNS)
+    if region_parts.rows:
+        for name, column in region_parts.finish().items():
+            dispatches[name] = column
     # a kernel's ID is unique in a report (per profiled process): a repeated row is damage
     repeat = _first_repeated_kernel(dispatches)
     if repeat is not None:
