@@ -539,8 +539,9 @@ def test_nsight_windowed_where_both_reads_are_on_disk(
     on_disk = read_capture(path)
     assert isinstance(on_disk.passes[1].dispatches["region"].array, pd.Categorical)
     assert on_disk.passes[0].markers["message"].isna().any()  # the ggml ranges' messages as their parts
+    monkeypatch.setattr(W, "_MANY_TEXTS", 0)  # every marker text column given to windows as text
     plan = W.plan_windows(on_disk, size=500, on_disk_only=True)
-    assert plan is not None and plan.region_texts is not None
+    assert plan is not None and plan.region_texts is not None and "message" in plan.marker_texts
     monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "500")
     for read in (lambda: read_capture(path), _with_reset(lambda: read_capture(path))):
         whole = build_run(read(), source_path="c", release=True)
