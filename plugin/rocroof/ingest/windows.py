@@ -22,12 +22,28 @@ holds:
 
 **Which captures are windowed.** One pass with its own launch calls (every dispatch matched, one
 process, one agent), ggml ranges whose invocations grow from window to window, no op metadata,
-fused-group logs, counter sample or source attribution (regions, the profiler's own invocations).
+fused-group logs, counter sample or source attribution (regions, the profiler's own invocations);
+or that pass (Nsight Systems) and a counter pass attributed by its kernels' NVTX stacks alone
+(Nsight Compute: every kernel's region a ggml range, no markers or launch calls of its own).
 Anything else is built whole (:func:`plan_windows` returns None): those captures are the small
-ones (fixtures, Nsight Compute's serialised passes) or need a cross-pass join that is not
-windowed yet (``docs/flat-ingest.md``, step 5). :func:`build`, what ``rocroof ingest`` calls, also
-needs the pass's rows on disk (a reader that spilled them): a pass held in memory peaks lower
-built whole, which lets the read's frames go as it builds.
+ones (fixtures) or need a cross-pass join that is not windowed (rocprofv3 counter passes, a
+sampled Nsight Compute pass). :func:`build`, what ``rocroof ingest`` calls, also needs the
+passes' rows on disk (readers that spilled them): a pass held in memory peaks lower built
+whole, which lets the read's frames go as it builds.
+
+**Two passes** (``docs/flat-ingest.md``, step 5). The trace pass is cut as above. Nsight
+Compute's kernels go to the window of their op invocation (from their region): window k takes
+those from the lowest ggml invocation of window k's ranges up to that of the next window's,
+which must be a slice of the pass (its kernels in window order, as Nsight Compute profiles them
+in launch order). Its warm-up is what ``build_run`` cuts: the kernels of invocations before the
+first measured one (the lowest of the trace pass's measured dispatches, found by attributing the
+first window). Each window's ``join_pass`` then matches by (invocation, kernel ordinal) what the
+whole pass matches (an invocation and its kernels are in one window of each pass); a kernel
+outside every ggml range (numbered over the whole pass by ``join_pass``) keeps the capture whole.
+Kernel and counter ids are given up front in the whole build's numbering (``RunFrames.tables``:
+Nsight Compute spells kernel names its own way); the ``pass-mismatch`` note is made again from
+the summed counts, with the first difference of the first window that has one, and the notes
+made pass by pass are ordered so.
 """
 
 from __future__ import annotations
@@ -384,7 +400,7 @@ def _region_invocations(d: pd.DataFrame) -> np.ndarray | None:
         if not ok.all():
             return None
         out[lo:hi] = values
-    release_pages()
+        release_pages()
     return out
 
 
@@ -469,7 +485,7 @@ def _runs(rows: pd.Series) -> np.ndarray:
             breaks.append(np.array([lo], dtype=np.int64))
         breaks.append(lo + 1 + np.flatnonzero(block[1:] < block[:-1]))
         last = int(block[-1])
-    release_pages()
+        release_pages()
     breaks.append(np.array([len(data)], dtype=np.int64))
     return np.concatenate(breaks)
 
@@ -859,7 +875,7 @@ def build_windows(
         arch_override=arch_override,
         source_path=source_path,
         keep_warmup=True,
-        release=True,
+        release=plan.counters_pass is None,
     )
     run_tables = {k: v for k, v in first.tables.items() if k not in _WINDOW_TABLES}
     run_tables["pass"] = run_tables["pass"].copy()  # its counts are the run's (summed as windows are built)
@@ -889,7 +905,8 @@ def _counter_numbering(plan: WindowPlan) -> pd.DataFrame | None:
         if len(p.counters) or len(p.instances):
             raise AssertionError("a two-pass plan's trace pass has no counters")  # _counter_pass_qualifies
         start = plan.windows[0].counter_start
-        first = _first_seen(q.counters["counter_name"], q.counters["row"], start)
+        column = q.counters["counter_name"]
+        first = _first_seen(column, q.counters["row"], start) if start else _first_seen(column)  # warm-up rows left out
         release_pages()
         return pd.DataFrame({"counter_index": np.arange(len(first)), "counter_name": first})
     if not len(p.instances) and plan.in_row_order.get("counters", True):
@@ -943,6 +960,7 @@ def _first_seen(column: pd.Series, rows: pd.Series | None = None, start: int = 0
             part = column.iloc[lo:hi]
             part = part if keep is None else part[keep]
             seen.update(dict.fromkeys(pd.unique(part.dropna()).tolist()))
+        release_pages()  # the block's pages of spilled columns (8x10^6 counter rows: 64 MB of them)
     return list(seen)
 
 
@@ -977,7 +995,10 @@ def _windows(
                 arch_override=arch_override,
                 source_path=source_path,
                 keep_warmup=True,
-                release=True,
+                # a two-pass window's frames are views of the passes' (rows of the run's spill files)
+                # and its own small copies: nothing to let go early, and its passes' dispatch frames
+                # are stacked without deleting a column at a time (a tenth of a second per window)
+                release=q is None,
             )
         notes.add(built.notes)
         tables = built.tables
@@ -1140,8 +1161,9 @@ def build(
 ) -> RunFrames:
     """The run of ``capture``: windowed where :func:`plan_windows` cuts it, else ``build_run`` whole.
 
-    Windowed only where the reader holds the pass's rows on disk (``on_disk_only``): today the
-    rocprofv3 CSV and rocpd readers, for runs whose columns pass ``SPILL_MIN_BYTES`` (~2^17 dispatches).
+    Windowed only where the readers hold the passes' rows on disk (``on_disk_only``): today the
+    rocprofv3 CSV, rocpd and Nsight (Systems + Compute) readers, for runs whose columns pass
+    ``SPILL_MIN_BYTES`` (~2^17 dispatches).
 
     Takes the same arguments as :func:`rocroof.ingest.pipeline.build_run` and returns its
     :class:`~rocroof.ingest.pipeline.RunFrames`, with ``windows`` set when windowed
