@@ -562,7 +562,7 @@ def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
     del renumber
     sub = dataclasses.replace(
         p,
-        dispatches=_row_slice(p.dispatches, lo, hi)
+        dispatches=_row_slice(p.dispatches, lo, hi, in_memory=True)
         if plan.counters_pass is not None
         else take_rows(p.dispatches, np.arange(lo, hi)),
         counters=counters,
@@ -604,7 +604,7 @@ def _counter_slice(q: PassData, plan: WindowPlan, lo: int, hi: int) -> PassData:
         if len(taken):
             taken["row"] = taken["row"].to_numpy(dtype=np.int64) - lo
         counters = taken
-    dispatches = _row_slice(q.dispatches, lo, hi)
+    dispatches = _row_slice(q.dispatches, lo, hi, in_memory=True)
     if plan.region_texts is not None:
         codes = np.asarray(q.dispatches["region"].array.codes[lo:hi], dtype=np.int64)
         dispatches["region"] = pd.Series(plan.region_texts[codes], dtype=object, copy=False)
@@ -613,11 +613,16 @@ def _counter_slice(q: PassData, plan: WindowPlan, lo: int, hi: int) -> PassData:
     return out
 
 
-def _row_slice(frame: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
-    """Rows ``[lo, hi)`` of ``frame`` with a fresh index: views of its columns (spilled ones stay in their files)."""
-    return pd.DataFrame(
-        {name: frame[name].array[lo:hi] for name in frame.columns}, index=pd.RangeIndex(hi - lo), copy=False
-    )
+def _row_slice(frame: pd.DataFrame, lo: int, hi: int, *, in_memory: bool = False) -> pd.DataFrame:
+    """Rows ``[lo, hi)`` of ``frame`` with a fresh index: views of its columns (spilled ones stay in their files).
+
+    With ``in_memory``, copies in memory (a window's few MB): the build then works on plain arrays,
+    not on spilled ones it would stack and narrow through spill files of its own.
+    """
+    columns = {name: frame[name].array[lo:hi] for name in frame.columns}
+    if in_memory:
+        columns = {name: values.copy() for name, values in columns.items()}
+    return pd.DataFrame(columns, index=pd.RangeIndex(hi - lo), copy=False)
 
 
 def _rows_between(records: pd.DataFrame, lo: int, hi: int, keep: np.ndarray, *, sorted_rows: bool) -> np.ndarray:
