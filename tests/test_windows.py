@@ -548,3 +548,47 @@ def test_nsight_windowed_where_both_reads_are_on_disk(
         windowed = W.build(read(), source_path="c", release=True)
         assert windowed.windows is not None
         assert_same_run(whole, W.materialise(windowed))
+
+
+def test_a_window_that_disagrees_rolls_back_and_the_run_is_built_whole(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WindowsDisagree from a window mid-write: the transaction goes; the capture is read again, stored whole once."""
+    from click.testing import CliRunner
+
+    from rocroof import spill
+    from rocroof.cli import cli
+    from rocroof.ingest import pipeline
+
+    from .test_store_windows import assert_same_run as assert_same_stored_run
+
+    path = synthetic.capture("csv", 3000, tmp_path_factory.getbasetemp() / "synthetic")
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)  # the read on disk: windowed
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "0")
+    whole = tmp_path / "whole.db"
+    assert CliRunner().invoke(cli, ["ingest", str(path), "--db", str(whole)]).exit_code == 0
+
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "500")
+    real = pipeline.build_run
+    calls: list[bool] = []
+    reads: list[Path] = []
+    real_read = W.build
+
+    def build_run(capture: Capture, **kwargs: Any) -> Any:
+        calls.append(True)
+        if len(calls) == 2:  # the second window's build: as a window the plan could not tell apart
+            raise W.WindowsDisagree("window 1: as a test")
+        return real(capture, **kwargs)
+
+    def build(capture: Capture, **kwargs: Any) -> Any:
+        reads.append(Path(capture.files_read[0]))
+        return real_read(capture, **kwargs)
+
+    monkeypatch.setattr(pipeline, "build_run", build_run)
+    monkeypatch.setattr(W, "build", build)
+    got = tmp_path / "got.db"
+    result = CliRunner().invoke(cli, ["ingest", str(path), "--db", str(got)])
+    assert result.exit_code == 0, result.output
+    assert len(reads) == 2 and len(calls) == 3  # the first window, the second refused; then one whole build
+    assert Store(got, read_only=True).query("SELECT COUNT(*) AS n FROM run")["n"].iloc[0] == 1
+    assert_same_stored_run(whole, got)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -45,7 +46,7 @@ def _ingest_one(
     (its own files, its name); ``path`` is then its folder.
     """
     from ..capture.readers import read_capture
-    from ..ingest.windows import build
+    from ..ingest.windows import ingest
     from ..report.tables import stored_reports
     from ..store import Store
 
@@ -55,28 +56,41 @@ def _ingest_one(
         name = found.name if found is not None else str(path)
         with progress_bar() as progress:
             task = progress.add_task(f"reading {one_line(name)}", total=None, detail="")  # the path as typed
-            capture = read_capture(
-                path,
-                attachments=attach,
-                keep_instances=keep_instances,
-                only=found.files if found is not None else None,
-            )
-            progress.update(
-                task, description=f"attributing {sum(len(p.dispatches) for p in capture.passes):,} dispatches"
-            )
-            frames = build(capture, arch_override=arch, source_path=name, keep_warmup=keep_warmup, release=True)
-            facts = _facts(capture, frames)  # the capture's file list and passes outlive the release
-            del capture  # the reader's frames: what the run needs of them is in ``frames`` now
+            seen: dict[str, Any] = {}
+
+            def read() -> Any:
+                capture = read_capture(
+                    path,
+                    attachments=attach,
+                    keep_instances=keep_instances,
+                    only=found.files if found is not None else None,
+                )
+                progress.update(
+                    task, description=f"attributing {sum(len(p.dispatches) for p in capture.passes):,} dispatches"
+                )
+                # what the summary says of the capture (its file list and passes), not the capture: the
+                # build lets the reader's frames go as it takes what the run needs of them
+                seen["capture"] = SimpleNamespace(
+                    files_read=list(capture.files_read),
+                    source_format=capture.source_format,
+                    passes=[None] * len(capture.passes),
+                )
+                return capture
 
             def cb(stage: str, done: int, total: int) -> None:
                 progress.update(
                     task, description=f"writing {stage}", completed=done, total=total, detail=f"{done:,}/{total:,} rows"
                 )
 
-            # the write lets go of each frame once stored: peak memory is not the run twice
-            run_id = store.write_run(
-                frames, labels=labels, replace=replace, progress=cb, release=True, reports=stored_reports
-            )
+            def write(frames: Any) -> int:
+                seen["facts"] = _facts(seen["capture"], frames)
+                # the write lets go of each frame once stored: peak memory is not the run twice
+                return store.write_run(
+                    frames, labels=labels, replace=replace, progress=cb, release=True, reports=stored_reports
+                )
+
+            run_id, frames = ingest(read, write, arch_override=arch, source_path=name, keep_warmup=keep_warmup)
+            facts = seen["facts"]
     finally:
         store.close()
     facts.update(run=dict(frames.run), notes=list(frames.notes))  # final once every window is written

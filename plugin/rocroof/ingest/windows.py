@@ -52,9 +52,9 @@ import dataclasses
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -66,6 +66,8 @@ from ..spill import is_spilled, release_pages
 
 if TYPE_CHECKING:
     from .pipeline import RunFrames
+
+T = TypeVar("T")
 
 #: Dispatches per window (about: a window ends at the first clean cut after this many). Set by
 #: ``ROCROOF_WINDOW_DISPATCHES``; 0 builds every run whole.
@@ -79,6 +81,16 @@ def window_size() -> int:
         return max(0, int(text)) if text else WINDOW_DISPATCHES
     except ValueError:
         return WINDOW_DISPATCHES
+
+
+class WindowsDisagree(Exception):
+    """A window cannot be built as the whole run builds it (found only once it is built).
+
+    Raised from ``frames.windows`` while the store writes the run, so that its one transaction
+    rolls back; :func:`ingest` then builds the capture whole. Not a user error: a capture that the
+    plan could not tell apart beforehand (e.g. a Nsight Compute window whose trace dispatches are
+    all outside ggml ranges, where ``join_pass`` would match by position over the whole pass).
+    """
 
 
 @dataclass
@@ -1029,8 +1041,8 @@ def _windows(
                 dispatch["timing_dispatch_index"] = _shift(dispatch["timing_dispatch_index"], d_off)
                 if (~timing).any() and not (dispatch["attribution_method"][timing].astype(object) != "none").any():
                     # join_pass would match this window's counter pass by position, not by op invocation
-                    raise RuntimeError(
-                        f"window {k}: counter-pass kernels, but no trace dispatch attributed to an op (plan_windows)"
+                    raise WindowsDisagree(
+                        f"window {k}: counter-pass kernels, but no trace dispatch attributed to an op"
                     )
             dispatch["range_index"] = _mapped(dispatch["range_index"], range_global)
             dispatch["op_index"] = _shift(dispatch["op_index"], op_offset)
@@ -1163,6 +1175,7 @@ def build(
     source_path: str | None = None,
     keep_warmup: bool = False,
     release: bool = False,
+    whole: bool = False,
 ) -> RunFrames:
     """The run of ``capture``: windowed where :func:`plan_windows` cuts it, else ``build_run`` whole.
 
@@ -1175,14 +1188,38 @@ def build(
     (:meth:`rocroof.store.Store.write_run` writes either). A windowed build always takes the
     capture (as ``release``). The window size is :func:`window_size` (``ROCROOF_WINDOW_DISPATCHES``).
 
+    ``whole``: build the run whole however large (:func:`ingest` after :class:`WindowsDisagree`).
+
     Raises:
         InputError: as ``build_run`` (``--arch``).
     """
     from .pipeline import build_run
 
-    plan = plan_windows(capture, size=window_size(), keep_warmup=keep_warmup, on_disk_only=True)
+    plan = None if whole else plan_windows(capture, size=window_size(), keep_warmup=keep_warmup, on_disk_only=True)
     if plan is None:
         return build_run(
             capture, arch_override=arch_override, source_path=source_path, keep_warmup=keep_warmup, release=release
         )
     return build_windows(capture, plan, arch_override=arch_override, source_path=source_path)
+
+
+def ingest(read: Callable[[], Capture], write: Callable[[RunFrames], T], **kwargs: Any) -> tuple[T, RunFrames]:
+    """Build the capture that ``read()`` returns (:func:`build`) and ``write`` it; whole when a window disagrees.
+
+    ``write`` stores the frames in one transaction (:meth:`rocroof.store.Store.write_run`); a
+    :class:`WindowsDisagree` from the windows rolls it back, and the capture is read again and
+    built whole (the rare capture the plan could not tell apart: it costs a second read).
+    ``kwargs`` go to :func:`build` (``release`` is set: each read is the build's alone).
+
+    Returns:
+        ``(what write returned, the frames written)``: a windowed run's ``frames.run`` and
+        ``frames.notes`` are final once written.
+    """
+    frames = build(read(), release=True, **kwargs)
+    try:
+        return write(frames), frames
+    except WindowsDisagree:
+        del frames
+        release_free_memory()
+        frames = build(read(), release=True, whole=True, **kwargs)
+        return write(frames), frames

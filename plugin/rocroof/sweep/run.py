@@ -512,28 +512,32 @@ class PointRunner:
 
     def _ingest(self, point: Point, capture: Path, slot: Slot) -> int:
         from ..capture.readers import read_capture
-        from ..ingest.windows import build
+        from ..ingest.windows import ingest
         from ..report.tables import stored_reports
         from ..store import Store
 
-        frames = build(
-            read_capture(capture),
-            arch_override=self.sweep.profiler.options.get("arch"),
-            source_path=str(capture),
-            release=True,  # the capture is this point's alone
-        )
         labels = dict(point.labels)
         if slot.gpu is not None:
             labels["sweep_gpu"] = slot.gpu
-        if slot.cancel.is_set():
-            raise PointInterrupted()
-        with self.write_lock:
-            # another process writing to the file: the point says so, and Ctrl-C stops the wait
-            store = Store(self.db, on_wait=_lock_wait(lambda text: self._stage(point, slot, text), slot.cancel))
-            try:
-                return store.write_run(frames, labels=labels, reports=stored_reports)
-            finally:
-                store.close()
+
+        def write(frames: Any) -> int:
+            if slot.cancel.is_set():
+                raise PointInterrupted()
+            with self.write_lock:
+                # another process writing to the file: the point says so, and Ctrl-C stops the wait
+                store = Store(self.db, on_wait=_lock_wait(lambda text: self._stage(point, slot, text), slot.cancel))
+                try:
+                    return store.write_run(frames, labels=labels, reports=stored_reports)
+                finally:
+                    store.close()
+
+        run_id, _frames = ingest(
+            lambda: read_capture(capture),  # the capture is this point's alone
+            write,
+            arch_override=self.sweep.profiler.options.get("arch"),
+            source_path=str(capture),
+        )
+        return run_id
 
 
 def _lock_wait(tell: Callable[[str], None], cancel: threading.Event | None = None) -> LockWait:
