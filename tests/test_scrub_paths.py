@@ -72,6 +72,17 @@ PLANTED = [f"/home/alice/proj/{text}" for _, text, _ in SECRET_KINDS]
 MUST_GO = [secret for _, _, secret in SECRET_KINDS]
 
 
+def _scrubbed_without_secrets(cap: Path, out: Path) -> str:
+    """The text of ``cap`` scrubbed into ``out``: every planted secret was in ``cap`` and none is in ``out``."""
+    assert all(secret in dump(cap) for secret in MUST_GO)  # planted where the scrub reads
+    scrub_capture(cap, out)
+    text = dump(out)
+    for secret in MUST_GO:
+        assert secret not in text, f"{secret!r} left in the scrubbed copy"
+    assert "/home/alice" not in text
+    return text
+
+
 def test_secrets_inside_paths_go_from_logs_gzip_csv_and_json(tmp_path: Path) -> None:
     cap = synthetic.capture("csv", 20, tmp_path / "cache", dest=tmp_path / "cap")
     lines = "\n".join(f"path {p}" for p in PLANTED) + "\n"
@@ -99,12 +110,7 @@ def test_secrets_in_json_keys_go(tmp_path: Path) -> None:
     keyed = {p: {"n": i, "path": p} for i, p in enumerate(PLANTED)}
     keyed["ops"] = 3  # a plain key stays as it is
     (cap / "rocroof-collect.json").write_text(json.dumps({"models": keyed}))
-    assert all(secret in dump(cap) for secret in MUST_GO)
-    scrub_capture(cap, tmp_path / "clean")
-    text = dump(tmp_path / "clean")
-    for secret in MUST_GO:
-        assert secret not in text, f"{secret!r} left in the scrubbed copy"
-    assert "/home/alice" not in text
+    _scrubbed_without_secrets(cap, tmp_path / "clean")
     models = json.loads((tmp_path / "clean" / "rocroof-collect.json").read_text())["models"]
     assert len(models) == len(PLANTED) + 1  # keys that redact alike are numbered, none lost
     assert models["ops"] == 3
@@ -131,12 +137,7 @@ def test_secrets_inside_paths_go_from_sqlite_cells_of_every_type(tmp_path: Path)
         # each string its own (rocpd_string.string is UNIQUE: two that redact alike would collide)
         con.executemany(f'INSERT INTO "{string}" (string) VALUES (?)', [(f"s{i} {p}",) for i, p in enumerate(PLANTED)])
     con.close()
-    assert all(secret in dump(cap) for secret in MUST_GO)
-    scrub_capture(cap, tmp_path / "clean")
-    text = dump(tmp_path / "clean")
-    for secret in MUST_GO:
-        assert secret not in text, f"{secret!r} left in the scrubbed copy"
-    assert "/home/alice" not in text
+    _scrubbed_without_secrets(cap, tmp_path / "clean")
 
 
 # ---- files that are not the text their name says -----------------------------------------------------

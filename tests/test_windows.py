@@ -100,6 +100,19 @@ def _both(read: Any, size: int, **kw: Any) -> tuple[Any, Any, int]:
     return whole, W.materialise(frames), count
 
 
+def _stored_alike(read: Any, size: int, folder: Path, name: str = "", *, windows: int = 2) -> None:
+    """The captures ``read()`` returns, stored whole and stored windowed (``size``), make the same database."""
+    from .test_store_windows import assert_same_run as assert_same_stored_run
+
+    whole, windowed = folder / f"{name}whole.db", folder / f"{name}windowed.db"
+    Store(whole).write_run(build_run(read(), source_path="c", release=True))
+    capture = read()
+    plan = W.plan_windows(capture, size=size)
+    assert plan is not None and len(plan.windows) >= windows
+    Store(windowed).write_run(W.build_windows(capture, plan, source_path="c"))
+    assert_same_stored_run(whole, windowed)
+
+
 @pytest.mark.parametrize(("relative", "size"), REAL)
 def test_real_traces_same_rows_as_the_whole_build(relative: str, size: int) -> None:
     path = REPO / relative
@@ -359,14 +372,7 @@ def test_counters_out_of_dispatch_order(tmp_path_factory: pytest.TempPathFactory
     assert count >= 2
     assert_same_run(whole, windowed)
     # stored: the counters numbered as the whole run numbers them (the first window sees them in another order)
-    from .test_store_windows import assert_same_run as assert_same_stored_run
-
-    Store(tmp_path / "whole.db").write_run(build_run(shuffled(), source_path="c", release=True))
-    capture = shuffled()
-    plan = W.plan_windows(capture, size=500)
-    assert plan is not None
-    Store(tmp_path / "windowed.db").write_run(W.build_windows(capture, plan, source_path="c"))
-    assert_same_stored_run(tmp_path / "whole.db", tmp_path / "windowed.db")
+    _stored_alike(shuffled, 500, tmp_path)
 
 
 # -- two passes: Nsight Systems (timing) + Nsight Compute (counters), design step 5
@@ -508,23 +514,9 @@ def test_nsight_two_passes_real(size: int, tmp_path: Path) -> None:
 
 def test_nsight_two_passes_stored(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
     """Stored windowed, a two-pass run is the database of the whole build (kernel and counter ids too)."""
-    from .test_store_windows import assert_same_run as assert_same_stored_run
-
-    read = _with_reset(lambda: read_capture(_nvidia(3000, tmp_path_factory)))
-    Store(tmp_path / "whole.db").write_run(build_run(read(), source_path="c", release=True))
-    capture = read()
-    plan = W.plan_windows(capture, size=200)
-    assert plan is not None and len(plan.windows) >= 3
-    Store(tmp_path / "windowed.db").write_run(W.build_windows(capture, plan, source_path="c"))
-    assert_same_stored_run(tmp_path / "whole.db", tmp_path / "windowed.db")
+    _stored_alike(_with_reset(lambda: read_capture(_nvidia(3000, tmp_path_factory))), 200, tmp_path, windows=3)
     if TRIAL.is_file():
-        trial = _no_sidecar(_trial_two_passes(tmp_path))
-        Store(tmp_path / "trial-whole.db").write_run(build_run(trial(), source_path="c", release=True))
-        capture = trial()
-        plan = W.plan_windows(capture, size=17)
-        assert plan is not None
-        Store(tmp_path / "trial-windowed.db").write_run(W.build_windows(capture, plan, source_path="c"))
-        assert_same_stored_run(tmp_path / "trial-whole.db", tmp_path / "trial-windowed.db")
+        _stored_alike(_no_sidecar(_trial_two_passes(tmp_path)), 17, tmp_path, "trial-")
 
 
 def test_nsight_windowed_where_both_reads_are_on_disk(
