@@ -838,27 +838,47 @@ def join_pass(
         merged.loc[matched, "prow"].astype(np.int64).to_numpy(), dtype="Int64"
     )
     bad = merged[~matched]
-    note = None
-    missing = len(pk) - int(matched.sum())  # timing-pass dispatches that this pass has no row for
-    if len(bad) or len(ok) != len(pk):
-        if len(bad):
-            parts = [f"{other.label}: {len(bad)} of {len(ok)} dispatches do not match the timing pass {primary.label}"]
-            if len(ok) != len(pk):
-                parts.append(f"({len(ok)} vs {len(pk)} dispatches)")
+    first_difference = None
+    if len(bad):
+        first = bad.iloc[0]
+        if by_invocation and first["k1"] >= 0:
+            where = f"invocation {first['k1']} kernel {first['k2']}"
         else:
-            parts = [
-                f"{other.label}: {missing} of {len(pk)} dispatches of the timing pass {primary.label} have no row in "
-                f"this pass (it holds {len(ok)}; cut short, filtered, or the run ended early)"
-            ]
-        if len(bad):
-            first = bad.iloc[0]
-            if by_invocation and first["k1"] >= 0:
-                where = f"invocation {first['k1']} kernel {first['k2']}"
-            else:
-                where = f"dispatch id {int(first['k2'])}" if by_id else f"dispatch #{int(first['k2']) + 1}"
-            theirs = first["pname"] if isinstance(first["pname"], str) else "no dispatch"
-            parts.append(f"; first difference at {where}: {first['oname'][:60]!r} vs {theirs[:60]!r}")
-        if len(bad):
-            parts.append("; unmatched dispatches keep their counters but add nothing to the timing pass")
-        note = Note("warning", "pass-mismatch", " ".join(parts).replace(" ;", ";"))
+            where = f"dispatch id {int(first['k2'])}" if by_id else f"dispatch #{int(first['k2']) + 1}"
+        theirs = first["pname"] if isinstance(first["pname"], str) else "no dispatch"
+        first_difference = f"{FIRST_DIFFERENCE}{where}: {first['oname'][:60]!r} vs {theirs[:60]!r}"
+    note = pass_mismatch_note(other.label, primary.label, len(ok), len(pk), int(matched.sum()), first_difference)
     return result, note
+
+
+#: How a ``pass-mismatch`` note names the first counter-pass dispatch that matched no timing
+#: dispatch, and how it ends when some did not match.
+FIRST_DIFFERENCE = "; first difference at "
+UNMATCHED_TAIL = "; unmatched dispatches keep their counters but add nothing to the timing pass"
+
+
+def pass_mismatch_note(
+    other: str, primary: str, rows: int, timing_rows: int, matched: int, first_difference: str | None
+) -> Note | None:
+    """The ``pass-mismatch`` warning of :func:`join_pass`, from its counts; None where every dispatch matched.
+
+    ``other``/``primary``: the passes' labels; ``rows``: the other pass's dispatches;
+    ``timing_rows``: the timing pass's; ``matched``: the other pass's dispatches matched;
+    ``first_difference``: ``"; first difference at ..."`` naming the first unmatched one, if any.
+    A windowed build (:mod:`rocroof.ingest.windows`) makes it again from the counts summed over
+    its windows, with the first window's first difference.
+    """
+    bad = rows - matched
+    if not bad and rows == timing_rows:
+        return None
+    if bad:
+        head = f"{other}: {bad} of {rows} dispatches do not match the timing pass {primary}"
+        if rows != timing_rows:
+            head += f" ({rows} vs {timing_rows} dispatches)"
+        text = head + (first_difference or "") + UNMATCHED_TAIL
+    else:
+        text = (
+            f"{other}: {timing_rows - matched} of {timing_rows} dispatches of the timing pass {primary} have no row "
+            f"in this pass (it holds {rows}; cut short, filtered, or the run ended early)"
+        )
+    return Note("warning", "pass-mismatch", text)

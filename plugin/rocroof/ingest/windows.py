@@ -816,42 +816,15 @@ def _rank(code: str, pass_index: int = 0) -> tuple[int, int, int]:
 #: The notes ``build_run`` makes pass by pass as it builds each pass's dispatch rows.
 _DISPATCH_ROW_NOTES = ("negative-duration", "implausible-duration", "pass-mismatch")
 
-#: How ``join_pass`` names the first counter-pass dispatch that matched no timing dispatch.
-_FIRST_DIFFERENCE = "; first difference at "
-_UNMATCHED_TAIL = "; unmatched dispatches keep their counters but add nothing to the timing pass"
-
 
 def _first_difference(message: str) -> str | None:
     """The ``; first difference at ...`` part of a ``pass-mismatch`` note, or None where it names none."""
-    at = message.find(_FIRST_DIFFERENCE)
-    if at < 0 or not message.endswith(_UNMATCHED_TAIL):
+    from .attribution import FIRST_DIFFERENCE, UNMATCHED_TAIL
+
+    at = message.find(FIRST_DIFFERENCE)
+    if at < 0 or not message.endswith(UNMATCHED_TAIL):
         return None
-    return message[at : len(message) - len(_UNMATCHED_TAIL)]
-
-
-def _mismatch_note(
-    other: str, primary: str, rows: int, timing_rows: int, matched: int, first_difference: str | None
-) -> Note | None:
-    """The ``pass-mismatch`` note :func:`rocroof.ingest.attribution.join_pass` makes, from the run's counts.
-
-    ``rows``: the counter pass's dispatches; ``timing_rows``: the timing pass's; ``matched``: the
-    counter pass's dispatches matched; ``first_difference``: that part of the first window's note.
-    None where every dispatch matched and the passes are as long.
-    """
-    bad = rows - matched
-    if not bad and rows == timing_rows:
-        return None
-    if bad:
-        head = f"{other}: {bad} of {rows} dispatches do not match the timing pass {primary}"
-        if rows != timing_rows:
-            head += f" ({rows} vs {timing_rows} dispatches)"
-        text = head.replace(" ;", ";") + (first_difference or "") + _UNMATCHED_TAIL
-    else:
-        text = (
-            f"{other}: {timing_rows - matched} of {timing_rows} dispatches of the timing pass {primary} have no row "
-            f"in this pass (it holds {rows}; cut short, filtered, or the run ended early)"
-        ).replace(" ;", ";")
-    return Note("warning", "pass-mismatch", text)
+    return message[at : len(message) - len(UNMATCHED_TAIL)]
 
 
 @dataclass
@@ -1091,13 +1064,14 @@ def _windows(
 
 def _finish(frames: RunFrames, totals: _Totals, notes: _Notes, plan: WindowPlan) -> None:
     """Fill the run row, the pass rows and the notes with what the windows sum to."""
+    from .attribution import pass_mismatch_note
     from .pipeline import ENQUEUE_ORDER_NOTE, run_method, unattributed_note
 
     method = run_method(totals.methods)
     frames.run["attribution_method"] = method
     q = plan.counters_pass
     if q is not None:
-        mismatch = _mismatch_note(
+        mismatch = pass_mismatch_note(
             q.label,
             plan.passdata.label,
             totals.counter_dispatches,
