@@ -83,7 +83,7 @@ def test_tiny_chunks_everywhere_store_the_same_run(
     # chunks of a few rows: reading, stacking, DRAM bytes, the attribution sweep and the inserts
     monkeypatch.setattr(rocprofv3_csv, "read_csv_plain", functools.partial(fileio.read_csv_plain, chunk_rows=7))
     monkeypatch.setattr(rocprofv3_csv, "read_csv_chunks", functools.partial(fileio.read_csv_chunks, chunk_rows=7))
-    monkeypatch.setattr(nvidia, "read_csv_chunks", functools.partial(fileio.read_csv_chunks, chunk_rows=7))
+    monkeypatch.setattr(nvidia, "NCU_CHUNK_ROWS", 7)  # the Nsight Compute read asks for its own chunk size
     monkeypatch.setattr(rocpd, "FETCH_ROWS", 7)
     monkeypatch.setattr(nvidia, "FETCH_ROWS", 7)
     monkeypatch.setattr(pipeline_mod, "_DRAM_CHUNK", 5)

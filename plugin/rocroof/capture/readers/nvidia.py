@@ -479,7 +479,7 @@ def _ncu_rows(
     facts: dict[str, str] = {}
     instance_names: list[str] = []  # "<metric>:<OPCODE>" counters found in instanced cells, in order
     offset = 0
-    chunks = read_csv_chunks(path, NCU_CHUNK_ROWS, numbers=numbers, skip_second_row=unit_cells is not None)
+    chunks = read_csv_chunks(path, chunk_rows=NCU_CHUNK_ROWS, numbers=numbers, skip_second_row=unit_cells is not None)
     for chunk, first_row in chunks:
         if not facts and len(chunk):
             facts = _ncu_facts(chunk, cols)
