@@ -325,6 +325,14 @@ class ChunkStacker:
         self.close()  # the files of columns not finished (an error while reading); finished ones are kept
 
 
+def text_table(categories: Any) -> np.ndarray:
+    """Texts by code, then None for code -1 (missing): shape (categories + 1,), object; index it with the codes."""
+    table = np.empty(len(categories) + 1, dtype=object)
+    table[:-1] = list(categories)
+    table[-1] = None
+    return table
+
+
 def text_values(column: Any) -> np.ndarray:
     """A text column's values as an object array (rows,), None where missing.
 
@@ -349,10 +357,7 @@ def text_values(column: Any) -> np.ndarray:
             picked[missing] = None
             release_pages()
             return picked
-        table = np.empty(len(categories) + 1, dtype=object)
-        table[:-1] = list(categories)
-        table[-1] = None  # code -1: missing
-        values: np.ndarray = table[codes]
+        values: np.ndarray = text_table(categories)[codes]
         release_pages()
         return values
     out: np.ndarray = np.asarray(
@@ -458,10 +463,7 @@ class TextWriter:
         categories = pd.Index(list(self._number), dtype=object)
         if big or self.categorical:
             return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories), validate=False)
-        table = np.empty(len(categories) + 1, dtype=object)
-        table[: len(categories)] = list(categories)
-        table[-1] = None
-        texts: np.ndarray = table[codes]
+        texts: np.ndarray = text_table(categories)[codes]
         return texts
 
     def close(self) -> None:

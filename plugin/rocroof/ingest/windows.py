@@ -61,7 +61,7 @@ import pandas as pd
 
 from ..capture.markers import ggml_fields
 from ..memory import release_free_memory
-from ..records import WINDOW_FRAMES, Capture, Note, PassData, match_rows, non_decreasing, take_rows
+from ..records import WINDOW_FRAMES, Capture, Note, PassData, match_rows, non_decreasing, take_rows, text_table
 from ..spill import is_spilled, release_pages
 
 if TYPE_CHECKING:
@@ -461,25 +461,17 @@ def _cut_counter_pass(
     plan.first_measured = first_measured
     regions = q.dispatches["region"].array
     if isinstance(regions, pd.Categorical):
-        plan.region_texts = _text_table(regions)
+        plan.region_texts = text_table(regions.categories)
     for name in plan.passdata.markers.columns:
         texts = plan.passdata.markers[name].array
         if isinstance(texts, pd.Categorical) and len(texts.categories) > _MANY_TEXTS:
-            plan.marker_texts[name] = _text_table(texts)
+            plan.marker_texts[name] = text_table(texts.categories)
     plan.counter_runs = _runs(q.counters["row"]) if len(q.counters) else np.zeros(1, dtype=np.int64)
     return True
 
 
 #: A categorical of more texts than this is given to windows as text (:attr:`WindowPlan.marker_texts`).
 _MANY_TEXTS = 1 << 10
-
-
-def _text_table(texts: pd.Categorical) -> np.ndarray:
-    """A categorical's texts by code, then None (code -1): shape (categories + 1,), object."""
-    table = np.empty(len(texts.categories) + 1, dtype=object)
-    table[:-1] = list(texts.categories)
-    table[-1] = None
-    return table
 
 
 def _runs(rows: pd.Series) -> np.ndarray:
