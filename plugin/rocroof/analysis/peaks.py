@@ -327,6 +327,15 @@ def load_peaks(path: Path | None = None) -> list[dict[str, Any]]:
         ConfigError: unreadable file, invalid YAML, or an entry without name/values/marks, or
             arithmetic that does not give its value.
     """
+    return copy.deepcopy(_peaks_table(path))
+
+
+def _peaks_table(path: Path | None) -> list[dict[str, Any]]:
+    """:func:`load_peaks`' table itself, not a copy: for lookups that only read it (one per window).
+
+    Raises:
+        ConfigError: as :func:`load_peaks`.
+    """
     path = path or peaks_path()
     try:
         st = path.stat()
@@ -334,11 +343,11 @@ def load_peaks(path: Path | None = None) -> list[dict[str, Any]]:
     except OSError:
         key = None  # read below, which says why it cannot be
     if key is not None and key in _LOADED:
-        return copy.deepcopy(_LOADED[key])
+        return _LOADED[key]
     gpus = _load_peaks(path)
     if key is not None:
         _LOADED.clear()  # one table at a time: another path or an edited file replaces it
-        _LOADED[key] = copy.deepcopy(gpus)
+        _LOADED[key] = gpus
     return gpus
 
 
@@ -502,7 +511,7 @@ def find_peak(
     Raises:
         ConfigError: the table is invalid.
     """
-    for gpu, how in _matches(load_peaks(path), product, arch, cu_count, device_id):
+    for gpu, how in _matches(_peaks_table(path), product, arch, cu_count, device_id):
         val = gpu.get(key)
         if isinstance(val, dict):
             return Peak(gpu["name"], float(val["value"]), str(val["source"]), str(val["mark"]), how, peaks_label(path))
@@ -548,7 +557,7 @@ def find_ceilings(
     Raises:
         ConfigError: the table is invalid.
     """
-    for gpu, how in _matches(load_peaks(path), gpu_name, gfx_arch, cu_count, device_id):
+    for gpu, how in _matches(_peaks_table(path), gpu_name, gfx_arch, cu_count, device_id):
         kwargs: dict[str, Any] = {
             key: _ceiling(key, val) for key in TABLE_KEYS if isinstance(val := gpu.get(key), dict)
         }
