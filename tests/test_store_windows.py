@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +250,86 @@ def test_a_duplicate_is_refused_before_any_window_is_asked_for(cache: Path, tmp_
     with pytest.raises(DuplicateRunError, match="already stored as run 1"):
         _write(tmp_path / "r.db", split)
     assert asked == []
+
+
+def _hash_pending(split: RunFrames, done_at: int | None) -> tuple[RunFrames, list[int]]:
+    """``split`` as a windowed build whose content hash is still computed while its windows are asked for.
+
+    The hash job (``pending_sha256``) is done once window ``done_at`` is asked for (None: after the
+    last window); the run row's hash is None until the producer puts it back after the last window,
+    as :func:`rocroof.ingest.windows.build_windows` does. Returns the frames and the list of windows asked.
+    """
+    digest = split.run["content_sha256"]
+    assert digest
+    job: Future[str] = Future()
+    asked: list[int] = []
+    windows = list(split.windows or [])
+    out = produced(split, blank=("content_sha256",))
+    out.pending_sha256 = job
+    inner = out.windows or []
+
+    def watched() -> Iterator[dict[str, pd.DataFrame]]:
+        for i, window in enumerate(inner):
+            asked.append(i)
+            if i == done_at:
+                job.set_result(digest)
+            yield window
+        assert len(asked) == len(windows)
+        if not job.done():
+            job.set_result(digest)
+
+    out.windows = watched()
+    return out, asked
+
+
+@pytest.mark.parametrize("done_at", [0, 1, None])
+def test_a_hash_done_while_the_windows_are_written_is_claimed_then(
+    done_at: int | None, cache: Path, tmp_path: Path
+) -> None:
+    frames = _frames("examples/h200/dense-prefill", cache)
+    _write(tmp_path / "whole.db", frames)
+    late, asked = _hash_pending(split_run(frames, 3), done_at)
+    _write(tmp_path / "windows.db", late)
+    assert asked == [0, 1, 2]
+    assert_same_run(tmp_path / "whole.db", tmp_path / "windows.db")  # the hash stored, as the whole run's
+
+
+def test_a_duplicate_found_once_its_hash_is_done_is_refused_and_stores_nothing(cache: Path, tmp_path: Path) -> None:
+    frames = _frames("examples/h200/dense-prefill", cache)
+    db = tmp_path / "r.db"
+    _write(db, frames)
+    before = table_rows(str(db))
+    late, asked = _hash_pending(split_run(frames, 3), done_at=0)
+    with pytest.raises(DuplicateRunError, match="already stored as run 1"):
+        _write(db, late)
+    assert asked == [0]  # refused after the window during which the hash was done, not after the build
+    after = table_rows(str(db))
+    for name, df in before.items():
+        pd.testing.assert_frame_equal(df, after[name], check_exact=True, obj=name)
+
+
+@pytest.mark.parametrize("done_at", [1, None])
+def test_a_replace_claimed_late_deletes_the_old_run_and_keeps_its_labels(
+    done_at: int | None, cache: Path, tmp_path: Path
+) -> None:
+    frames = _frames("examples/h200/dense-prefill", cache)
+    db = tmp_path / "r.db"
+    _write(db, frames, labels={"model": "dense", "batch": "1"})
+    late, _ = _hash_pending(split_run(frames, 3), done_at)
+    new_id = _write(db, late, labels={"batch": "2"}, replace=True)
+    assert new_id == 2  # past the replaced run's id
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("SELECT run_id FROM run").fetchall() == [(2,)]
+        assert dict(con.execute("SELECT key, value FROM run_label WHERE run_id = 2").fetchall()) == {
+            "model": "dense",
+            "batch": "2",
+        }
+        assert con.execute("SELECT COUNT(*) FROM dispatch_record WHERE run_id = 1").fetchone() == (0,)
+    finally:
+        con.close()
+    _write(tmp_path / "whole.db", frames, labels={"model": "dense", "batch": "2"})
+    assert_same_run(tmp_path / "whole.db", db, 1, 2)
 
 
 def test_windows_that_break_the_rules_are_refused_and_store_nothing(cache: Path, tmp_path: Path) -> None:

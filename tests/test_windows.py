@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,27 @@ def test_h200_trial_trace_any_window_size(size: int) -> None:
     whole, windowed, count = _both(lambda: read_capture(TRIAL), size)
     assert count > 1
     assert_same_run(whole, windowed)
+
+
+def test_a_hash_still_computed_goes_to_the_store_and_into_the_run_after_the_last_window(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The windows are built while the input files are still hashed: the run row gets the hash after the last."""
+    path = synthetic.capture("csv", 3000, tmp_path_factory.getbasetemp() / "synthetic")
+    whole = build_run(read_capture(path), source_path="c", release=True)
+    capture = read_capture(path)
+    digest = capture.content_sha256  # waits for the reader's hash
+    job: Future[str] = Future()
+    capture._hash_job = job  # as the reader leaves it while the hash is still being computed
+    plan = W.plan_windows(capture, size=500)
+    assert plan is not None
+    frames = W.build_windows(capture, plan, source_path="c")
+    assert frames.pending_sha256 is job and frames.run["content_sha256"] is None
+    windows = iter(frames.windows or [])
+    next(windows)  # the first windows are built without it
+    job.set_result(digest)
+    list(windows)
+    assert frames.run["content_sha256"] == digest == whole.run["content_sha256"]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "rocpd"])

@@ -90,7 +90,7 @@ class _Bounded(io.RawIOBase):
         super().close()
 
 
-def open_binary(path: Path) -> IO[bytes]:
+def open_binary(path: Path) -> io.BufferedReader:
     """Open ``path`` for binary reading, transparently decompressing gzip.
 
     A gzip file is read through a bound: decompressing beyond :data:`MAX_GZIP_RATIO` times its

@@ -1066,6 +1066,18 @@ class Capture:
         self._hash_job = None
         self._content_sha256 = value
 
+    def take_pending_hash(self) -> Future[str] | None:
+        """The hash of the input files while it is still being computed, taken from the capture; else None.
+
+        Afterwards :attr:`content_sha256` reads ``""`` (unknown): the taker waits for the job when it
+        needs the hash (a windowed build hands it to the store, which claims it between windows).
+        """
+        job = self._hash_job
+        if job is None or job.done():
+            return None
+        self._hash_job, self._content_sha256 = None, ""
+        return job
+
 
 def merge_passes(parts: list[PassData], label: str, source: str) -> PassData:
     """Several processes' dispatches of one pass (one application run) as one pass.

@@ -12,6 +12,7 @@ import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,9 +73,11 @@ class RunFrames:
       of an earlier one.
     - ``run``, ``notes``, ``settings``, the ``pass`` rows and the run-level tables after the
       windows may be filled in while the windows are produced: they are read once the last
-      window is written. ``run["content_sha256"]`` must be known before the first (the duplicate
-      check), and ``run["dram_peak_gbps"]`` should be (else the per-op time at the ceiling is
-      summed again from the stored rows at the end).
+      window is written. ``run["content_sha256"]`` is known before the first (the duplicate
+      check), or ``pending_sha256`` is the job computing it: the store then claims the hash
+      between windows once the job is done, and at the latest after the last window.
+      ``run["dram_peak_gbps"]`` should be known before the first (else the per-op time at the
+      ceiling is summed again from the stored rows at the end).
     """
 
     run: dict[str, Any]
@@ -82,6 +85,8 @@ class RunFrames:
     notes: list[Note] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
     windows: Iterable[dict[str, pd.DataFrame]] | None = None
+    #: The content hash while it is still being computed (windowed runs only; ``run["content_sha256"]`` None).
+    pending_sha256: Future[str] | None = None
 
 
 def _agent_index(labels: pd.Series, agents: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:

@@ -852,6 +852,9 @@ def build_windows(
     """
     from .pipeline import RunFrames, build_run
 
+    # the hash of a large capture is often still being computed (in a thread, beside the read):
+    # the windows are built meanwhile, and the store claims the hash once it is done
+    pending = capture.take_pending_hash()
     first = build_run(
         _sub_capture(capture, plan, plan.windows[0]),
         arch_override=arch_override,
@@ -866,7 +869,9 @@ def build_windows(
         run_tables["counter"] = counters
     if plan.counters_pass is not None:
         run_tables["kernel_symbol"] = _kernel_numbering(plan)
-    frames = RunFrames(run=dict(first.run), tables=run_tables, notes=[], settings=dict(first.settings))
+    frames = RunFrames(
+        run=dict(first.run), tables=run_tables, notes=[], settings=dict(first.settings), pending_sha256=pending
+    )
     # the whole run's marker numbering: rows of the pass's (warm-up cut) marker frame
     frames.windows = _windows(capture, plan, first, frames, arch_override, source_path)
     return frames
@@ -1061,6 +1066,8 @@ def _finish(frames: RunFrames, totals: _Totals, notes: _Notes, plan: WindowPlan)
 
     method = run_method(totals.methods)
     frames.run["attribution_method"] = method
+    if frames.pending_sha256 is not None:  # the last window built: the hash is the run's now
+        frames.run["content_sha256"] = frames.pending_sha256.result() or None
     q = plan.counters_pass
     if q is not None:
         mismatch = pass_mismatch_note(

@@ -1257,6 +1257,9 @@ class Store:
             inline = isinstance(conn.connection.dbapi_connection, sqlite3.Connection)  # see _chunks
             replace_id, labels = _claim_content(conn, frames, labels, replace)  # before any window is asked for
             digest = frames.run.get("content_sha256")
+            # a hash still being computed is claimed between windows once done: a duplicate is
+            # refused (the transaction rolled back) a few windows in rather than after the build
+            pending = frames.pending_sha256 if not digest else None
             run_id = _insert_run_row(conn, frames.run, replace_id)
             for name, df in (("agent", agent), ("pass", passes)):
                 if df is not None and len(df):
@@ -1297,6 +1300,9 @@ class Store:
                     del df
                 logical.pop("op_invocation", None)
                 del logical, tables
+                if pending is not None and pending.done():
+                    digest, labels = _claim_late(conn, frames, labels, replace, pending.result())
+                    pending = None
                 release_free_memory()  # the window's frames, written: their memory back before the next
             for name in _NUMBERED:
                 unused = names.of(name).unused()
@@ -1306,7 +1312,9 @@ class Store:
                         "would store a row its whole frames do not"
                     )
             # the run's own rows, final now that every window is in
-            if frames.run.get("content_sha256") != digest:
+            if pending is not None:  # the hash done only with the last window
+                digest, labels = _claim_late(conn, frames, labels, replace, pending.result())
+            if (frames.run.get("content_sha256") or None) != (digest or None):
                 raise ValueError("RunFrames.run's content_sha256 changed while its windows were written")
             final = {k: v for k, v in frames.run.items() if k not in ("run_id", "created_at")}
             if final:
@@ -2219,6 +2227,25 @@ def _claim_content(
     labels = {**{k: v for k, v in kept}, **labels}  # the labels stay unless given again
     _delete_run(conn, int(old))
     return replace_id, labels
+
+
+def _claim_late(
+    conn: sa.Connection, frames: RunFrames, labels: dict[str, str], replace: bool, digest: str
+) -> tuple[str, dict[str, str]]:
+    """:func:`_claim_content` of a hash known only once windows were written (``frames.pending_sha256``).
+
+    The run's row is in already, its hash still NULL (set with its final values); a replaced run
+    is deleted here, and the new run's id is past it already (given while it was stored).
+
+    Returns:
+        ``(digest, the labels the run gets)``.
+
+    Raises:
+        DuplicateRunError: as :func:`_claim_content`.
+    """
+    frames.run["content_sha256"] = digest or None
+    _, labels = _claim_content(conn, frames, labels, replace)
+    return digest, labels
 
 
 def _insert_run_row(conn: sa.Connection, run: dict[str, Any], run_id: int | None) -> int:
