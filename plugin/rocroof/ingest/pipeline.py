@@ -75,7 +75,8 @@ class RunFrames:
       windows may be filled in while the windows are produced: they are read once the last
       window is written. ``run["content_sha256"]`` is known before the first (the duplicate
       check), or ``pending_sha256`` is the job computing it: the store then claims the hash
-      between windows once the job is done, and at the latest after the last window.
+      between windows once the job is done, and at the latest after the last window, and the
+      producer puts the job's result in ``run["content_sha256"]`` by the end of its last window.
       ``run["dram_peak_gbps"]`` should be known before the first (else the per-op time at the
       ceiling is summed again from the stored rows at the end).
     """

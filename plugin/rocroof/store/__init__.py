@@ -1301,7 +1301,8 @@ class Store:
                 logical.pop("op_invocation", None)
                 del logical, tables
                 if pending is not None and pending.done():
-                    digest, labels = _claim_late(conn, frames, labels, replace, pending.result())
+                    digest = pending.result()
+                    _, labels = _claim_content(conn, frames, labels, replace, digest=digest)
                     pending = None
                 release_free_memory()  # the window's frames, written: their memory back before the next
             for name in _NUMBERED:
@@ -1313,7 +1314,8 @@ class Store:
                     )
             # the run's own rows, final now that every window is in
             if pending is not None:  # the hash done only with the last window
-                digest, labels = _claim_late(conn, frames, labels, replace, pending.result())
+                digest = pending.result()
+                _, labels = _claim_content(conn, frames, labels, replace, digest=digest)
             if (frames.run.get("content_sha256") or None) != (digest or None):
                 raise ValueError("RunFrames.run's content_sha256 changed while its windows were written")
             final = {k: v for k, v in frames.run.items() if k not in ("run_id", "created_at")}
@@ -2194,9 +2196,12 @@ def _refuse_unknown_window_frames(window: dict[str, pd.DataFrame]) -> None:
 
 
 def _claim_content(
-    conn: sa.Connection, frames: RunFrames, labels: dict[str, str], replace: bool
+    conn: sa.Connection, frames: RunFrames, labels: dict[str, str], replace: bool, *, digest: str | None = None
 ) -> tuple[int | None, dict[str, str]]:
     """Refuse a run whose content hash is stored, or delete that run to replace it (in ``conn``'s transaction).
+
+    The hash is ``digest`` when given (``frames.pending_sha256``'s, done once windows were written:
+    the new run's row is in already, its id past a replaced run's), else ``frames.run``'s.
 
     Returns:
         The run id the new run must take (SQLite, replacing: past every id given so far) or None,
@@ -2205,7 +2210,7 @@ def _claim_content(
     Raises:
         DuplicateRunError: the hash is stored and ``replace`` is False.
     """
-    digest = frames.run.get("content_sha256")
+    digest = digest or frames.run.get("content_sha256")
     if not digest:
         return None, labels
     old = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.content_sha256 == digest)).scalar()
@@ -2227,25 +2232,6 @@ def _claim_content(
     labels = {**{k: v for k, v in kept}, **labels}  # the labels stay unless given again
     _delete_run(conn, int(old))
     return replace_id, labels
-
-
-def _claim_late(
-    conn: sa.Connection, frames: RunFrames, labels: dict[str, str], replace: bool, digest: str
-) -> tuple[str, dict[str, str]]:
-    """:func:`_claim_content` of a hash known only once windows were written (``frames.pending_sha256``).
-
-    The run's row is in already, its hash still NULL (set with its final values); a replaced run
-    is deleted here, and the new run's id is past it already (given while it was stored).
-
-    Returns:
-        ``(digest, the labels the run gets)``.
-
-    Raises:
-        DuplicateRunError: as :func:`_claim_content`.
-    """
-    frames.run["content_sha256"] = digest or None
-    _, labels = _claim_content(conn, frames, labels, replace)
-    return digest, labels
 
 
 def _insert_run_row(conn: sa.Connection, run: dict[str, Any], run_id: int | None) -> int:
