@@ -26,6 +26,7 @@ from rocroof.records import (
     TextWriter,
     code_dtype,
     conform,
+    per_distinct,
     stack_frames,
     stack_spilled,
     take_rows,
@@ -731,3 +732,21 @@ def test_a_pass_read_with_every_column_spilled_equals_the_one_in_memory(
             if isinstance(got[column].dtype, pd.CategoricalDtype) and getattr(memory, name)[column].dtype == object:
                 got[column] = pd.Series(text_values(got[column]), dtype=object)
         pd.testing.assert_frame_equal(got, getattr(memory, name), obj=name)
+
+
+def test_per_distinct_calls_once_per_distinct_value() -> None:
+    calls: list[object] = []
+
+    def fused(text: object) -> bool:
+        calls.append(text)
+        return isinstance(text, str) and "+" in text
+
+    values = ["ADD", "RMS_NORM+MUL", None, "ADD", float("nan"), "RMS_NORM+MUL", "ADD"]
+    got = per_distinct(pd.Series(values, dtype=object), fused, bool)
+    assert got.dtype == bool
+    assert got.tolist() == [False, True, False, False, False, True, False]
+    assert calls[:2] == ["ADD", "RMS_NORM+MUL"] and len(calls) == 3  # None and NaN: one missing value
+    # sequences stay one entry per value
+    pairs = per_distinct(np.array(["a-1", "b-2", "a-1"], dtype=object), lambda t: tuple(t.split("-")))
+    assert pairs.dtype == object and pairs.tolist() == [("a", "1"), ("b", "2"), ("a", "1")]
+    assert per_distinct(np.array([], dtype=object), len, np.int64).tolist() == []

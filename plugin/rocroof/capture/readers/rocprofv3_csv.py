@@ -63,6 +63,7 @@ from ...records import (
     marker_kinds,
     match_rows,
     non_decreasing,
+    per_distinct,
     stack_spilled,
     take_rows,
 )
@@ -511,7 +512,7 @@ def _regions(kernel_names: pd.Series, known: dict[str, str | None]) -> pd.Series
         categories = pd.Index(kept, dtype=object)
         codes = table[np.asarray(names.codes)].astype(code_dtype(len(categories)))
         return pd.Series(pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories)), copy=False)
-    return pd.Series(_per_distinct(kernel_names, region), dtype=object)
+    return pd.Series(per_distinct(kernel_names, region), dtype=object)
 
 
 def _dispatches_from_kernel_trace(path: Path, pid: int | None) -> pd.DataFrame:
@@ -1066,13 +1067,6 @@ def _dispatch_ids_from_counters(dispatches: pd.DataFrame, counter_files: list[tu
     mine = mine.assign(_n=mine.groupby(key, dropna=False).cumcount())
     found = mine.merge(ids[[*key, "_n", "dispatch_id"]], on=[*key, "_n"], how="left")
     dispatches["dispatch_id"] = pd.array(found["dispatch_id"].to_numpy(), dtype="Int64")
-
-
-def _per_distinct(column: pd.Series, fn: Any) -> np.ndarray:
-    """``fn`` of each value of ``column``, computed once per distinct value."""
-    codes, uniques = pd.factorize(column.to_numpy(dtype=object), use_na_sentinel=False)
-    out: np.ndarray = np.array([*(fn(u) for u in uniques), None], dtype=object)[:-1][codes]
-    return out
 
 
 def _in_enqueue_order(dispatches: pd.DataFrame) -> pd.DataFrame:
