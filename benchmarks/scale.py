@@ -2,13 +2,14 @@
 
 For each format of :mod:`generate` (rocprofv3 CSV, rocpd, NVIDIA nsys + ncu) and each size
 (default 10^4, 10^5 and 10^6 dispatches, 8 counters each), in a child process per measurement
-(so that ``ru_maxrss`` is that step's peak resident memory):
+(its peak memory is sampled over its process tree: see :func:`run_child`):
 
 * **ingest**: ``rocroof ingest CAPTURE --db NEW.db`` (the command itself, run through click in the
   child), with the time of its stages (read, attribute + build, write) taken around the library
-  calls the command makes; peak RSS of the whole child. A run built in windows
+  calls the command makes; peak RSS and PSS of the child's process tree. A run built in windows
   (:mod:`rocroof.ingest.windows`) counts its plan and first window as "attribute + build"; its
-  other windows are built as the write takes them, so their time is in "write".
+  other windows are built (in a second process, :mod:`rocroof.ingest.forked`) as the write takes
+  them, so their time is in "write".
 * **the limit** (fixed, not rocroof's schema): plain sqlite3 ``ATTACH`` + ``INSERT ... SELECT`` of n
   narrow dispatch rows (run, dispatch, kernel id, start, end, duration, grid, workgroup) and 8n
   counter rows (run, dispatch, counter id, value) into a new WAL database, a primary key on each
@@ -46,6 +47,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -278,18 +280,72 @@ CHILDREN = {
 }
 
 
-def run_child(*args: str) -> tuple[dict[str, Any], float, float]:
-    """Run this script as a child; return (its JSON result, wall s, peak RSS MB)."""
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux ``/proc``; an ingest builds its windows in a child process)."""
+    out = [pid]
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                for child in fh.read().split():
+                    out += _tree(int(child))
+    except OSError:
+        pass
+    return out
+
+
+def _rss_pss_kb(pid: int) -> tuple[int, int]:
+    """(Rss, Pss) of one process in kB from ``/proc/PID/smaps_rollup``; zeros when it is gone."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss, pss
+
+
+#: Seconds between two samples of the process tree's memory (:func:`run_child`).
+TREE_SAMPLE_S = 0.05
+
+
+def run_child(*args: str) -> tuple[dict[str, Any], float, float, float]:
+    """Run this script as a child; return (its JSON result, wall s, peak RSS MB, peak PSS MB).
+
+    Peak RSS is the larger of the child's ``ru_maxrss`` (one process: wait4 gives the largest of the
+    tree's, not their sum) and the peak of the RSS summed over the child's process tree, sampled every
+    :data:`TREE_SAMPLE_S` (an ingest built in windows runs two processes: the sum counts the pages they
+    share twice, so it is an upper bound). Peak PSS is the peak of the summed proportional set size
+    (shared pages split between the processes that map them: the memory the tree takes from the machine).
+    """
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE, cwd=REPO)
     assert proc.stdout is not None
+    peaks = [0, 0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(TREE_SAMPLE_S):
+            pairs = [_rss_pss_kb(p) for p in _tree(proc.pid)]
+            peaks[0] = max(peaks[0], sum(r for r, _ in pairs))
+            peaks[1] = max(peaks[1], sum(p for _, p in pairs))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
+    done.set()
+    sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"child {args} failed with status {proc.returncode}")
-    return json.loads(out.decode().strip().splitlines()[-1]), wall, usage.ru_maxrss / 1024.0
+    rss = max(usage.ru_maxrss, peaks[0]) / 1024.0
+    pss = (peaks[1] or usage.ru_maxrss) / 1024.0
+    return json.loads(out.decode().strip().splitlines()[-1]), wall, rss, pss
 
 
 def time_report(db: Path) -> float:
@@ -356,7 +412,7 @@ def main() -> None:
         ways = {}
         for way in ("rowid", "clustered"):
             target = work / f"limit-{n}-{way}.db"
-            res, wall, _ = run_child("limit", str(src), str(target), way)
+            res, wall, _, _ = run_child("limit", str(src), str(target), way)
             ways[way] = wall  # the whole child process, as the ingest it is compared with
             for p in work.glob("limit-*.db*"):
                 p.unlink()
@@ -367,7 +423,7 @@ def main() -> None:
             cap = generate.ensure(fmt, n, args.data)
             size_mb = sum(f.stat().st_size for f in cap.rglob("*") if f.is_file()) / 1e6
             db = work / f"{fmt}-{n}.db"
-            res, wall, rss = run_child("ingest", str(cap), str(db))
+            res, wall, rss, pss = run_child("ingest", str(cap), str(db))
             rows = res["rows"]
             report_s = time_report(db)
             db_bytes = sum(p.stat().st_size for p in work.glob(f"{fmt}-{n}.db*"))
@@ -378,6 +434,7 @@ def main() -> None:
                 "input_mb": size_mb,
                 "wall": wall,
                 "rss": rss,
+                "pss": pss,
                 "read": res.get("read_s", float("nan")),
                 "build": res.get("build_s", float("nan")),
                 "write": res.get("write_s", float("nan")),
@@ -398,7 +455,7 @@ def main() -> None:
                         f"{PANDAS_NEEDS_GB_PER_MILLION * n / 1e6:.0f} GiB"
                     )
                 else:
-                    pres, pwall, prss = run_child("pandas-csv", str(cap), str(work / f"pandas-{n}.db"))
+                    pres, pwall, prss, _ = run_child("pandas-csv", str(cap), str(work / f"pandas-{n}.db"))
                     extra = {
                         "fmt": fmt,
                         "n": n,
@@ -413,7 +470,7 @@ def main() -> None:
             for p in work.glob("*.db*"):
                 p.unlink()
     shutil.rmtree(work, ignore_errors=True)
-    attr, _, _ = run_child("attribution", *[str(n) for n in args.sizes])
+    attr, _, _, _ = run_child("attribution", *[str(n) for n in args.sizes])
     print(json.dumps(attr), flush=True)
     load_end = load()
 
@@ -481,17 +538,19 @@ def main() -> None:
         "this machine).",
         "",
         f"Command: `{command}` (inputs from `benchmarks/generate.py`, cached in `{args.data}`; every "
-        "measurement in its own child process: wall time includes interpreter start and imports, peak RSS "
-        "is the child's `ru_maxrss`).",
+        "measurement in its own child process: wall time includes interpreter start and imports; peak RSS "
+        "is the larger of the child's `ru_maxrss` and its process tree's summed RSS, sampled every "
+        f"{TREE_SAMPLE_S * 1000:.0f} ms (a windowed ingest builds its windows in a second process); peak PSS "
+        "is the tree's summed proportional set size, shared pages split).",
         "",
         "| format | dispatches | input MB | ingest s | ÷ limit | read s | attribute + build s | write s | peak RSS MB "
-        "| database B per dispatch | dispatch rows/s | report --by op s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| peak PSS MB | database B per dispatch | dispatch rows/s | report --by op s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in ingest_rows:
         lines.append(
             f"| {r['fmt']} | {r['n']:,} | {r['input_mb']:,.0f} | {r['wall']:.1f} | {r['ratio']:.2f}x | "
-            f"{r['read']:.1f} | {r['build']:.1f} | {r['write']:.1f} | {r['rss']:,.0f} | "
+            f"{r['read']:.1f} | {r['build']:.1f} | {r['write']:.1f} | {r['rss']:,.0f} | {r['pss']:,.0f} | "
             f"{r['db_bytes'] / r['n']:,.0f} | "
             f"{r['n'] / r['wall']:,.0f} | {r['report']:.2f} |"
         )

@@ -584,13 +584,15 @@ def test_a_window_that_disagrees_rolls_back_and_the_run_is_built_whole(
 
     monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "500")
     real = pipeline.build_run
-    calls: list[bool] = []
+    calls = tmp_path / "calls"  # a line per build_run call, whichever process builds (rocroof.ingest.forked)
+    calls.touch()
     reads: list[Path] = []
     real_read = W.build
 
     def build_run(capture: Capture, **kwargs: Any) -> Any:
-        calls.append(True)
-        if len(calls) == 2:  # the second window's build: as a window the plan could not tell apart
+        with calls.open("a") as fh:
+            fh.write("call\n")
+        if len(calls.read_text().splitlines()) == 2:  # the second window's: one the plan could not tell apart
             raise W.WindowsDisagree("window 1: as a test")
         return real(capture, **kwargs)
 
@@ -603,6 +605,7 @@ def test_a_window_that_disagrees_rolls_back_and_the_run_is_built_whole(
     got = tmp_path / "got.db"
     result = CliRunner().invoke(cli, ["ingest", str(path), "--db", str(got)])
     assert result.exit_code == 0, result.output
-    assert len(reads) == 2 and len(calls) == 3  # the first window, the second refused; then one whole build
+    # the first window, the second refused; then one whole build
+    assert len(reads) == 2 and len(calls.read_text().splitlines()) == 3
     assert Store(got, read_only=True).query("SELECT COUNT(*) AS n FROM run")["n"].iloc[0] == 1
     assert_same_stored_run(whole, got)

@@ -37,6 +37,10 @@ class ParseError(RocroofError):
         where = f"{self.path}:{row}" if row is not None else self.path
         super().__init__(f"{where}: {reason}")
 
+    def __reduce__(self) -> tuple[type[ParseError], tuple[str, str, int | None]]:
+        # pickled with its own arguments (a window built in another process raises it there)
+        return type(self), (self.path, self.reason, self.row)
+
 
 class SchemaError(RocroofError):
     """The results database has a schema this version of rocroof cannot use."""
@@ -77,3 +81,6 @@ class ProfilerFailed(RocroofError):
         self.stderr_tail = stderr_tail
         last = stderr_tail.strip().splitlines()[-1] if stderr_tail.strip() else "no stderr output"
         super().__init__(f"{command[0]} exited with status {returncode}: {last}")
+
+    def __reduce__(self) -> tuple[type[ProfilerFailed], tuple[list[str], int, str]]:
+        return type(self), (self.command, self.returncode, self.stderr_tail)

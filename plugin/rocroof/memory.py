@@ -28,6 +28,16 @@ RELEASE_GROWTH_BYTES = 16 << 20
 
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _lock = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    # as rocroof.spill's: the forked child's lock is its own, free
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_after_fork)
 _resident_after_release: int | None = None  # bytes resident right after the last release
 
 

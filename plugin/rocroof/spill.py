@@ -49,6 +49,17 @@ _maps: list[weakref.ref[mmap.mmap]] = []
 #: Guards :data:`_maps`: the ingests of a local sweep run in threads of one process, each adding
 #: mappings and dropping dead ones (two threads removing the same dead one raised ValueError).
 _maps_lock = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    # a forked child (rocroof.ingest.forked) has only the forking thread: a lock another thread
+    # held at the fork would never be released there
+    global _maps_lock
+    _maps_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_after_fork)
 #: ``madvise`` advice that drops pages (absent on Windows: the pages then stay until unmapped).
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 

@@ -63,6 +63,7 @@ from ..capture.markers import ggml_fields
 from ..memory import release_free_memory
 from ..records import WINDOW_FRAMES, Capture, Note, PassData, match_rows, non_decreasing, take_rows, text_table
 from ..spill import is_spilled, release_pages
+from . import forked
 
 if TYPE_CHECKING:
     from .pipeline import RunFrames
@@ -872,8 +873,24 @@ def build_windows(
     frames = RunFrames(
         run=dict(first.run), tables=run_tables, notes=[], settings=dict(first.settings), pending_sha256=pending
     )
-    # the whole run's marker numbering: rows of the pass's (warm-up cut) marker frame
-    frames.windows = _windows(capture, plan, first, frames, arch_override, source_path)
+    if not forked.enabled() or len(plan.windows) < 2:
+        frames.windows = _windows(capture, plan, first, frames, arch_override, source_path)
+        return frames
+
+    def windows() -> Iterator[dict[str, pd.DataFrame]]:  # in the child: it has no hash job (the parent's thread)
+        frames.pending_sha256 = None
+        return _windows(capture, plan, first, frames, arch_override, source_path)
+
+    def ended() -> tuple[dict[str, Any], list[Note], pd.DataFrame]:
+        return frames.run, frames.notes, frames.tables["pass"]
+
+    def end(state: tuple[dict[str, Any], list[Note], pd.DataFrame]) -> None:
+        run, frames.notes, frames.tables["pass"] = state
+        frames.run.update(run)
+        if frames.pending_sha256 is not None:  # as _finish does in one process
+            frames.run["content_sha256"] = frames.pending_sha256.result() or None
+
+    frames.windows = forked.built_in_child(windows, ended, end)
     return frames
 
 

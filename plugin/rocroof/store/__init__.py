@@ -1186,7 +1186,12 @@ class Store:
         reports: Callable[[Store, int], dict[str, str]] | None,
     ) -> int:
         if frames.windows is not None:
-            return self._write_windows(frames, labels, replace, progress, release, reports)
+            try:
+                return self._write_windows(frames, labels, replace, progress, release, reports)
+            finally:  # a producer stopped early lets go of what it holds (rocroof.ingest.forked: its process)
+                close = getattr(frames.windows, "close", None)
+                if close is not None:
+                    close()
         tables = {name: df for name, df in frames.tables.items() if name not in _LOGICAL}
         logical = frames.tables if release else dict(frames.tables)
         written = _RowsWritten(
