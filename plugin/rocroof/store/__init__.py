@@ -2446,6 +2446,9 @@ def _fixed_literal(col: pd.Series, whole: bool) -> str | None:
         first = values[0]
         if not isinstance(first, str):
             return "NULL" if bool(col.isna().all()) else None
+        last = values[-1]
+        if type(last) is not str or last != first:  # most text columns differ by their last row: no scan
+            return None
         if not (all(type(v) is str for v in values.tolist()) and bool((values == first).all())):
             return None
     return _sql_literal(_py_values(col.iloc[:1], whole=whole)[0])
