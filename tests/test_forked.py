@@ -185,7 +185,7 @@ def test_the_child_dies_with_the_parent(tmp_path: Path) -> None:
 
 
 def test_module_locks_are_free_in_a_forked_child() -> None:
-    """A lock another thread holds at the fork is a fresh one in the child (else the child's first release would hang)."""
+    """A lock another thread holds at the fork is a fresh one in the child (else its first release would hang)."""
     with spill._maps_lock, memory._lock:  # noqa: SLF001
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's

@@ -60,6 +60,12 @@ store.close()
 print("done", flush=True)
 """
 
+#: :data:`CHILD` built as ``rocroof ingest`` builds a large capture: in windows, by a second
+#: process (rocroof.ingest.forked) where it is cut into two windows or more.
+CHILD_WINDOWED = CHILD.replace(
+    "from rocroof.ingest.pipeline import build_run", "from rocroof.ingest.windows import build"
+).replace("frames = build_run(read_capture(capture),", "frames = build(read_capture(capture), release=True,")
+
 
 @pytest.fixture(scope="session")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -74,9 +80,9 @@ def cli_run(*args: object) -> tuple[int, str]:
 class Child:
     """The ingest child, with its stdout lines read by a thread (``seen`` keeps all of them)."""
 
-    def __init__(self, capture: Path, db: Path) -> None:
+    def __init__(self, capture: Path, db: Path, script: str = CHILD) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(capture), str(db)],
+            [sys.executable, "-c", script, str(capture), str(db)],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -115,10 +121,10 @@ class Child:
         return status
 
 
-def _reference(capture: Path, db: Path) -> tuple[dict[str, int], float, float, int]:
+def _reference(capture: Path, db: Path, script: str = CHILD) -> tuple[dict[str, int], float, float, int]:
     """Row counts of a complete ingest, its wall time, its write time and its progress lines."""
     t0 = time.monotonic()
-    child = Child(capture, db)
+    child = Child(capture, db, script)
     stamps = []
     while True:
         t, line = child.lines.get(timeout=600)
@@ -134,9 +140,9 @@ def _reference(capture: Path, db: Path) -> tuple[dict[str, int], float, float, i
     return of_run(counts, rid), t_done - t0, t_done - t_write, progress
 
 
-def _kill_trials(capture: Path, tmp_path: Path, small: Path, trials: int, seed: int) -> list[str]:
+def _kill_trials(capture: Path, tmp_path: Path, small: Path, trials: int, seed: int, script: str = CHILD) -> list[str]:
     """Kill ingests of ``capture`` at random points; check the database after each; return where they died."""
-    expected, t_full, t_write, n_progress = _reference(capture, tmp_path / "reference.db")
+    expected, t_full, t_write, n_progress = _reference(capture, tmp_path / "reference.db", script)
     rng = random.Random(seed)
     where = []
     for trial in range(trials):
@@ -147,7 +153,7 @@ def _kill_trials(capture: Path, tmp_path: Path, small: Path, trials: int, seed: 
         before = row_counts(db)
         (other,) = run_ids(before)
         mode = ("anytime", "write", "progress")[trial % 3]
-        child = Child(capture, db)
+        child = Child(capture, db, script)
         if mode == "anytime":
             time.sleep(rng.uniform(0.2, t_full))
         elif mode == "write":
@@ -194,6 +200,40 @@ def test_sigkill_during_ingest_leaves_the_whole_run_or_none(tmp_path: Path, cach
     seed = int(os.environ.get("ROCROOF_KILL_SEED", random.randrange(1 << 30)))
     where = _kill_trials(capture, tmp_path, small, trials=3, seed=seed)
     print("\n".join(where))
+
+
+def _live_processes_naming(text: str) -> list[int]:
+    """Pids of live (not zombie) processes whose command line contains ``text`` (Linux ``/proc``)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next(x for x in (entry / "status").read_text().splitlines() if x.startswith("State:"))
+        except (OSError, StopIteration):
+            continue
+        if text in cmdline and "\tZ" not in state:
+            out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the window builder process is Linux's")
+def test_sigkill_during_a_windowed_ingest_leaves_the_whole_run_or_none(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, built in windows by a second process (rocroof.ingest.forked): no builder outlives a kill."""
+    monkeypatch.setenv("ROCROOF_SPILL_MIN_BYTES", "0")  # the read on disk, so the ingest child builds windows
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "500")
+    capture = synthetic.capture("csv", 3_000, cache)
+    small = synthetic.capture("rocpd", 50, cache)
+    seed = int(os.environ.get("ROCROOF_KILL_SEED", random.randrange(1 << 30)))
+    where = _kill_trials(capture, tmp_path, small, trials=4, seed=seed, script=CHILD_WINDOWED)
+    print("\n".join(where))
+    deadline = time.monotonic() + 5
+    while _live_processes_naming(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _live_processes_naming(str(tmp_path)), where  # every window builder died with its ingest
 
 
 @pytest.mark.large
