@@ -42,6 +42,9 @@ def _no_child_left(before: list[int]) -> bool:
     return False
 
 
+_ROWS = pd.Index(np.arange(2000, dtype=np.int64) * 2)
+
+
 def _windows(n: int, categories: pd.Index) -> Iterator[dict[str, pd.DataFrame]]:
     for k in range(n):
         codes = np.arange(k, k + 3, dtype=np.int32) % len(categories)
@@ -53,7 +56,9 @@ def _windows(n: int, categories: pd.Index) -> Iterator[dict[str, pd.DataFrame]]:
                     "message": pd.Categorical.from_codes(codes, categories=categories),
                     "name": np.array([f"w{k}", "ü", None], dtype=object),
                 }
-            )
+            ),
+            # rows of a filtered frame: an integer index of 2,000 entries (one object in every window)
+            "marker_range": pd.DataFrame({"depth": np.zeros(2000, np.int64)}, index=_ROWS, copy=False),
         }
 
 
@@ -72,6 +77,9 @@ def test_windows_cross_with_their_values_and_a_large_index_once() -> None:
         pd.testing.assert_frame_equal(d, list(_windows(4, categories))[k]["dispatch"])  # as built in one process
         d.loc[0, "dispatch_index"] = -1  # the arrays are the parent's own, writable
     first = got[0]["dispatch"]["message"].cat.categories
+    # an integer index is sent with its window each time (not held for the run), the same object or not
+    rows = [w["marker_range"].index for w in got]
+    assert all(r.equals(_ROWS) for r in rows) and len({id(r) for r in rows}) == 4
     assert all(w["dispatch"]["message"].cat.categories is first for w in got[1:])  # one index, sent once
     assert first.equals(categories) and first.dtype == categories.dtype
     assert _no_child_left(before)

@@ -9,8 +9,12 @@ machine of ``benchmarks/RESULTS.md`` that takes the build off the ingest's criti
 
 **What crosses the pipe.** Each window goes as one message: a pickle (protocol 5) whose numpy
 buffers travel out of band, written to the pipe as they are (no copy into the pickle). A large
-``pd.Index`` (the categories of a pass-wide categorical: every marker message of the pass) is
-sent once, the first time a window refers to it, and later windows refer to it by key. When the
+text ``pd.Index`` (the categories of a pass-wide categorical: every marker message of the pass)
+is sent once, the first time a window refers to it, and later windows refer to it by key. Text
+is best sent so, as codes: every string a window sends is a new Python object in the parent, and
+strings that live through a window's write pin pymalloc's arenas (the parent grew 3.5 MB per
+window when the marker messages crossed as strings; flat as codes, or under
+``PYTHONMALLOC=malloc``). When the
 generator is exhausted the child sends what the generator filled in on ``frames`` as it ended
 (``run``, ``notes``, the ``pass`` rows) and exits; the parent copies them into its own
 ``frames``. An exception in the child crosses as itself where it pickles (every
@@ -72,6 +76,15 @@ def _defined(key: int) -> pd.Index:  # pragma: no cover - replaced on load
     raise AssertionError("resolved by _Unpickler.find_class")
 
 
+def _is_text(dtype: Any) -> bool:
+    """True for the dtype of a text index (object or pandas' string): the categories of a text column.
+
+    Only those are shared: a window's own integer index (of filtered rows) is cheap to send (one
+    buffer, out of band), and a shared index is held by both processes until the run ends.
+    """
+    return bool(pd.api.types.is_object_dtype(dtype)) or isinstance(dtype, pd.StringDtype)
+
+
 class _Pickler(pickle.Pickler):
     """Sends each large ``pd.Index`` once (:data:`SHARED_INDEX_MIN`), then by key."""
 
@@ -80,7 +93,7 @@ class _Pickler(pickle.Pickler):
         self._sent = sent
 
     def reducer_override(self, obj: Any) -> Any:
-        if type(obj) is pd.Index and len(obj) >= SHARED_INDEX_MIN:
+        if type(obj) is pd.Index and len(obj) >= SHARED_INDEX_MIN and _is_text(obj.dtype):
             key = id(obj)
             if key in self._sent:
                 return _defined, (key,)

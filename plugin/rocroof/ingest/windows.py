@@ -980,7 +980,7 @@ def _windows(
     arch_override: str | None,
     source_path: str | None,
 ) -> Iterator[dict[str, pd.DataFrame]]:
-    from .pipeline import build_run, with_range_messages
+    from .pipeline import build_run
 
     q = plan.counters_pass
     notes = _Notes([plan.passdata.label, *([q.label] if q is not None else [])])
@@ -1050,10 +1050,6 @@ def _windows(
             keep = w.owned[ranges["range_index"].to_numpy(dtype=np.int64)]
             ranges = ranges[keep].copy(deep=False) if not keep.all() else ranges.copy(deep=False)
             ranges["range_index"] = range_global[ranges["range_index"].to_numpy(dtype=np.int64)]
-            # the messages the attribution let go, back here rather than in the store: with the
-            # windows built in a second process (rocroof.ingest.forked) the writer has less to do,
-            # and the pass-wide categories of the message column need not cross
-            ranges = with_range_messages(ranges)
         out["marker_range"] = ranges
         if len(ops):
             ops = ops.copy(deep=False)
