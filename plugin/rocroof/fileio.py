@@ -702,7 +702,10 @@ class _Plan(NamedTuple):
 #: Since the rocprofv3 CSV read spills every column as read, the blocks are its peak: the whole read
 #: of 10^6 dispatches peaked 216-220 MB in 16 MB blocks, 201-202 MB in 8 MB ones, in the same time
 #: (10.6-11.7 s against 10.6-11.0 s on a loaded machine; 4 MB blocks: 200 MB, 12.5-12.9 s).
-POLARS_BLOCK_BYTES = 8 << 20
+#: Since windows are built in a second process (rocroof.ingest.forked) the read is no longer the
+#: ingest's peak, and 16 MB blocks read 10^6 dispatches 0.5-1.1 s faster (8.1-8.3 s against
+#: 8.8-9.2 s, read-only peak 263 MB against 220 MB; the whole ingest's peak +7 MB PSS).
+POLARS_BLOCK_BYTES = 16 << 20
 #: Bytes per block of a file with ``split`` columns (:func:`read_csv_plain`; at most
 #: :data:`POLARS_BLOCK_BYTES`). Splitting a block's texts makes several columns of its size: the
 #: 99 MB marker trace of 10^6 dispatches peaked 276 MB read in 16 MB blocks, 187 MB in 4 MB ones,

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import io
 import os
 import pickle
@@ -226,6 +227,7 @@ def built_in_child(
         # ingests): the child runs rocroof's build alone, and the locks it takes are made anew
         # in it (os.register_at_fork in rocroof.spill and rocroof.memory)
         warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
+        gc.freeze()
         pid = os.fork()
     if pid == 0:  # the child: build, send, leave
         code = 0
@@ -266,6 +268,7 @@ def built_in_child(
             yield obj
             del obj
     finally:
+        gc.unfreeze()
         os.close(read_fd)
         if not finished:
             with contextlib.suppress(ProcessLookupError):
