@@ -94,6 +94,9 @@ def test_sparse_keys_and_many_processes_are_not_dense() -> None:
     assert keys.DenseKeys.build(_spilled([1, 1, 1]), ids) is None  # 10^9 slots for three rows
     many = list(range(keys.DenseKeys.MAX_GROUPS + 1))
     assert keys.DenseKeys.build(_spilled(many), _spilled([1] * len(many))) is None
+    # ids at both ends of int64: 2^64 slots, more than an int64 counts (was an OverflowError)
+    assert keys.DenseKeys.build(_spilled([1, 1]), _spilled([0, -(2**63)])) is None
+    assert keys.DenseKeys.build(_spilled([1, 1]), _spilled([2**63 - 1, -(2**63)])) is None
 
 
 @PROPERTY
