@@ -141,9 +141,24 @@ def test_a_child_that_dies_is_an_error_in_the_parent() -> None:
         yield 2
 
     before = _children()
-    with pytest.raises(WindowBuilderError, match="ended without finishing the windows"):
+    with pytest.raises(WindowBuilderError, match="ended without finishing the windows") as raised:
         list(built_in_child(windows, lambda: None, lambda _: None))
+    assert "killed by SIGKILL: out of memory" in str(raised.value)
+    assert "ROCROOF_WINDOW_PROCESS=0" in str(raised.value)  # what to do
     assert _no_child_left(before)
+
+
+def test_a_message_cut_short_is_told_apart_from_the_end_of_the_pipe() -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, forked._HEADER.pack(forked._WINDOW, 100, 0) + b"x" * 10)  # 10 of 100 bytes
+    os.close(write_fd)
+    with pytest.raises(forked._CutShort):
+        forked._receive(read_fd, {})
+    os.close(read_fd)
+    read_fd, write_fd = os.pipe()
+    os.close(write_fd)
+    assert forked._receive(read_fd, {}) is None  # nothing more: between messages
+    os.close(read_fd)
 
 
 def test_a_consumer_that_stops_early_kills_and_reaps_the_child() -> None:

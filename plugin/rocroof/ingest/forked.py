@@ -138,6 +138,10 @@ def _send(fd: int, kind: int, obj: Any, sent: dict[int, pd.Index]) -> None:
         _write_all(fd, raw)
 
 
+class _CutShort(Exception):
+    """The pipe ended in the middle of a message (the child died while sending it)."""
+
+
 def _read_into(fd: int, buf: bytearray | memoryview) -> bool:
     """Fill ``buf`` from ``fd``; False on end of file before the first byte (raises on a partial message)."""
     view = memoryview(buf)
@@ -147,19 +151,24 @@ def _read_into(fd: int, buf: bytearray | memoryview) -> bool:
         if not n:
             if got == 0:
                 return False
-            raise WindowBuilderError("the window builder process ended in the middle of a window")
+            raise _CutShort
         got += n
     return True
 
 
 def _receive(fd: int, shared: dict[int, pd.Index]) -> tuple[int, Any] | None:
+    """The next message, or None when the pipe ended between messages.
+
+    Raises:
+        _CutShort: the pipe ended in the middle of one.
+    """
     head = bytearray(_HEADER.size)
     if not _read_into(fd, head):
         return None
     kind, size, count = _HEADER.unpack(head)
     sizes = bytearray(_SIZE.size * count)
     if count and not _read_into(fd, sizes):
-        raise WindowBuilderError("the window builder process ended in the middle of a window")
+        raise _CutShort
     body = bytearray(size)
     _read_into(fd, body)
     buffers = []
@@ -168,6 +177,24 @@ def _receive(fd: int, shared: dict[int, pd.Index]) -> tuple[int, Any] | None:
         _read_into(fd, buf)
         buffers.append(buf)
     return kind, _Unpickler(io.BytesIO(body), buffers, shared).load()
+
+
+def _died(pid: int, what: str) -> WindowBuilderError:
+    """The error for a child that ``what`` (reaped here), with how it ended and what to do."""
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        how = f"killed by {name}" + (": out of memory, or killed by a user?" if number == signal.SIGKILL else "")
+    else:
+        how = f"exit status {os.waitstatus_to_exitcode(status)}"
+    return WindowBuilderError(
+        f"the window builder process {what} ({how}); run the ingest again, or set "
+        "ROCROOF_WINDOW_PROCESS=0 to build the windows in one process"
+    )
 
 
 def _die_with_parent(parent: int) -> None:
@@ -253,11 +280,17 @@ def built_in_child(
     release_free_memory(force=True)
     shared: dict[int, pd.Index] = {}
     finished = False
+    reaped = False
     try:
         while True:
-            message = _receive(read_fd, shared)
+            try:
+                message = _receive(read_fd, shared)
+            except _CutShort:
+                reaped = True
+                raise _died(pid, "ended in the middle of a window") from None
             if message is None:
-                raise WindowBuilderError("the window builder process ended without finishing the windows")
+                reaped = True
+                raise _died(pid, "ended without finishing the windows")
             kind, obj = message
             if kind == _ERROR:
                 raise obj
@@ -270,7 +303,8 @@ def built_in_child(
     finally:
         gc.unfreeze()
         os.close(read_fd)
-        if not finished:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        if not reaped:
+            if not finished:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
