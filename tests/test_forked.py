@@ -223,3 +223,18 @@ def test_the_process_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not forked.enabled()
     monkeypatch.setenv("ROCROOF_WINDOW_PROCESS", "1")
     assert forked.enabled()
+
+
+def test_a_fork_that_fails_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No process left to fork (EAGAIN): one line naming the way round; the collector is not left frozen."""
+    import errno
+    import gc
+
+    def no_fork() -> int:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    frozen = gc.get_freeze_count()
+    with pytest.raises(WindowBuilderError, match=r"cannot start the window builder process \(Resource temporarily"):
+        list(built_in_child(lambda: iter([1]), lambda: None, lambda _: None))
+    assert gc.get_freeze_count() == frozen

@@ -255,7 +255,16 @@ def built_in_child(
         # in it (os.register_at_fork in rocroof.spill and rocroof.memory)
         warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
         gc.freeze()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # no memory or processes left for it
+            gc.unfreeze()
+            os.close(read_fd)
+            os.close(write_fd)
+            raise WindowBuilderError(
+                f"cannot start the window builder process ({exc.strerror or exc}); set "
+                "ROCROOF_WINDOW_PROCESS=0 to build the windows in one process"
+            ) from exc
     if pid == 0:  # the child: build, send, leave
         code = 0
         try:
