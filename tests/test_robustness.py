@@ -247,6 +247,26 @@ def test_sigkill_during_a_large_ingest_leaves_the_whole_run_or_none(tmp_path: Pa
     assert any("writing" in w for w in where), where  # some kills landed inside the write transaction
 
 
+@pytest.mark.large
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the window builder process is Linux's")
+@pytest.mark.parametrize("fmt", ["csv", "rocpd"])
+def test_sigkill_during_a_large_windowed_ingest_leaves_the_whole_run_or_none(
+    tmp_path: Path, cache: Path, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10^5 dispatches built as `rocroof ingest` builds 10^6: on disk, in windows, by a second process."""
+    monkeypatch.setenv("ROCROOF_SPILL_MIN_BYTES", "0")  # at 10^5 the columns would stay in memory: built whole
+    capture = synthetic.capture(fmt, 100_000, cache)
+    small = synthetic.capture("nvidia", 50, cache)
+    seed = int(os.environ.get("ROCROOF_KILL_SEED", random.randrange(1 << 30)))
+    where = _kill_trials(capture, tmp_path, small, trials=6, seed=seed, script=CHILD_WINDOWED)
+    print("\n".join(where))
+    assert any("writing" in w for w in where), where
+    deadline = time.monotonic() + 5
+    while _live_processes_naming(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _live_processes_naming(str(tmp_path)), where  # no window builder outlived its ingest
+
+
 # ---- the same capture twice ------------------------------------------------------------------------
 
 
