@@ -155,6 +155,14 @@ def test_a_message_cut_short_is_told_apart_from_the_end_of_the_pipe() -> None:
     with pytest.raises(forked._CutShort):
         forked._receive(read_fd, {})
     os.close(read_fd)
+    # cut right after a whole header, and in the middle of a header
+    for cut in (forked._HEADER.pack(forked._WINDOW, 100, 0), forked._HEADER.pack(forked._WINDOW, 100, 0)[:5]):
+        read_fd, write_fd = os.pipe()
+        os.write(write_fd, cut)
+        os.close(write_fd)
+        with pytest.raises(forked._CutShort):
+            forked._receive(read_fd, {})
+        os.close(read_fd)
     read_fd, write_fd = os.pipe()
     os.close(write_fd)
     assert forked._receive(read_fd, {}) is None  # nothing more: between messages

@@ -142,40 +142,46 @@ class _CutShort(Exception):
     """The pipe ended in the middle of a message (the child died while sending it)."""
 
 
-def _read_into(fd: int, buf: bytearray | memoryview) -> bool:
-    """Fill ``buf`` from ``fd``; False on end of file before the first byte (raises on a partial message)."""
+def _fill(fd: int, buf: bytearray) -> int:
+    """Read ``fd`` into ``buf`` until it is full or the pipe ends; the bytes read."""
     view = memoryview(buf)
     got = 0
     while got < len(view):
         n = os.readv(fd, [view[got:]])
         if not n:
-            if got == 0:
-                return False
-            raise _CutShort
+            break
         got += n
-    return True
+    return got
+
+
+def _read_exactly(fd: int, n: int) -> bytearray:
+    """The next ``n`` bytes of a message.
+
+    Raises:
+        _CutShort: the pipe ended before them.
+    """
+    buf = bytearray(n)
+    if _fill(fd, buf) < n:
+        raise _CutShort
+    return buf
 
 
 def _receive(fd: int, shared: dict[int, pd.Index]) -> tuple[int, Any] | None:
     """The next message, or None when the pipe ended between messages.
 
     Raises:
-        _CutShort: the pipe ended in the middle of one.
+        _CutShort: the pipe ended in the middle of one (its header, body or a buffer).
     """
     head = bytearray(_HEADER.size)
-    if not _read_into(fd, head):
+    got = _fill(fd, head)
+    if not got:
         return None
-    kind, size, count = _HEADER.unpack(head)
-    sizes = bytearray(_SIZE.size * count)
-    if count and not _read_into(fd, sizes):
+    if got < len(head):
         raise _CutShort
-    body = bytearray(size)
-    _read_into(fd, body)
-    buffers = []
-    for (n,) in _SIZE.iter_unpack(sizes):
-        buf = bytearray(n)
-        _read_into(fd, buf)
-        buffers.append(buf)
+    kind, size, count = _HEADER.unpack(head)
+    sizes = _read_exactly(fd, _SIZE.size * count)
+    body = _read_exactly(fd, size)
+    buffers = [_read_exactly(fd, n) for (n,) in _SIZE.iter_unpack(sizes)]
     return kind, _Unpickler(io.BytesIO(body), buffers, shared).load()
 
 
