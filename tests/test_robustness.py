@@ -218,6 +218,14 @@ def _live_processes_naming(text: str) -> list[int]:
     return out
 
 
+def _no_builder_left(tmp_path: Path) -> bool:
+    """True once no live process names ``tmp_path`` (the trials' databases), waiting up to 5 s."""
+    deadline = time.monotonic() + 5
+    while _live_processes_naming(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _live_processes_naming(str(tmp_path))
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the window builder process is Linux's")
 def test_sigkill_during_a_windowed_ingest_leaves_the_whole_run_or_none(
     tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
@@ -230,10 +238,7 @@ def test_sigkill_during_a_windowed_ingest_leaves_the_whole_run_or_none(
     seed = int(os.environ.get("ROCROOF_KILL_SEED", random.randrange(1 << 30)))
     where = _kill_trials(capture, tmp_path, small, trials=4, seed=seed, script=CHILD_WINDOWED)
     print("\n".join(where))
-    deadline = time.monotonic() + 5
-    while _live_processes_naming(str(tmp_path)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _live_processes_naming(str(tmp_path)), where  # every window builder died with its ingest
+    assert _no_builder_left(tmp_path), where  # every window builder died with its ingest
 
 
 @pytest.mark.large
@@ -261,10 +266,7 @@ def test_sigkill_during_a_large_windowed_ingest_leaves_the_whole_run_or_none(
     where = _kill_trials(capture, tmp_path, small, trials=6, seed=seed, script=CHILD_WINDOWED)
     print("\n".join(where))
     assert any("writing" in w for w in where), where
-    deadline = time.monotonic() + 5
-    while _live_processes_naming(str(tmp_path)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _live_processes_naming(str(tmp_path)), where  # no window builder outlived its ingest
+    assert _no_builder_left(tmp_path), where  # no window builder outlived its ingest
 
 
 # ---- the same capture twice ------------------------------------------------------------------------

@@ -306,15 +306,16 @@ class DenseKeys:
                 low[v] = min(low.get(v, small), small)
                 high[v] = max(high.get(v, large), large)
             release_pages()
+        groups = sorted(low)
         # in Python ints first: ids at both ends of int64 span more than an int64 holds
-        spans_of = [high[v] - low[v] + 1 for v in sorted(low)]
+        spans_of = [high[v] - low[v] + 1 for v in groups]
         slots = sum(spans_of)
         if slots > 2 * n + (1 << 16):
             return None
-        values = np.array(sorted(low), dtype=np.int64)
         spans = np.array(spans_of, dtype=np.int64)
         bases = np.concatenate([[0], np.cumsum(spans)[:-1]]).astype(np.int64)
-        return cls(values, np.array([low[v] for v in values.tolist()], dtype=np.int64), bases, slots)
+        lows = np.array([low[v] for v in groups], dtype=np.int64)
+        return cls(np.array(groups, dtype=np.int64), lows, bases, slots)
 
     def slot(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
         """The slot of each key (keys of the columns it was built from)."""

@@ -28,6 +28,7 @@ RELEASE_GROWTH_BYTES = 16 << 20
 
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _lock = threading.Lock()
+_resident_after_release: int | None = None  # bytes resident right after the last release
 
 
 def _new_lock_after_fork() -> None:
@@ -38,7 +39,6 @@ def _new_lock_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_lock_after_fork)
-_resident_after_release: int | None = None  # bytes resident right after the last release
 
 
 @functools.cache

@@ -14,21 +14,21 @@ is sent once, the first time a window refers to it, and later windows refer to i
 is best sent so, as codes: every string a window sends is a new Python object in the parent, and
 strings that live through a window's write pin pymalloc's arenas (the parent grew 3.5 MB per
 window when the marker messages crossed as strings; flat as codes, or under
-``PYTHONMALLOC=malloc``). When the
-generator is exhausted the child sends what the generator filled in on ``frames`` as it ended
-(``run``, ``notes``, the ``pass`` rows) and exits; the parent copies them into its own
-``frames``. An exception in the child crosses as itself where it pickles (every
+``PYTHONMALLOC=malloc``). When the generator is exhausted the child sends what the generator
+filled in on ``frames`` as it ended (``run``, ``notes``, the ``pass`` rows) and exits; the
+parent copies them into its own ``frames``. An exception in the child crosses as itself where it pickles (every
 :class:`~rocroof.errors.RocroofError` does; :class:`~rocroof.ingest.windows.WindowsDisagree`
 too), else as a :class:`WindowBuilderError` naming it.
 
 **Lifetimes.** The child never returns from the fork: it leaves with ``os._exit`` (no atexit
 handler, no finalizer of the parent's objects: the store's open transaction is the parent's
-alone). It dies with the parent (``PR_SET_PDEATHSIG`` on Linux; a write to a pipe whose reader
-is gone ends it elsewhere). The parent kills and reaps the child when the consumer stops early
+alone). It dies with the parent (``PR_SET_PDEATHSIG``; a write to a pipe whose reader is gone
+ends it too). The parent kills and reaps the child when the consumer stops early
 (an error in the store, a rollback), and a child that dies mid-run (killed, out of memory) is a
 :class:`WindowBuilderError` in the parent: the store's transaction rolls back.
 
-**Where it runs.** Only where ``os.fork`` exists, and not when ``ROCROOF_WINDOW_PROCESS=0``.
+**Where it runs.** On Linux, for a run of two windows or more (:func:`enabled`,
+``rocroof.ingest.windows.build_windows``), and not when ``ROCROOF_WINDOW_PROCESS=0``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ import pandas as pd
 from ..errors import RocroofError
 from ..memory import release_free_memory
 
-#: A ``pd.Index`` of at least this many entries is sent once and referred to by key afterwards.
+#: A text ``pd.Index`` of at least this many entries is sent once and referred to by key afterwards.
 SHARED_INDEX_MIN = 1024
 
 _HEADER = struct.Struct("<BQQ")  # kind, pickle bytes, out-of-band buffer count
@@ -87,7 +87,7 @@ def _is_text(dtype: Any) -> bool:
 
 
 class _Pickler(pickle.Pickler):
-    """Sends each large ``pd.Index`` once (:data:`SHARED_INDEX_MIN`), then by key."""
+    """Sends each large text ``pd.Index`` once (:data:`SHARED_INDEX_MIN`, :func:`_is_text`), then by key."""
 
     def __init__(self, file: io.BytesIO, buffers: list[pickle.PickleBuffer], sent: dict[int, pd.Index]) -> None:
         super().__init__(file, protocol=5, buffer_callback=buffers.append)
