@@ -30,6 +30,7 @@ from rocroof.ingest.pipeline import RunFrames, build_run
 from rocroof.records import Note
 from rocroof.report.tables import build_report, render, stored_reports
 from rocroof.store import Store, schema, views
+from rocroof.store.derived import Derived
 from rocroof.store.docs import schema_markdown
 from rocroof.store.merge import merge
 from rocroof.store.migrations import MIGRATIONS, SCHEMA_VERSION, migration_table
@@ -416,11 +417,16 @@ def test_values_shared_by_a_chunk_are_written_into_the_statement_and_stored_as_b
         (9, 4, 5, "integer", 7, "integer", 2.5, "real", 8, "integer", long_text, "text", 1, "y", "text"),
         (9, 5, 6, "integer", None, "null", 2.5, "real", 8, "integer", long_text, "text", 0, "x", "text"),
     ]
-    # the literals: floats other than NULL, -2**63, text with NUL and long text were bound
+    # the literals: floats other than NULL, -2**63, text with NUL and long text were bound; in the
+    # last chunk big (5, 6) is i (4, 5) + 1 on both rows: written as an expression of i's parameter
+    # where this Python binds numbered parameters (derived.py), bound otherwise
+    last: dict[str, object] = {"run_id": "9"}
+    if store_mod.numbered_parameters():
+        last["big"] = Derived("i", offset=1)
     assert written == [
         {"run_id": "9", "big": "9223372036854775807", "nullable": "NULL", "text": "'it''s'", "flag": "1", "cat": "'x'"},
         {"run_id": "9", "nullable": "7", "real": "NULL", "flag": "0", "cat": "NULL"},
-        {"run_id": "9"},
+        last,
     ]
 
 
@@ -1100,3 +1106,22 @@ def test_op_totals_of_a_run_whose_first_chunk_holds_no_timing_dispatch(
     assert (out.loc["ADD", "dram_bytes"], out.loc["MUL_MAT", "dram_bytes"]) == (400.0, 1010.0)
     assert out.loc["MUL_MAT", "achieved_gbps"] == pytest.approx(1010 / 100)
     assert out.loc["MUL_MAT", "dram_time_at_peak_ns"] == pytest.approx(1010.0)
+
+
+@pytest.mark.parametrize(
+    ("values", "missing"),
+    [
+        (pd.Series([None, "x"], dtype=object), False),  # the first row empty: the column is scanned
+        (pd.Series(["x", None], dtype=object), False),
+        (pd.Series([float("nan")] * 3), True),
+        (pd.Series(pd.array([None, None], dtype="Int64")), True),
+        (pd.Series(pd.array([None, 4], dtype="Int64")), False),
+        (pd.Series(pd.Categorical([None, None])), True),
+        (pd.Series(pd.Categorical(["a", None])), False),
+        (pd.Series([[1], [2]], dtype=object), False),  # a cell whose isna is not one bool
+        (pd.Series([pd.NA, None], dtype=object), True),
+        (pd.Series([], dtype=object), True),
+    ],
+)
+def test_a_column_with_no_value_is_left_out_of_the_insert(values: pd.Series, missing: bool) -> None:
+    assert store_mod._all_missing(values) is missing

@@ -8,12 +8,15 @@ sort-based joins and the vectorised parsers are checked against brute force with
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -623,3 +626,74 @@ def test_text_columns_become_the_categoricals_pandas_makes() -> None:
         expected = pd.Series(column).astype("category").array
         assert list(got.categories) == list(expected.categories), values
         assert got.codes.tolist() == expected.codes.tolist(), values
+
+
+def _counted(n: int, log: list[str], fail_at: int | None = None) -> Iterator[int]:
+    """0..n-1, each made in whichever thread asks; ``log`` records each item's thread and the close."""
+    try:
+        for i in range(n):
+            if i == fail_at:
+                raise ValueError(f"bad item {i}")
+            log.append(threading.current_thread().name)
+            yield i
+    finally:
+        log.append("closed")
+
+
+def _read_ahead_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "rocroof-read-ahead"]
+
+
+def test_read_ahead_gives_every_item_in_order_made_in_its_thread() -> None:
+    log: list[str] = []
+    assert list(fileio.read_ahead(_counted(50, log))) == list(range(50))
+    assert log[:-1] == ["rocroof-read-ahead"] * 50 and log[-1] == "closed"
+    assert not _read_ahead_threads()  # ended with the read: a fork after it copies no thread
+
+
+def test_read_ahead_raises_an_error_after_the_items_before_it() -> None:
+    log: list[str] = []
+    got = []
+    with pytest.raises(ValueError, match="bad item 3"):
+        for item in fileio.read_ahead(_counted(10, log, fail_at=3)):
+            got.append(item)
+    assert got == [0, 1, 2] and log[-1] == "closed"
+    assert not _read_ahead_threads()
+
+
+def test_a_caller_that_stops_early_ends_the_thread_and_closes_the_items() -> None:
+    log: list[str] = []
+    ahead = fileio.read_ahead(_counted(1000, log))
+    assert [next(ahead), next(ahead)] == [0, 1]
+    ahead.close()
+    assert log[-1] == "closed" and len(log) <= 2 + 2 + 1  # at most the item in the queue and one being made
+    assert not _read_ahead_threads()
+
+
+def test_read_ahead_on_and_off_read_the_same_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.csv"
+    path.write_bytes(BLOCK_TEXTS[-1])
+    monkeypatch.setattr(fileio, "POLARS_MIN_BYTES", 0)
+    monkeypatch.setattr(fileio, "POLARS_BLOCK_BYTES", 64)
+    ahead = _plain(path, ints=["a", "c"])
+    monkeypatch.setattr(fileio, "READ_AHEAD", False)
+    assert ahead == _plain(path, ints=["a", "c"]) and len(ahead) > 10
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice level per thread is Linux's")
+def test_the_hash_thread_runs_at_a_lower_priority_than_the_reader(tmp_path: Path) -> None:
+    """The hash thread's nice level is the process's + HASH_NICE_STEP (capped at 19); the caller's is unchanged."""
+    from rocroof.capture import readers
+
+    path = tmp_path / "a.bin"
+    path.write_bytes(b"abc")
+    seen: list[int] = []
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        digest = pool.submit(readers._hash_beside, [path], tmp_path).result()
+        # the pool's one thread, after the hash: its level as the hash left it
+        pool.submit(lambda: seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))).result()
+    # sha256 of the name, a NUL, the content and a NUL, by hand
+    assert digest == hashlib.sha256(b"a.bin\0abc\0").hexdigest()
+    assert seen == [min(19, before + readers.HASH_NICE_STEP)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before

@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
+import functools
 import importlib.util
 import itertools
 import math
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -37,6 +38,7 @@ from ..records import WINDOW_FRAMES, non_decreasing, spilled_array
 from ..spill import ColumnWriter, release_pages, take
 from ..text import printable, storable
 from . import migrations, schema
+from .derived import Derived, derive, exact_ints, numbered_parameters
 from .locking import (
     READ_TIMEOUT_S,
     WRITE_TIMEOUT_S,
@@ -2367,7 +2369,7 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
 
 def _chunks(
     df: pd.DataFrame, table: sa.Table, run_id: int, *, inline: bool = False
-) -> Iterator[tuple[list[str], np.ndarray, dict[str, str]]]:
+) -> Iterator[tuple[list[str], np.ndarray, dict[str, str | Derived]]]:
     """Rows of ``df`` for ``table`` as ``(column names, rows, fixed)`` chunks.
 
     ``rows`` is a 2-D object array of Python scalars (None for missing values), at most
@@ -2377,6 +2379,9 @@ def _chunks(
     NULL DRAM bound) is left out of ``rows`` and given in ``fixed`` as an SQL literal
     (:func:`_sql_literal`) for :func:`_insert_many` to write into the statement: binding a
     Python value costs ~0.1 us, ~40% of a 10^6-dispatch write in such columns (benchmarks/RESULTS.md).
+    With ``inline``, an integer column that is another bound column plus a constant over the
+    chunk, or the difference of two (:func:`rocroof.store.derived.derive`), is given in ``fixed``
+    as a :class:`~rocroof.store.derived.Derived` and left out of ``rows`` too.
     """
     # marker ranges whose messages the attribution let go get them back a chunk at a time
     rebuild = table.name == "marker_range" and "_range_op" in df.columns
@@ -2388,14 +2393,14 @@ def _chunks(
         for c in table.columns
         if c.name in df.columns
         and c.name != "run_id"
-        and (c.primary_key or (rebuild and c.name == "message") or not bool(df[c.name].isna().all()))
+        and (c.primary_key or (rebuild and c.name == "message") or not _all_missing(df[c.name]))
     ]
     n = len(df)
     for start in range(0, n, INSERT_CHUNK):
         part = df.iloc[start : start + INSERT_CHUNK]
         if rebuild:
             part = with_range_messages(part)
-        fixed: dict[str, str] = {"run_id": str(int(run_id))} if inline else {}
+        fixed: dict[str, str | Derived] = {"run_id": str(int(run_id))} if inline else {}
         bound: list[tuple[str, pd.Series, bool]] = []
         for c in cols:
             whole = isinstance(c.type, sa.Integer)
@@ -2404,6 +2409,12 @@ def _chunks(
                 bound.append((c.name, part[c.name], whole))
             else:
                 fixed[c.name] = literal
+        if inline and len(bound) > 1 and numbered_parameters():
+            ints = [(name, v) for name, values, whole in bound if whole and (v := exact_ints(values)) is not None]
+            expressions = derive(ints)
+            if expressions:
+                fixed.update(expressions)
+                bound = [b for b in bound if b[0] not in expressions]
         names = [name for name, _, _ in bound]
         block = np.empty((len(part), len(names) + (0 if inline else 1)), dtype=object)
         if not inline:
@@ -2412,6 +2423,16 @@ def _chunks(
         for j, (_, values, whole) in enumerate(bound, start=0 if inline else 1):
             block[:, j] = _py_values(values, whole=whole)
         yield names, block, fixed
+
+
+def _all_missing(col: pd.Series) -> bool:
+    """Whether ``col`` holds no value (True when empty); a column whose first row holds one is not scanned."""
+    if not len(col):
+        return True
+    first = pd.isna(col.array[0])
+    if isinstance(first, (bool, np.bool_)) and not first:
+        return False
+    return bool(col.isna().all())
 
 
 def _fixed_literal(col: pd.Series, whole: bool) -> str | None:
@@ -2482,12 +2503,16 @@ def _sql_literal(value: object) -> str | None:
 _ROWS_PER_STATEMENT = 256
 
 
+#: Rows per statement of what is left of a chunk after its statements of _ROWS_PER_STATEMENT rows.
+_REST_ROWS_PER_STATEMENT = (64, 16, 4, 1)
+
+
 def _insert_many(
     conn: sa.Connection,
     table: sa.Table,
     names: list[str],
     rows: Sequence[Sequence[Any]] | np.ndarray,
-    fixed: dict[str, str] | None = None,
+    fixed: Mapping[str, str | Derived] | None = None,
 ) -> None:
     """Bulk insert: ``COPY ... FROM STDIN`` on PostgreSQL, multi-row ``INSERT`` on SQLite.
 
@@ -2503,7 +2528,9 @@ def _insert_many(
         names: column names, in the order of each row's values.
         rows: row tuples, or a 2-D object array of Python scalars (see :func:`_chunks`).
         fixed: column -> SQL literal, the same on every row, written into the statement
-            (:func:`_chunks` with ``inline``); SQLite connections of the ``sqlite3`` module only.
+            (:func:`_chunks` with ``inline``), or a :class:`~rocroof.store.derived.Derived`
+            expression of the row's bound values (numbered parameters, ``?NNN``); SQLite
+            connections of the ``sqlite3`` module only.
 
     Raises:
         ValueError: ``fixed`` given for another connection (a caller's bug).
@@ -2529,7 +2556,10 @@ def _insert_many(
         records = rows.tolist() if isinstance(rows, np.ndarray) else rows
         conn.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in records])
         return
-    one = "(" + ", ".join([*fixed.values(), *[placeholder] * len(names)]) + ")"
+    literals = [v for v in fixed.values() if isinstance(v, str)]
+    expressions = {k: v for k, v in fixed.items() if not isinstance(v, str)}
+    columns = ", ".join(quote(n) for n in [*(k for k in fixed if k not in expressions), *names, *expressions])
+    one = "(" + ", ".join([*literals, *[placeholder] * len(names)]) + ")"
     sql = f"INSERT INTO {quote(table.name)} ({columns}) VALUES "
     dbapi = conn.connection.dbapi_connection
     if not isinstance(dbapi, sqlite3.Connection):
@@ -2537,27 +2567,56 @@ def _insert_many(
         conn.exec_driver_sql(sql + one, [tuple(r) for r in records])
         return
     per = max(1, min(_ROWS_PER_STATEMENT, dbapi.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // max(len(names), 1)))
-    full = len(rows) // per * per if per > 1 and names else 0
+    # statements of `per` rows, then of fewer for what is left (a rest of up to 255 rows one row
+    # per statement took 3.7% of a 10^6-dispatch write for 1% of its rows)
+    sizes = [per, *(size for size in _REST_ROWS_PER_STATEMENT if size < per)] if names else [1]
     cur = dbapi.cursor()
     statement = sql + one
+    done = 0
     try:
-        if full:
-            if isinstance(rows, np.ndarray):
-                grouped: list[Any] = rows[:full].reshape(-1, per * len(names)).tolist()
+        for size in sizes:
+            count = (len(rows) - done) // size * size
+            if not count:
+                continue
+            part = rows[done : done + count]
+            if size == 1:
+                grouped: list[Any] = part.tolist() if isinstance(part, np.ndarray) else list(part)
+                if not names:  # every value of the rows written into the statement: one empty row each
+                    grouped = [()] * count
+            elif isinstance(part, np.ndarray):
+                grouped = part.reshape(-1, size * len(names)).tolist()
             else:
-                grouped = [tuple(itertools.chain.from_iterable(rows[i : i + per])) for i in range(0, full, per)]
-            statement = sql + ", ".join([one] * per)
+                grouped = [tuple(itertools.chain.from_iterable(part[i : i + size])) for i in range(0, count, size)]
+            values = _numbered_rows(literals, names, expressions, size) if expressions else ", ".join([one] * size)
+            statement = sql + values
             cur.executemany(statement, grouped)
-        rest = rows[full:]
-        if len(rest):
-            statement = sql + one
-            if not names:  # every value of the rows written into the statement: one empty row each
-                rest = [()] * len(rest)
-            cur.executemany(statement, rest.tolist() if isinstance(rest, np.ndarray) else rest)
+            done += count
     except sqlite3.Error as exc:  # as SQLAlchemy raises it (IntegrityError for a duplicate content hash...)
         raise sa.exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
     finally:
         cur.close()
+
+
+@functools.lru_cache(maxsize=64)
+def _numbered_rows_cached(
+    literals: tuple[str, ...], names: tuple[str, ...], expressions: tuple[tuple[str, Derived], ...], rows: int
+) -> str:
+    width = len(names)
+    out = []
+    for r in range(rows):
+        parameter = {name: f"?{r * width + j + 1}" for j, name in enumerate(names)}
+        out.append("(" + ", ".join([*literals, *parameter.values(), *(e.sql(parameter) for _, e in expressions)]) + ")")
+    return ", ".join(out)
+
+
+def _numbered_rows(literals: list[str], names: list[str], expressions: dict[str, Derived], rows: int) -> str:
+    """The ``VALUES`` rows of a statement of ``rows`` rows with numbered parameters, ``?1`` on.
+
+    Each row is its literals, one parameter per bound column (row ``r``'s column ``j`` is
+    ``?(r * len(names) + j + 1)``: the rows' values bound flat, in order) and its derived columns'
+    expressions over its own parameters.
+    """
+    return _numbered_rows_cached(tuple(literals), tuple(names), tuple(expressions.items()), rows)
 
 
 def _py_values(col: pd.Series, *, whole: bool = False) -> np.ndarray:
