@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import gc
 import hashlib
 import os
 import sqlite3
@@ -697,3 +698,35 @@ def test_the_hash_thread_runs_at_a_lower_priority_than_the_reader(tmp_path: Path
     assert digest == hashlib.sha256(b"a.bin\0abc\0").hexdigest()
     assert seen == [min(19, before + readers.HASH_NICE_STEP)]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
+
+
+def test_a_bad_marker_row_stops_the_read_ahead_threads_while_its_error_lives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A marker that ends before it starts is a ParseError; the read's threads end with it, not at a GC.
+
+    The error is kept (as a future keeps it in ``read_pass``) and the cyclic GC is off: the reader
+    is closed by the marker read itself.
+    """
+    path = tmp_path / "7_marker_api_trace.csv"
+    lines = ["Domain,Function,Process_Id,Thread_Id,Correlation_Id,Start_Timestamp,End_Timestamp"]
+    for i in range(3000):
+        start = 1000 * i
+        end = start - 1 if i == 1000 else start + 500
+        lines.append(f"MARKER_CORE_API,roctxRangePush_{i % 13},7,7,{i},{start},{end}")
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(fileio, "SPLIT_POLARS_MIN_BYTES", 0)
+    monkeypatch.setattr(fileio, "SPLIT_POLARS_BLOCK_BYTES", 4096)
+    kept: list[BaseException] = []
+    gc.disable()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            job = pool.submit(rocprofv3_csv._read_markers, path)
+            try:
+                job.result()
+            except ParseError as exc:
+                kept.append(exc)
+        assert kept and "ends before it starts" in str(kept[0])
+        assert not _read_ahead_threads()
+    finally:
+        gc.enable()

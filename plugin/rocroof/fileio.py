@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -575,7 +575,7 @@ def read_csv_plain(
     chunk_rows: int = CHUNK_ROWS,
     columns: Iterable[str] | None = None,
     split: Mapping[str, Callable[[Any], tuple[np.ndarray, dict[str, Any]]]] | None = None,
-) -> Iterator[tuple[pd.DataFrame, int]]:
+) -> Generator[tuple[pd.DataFrame, int], None, None]:
     """Read a CSV file whose numbers are all plain, typed by the C parser (the fast path of big files).
 
     Columns in ``ints`` must hold integer text in every row (ASCII digits, an optional sign,
@@ -647,10 +647,11 @@ READ_AHEAD = True
 T = TypeVar("T")
 
 
-def read_ahead(items: Iterator[T]) -> Iterator[T]:
+def read_ahead(items: Iterator[T]) -> Generator[T, None, None]:
     """``items`` as they come, each produced in a thread while the caller works on the one before.
 
-    One item is made ahead (the memory of one more). An exception raised by ``items`` is raised
+    The thread makes the next item while one waits for the caller: up to two items more than a
+    plain iteration holds (one here, one in the making). An exception raised by ``items`` is raised
     here, after the items before it, as a plain iteration would raise it. When the caller stops
     early (an error, ``close``), the thread ends after the item it is making, and ``items`` is
     closed in it; this generator returns only once the thread has ended (no thread of a read runs
@@ -682,8 +683,8 @@ def read_ahead(items: Iterator[T]) -> Iterator[T]:
                 close()
 
     worker = threading.Thread(target=run, name="rocroof-read-ahead", daemon=True)
-    worker.start()
     try:
+        worker.start()
         while True:
             more, item = ready.get()
             if more:
@@ -694,7 +695,8 @@ def read_ahead(items: Iterator[T]) -> Iterator[T]:
                 raise item
     finally:
         stop.set()
-        worker.join()
+        if worker.ident is not None:  # started
+            worker.join()
 
 
 def _polars() -> Any:

@@ -14,6 +14,7 @@ holds one pass (one application run); several processes of that run may share it
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -800,11 +801,14 @@ def _markers_plain(path: Path) -> pd.DataFrame:
         cols,
         {"process_id": ("Process_Id", "Pid"), "thread_id": ("Thread_Id", "Tid"), "correlation_id": ("Correlation_Id",)},
     )
-    with SpilledFrameWriter(_MARKER_COLUMNS, **_MARKER_TEXT) as frame:
-        # the ggml ranges' messages split into their parts as read: ~70 MB of strings never made at 10^6
-        ints = [start, end, *optional.values()]
-        split = {func: split_ranges}
-        chunks = read_csv_plain(path, ints=ints, strings=[func], split=split)  # (messages split by polars)
+    # the ggml ranges' messages split into their parts as read: ~70 MB of strings never made at 10^6
+    ints = [start, end, *optional.values()]
+    split = {func: split_ranges}
+    # closed on an error too: a traceback kept (a future's) would keep its read-ahead threads running
+    with (
+        SpilledFrameWriter(_MARKER_COLUMNS, **_MARKER_TEXT) as frame,
+        contextlib.closing(read_csv_plain(path, ints=ints, strings=[func], split=split)) as chunks,
+    ):
         for chunk, first in chunks:
             df = pd.DataFrame(
                 {
