@@ -74,6 +74,9 @@ def test_only_integers_below_2_62_with_no_missing_value_take_part() -> None:
     assert exact_ints(pd.Series([2**63, 0], dtype="uint64")) is None
 
 
+_VALUES = ("d_id", "start", "end", "dur", "same", "odd", "huge", "opt")
+
+
 @needs_numbered
 def test_derived_columns_store_what_binding_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A table written with derived columns holds the rows, and types, of one written bound.
@@ -83,20 +86,9 @@ def test_derived_columns_store_what_binding_stores(tmp_path: Path, monkeypatch: 
     row 500 (its chunk binds it); ``huge`` is beyond 2**62 (bound); ``opt`` has NULLs (bound).
     """
     md = sa.MetaData()
-    table = sa.Table(
-        "t",
-        md,
-        sa.Column("run_id", sa.Integer, primary_key=True),
-        sa.Column("i", sa.Integer, primary_key=True),
-        sa.Column("d_id", sa.BigInteger),
-        sa.Column("start", sa.BigInteger),
-        sa.Column("end", sa.BigInteger),
-        sa.Column("dur", sa.BigInteger),
-        sa.Column("same", sa.Integer),
-        sa.Column("odd", sa.Integer),
-        sa.Column("huge", sa.BigInteger),
-        sa.Column("opt", sa.BigInteger),
-    )
+    keys = [sa.Column(name, sa.Integer, primary_key=True) for name in ("run_id", "i")]
+    big = ("d_id", "start", "end", "dur", "huge", "opt")
+    table = sa.Table("t", md, *keys, *(sa.Column(c, sa.BigInteger if c in big else sa.Integer) for c in _VALUES))
     n = 1000
     i = np.arange(n, dtype=np.int64)
     start = 10**15 + 1000 * i
