@@ -16,7 +16,6 @@ overflow into a float). The relation is checked on every row of the chunk, not s
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 import warnings
 from collections.abc import Sequence
@@ -47,13 +46,19 @@ class Derived(NamedTuple):
         return f"({parameter[self.source]} {'+' if self.offset > 0 else '-'} {abs(self.offset)})"
 
 
-@functools.cache
 def numbered_parameters() -> bool:
     """Whether this ``sqlite3`` module binds a sequence to ``?NNN`` parameters, silently.
 
-    CPython 3.12-3.13 warned, and 3.14 refuses, a sequence bound to *named* parameters; a Python
-    whose module counts ``?NNN`` among them (python/cpython#117995) writes every value bound.
+    CPython 3.12 and 3.13 warn, and 3.14 refuses, a sequence bound to *named* parameters; a
+    Python whose module counts ``?NNN`` among them (python/cpython#117995: 3.12.1 does) writes
+    every value bound. Probed once, when this module is imported: ``warnings.catch_warnings``
+    changes the process's filters, which a probe racing another thread's could leave set.
     """
+    return _NUMBERED_PARAMETERS
+
+
+def _probe_numbered_parameters() -> bool:
+    """:func:`numbered_parameters`, found by binding two values to ``?2 - ?1`` with warnings as errors."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         try:
@@ -64,6 +69,9 @@ def numbered_parameters() -> bool:
                 conn.close()
         except (sqlite3.Error, Warning):
             return False
+
+
+_NUMBERED_PARAMETERS = _probe_numbered_parameters()
 
 
 def exact_ints(values: pd.Series) -> np.ndarray | None:
