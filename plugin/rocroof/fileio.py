@@ -623,7 +623,7 @@ def read_csv_plain(
     # allocator, interleaved with the kept ones)
     big = path.stat().st_size >= (SPLIT_POLARS_MIN_BYTES if split else POLARS_MIN_BYTES)
     if not is_gzip(path) and big and _polars() is not None:
-        fast = read_ahead(_polars_chunks(path, plan)) if READ_AHEAD else _polars_chunks(path, plan)
+        fast = _staged(_polars_chunks(path, plan))
         try:
             head = [chunk for chunk in (next(fast, None),) if chunk is not None]
         except NotPlain:
@@ -697,6 +697,11 @@ def read_ahead(items: Iterator[T]) -> Generator[T, None, None]:
         stop.set()
         if worker.ident is not None:  # started
             worker.join()
+
+
+def _staged(items: Iterator[T]) -> Iterator[T]:
+    """``items`` read ahead in a thread (:func:`read_ahead`) when :data:`READ_AHEAD` is on, else as they are."""
+    return read_ahead(items) if READ_AHEAD else items
 
 
 def _polars() -> Any:
@@ -857,7 +862,7 @@ def _polars_chunks(path: Path, plan: _Plan) -> Iterator[pd.DataFrame]:
     positions = [header.index(name) for name in read]
     try:
         block_bytes = min(POLARS_BLOCK_BYTES, SPLIT_POLARS_BLOCK_BYTES) if split else POLARS_BLOCK_BYTES
-        for block in read_ahead(_record_blocks(path, block_bytes)) if READ_AHEAD else _record_blocks(path, block_bytes):
+        for block in _staged(_record_blocks(path, block_bytes)):
             batch = pl.read_csv(
                 block,
                 has_header=False,

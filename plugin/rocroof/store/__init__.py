@@ -2537,7 +2537,9 @@ def _insert_many(
     """
     quote = conn.dialect.identifier_preparer.quote
     fixed = fixed or {}
-    columns = ", ".join(quote(n) for n in [*fixed, *names])
+    literals = {k: v for k, v in fixed.items() if isinstance(v, str)}
+    expressions = tuple((k, v) for k, v in fixed.items() if not isinstance(v, str))
+    columns = ", ".join(quote(n) for n in [*literals, *names, *(k for k, _ in expressions)])
     if fixed and not isinstance(conn.connection.dbapi_connection, sqlite3.Connection):
         raise ValueError(f"{table.name}: values written into the statement are for sqlite3 connections only")
     if conn.dialect.name == "postgresql" and conn.dialect.driver == PG_DRIVER:
@@ -2556,10 +2558,7 @@ def _insert_many(
         records = rows.tolist() if isinstance(rows, np.ndarray) else rows
         conn.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in records])
         return
-    literals = [v for v in fixed.values() if isinstance(v, str)]
-    expressions = {k: v for k, v in fixed.items() if not isinstance(v, str)}
-    columns = ", ".join(quote(n) for n in [*(k for k in fixed if k not in expressions), *names, *expressions])
-    one = "(" + ", ".join([*literals, *[placeholder] * len(names)]) + ")"
+    one = "(" + ", ".join([*literals.values(), *[placeholder] * len(names)]) + ")"
     sql = f"INSERT INTO {quote(table.name)} ({columns}) VALUES "
     dbapi = conn.connection.dbapi_connection
     if not isinstance(dbapi, sqlite3.Connection):
@@ -2587,7 +2586,11 @@ def _insert_many(
                 grouped = part.reshape(-1, size * len(names)).tolist()
             else:
                 grouped = [tuple(itertools.chain.from_iterable(part[i : i + size])) for i in range(0, count, size)]
-            values = _numbered_rows(literals, names, expressions, size) if expressions else ", ".join([one] * size)
+            values = (
+                _numbered_rows(tuple(literals.values()), tuple(names), expressions, size)
+                if expressions
+                else ", ".join([one] * size)
+            )
             statement = sql + values
             cur.executemany(statement, grouped)
             done += count
@@ -2598,25 +2601,21 @@ def _insert_many(
 
 
 @functools.lru_cache(maxsize=64)
-def _numbered_rows_cached(
+def _numbered_rows(
     literals: tuple[str, ...], names: tuple[str, ...], expressions: tuple[tuple[str, Derived], ...], rows: int
 ) -> str:
-    width = len(names)
-    out = []
-    for r in range(rows):
-        parameter = {name: f"?{r * width + j + 1}" for j, name in enumerate(names)}
-        out.append("(" + ", ".join([*literals, *parameter.values(), *(e.sql(parameter) for _, e in expressions)]) + ")")
-    return ", ".join(out)
-
-
-def _numbered_rows(literals: list[str], names: list[str], expressions: dict[str, Derived], rows: int) -> str:
     """The ``VALUES`` rows of a statement of ``rows`` rows with numbered parameters, ``?1`` on.
 
     Each row is its literals, one parameter per bound column (row ``r``'s column ``j`` is
     ``?(r * len(names) + j + 1)``: the rows' values bound flat, in order) and its derived columns'
     expressions over its own parameters.
     """
-    return _numbered_rows_cached(tuple(literals), tuple(names), tuple(expressions.items()), rows)
+    width = len(names)
+    out = []
+    for r in range(rows):
+        parameter = {name: f"?{r * width + j + 1}" for j, name in enumerate(names)}
+        out.append("(" + ", ".join([*literals, *parameter.values(), *(e.sql(parameter) for _, e in expressions)]) + ")")
+    return ", ".join(out)
 
 
 def _py_values(col: pd.Series, *, whole: bool = False) -> np.ndarray:

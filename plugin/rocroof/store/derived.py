@@ -49,9 +49,9 @@ class Derived(NamedTuple):
 def numbered_parameters() -> bool:
     """Whether this ``sqlite3`` module binds a sequence to ``?NNN`` parameters, silently.
 
-    CPython 3.12 and 3.13 warn, and 3.14 refuses, a sequence bound to *named* parameters; a
-    Python whose module counts ``?NNN`` among them (python/cpython#117995: 3.12.1 does) writes
-    every value bound. Probed once, when this module is imported: ``warnings.catch_warnings``
+    From CPython 3.12 a sequence bound to *named* parameters warns (3.14: refused); a Python
+    whose module counts ``?NNN`` among them (python/cpython#117995: 3.12.1 does, 3.13.0 does not)
+    writes every value bound. Probed once, when this module is imported: ``warnings.catch_warnings``
     changes the process's filters, which a probe racing another thread's could leave set.
     """
     return _NUMBERED_PARAMETERS
@@ -85,12 +85,10 @@ def exact_ints(values: pd.Series) -> np.ndarray | None:
         data = values.to_numpy(dtype=dtype.numpy_dtype)
     else:
         data = values.to_numpy()
-    if data.dtype.kind == "u" and len(data) and int(data.max()) >= _SAFE:
-        return None
-    data = data.astype(np.int64, copy=False)
+    # the bounds as Python ints, before the cast: an unsigned value past int64 does not wrap here
     if len(data) and (int(data.max()) >= _SAFE or int(data.min()) <= -_SAFE):
         return None
-    out: np.ndarray = data
+    out: np.ndarray = data.astype(np.int64, copy=False)
     return out
 
 
