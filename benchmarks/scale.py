@@ -24,7 +24,8 @@ For each format of :mod:`generate` (rocprofv3 CSV, rocpd, NVIDIA nsys + ncu) and
 
 Goals (issue "scale"): at 10^6 dispatches with 8x10^6 counter values, CSV and rocpd ingest within
 3x of the limit and NVIDIA within 4x; peak RSS <= 700 MB for CSV and rocpd, <= 1 GB for NVIDIA, flat
-from 10^5 to 10^6; the database <= 450 bytes per dispatch; ``report --by op`` <= 0.5 s; attribution
+from 10^5 to 10^6 (within 1.25x, judged on the process tree's PSS: shared pages counted once); the
+database <= 450 bytes per dispatch; ``report --by op`` <= 0.5 s; attribution
 O(n log n).
 The machine (CPU, cores, RAM), the date, the git commit and the load average before and after go
 with the results; the section is appended to benchmarks/RESULTS.md unless ``--no-write``.
@@ -496,11 +497,14 @@ def main() -> None:
         )
         tenth = by_size.get((fmt, top // 10))
         if tenth is not None:
+            # the tree's PSS: a windowed ingest is two processes (rocroof.ingest.forked), and their
+            # summed RSS counts every page they share (the interpreter, the imports) twice
             goals.append(
                 (
-                    f"{fmt}: peak RSS flat from {top // 10:,} to {top:,} dispatches",
-                    "met" if line["rss"] <= 1.25 * tenth["rss"] else "gap",
-                    f"{tenth['rss']:,.0f} -> {line['rss']:,.0f} MB",
+                    f"{fmt}: peak memory (process tree PSS) flat from {top // 10:,} to {top:,} dispatches",
+                    "met" if line["pss"] <= 1.25 * tenth["pss"] else "gap",
+                    f"PSS {tenth['pss']:,.0f} -> {line['pss']:,.0f} MB = {line['pss'] / tenth['pss']:.2f}x "
+                    f"(summed RSS {tenth['rss']:,.0f} -> {line['rss']:,.0f} MB)",
                 )
             )
         goals.append(

@@ -23,6 +23,7 @@ from rocroof.ingest.pipeline import RANGE_REBUILD_COLUMNS, build_run, with_range
 from rocroof.records import (
     ChunkStacker,
     SpilledFrameWriter,
+    SpilledTexts,
     TextWriter,
     code_dtype,
     conform,
@@ -96,6 +97,25 @@ def test_the_threshold_from_the_environment() -> None:
     assert spill._min_bytes("0") == 0 and spill._min_bytes("4096") == 4096
     assert spill._min_bytes(None) == spill._min_bytes("") == spill._min_bytes("lots") == 1 << 20
     assert spill._min_bytes("-5") == 0
+
+
+def test_spilled_texts_by_code(spill_all: None) -> None:
+    """Texts by code from spill files: None for -1, repeats, multi-byte and lone-surrogate text, more than a block."""
+    texts = ["ggml-fused: MUL_MAT+ADD #7", "", "é ∑ 🚀", "lone \ud800 surrogate", *(f"t{i}" for i in range(70_000))]
+    table = SpilledTexts(pd.Index(texts, dtype=object))
+    assert len(table) == len(texts)
+    assert spill.is_spilled(table._data) and spill.is_spilled(table._starts)  # noqa: SLF001
+    codes = np.array([2, -1, 0, 2, 3, 1, 70_003, -1, 69_999], dtype=np.int64)
+    got = table[codes]
+    assert got.dtype == object
+    assert got.tolist() == [texts[2], None, texts[0], texts[2], texts[3], "", "t69999", None, "t69995"]
+    assert table[np.zeros(0, dtype=np.int64)].tolist() == []
+    assert table[np.array([-1, -1])].tolist() == [None, None]
+
+
+def test_spilled_texts_hold_text_only() -> None:
+    with pytest.raises(TypeError, match="str only"):
+        SpilledTexts(pd.Index(["a", 3], dtype=object))
 
 
 def test_zeros_and_take(spill_all: None) -> None:

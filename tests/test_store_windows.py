@@ -206,6 +206,36 @@ def test_op_totals_are_the_whole_runs_to_the_last_bit_over_many_chunks(
     assert (totals["dram_time_at_peak_ns"] % 1 != 0).any()
 
 
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_a_chunk_split_over_windows_sums_in_row_order(cut: int) -> None:
+    """A chunk's values cut by a window are summed on from the chunk's sum so far, not summed apart and added.
+
+    Durations 1, 1e16, -1e16, 1 (ns) of two MUL_MAT invocations (one per window) in one chunk: in
+    row order 1 + 1e16 rounds to 1e16 (float64's spacing there is 2, the tie goes to even), - 1e16
+    gives 0, + 1 gives 1.0. Summed in two parts and added they would give (1e16) + (-1e16) = 0.0 at
+    a cut after the second row, (1) + (1) = 2.0 at a cut after the first.
+    """
+    totals = store_mod._WindowOpTotals(None)
+    spans = store_mod._KeySpans()
+    durations = [1.0, 1e16, -1e16, 1.0]
+    for window, (lo, hi) in enumerate(((0, cut), (cut, 4))):
+        record = pd.DataFrame(
+            {
+                "dispatch_index": np.arange(lo, hi),
+                "timing_dispatch_index": np.arange(lo, hi),
+                "op_index": np.full(hi - lo, window, dtype=np.int64),
+                "duration_ns": durations[lo:hi],
+            }
+        )
+        ops = pd.DataFrame({"op_index": [window], "op": ["MUL_MAT"]})
+        spans.add(ops["op_index"].to_numpy())
+        totals.add_window(record, ops, spans)
+    totals.finish(4)
+    rows = totals.frame(spans)
+    assert rows["op"].tolist() == ["MUL_MAT"]
+    assert rows["duration_ns"].tolist() == [1.0]
+
+
 def _failing(windows: list[dict[str, pd.DataFrame]], after: int) -> Iterator[dict[str, pd.DataFrame]]:
     for i, window in enumerate(windows):
         if i == after:

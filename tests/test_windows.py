@@ -376,6 +376,43 @@ def test_windowed_only_where_the_read_is_on_disk(
     assert W.build(read_capture(path), source_path="c", release=True).windows is None
 
 
+def test_the_plan_holds_its_rows_and_texts_on_disk(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The windows' row arrays are views of spill files, the marker texts codes + spilled texts; the same rows."""
+    from rocroof import spill
+    from rocroof.records import SpilledTexts
+
+    path = synthetic.capture("csv", 3000, tmp_path_factory.getbasetemp() / "synthetic")
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    monkeypatch.setattr(W, "_MANY_TEXTS", 0)  # every text column of the markers, not only the fused marks' messages
+    capture = read_capture(path)
+    texts = {
+        name: capture.passes[0].markers[name].astype(object).tolist()
+        for name in capture.passes[0].markers.columns
+        if isinstance(capture.passes[0].markers[name].array, pd.Categorical)
+    }
+    assert "message" in texts
+    plan = W.plan_windows(capture, size=500, on_disk_only=True)
+    assert plan is not None and len(plan.windows) >= 2
+    for w in plan.windows:
+        assert all(spill.is_spilled(a) for a in (w.markers, w.owned, w.launches))
+    markers = plan.passdata.markers
+    assert set(plan.marker_texts) == set(texts)
+    for name, table in plan.marker_texts.items():
+        assert isinstance(table, SpilledTexts)
+        codes = markers[name].to_numpy()
+        assert codes.dtype.kind == "i"
+        # rows as read (no warm-up in this capture): the codes give back each row's text
+        got = [None if t is None else t for t in table[codes].tolist()]
+        assert got == [None if pd.isna(t) else t for t in texts[name]]
+    monkeypatch.setenv("ROCROOF_WINDOW_DISPATCHES", "500")
+    whole = build_run(read_capture(path), source_path="c", release=True)
+    windowed = W.build(read_capture(path), source_path="c", release=True)
+    assert windowed.windows is not None
+    assert_same_run(whole, W.materialise(windowed))
+
+
 def test_counters_out_of_dispatch_order(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
     """Counter values not in dispatch order are found per window by a scan, with the whole build's rows."""
     path = synthetic.capture("csv", 3000, tmp_path_factory.getbasetemp() / "synthetic")

@@ -61,8 +61,18 @@ import pandas as pd
 
 from ..capture.markers import ggml_fields
 from ..memory import release_free_memory
-from ..records import WINDOW_FRAMES, Capture, Note, PassData, match_rows, non_decreasing, take_rows, text_table
-from ..spill import is_spilled, release_pages
+from ..records import (
+    WINDOW_FRAMES,
+    Capture,
+    Note,
+    PassData,
+    SpilledTexts,
+    match_rows,
+    non_decreasing,
+    take_rows,
+    text_table,
+)
+from ..spill import ColumnWriter, is_spilled, release_pages
 from . import forked
 
 if TYPE_CHECKING:
@@ -148,10 +158,12 @@ class WindowPlan:
     first_measured: int | None = None
     #: The counter pass's regions by code (None last, for code -1) where they are a categorical.
     region_texts: np.ndarray | None = None
-    #: In a two-pass plan, the trace pass's marker text columns of many categories (the fused
-    #: marks' messages: 92,107 at 10^6 dispatches) by code, as :attr:`region_texts`: a window takes
-    #: its rows' texts, not a categorical of every text of the run (made into text window by window).
-    marker_texts: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: The pass's marker text columns of many categories (the fused marks' messages: 92,107 at
+    #: 10^6 dispatches) by code, in spill files (:class:`~rocroof.records.SpilledTexts`; a table in
+    #: memory where a text is not a ``str``); ``passdata.markers`` holds their codes
+    #: (:func:`_texts_on_disk`). A window takes its rows' texts, not a categorical of every text of
+    #: the run (made into text window by window, and held by the run: 26 MB at 3x10^6 dispatches).
+    marker_texts: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def plan_windows(
@@ -264,30 +276,45 @@ def plan_windows(
     reach = np.searchsorted(cut_times, m_end, side="right").astype(np.int32)
     del m_start, m_end
     call_of = call_of.astype(np.int32 if len(calls) < 2**31 else np.int64)
+    # every window's rows go to three spill files (a few bytes per marker and dispatch: 24 MB at
+    # 3x10^6 dispatches in memory); each Window holds views of them
+    marker_type, call_type = (np.int32 if n < 2**31 else np.int64 for n in (len(m), len(calls)))
+    all_markers, all_owned, all_launches = ColumnWriter(marker_type), ColumnWriter(np.bool_), ColumnWriter(call_type)
+    marker_bounds, launch_bounds = [0], [0]
+    with all_markers, all_owned, all_launches:  # an error drops the files
+        for k in range(len(bounds) - 1):
+            lo, hi = bounds[k], bounds[k + 1]
+            mine = owner == k
+            if k:
+                mine |= (owner < k) & (reach >= k)
+            rows_m = np.flatnonzero(mine).astype(marker_type)
+            del mine
+            calls_k = call_of[lo:hi]
+            if non_decreasing(calls_k):  # launch calls in dispatch order (the usual case): no sort
+                keep = np.ones(len(calls_k), dtype=bool)
+                keep[1:] = calls_k[1:] != calls_k[:-1]
+                calls_k = calls_k[keep]
+            else:
+                calls_k = np.unique(calls_k)
+            all_markers.append(rows_m)
+            all_owned.append(owner[rows_m] == k)
+            all_launches.append(calls_k)
+            marker_bounds.append(marker_bounds[-1] + len(rows_m))
+            launch_bounds.append(launch_bounds[-1] + len(calls_k))
+        marker_rows, owned_rows, launch_rows = (w.finish() for w in (all_markers, all_owned, all_launches))
+    del owner, reach, call_of
     for k in range(len(bounds) - 1):
-        lo, hi = bounds[k], bounds[k + 1]
-        mine = owner == k
-        if k:
-            mine |= (owner < k) & (reach >= k)
-        rows_m = np.flatnonzero(mine).astype(np.int32 if len(m) < 2**31 else np.int64)
-        del mine
-        calls_k = call_of[lo:hi]
-        if non_decreasing(calls_k):  # launch calls in dispatch order (the usual case): no sort
-            keep = np.ones(len(calls_k), dtype=bool)
-            keep[1:] = calls_k[1:] != calls_k[:-1]
-            calls_k = calls_k[keep]
-        else:
-            calls_k = np.unique(calls_k)
+        a, b = marker_bounds[k], marker_bounds[k + 1]
         windows.append(
             Window(
-                dispatch_start=lo,
-                dispatch_stop=hi,
-                markers=rows_m,
-                owned=owner[rows_m] == k,
-                launches=calls_k.astype(np.int32 if len(calls) < 2**31 else np.int64),
+                dispatch_start=bounds[k],
+                dispatch_stop=bounds[k + 1],
+                markers=marker_rows[a:b],
+                owned=owned_rows[a:b],
+                launches=launch_rows[launch_bounds[k] : launch_bounds[k + 1]],
             )
         )
-    del owner, reach, call_of
+    del marker_rows, owned_rows, launch_rows
     # every label of the pass, in order of first appearance (one agent row per label: numbered alike in every window)
     _idx, agents = _agent_index(pd.Series(d["agent_label"].unique(), dtype=object), capture.agents)
     if q is not None:  # then the counter pass's, as build_run numbers them pass after pass
@@ -302,6 +329,7 @@ def plan_windows(
     plan = WindowPlan(passdata=p, windows=windows, agents=agents, notes=notes, in_row_order=in_row_order)
     if q is not None and q_inv is not None and not _cut_counter_pass(plan, capture, q, q_inv, lowest, warmup_cut):
         return None
+    _texts_on_disk(plan)
     return plan
 
 
@@ -463,12 +491,30 @@ def _cut_counter_pass(
     regions = q.dispatches["region"].array
     if isinstance(regions, pd.Categorical):
         plan.region_texts = text_table(regions.categories)
-    for name in plan.passdata.markers.columns:
-        texts = plan.passdata.markers[name].array
-        if isinstance(texts, pd.Categorical) and len(texts.categories) > _MANY_TEXTS:
-            plan.marker_texts[name] = text_table(texts.categories)
     plan.counter_runs = _runs(q.counters["row"]) if len(q.counters) else np.zeros(1, dtype=np.int64)
     return True
+
+
+def _texts_on_disk(plan: WindowPlan) -> None:
+    """Give the pass's marker text columns of many texts to windows from spill files (:attr:`WindowPlan.marker_texts`).
+
+    Each such categorical column of ``plan.passdata.markers`` becomes its codes (int, in their
+    spill file), and its texts a :class:`~rocroof.records.SpilledTexts`: the run holds neither the
+    texts as Python strings nor their index (the fused marks' messages grow with the run:
+    92,107 at 10^6 dispatches). A window takes its rows' texts (:func:`_sub_capture`).
+    """
+    markers = plan.passdata.markers
+    for name in list(markers.columns):
+        texts = markers[name].array
+        if not isinstance(texts, pd.Categorical) or len(texts.categories) <= _MANY_TEXTS:
+            continue
+        try:
+            plan.marker_texts[name] = SpilledTexts(texts.categories)
+        except TypeError:  # not all str: the texts stay in memory, as a table by code
+            plan.marker_texts[name] = text_table(texts.categories)
+        markers[name] = pd.Series(texts.codes, index=markers.index, copy=False)
+        del texts
+    release_pages()
 
 
 #: A categorical of more texts than this is given to windows as text (:attr:`WindowPlan.marker_texts`).
@@ -576,7 +622,7 @@ def _sub_capture(capture: Capture, plan: WindowPlan, w: Window) -> Capture:
         launches=take_rows(p.launches, w.launches),
     )
     for name, table in plan.marker_texts.items():
-        codes = np.asarray(sub.markers[name].array.codes, dtype=np.int64)
+        codes = np.asarray(sub.markers[name], dtype=np.int64)  # the column's codes (_texts_on_disk)
         sub.markers[name] = pd.Series(table[codes], dtype=object, copy=False)
     release_pages()
     passes = [sub]
@@ -856,6 +902,9 @@ def build_windows(
     # the hash of a large capture is often still being computed (in a thread, beside the read):
     # the windows are built meanwhile, and the store claims the hash once it is done
     pending = capture.take_pending_hash()
+    # the passes as read are the plan's now (its pass, warm-up cut): the capture lets go of them, and
+    # with them of any frame the plan replaced (the marker texts of _texts_on_disk)
+    capture.passes = []
     first = build_run(
         _sub_capture(capture, plan, plan.windows[0]),
         arch_override=arch_override,

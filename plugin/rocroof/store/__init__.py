@@ -328,6 +328,20 @@ class _StrictSums:
             else:
                 self.totals[name], self.missing[name] = total, count
 
+    def add_sums(self, totals: dict[str, np.ndarray], missing: dict[str, np.ndarray], rows: np.ndarray) -> None:
+        """Add one chunk already summed by group: what :meth:`add` adds for its rows (shape (n_groups,) each).
+
+        ``totals[name]`` must be the chunk's known values summed in row order from 0.0, as
+        ``np.bincount`` sums them, ``missing[name]`` its NaN count per group.
+        """
+        self.rows += rows
+        for name, total in totals.items():
+            if name in self.totals:
+                self.totals[name] += total
+                self.missing[name] += missing[name]
+            else:
+                self.totals[name], self.missing[name] = total.copy(), missing[name].copy()
+
     def frame(self) -> pd.DataFrame:
         """The sums by column, and ``_rows`` (rows per group)."""
         out = {}
@@ -497,13 +511,16 @@ class _WindowOpTotals:
     """The ``op_total`` rows of a run written window by window (:meth:`Store.write_run` with ``windows``).
 
     Fed one window's ``dispatch_record`` frame and ``op_invocation`` rows at a time (:meth:`add_window`);
-    it holds sums per op name and the values of one chunk's timing dispatches at most, never the
-    run's rows. It gives the rows :func:`_op_totals` gives for the whole run's frame, float sums to
-    the last bit, when that frame's row i is dispatch i (the pipeline's numbering) and the timing
-    dispatches come in ``dispatch_index`` order over the windows: the sums are taken over the same
-    chunks (dispatches ``k * _OP_TOTAL_CHUNK`` .. ``(k + 1) * _OP_TOTAL_CHUNK - 1``, whatever
-    windows they came in), in the same order, by the same ``np.bincount``. An op's dispatches are
-    all in the window of its op row.
+    it holds sums per op name only (the run's and the current chunk's), never rows. It gives the
+    rows :func:`_op_totals` gives for the whole run's frame, float sums to the last bit, when that
+    frame's row i is dispatch i (the pipeline's numbering) and the timing dispatches come in
+    ``dispatch_index`` order over the windows: the sums are taken over the same chunks (dispatches
+    ``k * _OP_TOTAL_CHUNK`` .. ``(k + 1) * _OP_TOTAL_CHUNK - 1``, whatever windows they came in),
+    each from 0.0 in row order, as ``np.bincount`` sums a chunk: a chunk's part in one window is
+    added to the chunk's sums so far by ``np.add.at``, which adds element after element in order,
+    as ``np.bincount``'s loop does, so a chunk split over windows sums to the same bits. (It held
+    the chunk's values until the chunk was complete before: 2^18 dispatches of 11 float columns,
+    ~25 MB.) An op's dispatches are all in the window of its op row.
 
     Args:
         peak_gbps: the DRAM ceiling each dispatch's time at the ceiling is taken with.
@@ -523,7 +540,10 @@ class _WindowOpTotals:
         self.slots: dict[str, int] = {}  # op name -> its group (1, 2, ... by first appearance; 0: NULL)
         self.sums = _StrictSums(1)  # the chunks summed so far, by group
         self.folded = 0  # chunks summed so far: 0 .. folded - 1
-        self.pending: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []  # the chunk being gathered
+        # the chunk being gathered, summed by group so far (known values, NaN counts, rows)
+        self.chunk_totals = {name: np.zeros(1) for name in self._SUMMED}
+        self.chunk_missing = {name: np.zeros(1) for name in self._SUMMED}
+        self.chunk_rows = np.zeros(1, dtype=np.int64)
         self.invocations = np.zeros(1, dtype=np.int64)
         self.dangling: list[np.ndarray] = []  # op indexes of timing dispatches that name no op row
 
@@ -532,10 +552,11 @@ class _WindowOpTotals:
         extra = n - self.sums.n_groups
         if extra <= 0:
             return
-        for sums in (self.sums.totals, self.sums.missing):
+        for sums in (self.sums.totals, self.sums.missing, self.chunk_totals, self.chunk_missing):
             for name, values in sums.items():
                 sums[name] = np.concatenate([values, np.zeros(extra)])
         self.sums.rows = np.concatenate([self.sums.rows, np.zeros(extra, dtype=np.int64)])
+        self.chunk_rows = np.concatenate([self.chunk_rows, np.zeros(extra, dtype=np.int64)])
         self.sums.n_groups = n
         self.invocations = np.concatenate([self.invocations, np.zeros(extra, dtype=np.int64)])
 
@@ -546,14 +567,12 @@ class _WindowOpTotals:
         return out.astype(np.int64)
 
     def _fold(self) -> None:
-        """Sum the chunk gathered (none: a chunk of no timing dispatch) into the totals, as :func:`_op_totals` does."""
-        groups = np.concatenate([g for g, _ in self.pending]) if self.pending else np.zeros(0, dtype=np.int64)
-        values = {
-            name: np.concatenate([v[name] for _, v in self.pending]) if self.pending else np.zeros(0)
-            for name in self._SUMMED
-        }
-        self.sums.add(values, groups)
-        self.pending = []
+        """Add the chunk gathered (all zeros: a chunk of no timing dispatch) to the totals, as :func:`_op_totals`."""
+        self.sums.add_sums(self.chunk_totals, self.chunk_missing, self.chunk_rows)
+        for sums in (self.chunk_totals, self.chunk_missing):
+            for values in sums.values():
+                values[:] = 0.0
+        self.chunk_rows[:] = 0
         self.folded += 1
 
     def add(self, ids: np.ndarray, groups: np.ndarray, values: dict[str, np.ndarray]) -> None:
@@ -569,7 +588,14 @@ class _WindowOpTotals:
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(ids)], strict=True):
             while self.folded < int(chunk[lo]):
                 self._fold()
-            self.pending.append((groups[lo:hi], {name: values[name][lo:hi] for name in self._SUMMED}))
+            part = groups[lo:hi]
+            self.chunk_rows += np.bincount(part, minlength=len(self.chunk_rows))
+            for name in self._SUMMED:
+                col = values[name][lo:hi]
+                gone = np.isnan(col)
+                # in row order from the chunk's sums so far: the bits np.bincount gives for the whole chunk
+                np.add.at(self.chunk_totals[name], part, np.where(gone, 0.0, col))
+                self.chunk_missing[name] += np.bincount(part, weights=gone, minlength=len(self.chunk_rows))
 
     def add_window(self, record: pd.DataFrame, ops: pd.DataFrame | None, earlier_ops: _KeySpans) -> None:
         """Add a window: its ``dispatch_record`` frame and its ``op_invocation`` rows (or None).
