@@ -1121,7 +1121,6 @@ def _windows(
         yield out
         del out
         release_free_memory()
-    capture.passes = []  # taken: the pass's frames go with the plan
     _finish(frames, totals, notes, plan)
 
 

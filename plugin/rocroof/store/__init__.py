@@ -315,24 +315,22 @@ class _StrictSums:
 
     def add(self, values: dict[str, np.ndarray], groups: np.ndarray) -> None:
         """Add rows: ``values`` (name -> float64 column) of rows in ``groups`` (0 .. n_groups - 1)."""
-        self.rows += np.bincount(groups, minlength=self.n_groups)
+        totals, missing = {}, {}
         for name, col in values.items():
             gone = np.isnan(col)
             # floats also for a chunk of no rows (numpy's bincount of empty weights is int64, which a
             # later NaN or float chunk cannot go into: a chunk of counter-pass rows only is such a chunk)
-            total = np.bincount(groups, weights=np.where(gone, 0.0, col), minlength=self.n_groups).astype(np.float64)
-            count = np.bincount(groups, weights=gone, minlength=self.n_groups).astype(np.float64)
-            if name in self.totals:
-                self.totals[name] += total
-                self.missing[name] += count
-            else:
-                self.totals[name], self.missing[name] = total, count
+            weights = np.where(gone, 0.0, col)
+            totals[name] = np.bincount(groups, weights=weights, minlength=self.n_groups).astype(np.float64)
+            missing[name] = np.bincount(groups, weights=gone, minlength=self.n_groups).astype(np.float64)
+        self.add_sums(totals, missing, np.bincount(groups, minlength=self.n_groups))
 
     def add_sums(self, totals: dict[str, np.ndarray], missing: dict[str, np.ndarray], rows: np.ndarray) -> None:
-        """Add one chunk already summed by group: what :meth:`add` adds for its rows (shape (n_groups,) each).
+        """Add one chunk already summed by group (shape (n_groups,) each); :meth:`add` sums its rows so.
 
         ``totals[name]`` must be the chunk's known values summed in row order from 0.0, as
-        ``np.bincount`` sums them, ``missing[name]`` its NaN count per group.
+        ``np.bincount`` sums them, ``missing[name]`` its NaN count per group. A column's first sums
+        are copied (a caller may reuse its arrays: :class:`_WindowOpTotals` zeroes them for its next chunk).
         """
         self.rows += rows
         for name, total in totals.items():
