@@ -1236,3 +1236,30 @@ def test_a_byte_counter_with_a_unit_rocroof_does_not_know_is_refused(tmp_path: P
         read_capture(path)
     text = str(err.value)
     assert f"{path}:2:" in text and "dram__bytes_read.sum" in text and repr(unit) in text
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_launch_threads_by_hand(on_disk: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dispatch's thread is its first launch call's; missing without a correlation id, a call or the call's thread."""
+    import pandas as pd
+
+    from rocroof import spill
+    from rocroof.capture.readers import nvidia
+
+    if on_disk:
+        monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    monkeypatch.setattr(nvidia, "TAKE_ROWS", 2)  # several blocks
+    corr = pd.Series(pd.array([5, None, 7, 9, 5, 4], dtype="Int64"))
+    calls = pd.DataFrame(
+        {
+            "correlation_id": pd.array([4, 5, 5, 7], dtype="Int64"),
+            "thread_id": pd.array([40, 11, 12, None], dtype="Int64"),
+        }
+    )
+    expected = [11, None, None, None, 11, 40]
+    for launches in (calls, calls.iloc[[3, 2, 1, 0]].reset_index(drop=True)):
+        got = nvidia._launch_threads(corr, launches)
+        assert [None if pd.isna(v) else int(v) for v in got] == (
+            expected if launches is calls else [12, None, None, None, 12, 40]  # the first call of id 5 is then 12's
+        )
+        assert spill.is_spilled(got) == on_disk

@@ -448,10 +448,10 @@ def _with_reset(read: Any, at: float = 0.3) -> Any:
         c = read()
         p = c.passes[0]
         m = p.markers
-        is_ggml, _inv = W._ggml_invocations(m)
+        ggml_rows, _inv = W._ggml_invocations(m)
         starts = m["start_ns"].astype("Int64").to_numpy(dtype=np.int64)
         ends = m["end_ns"].astype("Int64").to_numpy(dtype=np.int64)
-        cuts = W._clean_cuts(starts[is_ggml], ends[is_ggml])
+        cuts = W._clean_cuts(starts[ggml_rows], ends[ggml_rows])
         t = int(cuts[int(len(cuts) * at)]) - 1
         mark = pd.DataFrame(
             {
@@ -646,3 +646,69 @@ def test_a_window_that_disagrees_rolls_back_and_the_run_is_built_whole(
     assert len(reads) == 2 and len(calls.read_text().splitlines()) == 3
     assert Store(got, read_only=True).query("SELECT COUNT(*) AS n FROM run")["n"].iloc[0] == 1
     assert_same_stored_run(whole, got)
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_launch_calls_by_hand(on_disk: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each dispatch's launch call is the first call with its correlation id, in either order of the calls."""
+    from rocroof import spill
+
+    if on_disk:
+        monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
+    monkeypatch.setattr(W, "_BLOCK", 2)  # several blocks
+    d = pd.DataFrame({"correlation_id": pd.array([3, 1, 3, 2, 5], dtype="Int64")})
+    in_order = pd.DataFrame(  # calls by correlation id; id 3 twice (the first, row 2, launches)
+        {
+            "correlation_id": pd.array([1, 2, 3, 3, 5], dtype="Int64"),
+            "start_ns": pd.array([10, 20, 30, 31, 50], dtype="Int64"),
+        }
+    )
+    got = W._launch_calls(d, in_order)
+    assert got is not None
+    assert got[0].tolist() == [30, 10, 30, 20, 50]
+    assert got[1].tolist() == [2, 0, 2, 1, 4]
+    assert got[1].dtype == np.int32  # row numbers of fewer than 2**31 calls
+    assert spill.is_spilled(got[0]) == on_disk and spill.is_spilled(got[1]) == on_disk
+    shuffled = in_order.iloc[[4, 2, 0, 3, 1]].reset_index(drop=True)  # the join's path
+    got = W._launch_calls(d, shuffled)
+    assert got is not None
+    assert got[0].tolist() == [30, 10, 30, 20, 50]
+    assert got[1].tolist() == [1, 2, 1, 4, 0]
+    # a dispatch whose call has no start time, or no call at all: no plan
+    no_start = in_order.assign(start_ns=pd.array([10, None, 30, 31, 50], dtype="Int64"))
+    assert W._launch_calls(d, no_start) is None
+    assert W._launch_calls(d, in_order.iloc[:4]) is None
+
+
+def test_ggml_invocations_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows and invocations of the ggml ranges only, over several blocks."""
+    monkeypatch.setattr(W, "_BLOCK", 2)
+    m = pd.DataFrame(
+        {
+            "kind": ["range", "mark", "range", "range", "range"],
+            "message": [
+                "ggml:MUL_MAT:q-0:7",
+                "ggml-fused:8:RMS_NORM+MUL:norm-0|attn_norm-0",
+                "app",
+                None,
+                "ggml:ADD:x:9",
+            ],
+        }
+    )
+    rows, inv = W._ggml_invocations(m)
+    assert rows.tolist() == [0, 4]
+    assert inv.tolist() == [7, 9]
+
+
+def test_clean_cuts_of_ranges_in_start_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranges that come in start order are swept as they lie (no sort), with the whole-array sweep's cuts."""
+    rng = np.random.default_rng(11)
+    starts = np.sort(rng.integers(0, 10_000, 3_000)).astype(np.int64)
+    ends = starts + rng.integers(0, 40, 3_000)
+    rows = np.flatnonzero(rng.random(3_000) < 0.7)
+    expected = W._clean_cuts(starts[rows], ends[rows])
+    assert len(expected) > 10
+    assert W._starts_ordered(starts, rows) and not W._starts_ordered(starts[::-1].copy(), rows)
+    for block in (1, 7, 1 << 16):
+        monkeypatch.setattr(W, "_BLOCK", block)
+        assert W._clean_cuts_of(starts, ends, rows).tolist() == expected.tolist()

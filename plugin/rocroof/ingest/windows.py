@@ -225,7 +225,12 @@ def plan_windows(
                 notes.append(warmup_note(p.label, int(warm.sum())))
                 warmup_cut = True
             p = _subset(p, ~warm, markers_from_ns=last)
-            launch_ns, call_of = launch_ns[~warm], call_of[~warm]
+            first = int(np.argmin(warm)) if not warm.all() else len(warm)
+            if not warm[first:].any():  # the warm-up is a prefix (the usual case): views
+                launch_ns, call_of = launch_ns[first:], call_of[first:]
+            else:
+                launch_ns, call_of = launch_ns[~warm], call_of[~warm]
+            del warm
             d, m, calls = p.dispatches, p.markers, p.launches
             n = len(d)
             if n <= size:
@@ -238,47 +243,55 @@ def plan_windows(
     m_end = ends.to_numpy(dtype=np.int64)
     del starts, ends
     release_pages()
-    is_ggml, m_inv = _ggml_invocations(m)
-    ggml_rows = np.flatnonzero(is_ggml)
-    del is_ggml
+    ggml_rows, m_inv = _ggml_invocations(m)
     cuts = _clean_cuts_of(m_start, m_end, ggml_rows)
     if not len(cuts) or not non_decreasing(launch_ns):
         return None  # no clean cut; or dispatches not in launch order (a window's rows would not be consecutive)
-    # choose cuts about `size` dispatches apart
+    # choose cuts about `size` dispatches apart: each the first clean cut at least `size` rows past
+    # the last chosen (a search per window, not a Python int per cut: a cut per op in a run of
+    # one thread, millions of them)
+    cut_rows = np.searchsorted(launch_ns, cuts, side="left")  # non-decreasing, as the cuts are
+    del launch_ns
     chosen: list[int] = []
     last_row = 0
-    for cut, row in zip(cuts.tolist(), np.searchsorted(launch_ns, cuts, side="left").tolist(), strict=True):
-        if row - last_row >= size and row < n:
-            chosen.append(cut)
-            last_row = row
+    while True:
+        at = int(np.searchsorted(cut_rows, last_row + size, side="left"))
+        if at >= len(cut_rows) or cut_rows[at] >= n:
+            break
+        chosen.append(at)
+        last_row = int(cut_rows[at])
     if not chosen:
         return None
-    cut_times = np.asarray(chosen, dtype=np.int64)
-    bounds = [0, *np.searchsorted(launch_ns, cut_times, side="left").tolist(), n]
-    del launch_ns, cuts
+    cut_times = cuts[chosen]
+    bounds = [0, *cut_rows[chosen].tolist(), n]
+    del cut_rows, cuts
     # ggml invocations must grow from window to window: the run's op numbering is their order
     lowest = np.full(len(chosen) + 1, np.iinfo(np.int64).max, dtype=np.int64)
     highest = np.full(len(chosen) + 1, np.iinfo(np.int64).min, dtype=np.int64)
     for lo in range(0, len(ggml_rows), _BLOCK):
         rows = ggml_rows[lo : lo + _BLOCK]
         which = np.searchsorted(cut_times, m_start[rows], side="right")
-        np.minimum.at(lowest, which, m_inv[rows])
-        np.maximum.at(highest, which, m_inv[rows])
+        np.minimum.at(lowest, which, m_inv[lo : lo + _BLOCK])
+        np.maximum.at(highest, which, m_inv[lo : lo + _BLOCK])
     del ggml_rows, m_inv
+    release_pages()
     seen = lowest <= highest  # windows with ggml ranges
     if (lowest[seen][1:] <= highest[seen][:-1]).any():
         return None
     # marker rows: owned by the window they start in; context where open at a window's start
     windows: list[Window] = []
-    owner = np.searchsorted(cut_times, m_start, side="right").astype(np.int32)  # windows < 2**31
     # a range is open at the start of window k (k >= 1) when it ends at or after cut k - 1:
-    # the cuts at or before its end count the windows whose start it reaches
-    reach = np.searchsorted(cut_times, m_end, side="right").astype(np.int32)
+    # the cuts at or before its end count the windows whose start it reaches (windows < 2**31)
+    owner = np.empty(len(m_start), dtype=np.int32)
+    reach = np.empty(len(m_start), dtype=np.int32)
+    for lo in range(0, len(m_start), _BLOCK):
+        owner[lo : lo + _BLOCK] = np.searchsorted(cut_times, m_start[lo : lo + _BLOCK], side="right")
+        reach[lo : lo + _BLOCK] = np.searchsorted(cut_times, m_end[lo : lo + _BLOCK], side="right")
     del m_start, m_end
-    call_of = call_of.astype(np.int32 if len(calls) < 2**31 else np.int64)
+    release_pages()
     # every window's rows go to three spill files (a few bytes per marker and dispatch: 24 MB at
     # 3x10^6 dispatches in memory); each Window holds views of them
-    marker_type, call_type = (np.int32 if n < 2**31 else np.int64 for n in (len(m), len(calls)))
+    marker_type, call_type = _row_type(len(m)), call_of.dtype
     all_markers, all_owned, all_launches = ColumnWriter(marker_type), ColumnWriter(np.bool_), ColumnWriter(call_type)
     marker_bounds, launch_bounds = [0], [0]
     with all_markers, all_owned, all_launches:  # an error drops the files
@@ -344,7 +357,8 @@ def _launch_calls(d: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.
     :func:`rocroof.ingest.attribution._match_launches` finds it in a one-process capture. Where the
     calls are in correlation-id order (rocprofv3, rocpd, nsys write them so) the dispatches are
     looked up a block at a time; otherwise by one sort-based join. None when a dispatch has no call
-    with a known start time, or no correlation id. Shapes: (dispatches,) int64 each.
+    with a known start time, or no correlation id. Shapes: (dispatches,) each, int64 and
+    :func:`_row_type`; read-only, in spill files from :data:`rocroof.spill.SPILL_MIN_BYTES` on.
     """
     d_corr = d["correlation_id"]
     c_corr = calls["correlation_id"]
@@ -352,34 +366,46 @@ def _launch_calls(d: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.
     if d_corr.isna().any():
         return None
     n = len(d)
-    launch_ns = np.empty(n, dtype=np.int64)
-    call_of = np.empty(n, dtype=np.int64)
-    keys = None if c_corr.isna().any() else c_corr.to_numpy(dtype=np.int64)
-    if keys is not None and non_decreasing(keys):
-        for lo in range(0, n, _BLOCK):
-            want = d_corr.iloc[lo : lo + _BLOCK].to_numpy(dtype=np.int64)
-            at = np.searchsorted(keys, want, side="left")
-            found = at < len(keys)
-            found[found] = keys[at[found]] == want[found]
-            if not found.all():
-                return None
-            call_of[lo : lo + len(want)] = at
-        release_pages()
-    else:
-        known = np.flatnonzero(c_corr.notna().to_numpy(dtype=bool))
-        hit = match_rows([c_corr.to_numpy(dtype=np.int64, na_value=0)[known]], [d_corr.to_numpy(dtype=np.int64)])
-        if (hit < 0).any():
-            return None
-        call_of[:] = known[hit]
-        del known, hit
-    del keys
     starts = c_start if isinstance(c_start.dtype, pd.Int64Dtype) else c_start.astype("Int64")
-    for lo in range(0, n, _BLOCK):
-        picked = starts.array[call_of[lo : lo + _BLOCK]]
-        if picked.isna().any():
-            return None
-        launch_ns[lo : lo + len(picked)] = picked.to_numpy(dtype=np.int64)
-    return launch_ns, call_of
+    # both results go to spill files a block at a time (16 bytes a dispatch: 48 MB at 3x10^6)
+    with ColumnWriter(np.int64) as launch_out, ColumnWriter(_row_type(len(calls))) as call_out:
+
+        def put(at: np.ndarray) -> bool:  # the calls at rows `at` launch the next dispatches
+            picked = starts.array[at]
+            if picked.isna().any():
+                return False
+            launch_out.append(picked.to_numpy(dtype=np.int64))
+            call_out.append(at)
+            return True
+
+        # the calls' ids: a view of their spill file where none is missing
+        keys = None if c_corr.isna().any() else c_corr.to_numpy(dtype=np.int64)
+        if keys is not None and non_decreasing(keys):
+            for lo in range(0, n, _BLOCK):
+                want = d_corr.iloc[lo : lo + _BLOCK].to_numpy(dtype=np.int64)
+                at = np.searchsorted(keys, want, side="left")
+                found = at < len(keys)
+                found[found] = keys[at[found]] == want[found]
+                if not found.all() or not put(at):
+                    return None
+                release_pages()
+        else:
+            known = np.flatnonzero(c_corr.notna().to_numpy(dtype=bool))
+            hit = match_rows([c_corr.to_numpy(dtype=np.int64, na_value=0)[known]], [d_corr.to_numpy(dtype=np.int64)])
+            if (hit < 0).any():
+                return None
+            call_of = known[hit]
+            del known, hit
+            for lo in range(0, n, _BLOCK):
+                if not put(call_of[lo : lo + _BLOCK]):
+                    return None
+        del keys
+        return launch_out.finish(), call_out.finish()
+
+
+def _row_type(rows: int) -> type[np.signedinteger[Any]]:
+    """The integer type of row numbers below ``rows``: int32 where they fit (half the bytes), else int64."""
+    return np.int32 if rows < 2**31 else np.int64
 
 
 def _distinct_known(column: pd.Series) -> set[int]:
@@ -542,34 +568,35 @@ def _runs(rows: pd.Series) -> np.ndarray:
 
 
 def _ggml_invocations(m: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """``(is_ggml, invocation)`` per marker row (:func:`rocroof.capture.markers.ggml_fields`), a block at a time.
+    """``(rows, invocation)`` of the ggml ranges among marker rows ``m`` (:func:`~rocroof.capture.markers.ggml_fields`).
 
-    The ops and node names that ``ggml_fields`` also parses are not kept (a string per range).
-    Shapes: (markers,) bool and int64 (0 where not a ggml range).
+    Parsed a block at a time; the ops and node names that ``ggml_fields`` also parses are not kept
+    (a string per range). Shapes: (ggml ranges,) each, ascending rows (:func:`_row_type`) and int64;
+    read-only, in spill files from :data:`rocroof.spill.SPILL_MIN_BYTES` on.
     """
-    is_ggml = np.zeros(len(m), dtype=bool)
-    inv = np.zeros(len(m), dtype=np.int64)
-    for lo in range(0, len(m), _BLOCK):
-        g, i, _op, _node, _compacted = ggml_fields(m.iloc[lo : lo + _BLOCK])
-        is_ggml[lo : lo + len(g)] = g
-        inv[lo : lo + len(g)] = i
-        del _op, _node, _compacted
-    release_pages()
-    return is_ggml, inv
+    with ColumnWriter(_row_type(len(m))) as rows, ColumnWriter(np.int64) as inv:
+        for lo in range(0, len(m), _BLOCK):
+            g, i, _op, _node, _compacted = ggml_fields(m.iloc[lo : lo + _BLOCK])
+            del _op, _node, _compacted
+            rows.append(lo + np.flatnonzero(g))
+            inv.append(i[g])
+            release_pages()
+        return rows.finish(), inv.finish()
 
 
 def _clean_cuts_of(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """:func:`_clean_cuts` of the ranges at ``rows`` of ``(starts, ends)``, swept a block at a time.
 
-    Holds the ranges' start order (8 bytes a range) and a block, not sorted copies of both columns.
+    Holds a block, and the ranges' start order (8 bytes a range) where they are not in start order
+    already; not sorted copies of both columns.
     """
     if len(rows) < 2:
         return np.zeros(0, dtype=np.int64)
-    order = np.argsort(starts[rows], kind="stable")
+    order = None if _starts_ordered(starts, rows) else np.argsort(starts[rows], kind="stable")
     parts = []
     reach = np.iinfo(np.int64).min
-    for lo in range(0, len(order), _BLOCK):
-        at = rows[order[lo : lo + _BLOCK]]
+    for lo in range(0, len(rows), _BLOCK):
+        at = rows[lo : lo + _BLOCK] if order is None else rows[order[lo : lo + _BLOCK]]
         s, e = starts[at], ends[at]
         before = np.maximum.accumulate(np.concatenate(([reach], e[:-1])))  # reach of every earlier range
         parts.append(s[(s > before) & (before > np.iinfo(np.int64).min)])
@@ -578,6 +605,17 @@ def _clean_cuts_of(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np
     keep = np.ones(len(cuts), dtype=bool)
     keep[1:] = cuts[1:] != cuts[:-1]
     return cuts[keep]
+
+
+def _starts_ordered(starts: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether ``starts[rows]`` never decreases, checked a block at a time (no whole-length copy)."""
+    last = np.iinfo(np.int64).min
+    for lo in range(0, len(rows), _BLOCK):
+        block = starts[rows[lo : lo + _BLOCK]]
+        if block[0] < last or (block[1:] < block[:-1]).any():
+            return False
+        last = int(block[-1])
+    return True
 
 
 def _clean_cuts(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
