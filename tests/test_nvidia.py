@@ -1248,7 +1248,7 @@ def test_launch_threads_by_hand(on_disk: bool, monkeypatch: pytest.MonkeyPatch) 
 
     if on_disk:
         monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0)
-    monkeypatch.setattr(nvidia, "TAKE_ROWS", 2)  # several blocks
+    monkeypatch.setattr(nvidia.keys, "BLOCK", 2)  # several blocks
     corr = pd.Series(pd.array([5, None, 7, 9, 5, 4], dtype="Int64"))
     calls = pd.DataFrame(
         {

@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 
 from ..capture.markers import ggml_fields
+from ..keys import SortedIndex
 from ..memory import release_free_memory
 from ..records import (
     WINDOW_FRAMES,
@@ -378,17 +379,14 @@ def _launch_calls(d: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.
             call_out.append(at)
             return True
 
-        # the calls' ids: a view of their spill file where none is missing
-        keys = None if c_corr.isna().any() else c_corr.to_numpy(dtype=np.int64)
-        if keys is not None and non_decreasing(keys):
+        # the calls' ids: a view of their spill file where none is missing, searched where they lie
+        ids = None if c_corr.isna().any() else c_corr.to_numpy(dtype=np.int64)
+        if ids is not None and non_decreasing(ids):
+            index = SortedIndex(None, ids)
             for lo in range(0, n, _BLOCK):
-                want = d_corr.iloc[lo : lo + _BLOCK].to_numpy(dtype=np.int64)
-                at = np.searchsorted(keys, want, side="left")
-                found = at < len(keys)
-                found[found] = keys[at[found]] == want[found]
-                if not found.all() or not put(at):
+                at = index.find(None, d_corr.iloc[lo : lo + _BLOCK].to_numpy(dtype=np.int64))
+                if (at < 0).any() or not put(at):
                     return None
-                release_pages()
         else:
             known = np.flatnonzero(c_corr.notna().to_numpy(dtype=bool))
             hit = match_rows([c_corr.to_numpy(dtype=np.int64, na_value=0)[known]], [d_corr.to_numpy(dtype=np.int64)])
@@ -399,7 +397,7 @@ def _launch_calls(d: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.
             for lo in range(0, n, _BLOCK):
                 if not put(call_of[lo : lo + _BLOCK]):
                     return None
-        del keys
+        del ids
         return launch_out.finish(), call_out.finish()
 
 

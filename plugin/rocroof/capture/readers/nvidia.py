@@ -938,18 +938,17 @@ def _launch_threads(dispatch_corr: pd.Series, launches: pd.DataFrame) -> Any:
     (~100 MB at 3x10^6 dispatches); otherwise by a join in memory. Shape (dispatches,); missing
     where a dispatch has no correlation id or no call of it.
     """
-    keys = launches["correlation_id"].to_numpy(dtype=np.int64)
-    if not non_decreasing(keys):
+    ids = launches["correlation_id"].to_numpy(dtype=np.int64)
+    if not non_decreasing(ids):
         by_corr = launches.drop_duplicates("correlation_id").set_index("correlation_id")
         return spilled_array(pd.array(by_corr["thread_id"].reindex(dispatch_corr).to_numpy(), dtype="Int64"))
+    index = keys.SortedIndex(None, ids)  # the first call of each id, searched where the ids lie
     threads = launches["thread_id"].astype("Int64").array
     with ColumnWriter(np.int64) as values, ColumnWriter(np.bool_) as missing:
-        for lo in range(0, len(dispatch_corr), TAKE_ROWS):
-            block = dispatch_corr.iloc[lo : lo + TAKE_ROWS]
-            want = block.to_numpy(dtype=np.int64, na_value=0)
-            at = np.searchsorted(keys, want, side="left")  # the first call of each id
-            hit = block.notna().to_numpy(dtype=bool) & (at < len(keys))
-            hit[hit] = keys[at[hit]] == want[hit]
+        for lo in range(0, len(dispatch_corr), keys.BLOCK):
+            block = dispatch_corr.iloc[lo : lo + keys.BLOCK]
+            at = index.find(None, block.to_numpy(dtype=np.int64, na_value=0))
+            hit = block.notna().to_numpy(dtype=bool) & (at >= 0)
             picked = threads[np.where(hit, at, 0)]
             gone = ~hit | picked.isna()
             values.append(np.where(gone, 0, picked.to_numpy(dtype=np.int64, na_value=0)))
