@@ -202,6 +202,20 @@ def test_read_csv_chunks_truncated_gzip(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("chunk_rows", [2, 100])
+def test_read_csv_chunks_quote_never_closed(tmp_path: Path, chunk_rows: int) -> None:
+    # line 5 opens a quoted field that runs to the end of the file: a file cut inside a kernel name
+    path = tmp_path / "cut.csv"
+    path.write_text('a,b\n1,2\n3,4\n5,6\n7,"name<int>\n8,9\n')
+    with pytest.raises(ParseError) as err:
+        for _ in read_csv_chunks(path, chunk_rows=chunk_rows):
+            pass
+    assert err.value.row == 5
+    assert str(err.value).endswith(
+        "cut.csv:5: malformed CSV row: a quoted field opens here and the file ends before it closes (file truncated?)"
+    )
+
+
+@pytest.mark.parametrize("chunk_rows", [2, 100])
 def test_read_csv_chunks_row_with_too_many_fields(tmp_path: Path, chunk_rows: int) -> None:
     path = tmp_path / "wide.csv"
     path.write_text("a,b\n" + "1,2\n" * 6 + "1,2,3\n" + "1,2\n")

@@ -788,3 +788,109 @@ def test_attach_broken_json_names_its_line_column_and_what_was_expected(tmp_path
     cut.write_text('{"rows": [\n')  # ends after line 1: the error is at line 2, column 1
     msg = one_line_error("ingest", cap, "--attach", cut, "--db", tmp_path / "r.db")
     assert f"{cut}:2: invalid JSON at column 1: Expecting value (the file ends there: cut short?)" in msg
+
+
+def _damaged_database(tmp_path: Path) -> Path:
+    """A results database of examples/h200/dense-prefill whose ``dispatch_record`` table is damaged.
+
+    The table's root page (sqlite_master's ``rootpage``) is overwritten with 0xFF bytes, as a bad
+    disk or a copy cut short would leave it: the file still opens, the schema and the run rows
+    read, and any read of the table fails with SQLite's "database disk image is malformed"
+    (SQLITE_CORRUPT, https://www.sqlite.org/rescode.html).
+    """
+    capture = Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense-prefill"
+    db = tmp_path / "damaged.db"
+    result = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
+    page = con.execute("PRAGMA page_size").fetchone()[0]
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'dispatch_record'").fetchone()[0]
+    con.close()
+    with db.open("r+b") as fh:
+        fh.seek((root - 1) * page)  # pages are numbered from 1
+        fh.write(b"\xff" * page)
+    return db
+
+
+DAMAGED = (
+    "the database file is damaged (database disk image is malformed); restore it from a copy, or save what "
+    "can be read with the sqlite3 shell's .recover"
+)
+
+
+def test_a_damaged_database_is_one_line_naming_it(tmp_path: Path) -> None:
+    # from a new-user trial: a database damaged in its middle passed the open-time check, and
+    # `report --by kernel`, `advise`, `export` and `plot` ended in a SQLAlchemy traceback
+    db = _damaged_database(tmp_path)
+    for command in (["report", "--run", "1", "--by", "kernel"], ["export", "--run", "1", "--out", str(tmp_path / "x")]):
+        result = CliRunner().invoke(cli, [*command, "--db", str(db)])
+        assert result.exit_code == 1, command
+        assert "Traceback" not in result.output
+        assert result.output.strip().splitlines()[-1] == f"Error: {db}: {DAMAGED}; no run is left half-written"
+
+
+def test_a_query_of_a_damaged_table_names_the_database(tmp_path: Path) -> None:
+    # `diff` and `query` said "query failed: database disk image is malformed", naming no file
+    db = _damaged_database(tmp_path)
+    result = CliRunner().invoke(cli, ["query", "SELECT count(*) FROM dispatch_record", "--db", str(db)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == f"Error: {db}: {DAMAGED}"
+
+
+def test_merge_of_a_damaged_source_names_it_and_stores_nothing_of_the_run(tmp_path: Path) -> None:
+    db = _damaged_database(tmp_path)
+    target = tmp_path / "merged.db"
+    result = CliRunner().invoke(cli, ["merge", str(db), "--into", str(target)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {db}: run 1 could not be copied into {target} (database disk image is malformed): a file is "
+        "damaged: restore it from a copy, or save what can be read with the sqlite3 shell's .recover; nothing "
+        "of this run is stored, the runs copied before it are kept"
+    )
+    con = sqlite3.connect(target)
+    assert con.execute("SELECT count(*) FROM run").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM dispatch_record").fetchone()[0] == 0
+    con.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (sqlite3.DatabaseError("database disk image is malformed"), f"x.db: {DAMAGED}; no run is left half-written"),
+        (sqlite3.DatabaseError("file is not a database"), "x.db: the database file is damaged (file is not a"),
+        (sqlite3.OperationalError("database is locked"), "x.db: the database refused the command (database is locked)"),
+        (sqlite3.IntegrityError("UNIQUE constraint failed: run.run_id"), None),  # rocroof's own statement: a bug
+        (ValueError("database disk image is malformed"), None),  # not the driver's
+    ],
+)
+def test_which_driver_errors_become_one_line(error: Exception, expected: str | None) -> None:
+    from rocroof.cli.app import _database_failure
+
+    message = _database_failure(error, ["report", "--db", "x.db"])
+    if expected is None:
+        assert message is None
+    else:
+        assert message is not None and message.startswith(expected)
+
+
+def test_a_gzip_export_cut_short_says_so(tmp_path: Path) -> None:
+    # from a new-user trial: an ncu_raw.csv.gz cut to half its bytes was "not an Nsight Compute raw
+    # export ... empty, damaged or another CSV": the bounded reader read a whole 1 MB buffer at a time, and
+    # a stream that ends early gave nothing of itself before its EOFError (the header included)
+    capture = tmp_path / "cap"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "examples" / "h200" / "dense-prefill", capture)
+    export = capture / "ncu" / "ncu_raw.csv.gz"
+    export.write_bytes(export.read_bytes()[:16000])  # of 32,519 bytes: the header's 12,599 characters are in it
+    from rocroof.capture.readers import nvidia
+
+    assert nvidia.is_ncu_csv(export)
+    db = tmp_path / "r.db"
+    result = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(db)])
+    assert result.exit_code == 1
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith(f"Error: {export}: compressed data is damaged or truncated (")
+    if db.exists():
+        con = sqlite3.connect(db)
+        assert con.execute("SELECT count(*) FROM run").fetchone()[0] == 0
+        con.close()

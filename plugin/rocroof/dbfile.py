@@ -20,3 +20,26 @@ def read_only_uri(path: Path) -> str:
     if not os.access(path.parent, os.W_OK) and not (wal.is_file() and wal.stat().st_size):
         uri += "&immutable=1"
     return uri
+
+
+#: How SQLite words a damaged file: SQLITE_CORRUPT and SQLITE_NOTADB (https://www.sqlite.org/rescode.html).
+#: Python's sqlite3 raises both as ``sqlite3.DatabaseError``; SQLAlchemy wraps them as its ``DatabaseError``.
+DAMAGED_WORDS = ("database disk image is malformed", "file is not a database")
+
+
+def damaged(reason: str) -> bool:
+    """True when ``reason`` (a driver's message) says the SQLite file is damaged (:data:`DAMAGED_WORDS`)."""
+    text = reason.lower()
+    return any(words in text for words in DAMAGED_WORDS)
+
+
+def damaged_message(shown: str, reason: str, *, writes: bool = True) -> str:
+    """The one-line message for the damaged database ``shown`` (a name safe to print), ``reason`` the driver's.
+
+    ``writes``: the command may have been writing, and the message says that nothing of it was kept.
+    """
+    tail = "; no run is left half-written" if writes else ""
+    return (
+        f"{shown}: the database file is damaged ({reason}); restore it from a copy, or save what can be "
+        f"read with the sqlite3 shell's .recover{tail}"
+    )

@@ -76,7 +76,9 @@ class _Bounded(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        data = self.inner.read(len(buffer))
+        # read1: what one step decompresses, so that a stream cut short gives all it holds before
+        # its EOFError (read() fills the whole buffer first, and loses the last part with the error)
+        data = self.inner.read1(len(buffer))
         self.done += len(data)
         if self.done > self.limit:
             raise ParseError(
@@ -460,6 +462,12 @@ def read_csv_chunks(
         row = int(match.group(1)) if match else None
         if row is None and (match := re.search(r"starting at row (\d+)", str(exc))):
             row = int(match.group(1)) + 1  # pandas counts file lines from 0 here
+        if "EOF inside string" in str(exc):  # pandas' words name the row from 0: ours, with the line
+            raise ParseError(
+                path,
+                "malformed CSV row: a quoted field opens here and the file ends before it closes (file truncated?)",
+                row,
+            ) from exc
         raise ParseError(path, f"malformed CSV row ({str(exc).strip().splitlines()[-1]})", row) from exc
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise ParseError(path, f"compressed data is damaged or truncated ({exc})") from exc

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .. import SCHEMA_VERSION, __version__
+from ..dbfile import damaged, damaged_message
 from ..errors import InputError, OutputError, RocroofError
 from ..labels import label_problem
 from ..text import one_line, printable, storable
@@ -75,22 +76,46 @@ class RocroofGroup(click.Group):
                 raise
             raise click.ClickException(one_line(str(exc))) from None
         except Exception as exc:
-            # the database refused (read-only, locked, full disk, gone): SQLAlchemy's OperationalError, which
-            # only a command that imported SQLAlchemy can raise; anything else goes on unchanged
-            if (
-                "sqlalchemy.exc" not in sys.modules
-                or ctx.params.get("traceback")
-                or os.environ.get("ROCROOF_TRACEBACK")
-            ):
+            # the database refused (read-only, locked, full disk, gone) or is damaged: a driver's error,
+            # which only a command that opened the database can raise; anything else goes on unchanged
+            if ctx.params.get("traceback") or os.environ.get("ROCROOF_TRACEBACK"):
                 raise
-            from sqlalchemy import exc as sa_exc
-
-            if not isinstance(exc, sa_exc.OperationalError):
+            message = _database_failure(exc, args)
+            if message is None:
                 raise
-            shown = _db_in_args(args) or "the database"
-            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
-            message = f"{shown}: the database refused the command ({reason}); no run is left half-written"
             raise click.ClickException(one_line(message)) from None
+
+
+def _database_failure(exc: BaseException, args: Sequence[str]) -> str | None:
+    """The one-line message for a database that refused a command or is damaged; None for anything else.
+
+    ``exc`` is what a command raised: SQLAlchemy's ``OperationalError`` (the database refused:
+    read-only, locked, full disk, gone), or a damaged SQLite file as SQLAlchemy's ``DBAPIError`` or
+    the standard library's ``sqlite3.DatabaseError`` (the stored report is read without
+    SQLAlchemy). Any other exception is a bug, and keeps its traceback (None).
+    """
+    reason: str | None = None
+    refused = False
+    if "sqlalchemy.exc" in sys.modules:  # only a command that imported SQLAlchemy can raise its errors
+        from sqlalchemy import exc as sa_exc
+
+        if isinstance(exc, sa_exc.DBAPIError):
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None and str(exc.orig).strip() else ""
+            refused = isinstance(exc, sa_exc.OperationalError)
+    if reason is None and "sqlite3" in sys.modules:
+        import sqlite3
+
+        if isinstance(exc, sqlite3.DatabaseError):
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            refused = isinstance(exc, sqlite3.OperationalError)
+    if reason is None:
+        return None
+    shown = _db_in_args(args) or "the database"
+    if damaged(reason):
+        return damaged_message(shown, reason)
+    if not refused:
+        return None  # a constraint or a statement rocroof got wrong: a bug, with its traceback
+    return f"{shown}: the database refused the command ({reason or type(exc).__name__}); no run is left half-written"
 
 
 def _db_in_args(args: Sequence[str]) -> str | None:

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 
 from .. import __version__
 from ..analysis.dram import OUTPUT_COLUMNS as DRAM_BYTE_COLUMNS
-from ..dbfile import read_only_uri
+from ..dbfile import damaged, damaged_message, read_only_uri
 from ..errors import DuplicateRunError, InputError, QueryError, SchemaError
 from ..labels import label_problem, parse_run_labels, runs_matching
 from ..memory import release_free_memory
@@ -1675,6 +1675,8 @@ class Store:
                 ) from exc
             if "readonly" in msg.replace("-", "").lower() or "read-only" in msg.lower() or "query_only" in msg:
                 raise _refused(f"write ({msg})", self.location, sql) from exc
+            if damaged(msg):
+                raise QueryError(damaged_message(printable(self.location), msg, writes=False)) from exc
             raise QueryError(f"query failed: {msg}") from exc
 
 

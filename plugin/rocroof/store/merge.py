@@ -16,8 +16,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from ..dbfile import damaged
 from ..errors import InputError, SchemaError
-from . import Store, is_url, migrations, schema
+from . import CopiedRun, Store, _reason, is_url, migrations, schema
 from .locking import LockWait
 
 
@@ -90,7 +91,7 @@ def merge(
                     sa.select(schema.run.c.run_id, schema.run.c.source_path).order_by(schema.run.c.run_id)
                 ).all()
             for rid, source_path in runs:
-                copied = target.copy_run(store, int(rid))
+                copied = _copy_run(target, store, int(rid))
                 entry = MergedRun(
                     store.location, int(rid), source_path, copied.run_id, copied.existing_run_id, copied.rows
                 )
@@ -102,6 +103,33 @@ def merge(
         for store in opened:
             store.close()
         target.close()
+
+
+def _copy_run(target: Store, source: Store, run_id: int) -> CopiedRun:
+    """``target.copy_run(source, run_id)``, a damaged source named in the error.
+
+    Raises:
+        InputError: the copy failed on a damaged file (SQLite's "database disk image is
+            malformed") or on rows that break the target's constraints (a foreign key to no row:
+            what a damaged source gives); the copy of this run was rolled back, the runs copied
+            before it are kept.
+    """
+    try:
+        return target.copy_run(source, run_id)
+    except sa.exc.DBAPIError as exc:
+        if isinstance(exc, sa.exc.OperationalError) and not damaged(_reason(exc)):
+            raise  # the target or the source refused (locked, read-only, full disk): the CLI says so
+        reason = _reason(exc)
+        why = (
+            "a file is damaged: restore it from a copy, or save what can be read with the sqlite3 shell's .recover"
+            if damaged(reason)
+            else "its rows break the target's constraints, as a damaged file's do: PRAGMA integrity_check in the "
+            "sqlite3 shell tells"
+        )
+        raise InputError(
+            f"{source.location}: run {run_id} could not be copied into {target.location} ({reason}): {why}; "
+            "nothing of this run is stored, the runs copied before it are kept"
+        ) from exc
 
 
 def _ready_target(target: Store) -> None:

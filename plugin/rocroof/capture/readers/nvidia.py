@@ -255,11 +255,16 @@ def is_ncu_csv(path: Path) -> bool:
     """True for an ``ncu --csv --page raw`` export (header holds ``Kernel Name`` and ncu metrics)."""
     if not logical_name(path).endswith(".csv"):
         return False
+    data = bytearray()
     try:
         with open_binary(path) as fh:
-            head = fh.read(1 << 16).decode("utf-8", errors="replace")
+            while len(data) < 1 << 16 and (piece := fh.read(1 << 12)):
+                data += piece
+    except (EOFError, gzip.BadGzipFile, zlib.error):
+        pass  # a compressed file cut short: its header still tells what it is (the reader reports the damage)
     except Exception:
         return False
+    head = data.decode("utf-8", errors="replace")
     first = head.splitlines()[0] if head else ""
     try:  # quoted or not: ncu quotes every cell, a script that filtered the rows may not
         cells = next(csv.reader(io.StringIO(first)), [])
