@@ -790,6 +790,14 @@ def test_attach_broken_json_names_its_line_column_and_what_was_expected(tmp_path
     assert f"{cut}:2: invalid JSON at column 1: Expecting value (the file ends there: cut short?)" in msg
 
 
+def _one_line_error(args: list[str]) -> str:
+    """The last line ``rocroof ARGS`` prints, after checking it failed with exit status 1 and no traceback."""
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    return str(result.output.strip().splitlines()[-1])
+
+
 def _damaged_database(tmp_path: Path) -> Path:
     """A results database of examples/h200/dense-prefill whose ``dispatch_record`` table is damaged.
 
@@ -824,26 +832,20 @@ def test_a_damaged_database_is_one_line_naming_it(tmp_path: Path) -> None:
     # `report --by kernel`, `advise`, `export` and `plot` ended in a SQLAlchemy traceback
     db = _damaged_database(tmp_path)
     for command in (["report", "--run", "1", "--by", "kernel"], ["export", "--run", "1", "--out", str(tmp_path / "x")]):
-        result = CliRunner().invoke(cli, [*command, "--db", str(db)])
-        assert result.exit_code == 1, command
-        assert "Traceback" not in result.output
-        assert result.output.strip().splitlines()[-1] == f"Error: {db}: {DAMAGED}; no run is left half-written"
+        assert _one_line_error([*command, "--db", str(db)]) == f"Error: {db}: {DAMAGED}; no run is left half-written"
 
 
 def test_a_query_of_a_damaged_table_names_the_database(tmp_path: Path) -> None:
     # `diff` and `query` said "query failed: database disk image is malformed", naming no file
     db = _damaged_database(tmp_path)
-    result = CliRunner().invoke(cli, ["query", "SELECT count(*) FROM dispatch_record", "--db", str(db)])
-    assert result.exit_code == 1
-    assert result.output.strip().splitlines()[-1] == f"Error: {db}: {DAMAGED}"
+    line = _one_line_error(["query", "SELECT count(*) FROM dispatch_record", "--db", str(db)])
+    assert line == f"Error: {db}: {DAMAGED}"
 
 
 def test_merge_of_a_damaged_source_names_it_and_stores_nothing_of_the_run(tmp_path: Path) -> None:
     db = _damaged_database(tmp_path)
     target = tmp_path / "merged.db"
-    result = CliRunner().invoke(cli, ["merge", str(db), "--into", str(target)])
-    assert result.exit_code == 1
-    assert result.output.strip().splitlines()[-1] == (
+    assert _one_line_error(["merge", str(db), "--into", str(target)]) == (
         f"Error: {db}: run 1 could not be copied into {target} (database disk image is malformed): a file is "
         "damaged: restore it from a copy, or save what can be read with the sqlite3 shell's .recover; nothing "
         "of this run is stored, the runs copied before it are kept"
@@ -886,9 +888,7 @@ def test_a_gzip_export_cut_short_says_so(tmp_path: Path) -> None:
 
     assert nvidia.is_ncu_csv(export)
     db = tmp_path / "r.db"
-    result = CliRunner().invoke(cli, ["ingest", str(capture), "--db", str(db)])
-    assert result.exit_code == 1
-    last = result.output.strip().splitlines()[-1]
+    last = _one_line_error(["ingest", str(capture), "--db", str(db)])
     assert last.startswith(f"Error: {export}: compressed data is damaged or truncated (")
     if db.exists():
         con = sqlite3.connect(db)
