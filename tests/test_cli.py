@@ -501,11 +501,14 @@ def test_the_same_capture_twice_is_refused_and_replace_gives_a_new_run_id(stored
     assert counts(stored) == before
     out = ok("ingest", vcopy(), "--db", stored, "--replace")
     assert out.startswith("Stored run 2 from ")
+    # the summary says which run went (from a new-user trial: the new id alone left it unsaid)
+    assert out.splitlines()[1] == "  replaces run 1 (the same content, deleted: its labels kept unless given again)"
     runs = json.loads(ok("runs", "--db", stored, "--format", "json"))
     assert [r["run_id"] for r in runs] == [2]
     assert runs[0]["labels"] == {"model": "vcopy", "size": "8MiB"}  # kept: the labels are the run's only description
     assert counts(stored) == before
-    ok("ingest", vcopy(), "--db", stored, "--replace", "--label", "model=copy")
+    out = ok("ingest", vcopy(), "--db", stored, "--replace", "--label", "model=copy")
+    assert out.splitlines()[1].startswith("  replaces run 2 (")
     (run3,) = json.loads(ok("runs", "--db", stored, "--format", "json"))
     assert run3["run_id"] == 3 and run3["labels"] == {"model": "copy", "size": "8MiB"}
 

@@ -467,8 +467,10 @@ def test_the_same_capture_twice_is_refused_and_replace_replaces_it(db_path: Path
     with pytest.raises(DuplicateRunError, match=f"already stored as run {first}.*--replace"):
         store.write_run(_frames(), labels={"model": "b"})
     assert _counts(db_path) == before
+    assert store.replaced_run_id is None
     second = store.write_run(_frames(), labels={"model": "b"}, replace=True)
     assert second != first
+    assert store.replaced_run_id == first
     assert _counts(db_path) == before  # same rows, new run id
     ro = Store(db_path, read_only=True)
     assert ro.query("SELECT run_id FROM run")["run_id"].tolist() == [second]

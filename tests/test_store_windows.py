@@ -346,7 +346,12 @@ def test_a_replace_claimed_late_deletes_the_old_run_and_keeps_its_labels(
     db = tmp_path / "r.db"
     _write(db, frames, labels={"model": "dense", "batch": "1"})
     late, _ = _hash_pending(split_run(frames, 3), done_at)
-    new_id = _write(db, late, labels={"batch": "2"}, replace=True)
+    store = Store(db)
+    try:
+        new_id = store.write_run(late, labels={"batch": "2"}, replace=True)
+        assert store.replaced_run_id == 1  # what `rocroof ingest --replace` tells the user
+    finally:
+        store.close()
     assert new_id == 2  # past the replaced run's id
     con = sqlite3.connect(db)
     try:

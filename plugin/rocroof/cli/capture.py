@@ -94,7 +94,7 @@ def _ingest_one(
     finally:
         store.close()
     facts.update(run=dict(frames.run), notes=list(frames.notes))  # final once every window is written
-    return _summary(run_id, name, facts, db) + _upgrade_line(store.upgraded, db)
+    return _summary(run_id, name, facts, db, store.replaced_run_id) + _upgrade_line(store.upgraded, db)
 
 
 def _upgrade_line(applied: list[str], db: str) -> str:
@@ -162,7 +162,9 @@ def _add_counts(facts: dict[str, Any], tables: dict[str, Any]) -> None:
         facts["bounded"] += int((dram["dram_read_bytes"].isna() & dram["dram_read_bytes_min"].notna()).sum())
 
 
-def _summary(run_id: int, path: Path | str, facts: dict[str, Any], db: str = DEFAULT_DB) -> str:
+def _summary(
+    run_id: int, path: Path | str, facts: dict[str, Any], db: str = DEFAULT_DB, replaced: int | None = None
+) -> str:
     from ..report.render import ceiling_rule_text, gpu_text, timing_text
 
     run, n, files = facts["run"], facts["timing_dispatches"], facts["files"]
@@ -171,6 +173,11 @@ def _summary(run_id: int, path: Path | str, facts: dict[str, Any], db: str = DEF
     # one fact per line: the summary reads in a terminal and pastes into a log or a PR comment
     parts = [
         f"Stored run {run_id} from {one_line(str(path))} ({facts['source_format']}, {gpu or 'unknown GPU'}).",
+        *(
+            [f"  replaces run {replaced} (the same content, deleted: its labels kept unless given again)"]
+            if replaced is not None
+            else []
+        ),
         f"  read {len(files)} file(s): {shown}",
         f"  {facts['passes']} pass(es), {n:,} dispatch(es) in the timing pass, "
         f"{facts['ops']:,} ggml op invocation(s), {facts['attributed']:,} dispatch(es) attributed "

@@ -921,6 +921,9 @@ class Store:
         #: Migrations this object applied to a database that held runs of an older schema (not the
         #: creation of a new one): what a write command tells the user it changed.
         self.upgraded: list[str] = []
+        #: The run that the last :meth:`write_run` replaced (``replace``: the same content stored
+        #: before, deleted in the same transaction), once that transaction committed; else None.
+        self.replaced_run_id: int | None = None
         #: The write transaction that :meth:`frame` reads through while :meth:`write_run` builds a
         #: run's stored reports (they see the run's rows before the commit); None otherwise.
         self._within: sa.Connection | None = None
@@ -1184,6 +1187,7 @@ class Store:
                     f"{frames.run.get('source_path')}: label {key}={value!r}: {problem}; nothing was stored"
                 )
         self.upgrade()
+        self.replaced_run_id = None
         try:
             return self._write_run(frames, labels or {}, replace, progress, release, reports)
         except sa.exc.DataError as exc:
@@ -1228,7 +1232,7 @@ class Store:
         with self.begin_write(sqlite_key_lookups=False) as conn:
             check_keys = conn.dialect.name == "sqlite"
             inline = isinstance(conn.connection.dbapi_connection, sqlite3.Connection)  # see _chunks
-            replace_id, labels = _claim_content(conn, frames, labels, replace)
+            replace_id, labels, replaced = _claim_content(conn, frames, labels, replace)
             run_id = _insert_run_row(conn, frames.run, replace_id)
             _insert_run_lists(conn, run_id, labels, frames)
             op_total: pd.DataFrame | None = None
@@ -1258,6 +1262,7 @@ class Store:
             if reports is not None:
                 written("stored_report", 0)
                 self._store_reports(conn, run_id, reports)
+        self.replaced_run_id = replaced  # committed
         return run_id
 
     def _write_windows(
@@ -1286,7 +1291,7 @@ class Store:
             check_keys = conn.dialect.name == "sqlite"
             keys = referred if check_keys else None
             inline = isinstance(conn.connection.dbapi_connection, sqlite3.Connection)  # see _chunks
-            replace_id, labels = _claim_content(conn, frames, labels, replace)  # before any window is asked for
+            replace_id, labels, replaced = _claim_content(conn, frames, labels, replace)  # before any window
             digest = frames.run.get("content_sha256")
             # a hash still being computed is claimed between windows once done: a duplicate is
             # refused (the transaction rolled back) a few windows in rather than after the build
@@ -1333,7 +1338,7 @@ class Store:
                 del logical, tables
                 if pending is not None and pending.done():
                     digest = pending.result()
-                    _, labels = _claim_content(conn, frames, labels, replace, digest=digest)
+                    _, labels, replaced = _claim_content(conn, frames, labels, replace, digest=digest)
                     pending = None
                 release_free_memory()  # the window's frames, written: their memory back before the next
             for name in _NUMBERED:
@@ -1346,7 +1351,7 @@ class Store:
             # the run's own rows, final now that every window is in
             if pending is not None:  # the hash done only with the last window
                 digest = pending.result()
-                _, labels = _claim_content(conn, frames, labels, replace, digest=digest)
+                _, labels, replaced = _claim_content(conn, frames, labels, replace, digest=digest)
             if (frames.run.get("content_sha256") or None) != (digest or None):
                 raise ValueError("RunFrames.run's content_sha256 changed while its windows were written")
             final = {k: v for k, v in frames.run.items() if k not in ("run_id", "created_at")}
@@ -1378,6 +1383,7 @@ class Store:
             if reports is not None:
                 written("stored_report", 0)
                 self._store_reports(conn, run_id, reports)
+        self.replaced_run_id = replaced  # committed
         return run_id
 
     def _store_reports(self, conn: sa.Connection, run_id: int, reports: Callable[[Store, int], dict[str, str]]) -> None:
@@ -2230,7 +2236,7 @@ def _refuse_unknown_window_frames(window: dict[str, pd.DataFrame]) -> None:
 
 def _claim_content(
     conn: sa.Connection, frames: RunFrames, labels: dict[str, str], replace: bool, *, digest: str | None = None
-) -> tuple[int | None, dict[str, str]]:
+) -> tuple[int | None, dict[str, str], int | None]:
     """Refuse a run whose content hash is stored, or delete that run to replace it (in ``conn``'s transaction).
 
     The hash is ``digest`` when given (``frames.pending_sha256``'s, done once windows were written:
@@ -2238,17 +2244,18 @@ def _claim_content(
 
     Returns:
         The run id the new run must take (SQLite, replacing: past every id given so far) or None,
-        and the labels it gets (a replaced run's labels that ``labels`` does not set, kept).
+        the labels it gets (a replaced run's labels that ``labels`` does not set, kept), and the id
+        of the run replaced (deleted) or None.
 
     Raises:
         DuplicateRunError: the hash is stored and ``replace`` is False.
     """
     digest = digest or frames.run.get("content_sha256")
     if not digest:
-        return None, labels
+        return None, labels, None
     old = conn.execute(sa.select(schema.run.c.run_id).where(schema.run.c.content_sha256 == digest)).scalar()
     if old is None:
-        return None, labels
+        return None, labels, None
     if not replace:
         raise DuplicateRunError(
             f"{frames.run.get('source_path')}: this capture is already stored as run {old} "
@@ -2264,7 +2271,7 @@ def _claim_content(
     kept = conn.execute(sa.select(lab.c.key, lab.c.value).where(lab.c.run_id == old)).all()
     labels = {**{k: v for k, v in kept}, **labels}  # the labels stay unless given again
     _delete_run(conn, int(old))
-    return replace_id, labels
+    return replace_id, labels, int(old)
 
 
 def _insert_run_row(conn: sa.Connection, run: dict[str, Any], run_id: int | None) -> int:
