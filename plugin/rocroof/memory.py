@@ -42,13 +42,18 @@ if hasattr(os, "register_at_fork"):
 
 
 @functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
+def _libc() -> ctypes.CDLL | None:
+    """The C library (None where it cannot be loaded), for the calls that give memory back."""
     name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name) if name else ctypes.CDLL(None)
+        return ctypes.CDLL(name) if name else ctypes.CDLL(None)
     except OSError:
         return None
-    trim = getattr(libc, "malloc_trim", None)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    trim = getattr(_libc(), "malloc_trim", None)
     if trim is None:
         return None
     trim.argtypes = [ctypes.c_size_t]
@@ -100,12 +105,7 @@ _MADV_DONTNEED = 4
 
 @functools.cache
 def _madvise() -> Callable[[int, int, int], int] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name, use_errno=True) if name else ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-    call = getattr(libc, "madvise", None)
+    call = getattr(_libc(), "madvise", None)
     if call is None:
         return None
     call.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]

@@ -94,22 +94,22 @@ def _database_failure(exc: BaseException, args: Sequence[str]) -> str | None:
     the standard library's ``sqlite3.DatabaseError`` (the stored report is read without
     SQLAlchemy). Any other exception is a bug, and keeps its traceback (None).
     """
-    reason: str | None = None
-    refused = False
+    known = refused = False
+    driver: BaseException | None = None  # the driver's own exception: its first line is the reason
     if "sqlalchemy.exc" in sys.modules:  # only a command that imported SQLAlchemy can raise its errors
         from sqlalchemy import exc as sa_exc
 
         if isinstance(exc, sa_exc.DBAPIError):
-            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None and str(exc.orig).strip() else ""
-            refused = isinstance(exc, sa_exc.OperationalError)
-    if reason is None and "sqlite3" in sys.modules:
+            known, driver, refused = True, exc.orig, isinstance(exc, sa_exc.OperationalError)
+    if not known and "sqlite3" in sys.modules:
         import sqlite3
 
         if isinstance(exc, sqlite3.DatabaseError):
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            refused = isinstance(exc, sqlite3.OperationalError)
-    if reason is None:
+            known, driver, refused = True, exc, isinstance(exc, sqlite3.OperationalError)
+    if not known:
         return None
+    text = str(driver).strip() if driver is not None else ""
+    reason = text.splitlines()[0] if text else ""
     shown = _db_in_args(args) or "the database"
     if damaged(reason):
         return damaged_message(shown, reason)

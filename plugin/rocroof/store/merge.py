@@ -117,9 +117,9 @@ def _copy_run(target: Store, source: Store, run_id: int) -> CopiedRun:
     try:
         return target.copy_run(source, run_id)
     except sa.exc.DBAPIError as exc:
-        if isinstance(exc, sa.exc.OperationalError) and not damaged(_reason(exc)):
-            raise  # the target or the source refused (locked, read-only, full disk): the CLI says so
         reason = _reason(exc)
+        if isinstance(exc, sa.exc.OperationalError) and not damaged(reason):
+            raise  # the target or the source refused (locked, read-only, full disk): the CLI says so
         why = (
             "a file is damaged: restore it from a copy, or save what can be read with the sqlite3 shell's .recover"
             if damaged(reason)
